@@ -1,0 +1,52 @@
+# The one command layer: every command the README gives goes through here.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_OUTDIR ?= cdk.out
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: install test check format demo synth bench deploy diff clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Lint, type-check, then the whole suite (unit, moto integration, CDK assertions).
+test: $(STAMP) check
+	$(BIN)/python -m pytest
+
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+## Synthesize, then run the system on an embedded AWS emulator and print what happened.
+demo: $(STAMP)
+	$(BIN)/python -m tools.demo
+
+synth: $(STAMP)
+	$(BIN)/python app.py
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run
+
+## Real accounts only: needs AWS credentials, a bootstrapped account and (for observers) Docker.
+deploy: $(STAMP)
+	npx --yes cdk deploy --all
+
+diff: $(STAMP)
+	npx --yes cdk diff --all
+
+clean:
+	rm -rf $(VENV) cdk.out .demo node_modules

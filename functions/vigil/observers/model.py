@@ -1,0 +1,216 @@
+"""The observer record: its statuses, its validation rules and its DynamoDB item shape.
+
+Every part of the observer system (API, CLI, container runtime, reconciler) reads and writes
+observers through these types, so the item stays readable as plain attributes in the console.
+
+Statuses, and the seed orchestrator's names for them:
+
+========  ==========================================================  ===============
+Status    Meaning                                                     Seed
+========  ==========================================================  ===============
+PENDING   registered, no task yet (or waiting out a crash backoff)    Created
+STARTING  RunTask accepted for the current generation                 Processing
+RUNNING   the current generation's container claimed and heartbeats   Processing
+STOPPING  stop requested; the task is being stopped                   OnDeleting
+STOPPED   no task runs and none is wanted                             Deleted
+FAILED    gave up after too many consecutive crashes (see reason)     (none)
+========  ==========================================================  ===============
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from vigil.clock import epoch_ms, from_epoch_ms, iso
+
+NAME_PATTERN = re.compile(r"^[a-z0-9-]{1,63}$")
+MAX_CONFIG_BYTES = 32 * 1024
+FLEET_PARTITION = "observers"
+"""Value of ``fleet`` on every observer item: the partition key of the fleet index."""
+
+
+class Status(StrEnum):
+    PENDING = "PENDING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+    FAILED = "FAILED"
+
+
+class Desired(StrEnum):
+    RUNNING = "RUNNING"
+    STOPPED = "STOPPED"
+
+
+class InvalidObserver(ValueError):
+    """A name, kind or config that can never be valid; the message says which and why."""
+
+    def __init__(self, field_name: str, problem: str) -> None:
+        super().__init__(f"{field_name}: {problem}")
+        self.field = field_name
+        self.problem = problem
+
+
+def validate_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidObserver("name", "is required and must be a string")
+    if not NAME_PATTERN.fullmatch(name):
+        raise InvalidObserver("name", f"{name!r} must match [a-z0-9-]{{1,63}}")
+    return name
+
+
+def validate_config(config: Any) -> dict[str, Any]:
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise InvalidObserver("config", f"must be a JSON object, got {type(config).__name__}")
+    size = len(json.dumps(config, separators=(",", ":")).encode())
+    if size > MAX_CONFIG_BYTES:
+        raise InvalidObserver("config", f"is {size} bytes, at most {MAX_CONFIG_BYTES} allowed")
+    return config
+
+
+@dataclass(frozen=True)
+class LastExit:
+    """How the previous task ended, as ECS reported it."""
+
+    stop_code: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    task_arn: str | None = None
+    at: datetime | None = None
+
+    @property
+    def crashed(self) -> bool:
+        """A task that stopped without being asked to, or with a non-zero exit code."""
+        if self.stop_code == "UserInitiated" and self.exit_code in (None, 0):
+            return False
+        return self.exit_code != 0 or self.stop_code not in (None, "UserInitiated")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stop_code": self.stop_code,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "task_arn": self.task_arn,
+            "at": iso(self.at) if self.at else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> LastExit | None:
+        if not data:
+            return None
+        return cls(
+            stop_code=data.get("stop_code"),
+            exit_code=data.get("exit_code"),
+            reason=data.get("reason"),
+            task_arn=data.get("task_arn"),
+            at=datetime.fromisoformat(data["at"]) if data.get("at") else None,
+        )
+
+
+@dataclass(frozen=True)
+class Observer:
+    name: str
+    kind: str
+    config: dict[str, Any]
+    desired: Desired
+    status: Status
+    created_at: datetime
+    updated_at: datetime
+    version: int = 1
+    generation: int = 0
+    task_arn: str | None = None
+    restarts: int = 0
+    consecutive_failures: int = 0
+    heartbeat_at: datetime | None = None
+    checkpoint: dict[str, Any] | None = None
+    last_exit: LastExit | None = None
+    next_start_at: datetime | None = None
+    failure_reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The API's observer representation."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "config": self.config,
+            "desired": self.desired.value,
+            "status": self.status.value,
+            "task_arn": self.task_arn,
+            "generation": self.generation,
+            "restarts": self.restarts,
+            "consecutive_failures": self.consecutive_failures,
+            "heartbeat_at": iso(self.heartbeat_at) if self.heartbeat_at else None,
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "last_exit": self.last_exit.to_json() if self.last_exit else None,
+            "failure_reason": self.failure_reason,
+        }
+
+
+def to_item(observer: Observer) -> dict[str, Any]:
+    """Plain attributes; times both as ISO text (for people) and epoch ms (for conditions)."""
+    item: dict[str, Any] = {
+        "name": observer.name,
+        "fleet": FLEET_PARTITION,
+        "kind": observer.kind,
+        "config": observer.config,
+        "desired": observer.desired.value,
+        "status": observer.status.value,
+        "generation": observer.generation,
+        "restarts": observer.restarts,
+        "consecutive_failures": observer.consecutive_failures,
+        "created_at": iso(observer.created_at),
+        "updated_at": iso(observer.updated_at),
+        "version": observer.version,
+    }
+    if observer.task_arn:
+        item["task_arn"] = observer.task_arn
+    if observer.heartbeat_at:
+        item["heartbeat_at"] = iso(observer.heartbeat_at)
+        item["heartbeat_at_ms"] = epoch_ms(observer.heartbeat_at)
+    if observer.checkpoint is not None:
+        item["checkpoint"] = observer.checkpoint
+    if observer.last_exit:
+        item["last_exit"] = observer.last_exit.to_json()
+    if observer.next_start_at:
+        item["next_start_at"] = iso(observer.next_start_at)
+        item["next_start_at_ms"] = epoch_ms(observer.next_start_at)
+    if observer.failure_reason:
+        item["failure_reason"] = observer.failure_reason
+    return item
+
+
+def from_item(item: dict[str, Any]) -> Observer:
+    """Read an item written by ``to_item`` (or its projection in the fleet index, minus config)."""
+    return Observer(
+        name=item["name"],
+        kind=item.get("kind", ""),
+        config=item.get("config") or {},
+        desired=Desired(item.get("desired", Desired.RUNNING)),
+        status=Status(item.get("status", Status.PENDING)),
+        created_at=datetime.fromisoformat(item["created_at"]),
+        updated_at=datetime.fromisoformat(item["updated_at"]),
+        version=int(item.get("version", 1)),
+        generation=int(item.get("generation", 0)),
+        task_arn=item.get("task_arn"),
+        restarts=int(item.get("restarts", 0)),
+        consecutive_failures=int(item.get("consecutive_failures", 0)),
+        heartbeat_at=from_epoch_ms(int(item["heartbeat_at_ms"]))
+        if "heartbeat_at_ms" in item
+        else None,
+        checkpoint=item.get("checkpoint"),
+        last_exit=LastExit.from_json(item.get("last_exit")),
+        next_start_at=from_epoch_ms(int(item["next_start_at_ms"]))
+        if "next_start_at_ms" in item
+        else None,
+        failure_reason=item.get("failure_reason"),
+    )

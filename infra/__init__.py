@@ -1,0 +1,1 @@
+"""Vigil's CDK constructs: one per capability, composed by ``VigilStack``."""

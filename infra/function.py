@@ -1,0 +1,76 @@
+"""The single Lambda factory: every Vigil function gets the same runtime, layer, logs and tracing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+ARCHITECTURE = lambda_.Architecture.ARM_64
+POWERTOOLS_LAYER_CONTEXT = "vigil:powertoolsLayerVersion"
+POWERTOOLS_LAYER_DEFAULT_VERSION = 27
+ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "observers/Dockerfile"]
+
+
+def powertools_layer(scope: Construct) -> lambda_.ILayerVersion:
+    """The public Powertools layer (Powertools, pydantic, X-Ray SDK), one per stack."""
+    stack = Stack.of(scope)
+    existing = stack.node.try_find_child("PowertoolsLayer")
+    if existing is not None:
+        return existing  # type: ignore[return-value]
+    version = (
+        stack.node.try_get_context(POWERTOOLS_LAYER_CONTEXT) or POWERTOOLS_LAYER_DEFAULT_VERSION
+    )
+    arn = (
+        f"arn:{stack.partition}:lambda:{stack.region}:017000801446:layer:"
+        f"AWSLambdaPowertoolsPythonV3-python312-arm64:{int(version)}"
+    )
+    return lambda_.LayerVersion.from_layer_version_arn(stack, "PowertoolsLayer", arn)
+
+
+def functions_code() -> lambda_.Code:
+    return lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=ASSET_EXCLUDES)
+
+
+def vigil_function(
+    scope: Construct,
+    construct_id: str,
+    *,
+    handler: str,
+    description: str,
+    environment: dict[str, str],
+    timeout: Duration,
+    memory_size: int = 256,
+    log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+) -> lambda_.Function:
+    log_group = logs.LogGroup(
+        scope,
+        f"{construct_id}Logs",
+        retention=log_retention,
+        removal_policy=RemovalPolicy.DESTROY,
+    )
+    return lambda_.Function(
+        scope,
+        construct_id,
+        runtime=RUNTIME,
+        architecture=ARCHITECTURE,
+        handler=handler,
+        code=functions_code(),
+        description=description,
+        timeout=timeout,
+        memory_size=memory_size,
+        layers=[powertools_layer(scope)],
+        tracing=lambda_.Tracing.ACTIVE,
+        log_group=log_group,
+        environment={
+            "POWERTOOLS_SERVICE_NAME": "vigil",
+            "POWERTOOLS_METRICS_NAMESPACE": "Vigil",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+            **environment,
+        },
+    )
