@@ -34,6 +34,22 @@ class JobMetric(StrEnum):
     LATENESS = "JobTickLateness"
 
 
+class ObserverMetric(StrEnum):
+    """Metrics of the observer fleet; per-observer ones carry the ``kind`` dimension."""
+
+    CREATED = "ObserverCreated"
+    STARTED = "ObserverStarted"
+    RESTARTED = "ObserverRestarted"
+    STOPPED = "ObserverStopped"
+    FAILED = "ObserverFailed"
+    ORPHAN_STOPPED = "ObserverOrphanStopped"
+    STALE_EVENT_IGNORED = "ObserverStaleEventIgnored"
+    RUN_TASK_FAILED = "ObserverRunTaskFailed"
+    HEARTBEAT_STALE = "ObserverHeartbeatStale"
+    FENCED = "ObserverFenced"
+    RECONCILE_DURATION = "ReconcilePassDuration"
+
+
 @cache
 def logger() -> Logger:
     return Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE))
