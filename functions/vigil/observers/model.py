@@ -30,8 +30,36 @@ from vigil.clock import epoch_ms, from_epoch_ms, iso
 
 NAME_PATTERN = re.compile(r"^[a-z0-9-]{1,63}$")
 MAX_CONFIG_BYTES = 32 * 1024
+MAX_CHECKPOINT_BYTES = 64 * 1024
 FLEET_PARTITION = "observers"
 """Value of ``fleet`` on every observer item: the partition key of the fleet index."""
+FLEET_INDEX = "fleet-index"
+FLEET_INDEX_ATTRIBUTES = (
+    "kind",
+    "desired",
+    "status",
+    "generation",
+    "task_arn",
+    "restarts",
+    "consecutive_failures",
+    "heartbeat_at",
+    "heartbeat_at_ms",
+    "created_at",
+    "updated_at",
+    "version",
+    "last_exit",
+    "next_start_at",
+    "next_start_at_ms",
+    "failure_reason",
+    "restart_generation",
+)
+"""Non-key attributes the fleet index projects (INCLUDE): the status fields, never config or
+checkpoint, so a pass over the whole fleet reads small items."""
+FLEET_COUNTER_NAME = "#fleet"
+"""Key of the one non-observer item in the registry: ``active`` counts observers whose desired state
+is RUNNING, so creating one can check the fleet maximum in the same transaction. The name can never
+be an observer's (``#`` is outside the name pattern) and the item has no ``fleet`` attribute, so it
+is absent from the fleet index; stream consumers skip it with ``is_observer_item``."""
 
 
 class Status(StrEnum):
@@ -74,6 +102,25 @@ def validate_config(config: Any) -> dict[str, Any]:
     if size > MAX_CONFIG_BYTES:
         raise InvalidObserver("config", f"is {size} bytes, at most {MAX_CONFIG_BYTES} allowed")
     return config
+
+
+def validate_checkpoint(state: Any) -> dict[str, Any]:
+    if not isinstance(state, dict):
+        raise InvalidObserver("checkpoint", f"must be a dict, got {type(state).__name__}")
+    try:
+        size = len(json.dumps(state, separators=(",", ":")).encode())
+    except (TypeError, ValueError) as error:
+        raise InvalidObserver("checkpoint", f"must be JSON-serializable: {error}") from error
+    if size > MAX_CHECKPOINT_BYTES:
+        raise InvalidObserver(
+            "checkpoint", f"is {size} bytes, at most {MAX_CHECKPOINT_BYTES} allowed"
+        )
+    return state
+
+
+def is_observer_item(item: dict[str, Any] | None) -> bool:
+    """True for an observer's item, False for the fleet counter (or nothing)."""
+    return item is not None and item.get("fleet") == FLEET_PARTITION
 
 
 @dataclass(frozen=True)
@@ -134,6 +181,8 @@ class Observer:
     last_exit: LastExit | None = None
     next_start_at: datetime | None = None
     failure_reason: str | None = None
+    restart_generation: int | None = None
+    """Set by a restart request: a task of this generation or an older one must be replaced."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -186,6 +235,8 @@ def to_item(observer: Observer) -> dict[str, Any]:
         item["next_start_at_ms"] = epoch_ms(observer.next_start_at)
     if observer.failure_reason:
         item["failure_reason"] = observer.failure_reason
+    if observer.restart_generation is not None:
+        item["restart_generation"] = observer.restart_generation
     return item
 
 
@@ -213,4 +264,7 @@ def from_item(item: dict[str, Any]) -> Observer:
         if "next_start_at_ms" in item
         else None,
         failure_reason=item.get("failure_reason"),
+        restart_generation=int(item["restart_generation"])
+        if "restart_generation" in item
+        else None,
     )
