@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""The Vigil CDK app: the jobs (and, later, observers) this team runs. ``python app.py`` synthesizes."""
+
+from __future__ import annotations
+
+import os
+
+from aws_cdk import App, Duration, Environment
+from constructs import Construct
+
+from infra.runs_table import JobRunsTable
+from infra.scheduled_job import ScheduledJob
+from infra.stack import VigilStack
+
+
+def declare_jobs(scope: Construct, runs: JobRunsTable) -> list[ScheduledJob]:
+    return [
+        # Frequent, and must never overlap itself: a slow run makes the next tick SKIPPED.
+        ScheduledJob(
+            scope,
+            "Cleanup",
+            handler="jobs.cleanup.handler",
+            schedule="rate(5 minutes)",
+            overlap="skip",
+            timeout=Duration.minutes(4),
+            max_lateness=Duration.minutes(2),
+            runs_table=runs.table,
+        ),
+        # Business-hours report in Prague time; reports for different days may overlap.
+        ScheduledJob(
+            scope,
+            "DailyReport",
+            handler="jobs.daily_report.handler",
+            schedule="cron(30 7 ? * MON-FRI *)",
+            time_zone="Europe/Prague",
+            overlap="allow",
+            timeout=Duration.minutes(10),
+            max_lateness=Duration.hours(1),
+            retry_attempts=2,
+            max_event_age=Duration.hours(6),
+            memory_size=512,
+            runs_table=runs.table,
+        ),
+    ]
+
+
+def build_app(outdir: str | None = None) -> App:
+    app = App(outdir=outdir or os.environ.get("CDK_OUTDIR", "cdk.out"))
+    account = os.environ.get("CDK_DEFAULT_ACCOUNT")
+    region = os.environ.get("CDK_DEFAULT_REGION", "us-east-1")
+    VigilStack(
+        app,
+        "Vigil",
+        declare_jobs=declare_jobs,
+        env=Environment(account=account, region=region),
+        description="Vigil: exactly-once scheduled jobs and always-running observers",
+    )
+    return app
+
+
+if __name__ == "__main__":
+    build_app().synth()

@@ -1,0 +1,1 @@
+"""The team's scheduled jobs: one module each, a ``@scheduled_job`` handler in each."""

@@ -1,0 +1,85 @@
+"""What to do when a claim's conditional write is refused: a pure function of what it saw.
+
+The claim is one transaction of two conditional updates (see ``store.py``): the tick's record
+(absent, or re-claimable: FAILED, or RUNNING with an expired lease) and the job's head (fence below
+the proposed token and, under the ``skip`` policy, no live lease). When DynamoDB cancels it, each
+refused update returns the item it saw, and this module decides from those alone, so no extra read
+is ever needed:
+
+* the tick is final (SUCCEEDED, SKIPPED, MISSED) or running under a live lease -> DUPLICATE;
+* another tick holds the job's live lease and the policy is ``skip`` -> SKIP;
+* otherwise the state moved (a failed or expired run to take over, a fence ahead of our clock)
+  -> RETRY with the expectations corrected from what was seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from enum import StrEnum
+
+from vigil.dynamo import Item
+from vigil.jobs.model import FINAL_STATUSES, Overlap, RunStatus
+from vigil.leases import fence_of, lease_is_live
+
+
+class Verdict(StrEnum):
+    RETRY = "RETRY"
+    DUPLICATE = "DUPLICATE"
+    SKIP = "SKIP"
+
+
+@dataclass(frozen=True)
+class ClaimTerms:
+    """What a claim proposes: the attempt count it expects on the record, and a token floor."""
+
+    expected_attempts: int = 0
+    token_floor: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    terms: ClaimTerms
+    reason: str
+
+
+def resolve_conflict(
+    *,
+    terms: ClaimTerms,
+    token: int,
+    overlap: Overlap,
+    tick_refused: bool,
+    tick_seen: Item | None,
+    head_refused: bool,
+    head_seen: Item | None,
+    now: datetime,
+) -> Decision:
+    new_terms = terms
+    if tick_refused:
+        if tick_seen is None:
+            new_terms = replace(new_terms, expected_attempts=0)
+        else:
+            status = RunStatus(tick_seen["status"])
+            if status in FINAL_STATUSES:
+                return Decision(Verdict.DUPLICATE, terms, f"tick already {status.value}")
+            if status is RunStatus.RUNNING and lease_is_live(tick_seen, now):
+                return Decision(
+                    Verdict.DUPLICATE,
+                    terms,
+                    f"tick is running under token {tick_seen.get('fencing_token')}",
+                )
+            new_terms = replace(new_terms, expected_attempts=int(tick_seen.get("attempts", 0)))
+    if head_refused:
+        fence = fence_of(head_seen)
+        if fence >= token:
+            new_terms = replace(new_terms, token_floor=fence)
+        elif overlap is Overlap.SKIP and lease_is_live(head_seen, now):
+            assert head_seen is not None
+            return Decision(
+                Verdict.SKIP,
+                new_terms,
+                f"overlaps the run of tick {head_seen.get('lease_tick')} "
+                f"(lease until {head_seen.get('lease_until')})",
+            )
+    return Decision(Verdict.RETRY, new_terms, "state moved; claiming again with what was seen")

@@ -1,0 +1,107 @@
+"""``@scheduled_job``: the whole Lambda handler a job author needs.
+
+The construct sets the job's name, policy and table in the environment; the decorator reads them
+on the first invocation (not at import, so importing a job module stays cheap and side-effect
+free), then guards every delivery with ``JobGuard``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from vigil import telemetry
+from vigil.clock import Clock, system_clock
+from vigil.jobs.events import parse_tick
+from vigil.jobs.guard import Body, JobGuard, Result
+from vigil.jobs.model import JobSettings, Outcome
+from vigil.jobs.store import RunStore
+from vigil.telemetry import JobMetric
+
+Handler = Callable[[Any, Any], dict[str, Any]]
+
+
+@dataclass
+class _Runtime:
+    guard: JobGuard
+
+
+def _tracing_enabled() -> bool:
+    return os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() not in ("1", "true")
+
+
+def scheduled_job(
+    body: Body | None = None,
+    *,
+    settings: JobSettings | None = None,
+    client: Any = None,
+    clock: Clock = system_clock,
+) -> Any:
+    """Turn ``body(run)`` into a guarded Lambda handler; keyword arguments are for tests."""
+
+    def wrap(fn: Body) -> Handler:
+        runtime: _Runtime | None = None
+
+        def build() -> _Runtime:
+            import boto3
+
+            resolved = settings or JobSettings.from_env()
+            dynamodb = client or boto3.client("dynamodb")
+            return _Runtime(JobGuard(resolved, RunStore(dynamodb, resolved.table), clock))
+
+        def guarded(event: Any, context: Any) -> dict[str, Any]:
+            nonlocal runtime
+            if runtime is None:
+                runtime = build()
+            return _handle(runtime.guard, fn, event, context)
+
+        handler: Handler = telemetry.logger().inject_lambda_context(clear_state=True)(guarded)
+        handler = telemetry.metrics().log_metrics(handler)
+        if _tracing_enabled():
+            handler = telemetry.tracer().capture_lambda_handler(handler)
+        return functools.wraps(fn)(handler)
+
+    return wrap(body) if body is not None else wrap
+
+
+def _handle(guard: JobGuard, body: Body, event: Any, context: Any) -> dict[str, Any]:
+    logger, metrics = telemetry.logger(), telemetry.metrics()
+    job = guard.settings.job
+    metrics.add_dimension(name="job", value=job)
+    tick = parse_tick(event)
+    logger.append_keys(job=job, tick=tick.key, delivery=tick.source)
+    try:
+        result = guard.execute(
+            tick,
+            body,
+            remaining_ms=context.get_remaining_time_in_millis,
+            holder=getattr(context, "aws_request_id", "local"),
+        )
+    except Exception:
+        metrics.add_metric(name=JobMetric.FAILED, unit="Count", value=1)
+        logger.exception("job run failed; Lambda retries or dead-letters the event")
+        raise
+    _record(result)
+    return result.to_json()
+
+
+_OUTCOME_METRIC = {
+    Outcome.SUCCEEDED: JobMetric.SUCCEEDED,
+    Outcome.DUPLICATE: JobMetric.DUPLICATE,
+    Outcome.SKIPPED: JobMetric.SKIPPED,
+    Outcome.MISSED: JobMetric.MISSED,
+    Outcome.FENCED: JobMetric.FENCED,
+}
+
+
+_WORTH_A_WARNING = frozenset({Outcome.MISSED, Outcome.SKIPPED, Outcome.FENCED})
+
+
+def _record(result: Result) -> None:
+    telemetry.metrics().add_metric(name=_OUTCOME_METRIC[result.outcome], unit="Count", value=1)
+    logger = telemetry.logger()
+    log = logger.warning if result.outcome in _WORTH_A_WARNING else logger.info
+    log(f"tick {result.outcome.value.lower()}", extra={"result": result.to_json()})

@@ -1,0 +1,193 @@
+"""The jobs guard: decides whether a delivered tick runs, runs it at most once, records it.
+
+Flow of one delivery::
+
+    parse tick -> too late? -> record MISSED
+               -> claim (1 transaction) -> refused? -> resolve_conflict -> DUPLICATE | SKIP | RETRY
+               -> run the body -> finish (1 transaction, fenced by the token)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from vigil.clock import Clock, system_clock
+from vigil.jobs.decisions import ClaimTerms, Verdict, resolve_conflict
+from vigil.jobs.events import Tick
+from vigil.jobs.model import JobSettings, Outcome, RunStatus
+from vigil.jobs.store import Claim, RunStore, TickTaken
+from vigil.leases import next_token
+
+MAX_CLAIM_ATTEMPTS = 5
+
+
+class ClaimContention(RuntimeError):
+    """The tick's state kept changing under the claim; raising lets Lambda retry the delivery."""
+
+
+class WrongJob(ValueError):
+    """The event names another job: a misrouted schedule must not run this job."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a job body is told about the run it is doing."""
+
+    job: str
+    scheduled_at: datetime
+    fencing_token: int
+    attempt: int
+    remaining_ms: Callable[[], int]
+
+    def remaining_time(self) -> timedelta:
+        return timedelta(milliseconds=self.remaining_ms())
+
+
+@dataclass(frozen=True)
+class Result:
+    job: str
+    tick: str
+    outcome: Outcome
+    attempt: int = 0
+    fencing_token: int | None = None
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "tick": self.tick,
+            "outcome": self.outcome.value,
+            "attempt": self.attempt,
+            "fencing_token": self.fencing_token,
+            "reason": self.reason,
+        }
+
+
+Body = Callable[[Run], Any]
+
+
+class JobGuard:
+    def __init__(self, settings: JobSettings, store: RunStore, clock: Clock = system_clock) -> None:
+        self.settings = settings
+        self._store = store
+        self._clock = clock
+
+    def execute(
+        self, tick: Tick, body: Body, *, remaining_ms: Callable[[], int], holder: str
+    ) -> Result:
+        """Run ``body`` for ``tick`` unless another delivery did, does, or must; never twice."""
+        job = self.settings.job
+        if tick.job is not None and tick.job != job:
+            raise WrongJob(f"event is for job {tick.job!r}, this function runs {job!r}")
+        now = self._clock()
+        lateness = now - tick.scheduled_at
+        expires_at = now + self.settings.retention
+        if lateness > self.settings.max_lateness:
+            detail = f"delivered {lateness} after its scheduled time (limit {self.settings.max_lateness})"
+            try:
+                self._store.record_final(
+                    job=job,
+                    tick=tick.key,
+                    status=RunStatus.MISSED,
+                    now=now,
+                    expires_at=expires_at,
+                    detail=detail,
+                )
+            except TickTaken:
+                return Result(job, tick.key, Outcome.DUPLICATE, reason="late copy of a known tick")
+            return Result(job, tick.key, Outcome.MISSED, reason=detail)
+
+        terms = ClaimTerms()
+        for _ in range(MAX_CLAIM_ATTEMPTS):
+            now = self._clock()
+            token = next_token(now, terms.token_floor)
+            claim = Claim(
+                job=job,
+                tick=tick.key,
+                token=token,
+                attempt=terms.expected_attempts + 1,
+                expected_attempts=terms.expected_attempts,
+                overlap=self.settings.overlap,
+                now=now,
+                lease_until=now
+                + timedelta(milliseconds=remaining_ms())
+                + self.settings.lease_margin,
+                expires_at=expires_at,
+                holder=holder,
+                execution_id=tick.execution_id,
+            )
+            refusal = self._store.claim(claim)
+            if refusal is None:
+                return self._run(claim, tick, body, remaining_ms)
+            decision = resolve_conflict(
+                terms=terms,
+                token=token,
+                overlap=self.settings.overlap,
+                tick_refused=refusal.tick_refused,
+                tick_seen=refusal.tick_seen,
+                head_refused=refusal.head_refused,
+                head_seen=refusal.head_seen,
+                now=now,
+            )
+            if decision.verdict is Verdict.DUPLICATE:
+                return Result(job, tick.key, Outcome.DUPLICATE, reason=decision.reason)
+            if decision.verdict is Verdict.SKIP:
+                try:
+                    self._store.record_final(
+                        job=job,
+                        tick=tick.key,
+                        status=RunStatus.SKIPPED,
+                        now=now,
+                        expires_at=expires_at,
+                        detail=decision.reason,
+                        expected_attempts=decision.terms.expected_attempts,
+                    )
+                except TickTaken:
+                    continue
+                return Result(job, tick.key, Outcome.SKIPPED, reason=decision.reason)
+            terms = decision.terms
+        raise ClaimContention(
+            f"{job} tick {tick.key}: state changed under {MAX_CLAIM_ATTEMPTS} claims in a row"
+        )
+
+    def _run(self, claim: Claim, tick: Tick, body: Body, remaining_ms: Callable[[], int]) -> Result:
+        run = Run(
+            job=claim.job,
+            scheduled_at=tick.scheduled_at,
+            fencing_token=claim.token,
+            attempt=claim.attempt,
+            remaining_ms=remaining_ms,
+        )
+        started = self._clock()
+        try:
+            body(run)
+        except Exception as error:
+            self._finish(claim, RunStatus.FAILED, started, error)
+            raise
+        recorded = self._finish(claim, RunStatus.SUCCEEDED, started, None)
+        outcome = Outcome.SUCCEEDED if recorded else Outcome.FENCED
+        reason = "" if recorded else "a newer run took the tick over; outcome not recorded"
+        return Result(claim.job, claim.tick, outcome, claim.attempt, claim.token, reason)
+
+    def _finish(
+        self, claim: Claim, status: RunStatus, started: datetime, error: BaseException | None
+    ) -> bool:
+        finished = self._clock()
+        return self._store.finish(
+            job=claim.job,
+            tick=claim.tick,
+            token=claim.token,
+            overlap=claim.overlap,
+            status=status,
+            finished_at=finished,
+            duration_ms=max(0, int((finished - started).total_seconds() * 1000)),
+            error=error,
+        )
+
+
+def describe(result: Result) -> str:
+    token = f" token={result.fencing_token}" if result.fencing_token else ""
+    return f"{result.job} {result.tick}: {result.outcome.value}{token} {result.reason}".strip()

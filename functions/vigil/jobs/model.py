@@ -1,0 +1,155 @@
+"""The vocabulary of scheduled jobs: run statuses, overlap policies, settings and run records."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any
+
+
+class RunStatus(StrEnum):
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    MISSED = "MISSED"
+
+
+FINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.SKIPPED, RunStatus.MISSED})
+"""A tick in one of these states never runs again, whatever is delivered later."""
+
+
+class Overlap(StrEnum):
+    SKIP = "skip"
+    """A tick that arrives while another tick of the job holds its lease is recorded SKIPPED."""
+    ALLOW = "allow"
+    """Ticks may run side by side; each still runs once."""
+
+
+class Outcome(StrEnum):
+    """What one delivery did; DUPLICATE is a suppressed delivery, not a failure."""
+
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    MISSED = "MISSED"
+    DUPLICATE = "DUPLICATE"
+    FENCED = "FENCED"
+
+
+class SettingsError(ValueError):
+    """The function's environment, set by the ScheduledJob construct, is missing or invalid."""
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """What the construct tells the guard through the environment, validated once per container.
+
+    A frozen dataclass rather than pydantic: this sits on every job's cold start path.
+    """
+
+    job: str
+    table: str
+    overlap: Overlap = Overlap.SKIP
+    max_lateness: timedelta = timedelta(minutes=5)
+    lease_margin: timedelta = timedelta(seconds=30)
+    retention: timedelta = timedelta(days=30)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> JobSettings:
+        def required(name: str) -> str:
+            value = env.get(name, "").strip()
+            if not value:
+                raise SettingsError(f"environment variable {name} is required")
+            return value
+
+        def seconds(name: str, default: timedelta) -> timedelta:
+            raw = env.get(name)
+            if raw is None or raw == "":
+                return default
+            try:
+                value = float(raw)
+            except ValueError:
+                raise SettingsError(f"{name} must be a number of seconds, got {raw!r}") from None
+            if value < 0:
+                raise SettingsError(f"{name} must not be negative, got {raw!r}")
+            return timedelta(seconds=value)
+
+        overlap = env.get("VIGIL_OVERLAP", Overlap.SKIP.value)
+        try:
+            policy = Overlap(overlap)
+        except ValueError:
+            raise SettingsError(
+                f"VIGIL_OVERLAP must be one of {[p.value for p in Overlap]}, got {overlap!r}"
+            ) from None
+        return cls(
+            job=required("VIGIL_JOB_NAME"),
+            table=required("VIGIL_RUNS_TABLE"),
+            overlap=policy,
+            max_lateness=seconds("VIGIL_MAX_LATENESS_SECONDS", cls.max_lateness),
+            lease_margin=seconds("VIGIL_LEASE_MARGIN_SECONDS", cls.lease_margin),
+            retention=seconds("VIGIL_RETENTION_SECONDS", cls.retention),
+        )
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One tick of one job, as the history shows it."""
+
+    job: str
+    tick: str
+    status: RunStatus
+    attempts: int
+    fencing_token: int | None
+    started_at: str | None
+    finished_at: str | None
+    duration_ms: int | None
+    error_type: str | None
+    error_message: str | None
+    detail: str | None
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> RunRecord:
+        return cls(
+            job=item["job"],
+            tick=item["scheduled_at"],
+            status=RunStatus(item["status"]),
+            attempts=int(item.get("attempts", 0)),
+            fencing_token=int(item["fencing_token"]) if "fencing_token" in item else None,
+            started_at=item.get("started_at"),
+            finished_at=item.get("finished_at"),
+            duration_ms=int(item["duration_ms"]) if "duration_ms" in item else None,
+            error_type=item.get("error_type"),
+            error_message=item.get("error_message"),
+            detail=item.get("detail"),
+        )
+
+
+@dataclass(frozen=True)
+class JobHead:
+    """The latest state of a job: its fence, who holds its lease, and its last recorded tick."""
+
+    job: str
+    fence: int
+    lease_tick: str | None
+    lease_until: str | None
+    last_tick: str | None
+    last_status: RunStatus | None
+    last_finished_at: str | None
+    last_error: str | None
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> JobHead:
+        return cls(
+            job=item["job"],
+            fence=int(item.get("fence", 0)),
+            lease_tick=item.get("lease_tick"),
+            lease_until=item.get("lease_until"),
+            last_tick=item.get("last_tick"),
+            last_status=RunStatus(item["last_status"]) if item.get("last_status") else None,
+            last_finished_at=item.get("last_finished_at"),
+            last_error=item.get("last_error"),
+        )

@@ -1,0 +1,91 @@
+"""``Monitoring``: the console view of Vigil, one dashboard plus alarms that page on lost work."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.scheduled_job import ScheduledJob
+
+
+class Monitoring(Construct):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, jobs: Sequence[ScheduledJob]
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.alarms: list[cloudwatch.Alarm] = []
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name="Vigil")
+        self.dashboard.add_widgets(
+            cloudwatch.TextWidget(
+                markdown="# Vigil\nScheduled jobs: runs, suppressed duplicates, skipped and "
+                "missed ticks, and dead-lettered events. An alarm means work was lost or delayed.",
+                width=24,
+                height=2,
+            )
+        )
+        for job in jobs:
+            self._add_job(job)
+
+    def _add_job(self, job: ScheduledJob) -> None:
+        name = job.job_name
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title=f"{name}: ticks",
+                left=[
+                    job.metric("JobRunSucceeded"),
+                    job.metric("JobRunFailed"),
+                    job.metric("JobDuplicateSuppressed"),
+                    job.metric("JobTickSkipped"),
+                    job.metric("JobTickMissed"),
+                    job.metric("JobRunFenced"),
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title=f"{name}: dead letters",
+                left=[
+                    _depth(job.failed_runs, "failed runs"),
+                    _depth(job.undelivered, "undelivered"),
+                ],
+                width=12,
+            ),
+        )
+        self._alarm(
+            f"{name}-failed-runs",
+            _depth(job.failed_runs, "failed runs"),
+            f"Job {name}: runs failed after all retries; redrive from the queue once fixed.",
+        )
+        self._alarm(
+            f"{name}-undelivered",
+            _depth(job.undelivered, "undelivered"),
+            f"Job {name}: EventBridge Scheduler could not invoke the function.",
+        )
+        self._alarm(
+            f"{name}-missed-ticks",
+            job.metric("JobTickMissed"),
+            f"Job {name}: ticks arrived later than the maximum lateness and did not run.",
+        )
+
+    def _alarm(self, alarm_id: str, metric: cloudwatch.IMetric, description: str) -> None:
+        self.alarms.append(
+            cloudwatch.Alarm(
+                self,
+                alarm_id,
+                metric=metric,
+                threshold=0,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description=description,
+            )
+        )
+
+
+def _depth(queue: sqs.IQueue, label: str) -> cloudwatch.Metric:
+    return queue.metric_approximate_number_of_messages_visible(
+        label=label, period=Duration.minutes(5), statistic="Maximum"
+    )

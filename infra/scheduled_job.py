@@ -1,0 +1,273 @@
+"""``ScheduledJob``: one EventBridge schedule, one guarded Lambda function, its queues and grants."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from aws_cdk import Duration, Stack, TimeZone
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as targets
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.errors import ConfigurationError
+from infra.function import FUNCTIONS_DIR, vigil_function
+from infra.handler_paths import validate_handler
+from infra.runs_table import JobRunsTable
+from infra.schedule_expressions import validate_schedule, validate_time_zone
+
+JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
+OVERLAP_POLICIES = ("skip", "allow")
+METRICS_NAMESPACE = "Vigil"
+LAMBDA_MAX_EVENT_AGE = Duration.hours(6)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    name: str
+    timeout: int
+    max_event_age: int
+
+
+class ScheduledJob(Construct):
+    """A job that EventBridge Scheduler fires and the Vigil guard runs exactly once per tick.
+
+    ``retry_attempts`` are Lambda's asynchronous retries of a failed run (0-2); after the last one
+    the event goes to ``failed_runs``. ``delivery_retry_attempts`` are the scheduler's retries when
+    it cannot invoke the function at all; those events go to ``undelivered``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        handler: str,
+        schedule: str,
+        time_zone: str = "UTC",
+        overlap: str = "skip",
+        timeout: Duration = Duration.minutes(1),
+        max_lateness: Duration = Duration.minutes(5),
+        retry_attempts: int = 2,
+        delivery_retry_attempts: int = 185,
+        max_event_age: Duration = Duration.hours(1),
+        memory_size: int = 256,
+        lease_margin: Duration = Duration.seconds(30),
+        retention: Duration = Duration.days(30),
+        job_name: str | None = None,
+        description: str | None = None,
+        runs_table: dynamodb.ITable | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        checked = self._validate(
+            construct_id=construct_id,
+            job_name=job_name,
+            handler=handler,
+            schedule=schedule,
+            time_zone=time_zone,
+            overlap=overlap,
+            timeout=timeout,
+            max_lateness=max_lateness,
+            retry_attempts=retry_attempts,
+            delivery_retry_attempts=delivery_retry_attempts,
+            max_event_age=max_event_age,
+            memory_size=memory_size,
+            lease_margin=lease_margin,
+            retention=retention,
+        )
+        self.job_name = checked.name
+        self.schedule_expression = schedule
+        self.overlap = overlap
+        self.runs_table = runs_table or _shared_runs_table(self)
+        self.failed_runs = self._build_queue("FailedRuns")
+        self.undelivered = self._build_queue("Undelivered")
+        self.function = self._build_function(
+            handler=handler,
+            description=description or f"Vigil job {checked.name} ({schedule})",
+            overlap=overlap,
+            timeout=timeout,
+            memory_size=memory_size,
+            max_lateness=max_lateness,
+            lease_margin=lease_margin,
+            retention=retention,
+        )
+        self.function.configure_async_invoke(
+            on_failure=destinations.SqsDestination(self.failed_runs),
+            retry_attempts=retry_attempts,
+            max_event_age=Duration.seconds(
+                min(checked.max_event_age, int(LAMBDA_MAX_EVENT_AGE.to_seconds()))
+            ),
+        )
+        self._grant_runs_table()
+        self.schedule = self._build_schedule(
+            schedule=schedule,
+            time_zone=time_zone,
+            delivery_retry_attempts=delivery_retry_attempts,
+            max_event_age=Duration.seconds(checked.max_event_age),
+        )
+
+    # --- validation --------------------------------------------------------------------------
+
+    @staticmethod
+    def _validate(
+        *,
+        construct_id: str,
+        job_name: str | None,
+        handler: str,
+        schedule: str,
+        time_zone: str,
+        overlap: str,
+        timeout: Duration,
+        max_lateness: Duration,
+        retry_attempts: int,
+        delivery_retry_attempts: int,
+        max_event_age: Duration,
+        memory_size: int,
+        lease_margin: Duration,
+        retention: Duration,
+    ) -> _Checked:
+        name = job_name or re.sub(r"(?<!^)(?=[A-Z])", "-", construct_id).lower()
+        owner = f"ScheduledJob {construct_id!r}"
+
+        def fail(parameter: str, problem: str) -> ConfigurationError:
+            return ConfigurationError(owner, parameter, problem)
+
+        if not JOB_NAME.match(name):
+            raise fail("job_name", f"{name!r} must match {JOB_NAME.pattern}")
+        if problem := validate_handler(handler, FUNCTIONS_DIR):
+            raise fail("handler", problem)
+        if problem := validate_schedule(schedule):
+            raise fail("schedule", problem)
+        if problem := validate_time_zone(time_zone):
+            raise fail("time_zone", problem)
+        if overlap not in OVERLAP_POLICIES:
+            raise fail("overlap", f"{overlap!r} is not one of {', '.join(OVERLAP_POLICIES)}")
+        seconds = int(timeout.to_seconds())
+        if not 1 <= seconds <= 900:
+            raise fail("timeout", f"{seconds} s is outside Lambda's 1 s to 15 minutes")
+        if max_lateness.to_seconds() < 0:
+            raise fail("max_lateness", "must not be negative")
+        if not 0 <= retry_attempts <= 2:
+            raise fail("retry_attempts", f"{retry_attempts} is outside Lambda's 0-2")
+        if not 0 <= delivery_retry_attempts <= 185:
+            raise fail("delivery_retry_attempts", f"{delivery_retry_attempts} is outside 0-185")
+        age = int(max_event_age.to_seconds())
+        if not 60 <= age <= 86_400:
+            raise fail("max_event_age", f"{age} s is outside EventBridge Scheduler's 60 s to 24 h")
+        if not 128 <= memory_size <= 10_240:
+            raise fail("memory_size", f"{memory_size} MB is outside Lambda's 128-10240 MB")
+        if lease_margin.to_seconds() < 1:
+            raise fail("lease_margin", "must be at least 1 s (it absorbs clock skew)")
+        if retention.to_days() < 1:
+            raise fail("retention", "must be at least 1 day")
+        return _Checked(name=name, timeout=seconds, max_event_age=age)
+
+    # --- resources ---------------------------------------------------------------------------
+
+    def _build_queue(self, construct_id: str) -> sqs.Queue:
+        return sqs.Queue(
+            self,
+            construct_id,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+
+    def _build_function(
+        self,
+        *,
+        handler: str,
+        description: str,
+        overlap: str,
+        timeout: Duration,
+        memory_size: int,
+        max_lateness: Duration,
+        lease_margin: Duration,
+        retention: Duration,
+    ) -> lambda_.Function:
+        return vigil_function(
+            self,
+            "Function",
+            handler=handler,
+            description=description,
+            timeout=timeout,
+            memory_size=memory_size,
+            environment={
+                "VIGIL_JOB_NAME": self.job_name,
+                "VIGIL_RUNS_TABLE": self.runs_table.table_name,
+                "VIGIL_OVERLAP": overlap,
+                "VIGIL_MAX_LATENESS_SECONDS": str(int(max_lateness.to_seconds())),
+                "VIGIL_LEASE_MARGIN_SECONDS": str(int(lease_margin.to_seconds())),
+                "VIGIL_RETENTION_SECONDS": str(int(retention.to_seconds())),
+            },
+        )
+
+    def _grant_runs_table(self) -> None:
+        """Only UpdateItem (all the guard's writes are conditional updates), only this job's items."""
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:UpdateItem"],
+                resources=[self.runs_table.table_arn],
+                conditions={
+                    "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"JOB#{self.job_name}"]}
+                },
+            )
+        )
+
+    def _build_schedule(
+        self,
+        *,
+        schedule: str,
+        time_zone: str,
+        delivery_retry_attempts: int,
+        max_event_age: Duration,
+    ) -> scheduler.Schedule:
+        return scheduler.Schedule(
+            self,
+            "Schedule",
+            schedule=scheduler.ScheduleExpression.expression(schedule, TimeZone.of(time_zone)),
+            description=f"Vigil job {self.job_name}",
+            time_window=scheduler.TimeWindow.off(),
+            target=targets.LambdaInvoke(
+                self.function,
+                input=scheduler.ScheduleTargetInput.from_object(
+                    {
+                        "vigil": {
+                            "job": self.job_name,
+                            "scheduled_time": str(scheduler.ContextAttribute.scheduled_time),
+                            "execution_id": str(scheduler.ContextAttribute.execution_id),
+                            "attempt": str(scheduler.ContextAttribute.attempt_number),
+                        }
+                    }
+                ),
+                retry_attempts=delivery_retry_attempts,
+                max_event_age=max_event_age,
+                dead_letter_queue=self.undelivered,
+            ),
+        )
+
+    # --- monitoring handles --------------------------------------------------------------------
+
+    def metric(self, metric_name: str, statistic: str = "Sum") -> cloudwatch.Metric:
+        """A Powertools metric this job emits (names in vigil.telemetry.JobMetric)."""
+        return cloudwatch.Metric(
+            namespace=METRICS_NAMESPACE,
+            metric_name=metric_name,
+            dimensions_map={"service": "vigil", "job": self.job_name},
+            statistic=statistic,
+            period=Duration.minutes(5),
+        )
+
+
+def _shared_runs_table(scope: Construct) -> dynamodb.ITable:
+    stack = Stack.of(scope)
+    existing = stack.node.try_find_child("JobRuns")
+    if isinstance(existing, JobRunsTable):
+        return existing.table
+    return JobRunsTable(stack, "JobRuns").table

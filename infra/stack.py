@@ -1,0 +1,33 @@
+"""``VigilStack``: composes the capabilities; each construct owns its own resources."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aws_cdk import Stack, Tags
+from constructs import Construct
+
+from infra.monitoring import Monitoring
+from infra.runs_table import JobRunsTable
+from infra.scheduled_job import ScheduledJob
+
+JobFactory = Callable[[Construct, Any], ScheduledJob]
+
+
+class VigilStack(Stack):
+    """The stack a team deploys; ``declare_jobs`` adds its ScheduledJob constructs."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        declare_jobs: Callable[[Construct, JobRunsTable], Sequence[ScheduledJob]],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        Tags.of(self).add("vigil:stack", construct_id)
+        self.runs = JobRunsTable(self, "JobRuns")
+        self.jobs = list(declare_jobs(self, self.runs))
+        self.monitoring = Monitoring(self, "Monitoring", jobs=self.jobs)
