@@ -1,0 +1,1 @@
+"""Observers PART A: registry, API, CLI and container runtime."""
