@@ -1,0 +1,98 @@
+"""Reconciler Lambda: dispatches ECS task events, the minute's resync, and registry stream batches.
+
+Thin on purpose: the shape of the event picks the pass; the passes live in vigil.observers.reconciler.
+A malformed event raises before anything is read or written.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+from vigil.observers.ecs_tasks import task_state
+from vigil.observers.reconciler import (
+    Reconciler,
+    ReconcilerConfig,
+    build_reconciler,
+    changed_records,
+    powertools_metric,
+)
+from vigil.telemetry import logger, metrics, tracer
+
+log = logger()
+
+
+class MalformedEvent(ValueError):
+    """The event is none of the shapes the reconciler is wired to receive."""
+
+
+@cache
+def config() -> ReconcilerConfig:
+    return ReconcilerConfig.from_env(os.environ)
+
+
+@cache
+def reconciler() -> Reconciler:
+    return build_reconciler(config(), metric=powertools_metric)
+
+
+@log.inject_lambda_context(clear_state=True)
+@metrics().log_metrics
+@tracer().capture_lambda_handler(capture_response=False)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return dispatch(event, getattr(context, "aws_request_id", "local"), reconciler())
+
+
+def dispatch(event: Any, request_id: str, target: Reconciler) -> dict[str, Any]:
+    if not isinstance(event, dict):
+        raise MalformedEvent(f"expected a JSON object, got {type(event).__name__}")
+    if "Records" in event:
+        records = event["Records"]
+        if not isinstance(records, list) or any(
+            not isinstance(r, dict) or r.get("eventSource") != "aws:dynamodb" for r in records
+        ):
+            raise MalformedEvent("Records must be DynamoDB stream records")
+        report = target.on_records(changed_records(records))
+        log.info("stream pass", extra={"observers": report.observers, "started": report.started})
+        return {"pass": "stream", "observers": report.observers, "batchItemFailures": []}
+    kind = event.get("detail-type")
+    if event.get("source") == "aws.ecs" and kind == "ECS Task State Change":
+        detail = event.get("detail")
+        if (
+            not isinstance(detail, dict)
+            or not detail.get("taskArn")
+            or not detail.get("lastStatus")
+        ):
+            raise MalformedEvent("ECS Task State Change without detail.taskArn/lastStatus")
+        if detail.get("clusterArn") not in (None, config().cluster_arn):
+            log.info(
+                "event for another cluster ignored", extra={"cluster": detail.get("clusterArn")}
+            )
+            return {"pass": "event", "ignored": True}
+        report = target.on_task_event(task_state(detail))
+        log.info("event pass", extra={"task": detail["taskArn"], "actions": _names(report)})
+        return {"pass": "event", "actions": _names(report)}
+    if event.get("source") in ("aws.events", "aws.scheduler") and kind == "Scheduled Event":
+        resync = target.resync(holder=request_id)
+        if resync is None:
+            log.info("resync skipped: another pass holds the lease")
+            return {"pass": "resync", "skipped": True}
+        log.info(
+            "resync pass",
+            extra={
+                "observers": resync.observers,
+                "described": resync.described,
+                "started": resync.started,
+                "orphans_stopped": resync.orphans_stopped,
+            },
+        )
+        return {"pass": "resync", "observers": resync.observers, "described": resync.described}
+    raise MalformedEvent(
+        f"unrecognised event (source={event.get('source')!r}, detail-type={kind!r}): "
+        "expected an ECS Task State Change, a Scheduled Event or DynamoDB stream records"
+    )
+
+
+def _names(report: Any) -> list[str]:
+    return [type(action).__name__ for _, action in report.actions]

@@ -1,0 +1,225 @@
+"""The reconciler's narrow window on ECS: run, describe, list and stop the fleet's tasks.
+
+Every task carries its observer's marks three ways, so a console user and the reconciler both see
+which task is which: ``startedBy`` (the name, shortened to ECS's 36 characters), tags
+(``vigil:observer``, ``vigil:generation``, ``vigil:kind``), and the container's environment overrides
+(``VIGIL_OBSERVER_NAME``, ``VIGIL_OBSERVER_GENERATION``), which are also what ECS events carry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from vigil.dynamo import error_code
+from vigil.observers.decisions import MISSING, TaskState
+
+NAME_ENV = "VIGIL_OBSERVER_NAME"
+GENERATION_ENV = "VIGIL_OBSERVER_GENERATION"
+TAG_OBSERVER = "vigil:observer"
+TAG_GENERATION = "vigil:generation"
+TAG_KIND = "vigil:kind"
+DESCRIBE_BATCH = 100
+LIST_PAGE = 100
+MAX_CLIENT_TOKEN = 64
+MAX_STARTED_BY = 36
+TRANSIENT_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "ServerException",
+        "ServiceUnavailableException",
+        "LimitExceededException",
+    }
+)
+
+
+class RunTaskFailed(Exception):
+    """RunTask did not start the task: an error code or an entry of its ``failures`` list."""
+
+    def __init__(self, reason: str, *, transient: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.transient = transient
+
+
+def client_token(name: str, incarnation: str, generation: int) -> str:
+    """Idempotency key of one generation's RunTask, unique per incarnation of the name.
+
+    ECS remembers a token for 24 hours, so an observer deleted and created again under the same name
+    must not reuse its predecessor's tokens: ``incarnation`` (its creation time) is hashed in.
+    """
+    digest = hashlib.sha256(f"{name}\n{incarnation}".encode()).hexdigest()[:12]
+    token = f"{name[:40]}-{digest}-{generation}"
+    return token[:MAX_CLIENT_TOKEN]
+
+
+def started_by(name: str) -> str:
+    """The name itself when it fits ECS's 36 characters, else a readable prefix plus a hash."""
+    if len(name) <= MAX_STARTED_BY:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: MAX_STARTED_BY - 9]}-{digest}"
+
+
+def task_state(task: Mapping[str, Any]) -> TaskState:
+    """A TaskState from a DescribeTasks entry or an ECS Task State Change event's ``detail``."""
+    observer, generation = _marks(task)
+    containers = task.get("containers") or []
+    exit_codes = [c["exitCode"] for c in containers if c.get("exitCode") is not None]
+    exit_code = next(
+        (code for code in exit_codes if code != 0), exit_codes[0] if exit_codes else None
+    )
+    version = task.get("version")
+    return TaskState(
+        arn=str(task["taskArn"]),
+        last_status=str(task.get("lastStatus", "")),
+        version=int(version) if version is not None else None,
+        observer=observer,
+        generation=generation,
+        stop_code=task.get("stopCode"),
+        stopped_reason=task.get("stoppedReason") or None,
+        exit_code=int(exit_code) if exit_code is not None else None,
+        created_at=_time(task.get("createdAt")),
+        stopped_at=_time(task.get("stoppedAt")),
+    )
+
+
+def _marks(task: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    values: dict[str, str] = {}
+    for override in (task.get("overrides") or {}).get("containerOverrides") or []:
+        for pair in override.get("environment") or []:
+            values[str(pair.get("name"))] = str(pair.get("value"))
+    for tag in task.get("tags") or []:
+        if tag.get("key") == TAG_OBSERVER:
+            values.setdefault(NAME_ENV, str(tag.get("value")))
+        elif tag.get("key") == TAG_GENERATION:
+            values.setdefault(GENERATION_ENV, str(tag.get("value")))
+    name = values.get(NAME_ENV) or None
+    raw = values.get(GENERATION_ENV)
+    generation = int(raw) if raw is not None and raw.isdigit() else None
+    return name, generation
+
+
+def _time(value: Any) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(float(value), UTC)
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+class EcsTasks:
+    """RunTask/DescribeTasks/ListTasks/StopTask on the fleet's cluster, with the fleet's network."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        cluster: str,
+        task_definitions: Mapping[str, str],
+        container_name: str,
+        subnets: Sequence[str],
+        security_groups: Sequence[str],
+        assign_public_ip: bool,
+    ) -> None:
+        self._client = client
+        self._cluster = cluster
+        self._task_definitions = dict(task_definitions)
+        self._container = container_name
+        self._network = {
+            "awsvpcConfiguration": {
+                "subnets": list(subnets),
+                "securityGroups": list(security_groups),
+                "assignPublicIp": "ENABLED" if assign_public_ip else "DISABLED",
+            }
+        }
+
+    def run(self, *, name: str, kind: str, generation: int, incarnation: str) -> str:
+        """Start the task of one generation; the ARN, or RunTaskFailed."""
+        definition = self._task_definitions.get(kind)
+        if definition is None:
+            raise RunTaskFailed(f"no task definition for kind {kind!r}", transient=False)
+        try:
+            response = self._client.run_task(
+                cluster=self._cluster,
+                taskDefinition=definition,
+                launchType="FARGATE",
+                count=1,
+                clientToken=client_token(name, incarnation, generation),
+                startedBy=started_by(name),
+                group=f"vigil:{kind}",
+                networkConfiguration=self._network,
+                overrides={
+                    "containerOverrides": [
+                        {
+                            "name": self._container,
+                            "environment": [
+                                {"name": NAME_ENV, "value": name},
+                                {"name": GENERATION_ENV, "value": str(generation)},
+                            ],
+                        }
+                    ]
+                },
+                tags=[
+                    {"key": TAG_OBSERVER, "value": name},
+                    {"key": TAG_GENERATION, "value": str(generation)},
+                    {"key": TAG_KIND, "value": kind},
+                ],
+                enableECSManagedTags=True,
+            )
+        except ClientError as error:
+            code = error_code(error)
+            raise RunTaskFailed(f"{code}: {error}", transient=code in TRANSIENT_CODES) from error
+        failures = response.get("failures") or []
+        if failures:
+            reasons = "; ".join(
+                f"{f.get('reason')} {f.get('detail') or ''}".strip() for f in failures
+            )
+            raise RunTaskFailed(f"RunTask failures: {reasons}", transient=True)
+        tasks = response.get("tasks") or []
+        if not tasks:
+            raise RunTaskFailed("RunTask returned no task and no failure", transient=True)
+        return str(tasks[0]["taskArn"])
+
+    def describe(self, arns: Iterable[str]) -> dict[str, TaskState]:
+        """Every ARN asked for, in batches of 100; tasks ECS does not know come back MISSING."""
+        wanted = list(dict.fromkeys(arns))
+        states: dict[str, TaskState] = {}
+        for start in range(0, len(wanted), DESCRIBE_BATCH):
+            batch = wanted[start : start + DESCRIBE_BATCH]
+            response = self._client.describe_tasks(
+                cluster=self._cluster, tasks=batch, include=["TAGS"]
+            )
+            for task in response.get("tasks") or []:
+                state = task_state(task)
+                states[state.arn] = state
+            for arn in batch:
+                states.setdefault(arn, TaskState(arn=arn, last_status=MISSING))
+        return states
+
+    def running(self) -> list[str]:
+        """ARNs of the cluster's tasks that should run: one ListTasks page per 100 tasks."""
+        arns: list[str] = []
+        token: str | None = None
+        while True:
+            request: dict[str, Any] = {
+                "cluster": self._cluster,
+                "desiredStatus": "RUNNING",
+                "maxResults": LIST_PAGE,
+            }
+            if token:
+                request["nextToken"] = token
+            response = self._client.list_tasks(**request)
+            arns.extend(str(arn) for arn in response.get("taskArns") or [])
+            token = response.get("nextToken")
+            if not token:
+                return arns
+
+    def stop(self, arn: str, reason: str) -> None:
+        self._client.stop_task(cluster=self._cluster, task=arn, reason=reason[:255])

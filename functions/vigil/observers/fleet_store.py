@@ -1,0 +1,256 @@
+"""The reconciler's registry access: the fleet read in pages, and versioned transitions.
+
+Every transition is one conditional UpdateItem on ``version = :expected`` that bumps the version, with
+``ReturnValuesOnConditionCheckFailure=ALL_OLD``: a writer that lost a race gets the current record
+back in the same round trip and decides again from it (:class:`Conflict`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from vigil.clock import epoch_ms, from_epoch_ms, iso
+from vigil.dynamo import Item, from_wire, is_condition_failure, old_item, to_wire
+from vigil.observers.decisions import (
+    Backoff,
+    MarkFailed,
+    MarkStopped,
+    MarkStopping,
+    Record,
+    SeeTask,
+    StartTask,
+    TaskState,
+    Tracking,
+)
+from vigil.observers.model import FLEET_PARTITION, LastExit, Status, from_item
+
+FLEET_INDEX = "fleet-index"
+TRACKING_ATTRIBUTES = ("task_version", "task_status", "started_at_ms", "start_attempts")
+"""Reconciler-owned attributes; the fleet index projects them with the shared status fields."""
+MAX_ATTEMPTS = 4
+
+Write = StartTask | Backoff | MarkStopping | MarkStopped | MarkFailed | SeeTask
+
+
+class Conflict(Exception):
+    """The record changed under a write; ``current`` is what it is now (None: it is gone)."""
+
+    def __init__(self, current: Record | None) -> None:
+        super().__init__("observer record changed concurrently")
+        self.current = current
+
+
+def record_from_item(item: Mapping[str, Any]) -> Record:
+    return Record(
+        observer=from_item(dict(item)),
+        tracking=Tracking(
+            task_version=int(item["task_version"]) if "task_version" in item else None,
+            task_status=item.get("task_status"),
+            started_at=from_epoch_ms(int(item["started_at_ms"]))
+            if "started_at_ms" in item
+            else None,
+            start_attempts=int(item.get("start_attempts", 0)),
+        ),
+    )
+
+
+def is_observer_item(item: Mapping[str, Any]) -> bool:
+    """Observer items carry ``fleet``; the resync lease item (``#resync``) does not."""
+    return item.get("fleet") == FLEET_PARTITION
+
+
+@dataclass
+class _Update:
+    set: dict[str, Any]
+    remove: list[str]
+
+
+class FleetStore:
+    def __init__(self, client: Any, table: str, *, index: str = FLEET_INDEX) -> None:
+        self._client = client
+        self._table = table
+        self._index = index
+
+    # Reads ---------------------------------------------------------------------------------------
+
+    def fleet(self) -> Iterator[Record]:
+        """Every observer, from the fleet index's small projection: one Query per 1 MB page."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": self._index,
+            "KeyConditionExpression": "fleet = :fleet",
+            "ExpressionAttributeValues": to_wire({":fleet": FLEET_PARTITION}),
+        }
+        while True:
+            response = self._client.query(**request)
+            for raw in response.get("Items") or []:
+                item = from_wire(raw)
+                assert item is not None
+                yield record_from_item(item)
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return
+            request["ExclusiveStartKey"] = last
+
+    def get(self, name: str) -> Record | None:
+        response = self._client.get_item(
+            TableName=self._table, Key=to_wire({"name": name}), ConsistentRead=True
+        )
+        item = from_wire(response.get("Item"))
+        return record_from_item(item) if item and is_observer_item(item) else None
+
+    # Transitions ---------------------------------------------------------------------------------
+
+    def apply(self, record: Record, write: Write, now: datetime, seen: TaskState | None) -> None:
+        """Write one decided transition, conditional on the record's version."""
+        update = _transition(record, write, now, seen)
+        self._update(record.name, record.observer.version, update, now)
+
+    def record_task(self, name: str, generation: int, arn: str, now: datetime) -> bool:
+        """Note the task RunTask started; False if its generation is no longer wanted."""
+        current = self.get(name)
+        for _ in range(MAX_ATTEMPTS):
+            if current is None or current.observer.generation != generation:
+                return False
+            observer = current.observer
+            if observer.task_arn == arn:
+                return True
+            if observer.task_arn is not None or observer.status not in (
+                Status.STARTING,
+                Status.RUNNING,
+            ):
+                return False
+            update = _Update(
+                set={"task_arn": arn, "start_attempts": 0},
+                remove=["next_start_at", "next_start_at_ms", "last_start_error"],
+            )
+            try:
+                self._update(name, observer.version, update, now)
+                return True
+            except Conflict as conflict:
+                current = conflict.current
+        return False
+
+    def record_start_failure(
+        self, record: Record, error: str, retry_at: datetime, now: datetime
+    ) -> None:
+        """Keep the observer STARTING and say when RunTask is tried again, and why it failed."""
+        update = _Update(
+            set={
+                "start_attempts": record.tracking.start_attempts + 1,
+                "next_start_at": iso(retry_at),
+                "next_start_at_ms": epoch_ms(retry_at),
+                "last_start_error": error[:1000],
+            },
+            remove=[],
+        )
+        self._update(record.name, record.observer.version, update, now)
+
+    def _update(self, name: str, expected: int, update: _Update, now: datetime) -> None:
+        values: dict[str, Any] = {
+            ":expected": expected,
+            ":next": expected + 1,
+            ":updated_at": iso(now),
+        }
+        names: dict[str, str] = {"#version": "version", "#updated_at": "updated_at"}
+        assignments = ["#version = :next", "#updated_at = :updated_at"]
+        for index, (attribute, value) in enumerate(update.set.items()):
+            names[f"#s{index}"] = attribute
+            values[f":s{index}"] = value
+            assignments.append(f"#s{index} = :s{index}")
+        expression = "SET " + ", ".join(assignments)
+        removals = [a for a in update.remove if a not in update.set]
+        if removals:
+            for index, attribute in enumerate(removals):
+                names[f"#r{index}"] = attribute
+            expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removals)))
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=to_wire({"name": name}),
+                UpdateExpression=expression,
+                ConditionExpression="#version = :expected",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=to_wire(values),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
+            old: Item | None = old_item(error)
+            raise Conflict(
+                record_from_item(old) if old and is_observer_item(old) else None
+            ) from error
+
+
+def _transition(record: Record, write: Write, now: datetime, seen: TaskState | None) -> _Update:
+    set_: dict[str, Any] = {}
+    remove: list[str] = []
+    if (
+        seen is not None
+        and seen.arn == record.observer.task_arn
+        and not isinstance(write, StartTask)
+    ):
+        if seen.version is not None:
+            set_["task_version"] = seen.version
+        set_["task_status"] = seen.last_status
+    match write:
+        case StartTask():
+            set_.update(
+                {
+                    "generation": write.generation,
+                    "status": Status.STARTING.value,
+                    "consecutive_failures": write.consecutive_failures,
+                    "restarts": record.observer.restarts + (1 if write.restart else 0),
+                    "started_at_ms": epoch_ms(now),
+                    "start_attempts": 0,
+                    # RunTask is in flight until then: nobody else retries it before.
+                    "next_start_at": iso(write.retry_at),
+                    "next_start_at_ms": epoch_ms(write.retry_at),
+                }
+            )
+            remove += ["task_arn", "heartbeat_at", "heartbeat_at_ms", "task_version", "task_status"]
+            remove += ["failure_reason", "last_start_error"]
+            _set_exit(set_, write.last_exit)
+        case Backoff():
+            set_.update(
+                {
+                    "status": Status.PENDING.value,
+                    "consecutive_failures": write.consecutive_failures,
+                    "next_start_at": iso(write.until),
+                    "next_start_at_ms": epoch_ms(write.until),
+                }
+            )
+            _set_exit(set_, write.last_exit)
+        case MarkStopping():
+            set_["status"] = Status.STOPPING.value
+        case MarkStopped():
+            set_["status"] = Status.STOPPED.value
+            remove += ["next_start_at", "next_start_at_ms"]
+            _set_exit(set_, write.last_exit)
+        case MarkFailed():
+            set_.update(
+                {
+                    "status": Status.FAILED.value,
+                    "failure_reason": write.reason,
+                    "consecutive_failures": write.consecutive_failures,
+                }
+            )
+            remove += ["next_start_at", "next_start_at_ms"]
+            _set_exit(set_, write.last_exit)
+        case SeeTask():
+            set_["task_arn"] = write.arn
+            set_["task_status"] = write.status
+            if write.version is not None:
+                set_["task_version"] = write.version
+    return _Update(set=set_, remove=remove)
+
+
+def _set_exit(values: dict[str, Any], last_exit: LastExit | None) -> None:
+    if last_exit is not None:
+        values["last_exit"] = last_exit.to_json()
