@@ -104,6 +104,27 @@ def validate_config(config: Any) -> dict[str, Any]:
     return config
 
 
+KIND_TARGET = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$")
+
+
+def parse_kinds(raw: str) -> dict[str, str]:
+    """``VIGIL_OBSERVER_KINDS``: a JSON object of kind -> "module.function"."""
+    try:
+        kinds = json.loads(raw)
+    except ValueError as error:
+        raise InvalidObserver("kinds", f"not JSON: {error}") from error
+    if not isinstance(kinds, dict) or not kinds:
+        raise InvalidObserver(
+            "kinds", 'must be a non-empty JSON object {"kind": "module.function"}'
+        )
+    for kind, target in kinds.items():
+        if not NAME_PATTERN.fullmatch(kind):
+            raise InvalidObserver("kinds", f"kind {kind!r} must match [a-z0-9-]{{1,63}}")
+        if not isinstance(target, str) or not KIND_TARGET.fullmatch(target):
+            raise InvalidObserver("kinds", f"{kind!r} -> {target!r} is not 'module.function'")
+    return dict(kinds)
+
+
 def validate_checkpoint(state: Any) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise InvalidObserver("checkpoint", f"must be a dict, got {type(state).__name__}")
