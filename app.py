@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
+from typing import Any
 
 from aws_cdk import App, Duration, Environment
 from constructs import Construct
@@ -44,8 +47,16 @@ def declare_jobs(scope: Construct, runs: JobRunsTable) -> list[ScheduledJob]:
     ]
 
 
+def cdk_json_context() -> dict[str, Any]:
+    """cdk.json's context, so ``python app.py`` synthesizes what ``cdk synth`` would."""
+    context: dict[str, Any] = json.loads((Path(__file__).parent / "cdk.json").read_text())["context"]
+    return {**context, "aws:cdk:enable-path-metadata": True}
+
+
 def build_app(outdir: str | None = None) -> App:
-    app = App(outdir=outdir or os.environ.get("CDK_OUTDIR", "cdk.out"))
+    # Under the CDK CLI, CDK_CONTEXT_JSON already carries cdk.json's context.
+    context = None if "CDK_CONTEXT_JSON" in os.environ else cdk_json_context()
+    app = App(outdir=outdir or os.environ.get("CDK_OUTDIR", "cdk.out"), context=context)
     account = os.environ.get("CDK_DEFAULT_ACCOUNT")
     region = os.environ.get("CDK_DEFAULT_REGION", "us-east-1")
     VigilStack(

@@ -30,6 +30,14 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POWERTOOLS_DEV", "false")
 
 
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The app's CloudFormation template, synthesized once per test session."""
+    from tools.emulator.template import synthesize
+
+    return synthesize(tmp_path_factory.mktemp("cdk.out"))
+
+
 @pytest.fixture
 def aws() -> Iterator[None]:
     with mock_aws():

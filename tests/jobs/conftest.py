@@ -1,0 +1,77 @@
+"""Job fixtures: the runs table exactly as the synthesized template defines it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tools.emulator.template import Synthesized, create_tables, logical_id_of
+from tools.lambda_context import LambdaContext
+from vigil.clock import ManualClock
+from vigil.jobs.events import Tick
+from vigil.jobs.guard import JobGuard, Result, Run
+from vigil.jobs.model import JobSettings, Overlap
+from vigil.jobs.store import RunStore
+
+
+@pytest.fixture
+def runs_table(dynamodb: Any, synthesized: Synthesized) -> str:
+    names = create_tables(synthesized, dynamodb)
+    return names[logical_id_of(synthesized, "AWS::DynamoDB::Table", "Vigil/JobRuns")]
+
+
+@pytest.fixture
+def store(dynamodb: Any, runs_table: str) -> RunStore:
+    return RunStore(dynamodb, runs_table)
+
+
+GuardFactory = Callable[..., JobGuard]
+
+
+@pytest.fixture
+def make_guard(dynamodb: Any, runs_table: str, clock: ManualClock) -> GuardFactory:
+    def make(
+        job: str = "cleanup",
+        overlap: Overlap = Overlap.SKIP,
+        client: Any = None,
+        clock_: Callable[[], datetime] | None = None,
+        **settings: Any,
+    ) -> JobGuard:
+        resolved = JobSettings(job=job, table=runs_table, overlap=overlap, **settings)
+        return JobGuard(resolved, RunStore(client or dynamodb, runs_table), clock_ or clock)
+
+    return make
+
+
+def tick_at(moment: datetime, job: str | None = "cleanup") -> Tick:
+    return Tick(job=job, scheduled_at=moment, source="scheduler")
+
+
+class Body:
+    """A job body that records its calls and can fail or run code mid-run."""
+
+    def __init__(self, fail: int = 0, during: Callable[[Run], Any] | None = None) -> None:
+        self.calls: list[Run] = []
+        self._fail = fail
+        self._during = during
+
+    def __call__(self, run: Run) -> None:
+        self.calls.append(run)
+        if self._during:
+            self._during(run)
+        if len(self.calls) <= self._fail:
+            raise RuntimeError(f"boom #{len(self.calls)}")
+
+
+def deliver(guard: JobGuard, tick: Tick, body: Body, remaining: int = 60_000) -> Result:
+    return guard.execute(tick, body, remaining_ms=lambda: remaining, holder=str(id(body)))
+
+
+def context(remaining: int = 60_000) -> LambdaContext:
+    return LambdaContext(remaining_ms=lambda: remaining)
+
+
+LEASE = timedelta(seconds=60 + 30)
