@@ -1,0 +1,1 @@
+"""Tools for people: the operator CLI and the local emulator. Never shipped to Lambda."""
