@@ -1,0 +1,1 @@
+"""Observer kinds: each module exposes ``run(ctx)``; the fleet's kinds map names them."""

@@ -1,0 +1,57 @@
+"""Container entry point: ``python -m vigil.observers.main``.
+
+Exit codes (the reconciler and ECS read them): 0 clean stop, 1 crash in the observer's code,
+2 bad configuration or environment, 3 fenced (this generation was replaced).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError
+
+from vigil import telemetry
+from vigil.observers.registry import ObserverRegistry
+from vigil.observers.runtime import (
+    ExitCode,
+    InvalidSettings,
+    ObserverRuntime,
+    RuntimeSettings,
+    StopReason,
+)
+
+
+def main(environ: Mapping[str, str] | None = None, client: Any = None) -> int:
+    log = telemetry.logger()
+    try:
+        settings = RuntimeSettings.from_env(os.environ if environ is None else environ)
+        client = client or boto3.client("dynamodb")
+    except (InvalidSettings, BotoCoreError) as error:
+        log.error("bad configuration", extra={"reason": str(error)})
+        return ExitCode.BAD_CONFIGURATION
+    runtime = ObserverRuntime(
+        ObserverRegistry(client, settings.table),
+        name=settings.name,
+        generation=settings.generation,
+        kinds=settings.kinds,
+        heartbeat_seconds=settings.heartbeat_seconds,
+        logger=log,
+    )
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("signal received", extra={"signal": signal.Signals(signum).name})
+        runtime.request_stop(StopReason.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return int(runtime.run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

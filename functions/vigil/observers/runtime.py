@@ -1,0 +1,361 @@
+"""The observer runtime inside the container: claim, heartbeat, checkpoints, graceful stops.
+
+A container runs one generation of one observer. It claims that generation in the registry, then
+runs the kind's ``run(ctx)`` on the main thread while a heartbeat thread proves it is alive. Every
+registry write is fenced by the generation, so when the reconciler replaces this container the
+next heartbeat or checkpoint fails and the container stops at once::
+
+    reconciler:   gen 1 started ......... heartbeat stale: StopTask(gen 1), gen 2 started
+    container 1:  claim | beat | beat | (blocked) ........ beat -> Fenced -> stop -> exit 3
+                                                       <-- at most one interval -->
+
+A heartbeat thread is right here (a long-running process), unlike in Lambda where threads freeze
+between invocations. When it cannot reach the registry for two intervals it fences itself, so it
+has stopped before the reconciler (which waits three) starts a replacement. A user loop that
+ignores ``ctx.stopping`` after fencing is cut short by a hard exit after a short grace.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from botocore.exceptions import BotoCoreError, ClientError
+
+from vigil import telemetry
+from vigil.observers.model import (
+    Desired,
+    InvalidObserver,
+    Observer,
+    parse_kinds,
+    validate_name,
+)
+from vigil.observers.registry import (
+    Fenced,
+    ObserverNotFound,
+    ObserverRegistry,
+    RegistryError,
+    StopRequested,
+)
+
+SELF_FENCE_INTERVALS = 2
+"""Missed heartbeats after which the container presumes itself replaced (the reconciler waits 3)."""
+DEFAULT_FENCE_GRACE_SECONDS = 2.0
+
+Sleeper = Callable[[threading.Event, float], None]
+"""Waits up to ``seconds``, returning early when the event (stopping) is set."""
+ObserverFunction = Callable[["ObserverContext"], None]
+
+
+def event_sleeper(stopping: threading.Event, seconds: float) -> None:
+    stopping.wait(seconds)
+
+
+class ExitCode(IntEnum):
+    CLEAN = 0
+    """Stopped because asked to (SIGTERM or the registry), or the function returned."""
+    CRASH = 1
+    """The observer's own code raised."""
+    BAD_CONFIGURATION = 2
+    """Environment, kind or registry record unusable: restarting will not help."""
+    FENCED = 3
+    """This generation was replaced (or lost the registry): another container owns the observer."""
+
+
+class StopReason(StrEnum):
+    SIGTERM = "SIGTERM"
+    STOP_REQUESTED = "stop requested"
+    FENCED = "fenced"
+
+
+class InvalidSettings(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """The container's environment, read and validated once."""
+
+    table: str
+    name: str
+    generation: int
+    heartbeat_seconds: int
+    kinds: dict[str, str]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> RuntimeSettings:
+        missing = [
+            key
+            for key in (
+                "VIGIL_OBSERVERS_TABLE",
+                "VIGIL_OBSERVER_NAME",
+                "VIGIL_OBSERVER_GENERATION",
+                "VIGIL_OBSERVER_KINDS",
+            )
+            if not environ.get(key)
+        ]
+        if missing:
+            raise InvalidSettings(f"missing environment variables: {', '.join(missing)}")
+        try:
+            generation = int(environ["VIGIL_OBSERVER_GENERATION"])
+            heartbeat = int(environ.get("VIGIL_HEARTBEAT_SECONDS", "30"))
+        except ValueError as error:
+            raise InvalidSettings(f"generation and heartbeat must be integers: {error}") from error
+        if generation < 1 or heartbeat < 1:
+            raise InvalidSettings(
+                "VIGIL_OBSERVER_GENERATION and VIGIL_HEARTBEAT_SECONDS must be >= 1"
+            )
+        try:
+            name = validate_name(environ["VIGIL_OBSERVER_NAME"])
+            kinds = parse_kinds(environ["VIGIL_OBSERVER_KINDS"])
+        except InvalidObserver as error:
+            raise InvalidSettings(str(error)) from error
+        return cls(
+            table=environ["VIGIL_OBSERVERS_TABLE"],
+            name=name,
+            generation=generation,
+            heartbeat_seconds=heartbeat,
+            kinds=kinds,
+        )
+
+
+class KindError(Exception):
+    """The observer's kind is not configured, or its function cannot be imported."""
+
+
+def load_kind(kinds: Mapping[str, str], kind: str) -> ObserverFunction:
+    target = kinds.get(kind)
+    if target is None:
+        raise KindError(f"kind {kind!r} is not one of {sorted(kinds)}")
+    module_name, _, function_name = target.rpartition(".")
+    try:
+        function = getattr(importlib.import_module(module_name), function_name)
+    except (ImportError, AttributeError) as error:
+        raise KindError(f"kind {kind!r}: cannot load {target}: {error}") from error
+    if not callable(function):
+        raise KindError(f"kind {kind!r}: {target} is not callable")
+    return function  # type: ignore[no-any-return]
+
+
+class ObserverContext:
+    """What an observer's ``run(ctx)`` sees."""
+
+    def __init__(self, runtime: ObserverRuntime, observer: Observer) -> None:
+        self._runtime = runtime
+        self.name = observer.name
+        self.kind = observer.kind
+        self.generation = observer.generation
+        self.config: dict[str, Any] = observer.config
+        self.state: dict[str, Any] | None = observer.checkpoint
+        """The last checkpoint (from a previous generation too), or None on the first start."""
+        self.logger: Logger = runtime.logger
+
+    @property
+    def stopping(self) -> bool:
+        """True once SIGTERM arrived, the registry asked for a stop, or this generation was fenced."""
+        return self._runtime.stopping
+
+    def checkpoint(self, state: dict[str, Any]) -> None:
+        """Persist ``state`` (a JSON object, at most 64 KB); raises ``Fenced`` once replaced, so
+        a replaced container stops its work at the next checkpoint at the latest."""
+        self._runtime.save_checkpoint(state)
+        self.state = state
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, returning early when stopping."""
+        self._runtime.sleep(seconds)
+
+
+class ObserverRuntime:
+    def __init__(
+        self,
+        registry: ObserverRegistry,
+        *,
+        name: str,
+        generation: int,
+        kinds: Mapping[str, str],
+        heartbeat_seconds: float,
+        logger: Logger | None = None,
+        sleeper: Sleeper = event_sleeper,
+        monotonic: Callable[[], float] = time.monotonic,
+        hard_exit: Callable[[int], None] = os._exit,
+        fence_grace_seconds: float = DEFAULT_FENCE_GRACE_SECONDS,
+        heartbeat_thread: bool = True,
+    ) -> None:
+        self._registry = registry
+        self._name = name
+        self._generation = generation
+        self._kinds = kinds
+        self._interval = heartbeat_seconds
+        self._sleeper = sleeper
+        self._monotonic = monotonic
+        self._hard_exit = hard_exit
+        self._fence_grace = fence_grace_seconds
+        self._threaded = heartbeat_thread
+        self._stopping = threading.Event()
+        self._done = threading.Event()
+        self._reason: StopReason | None = None
+        self._reason_lock = threading.Lock()
+        self._last_beat = monotonic()
+        self._task_arn: str | None = None
+        self._kind = ""
+        self.logger = logger or telemetry.logger()
+        self.logger.append_keys(observer=name, generation=generation)
+
+    # -- what the context and the signal handler call -----------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        return self._reason
+
+    def request_stop(self, reason: StopReason) -> None:
+        """Make ``ctx.stopping`` true; the first reason wins, except that fencing overrides all
+        (a fenced container must not write its exit report)."""
+        with self._reason_lock:
+            if self._reason is None or reason is StopReason.FENCED:
+                self._reason = reason
+        self._stopping.set()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0 and not self.stopping:
+            self._sleeper(self._stopping, seconds)
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        if self._reason is StopReason.FENCED:
+            raise Fenced(self._name, self._generation, None)
+        try:
+            self._registry.checkpoint(self._name, self._generation, state)
+        except Fenced as fenced:
+            self._fence(str(fenced))
+            raise
+
+    # -- the heartbeat --------------------------------------------------------------------------
+
+    def heartbeat_once(self) -> None:
+        """One heartbeat: record liveness, notice a stop request or a replacement."""
+        if self._reason is StopReason.FENCED:
+            return
+        try:
+            observer = self._registry.heartbeat(self._name, self._generation)
+        except Fenced as fenced:
+            self._fence(str(fenced))
+            return
+        except (ClientError, BotoCoreError, RegistryError) as error:
+            silent = self._monotonic() - self._last_beat
+            self.logger.warning("heartbeat failed", extra={"error": str(error), "silent_s": silent})
+            if silent >= SELF_FENCE_INTERVALS * self._interval:
+                self._fence(f"no heartbeat accepted for {silent:.0f} s: presumed replaced")
+            return
+        self._last_beat = self._monotonic()
+        self._task_arn = observer.task_arn or self._task_arn
+        if observer.desired is Desired.STOPPED and not self.stopping:
+            self.logger.info("stop requested in the registry")
+            self.request_stop(StopReason.STOP_REQUESTED)
+
+    def _heartbeat_loop(self) -> None:
+        while not self._done.wait(self._interval):
+            self.heartbeat_once()
+            if self._reason is StopReason.FENCED:
+                if not self._done.wait(self._fence_grace):
+                    self.logger.error("fenced and the observer did not return: exiting now")
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    self._hard_exit(ExitCode.FENCED)
+                return
+
+    def _fence(self, why: str) -> None:
+        if self._reason is not StopReason.FENCED:
+            self.logger.error("fenced: stopping at once", extra={"reason": why})
+            _count(telemetry.ObserverMetric.FENCED, self._kind)
+        self.request_stop(StopReason.FENCED)
+
+    # -- the whole run --------------------------------------------------------------------------
+
+    def run(self) -> ExitCode:
+        try:
+            observer = self._registry.get(self._name)
+            self._kind = observer.kind
+            function = load_kind(self._kinds, observer.kind)
+        except (ObserverNotFound, KindError) as error:
+            self.logger.error("cannot start", extra={"reason": str(error)})
+            return ExitCode.BAD_CONFIGURATION
+        try:
+            observer = self._registry.claim_generation(self._name, self._generation)
+        except Fenced as fenced:
+            self.logger.error("not the current generation", extra={"reason": str(fenced)})
+            return ExitCode.FENCED
+        except StopRequested:
+            self.logger.info("stop requested before start")
+            self._report(ExitCode.CLEAN, "stop requested before start", stopped=True)
+            return ExitCode.CLEAN
+        self._task_arn = observer.task_arn
+        self._last_beat = self._monotonic()
+        self.logger.append_keys(kind=observer.kind)
+        self.logger.info("claimed", extra={"task_arn": observer.task_arn})
+
+        thread = None
+        if self._threaded:
+            thread = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
+            thread.start()
+        crash: Exception | None = None
+        try:
+            function(ObserverContext(self, observer))
+        except Exception as error:
+            crash = error
+        finally:
+            self._done.set()
+            if thread is not None:
+                thread.join()
+        return self._finish(crash)
+
+    def _finish(self, crash: Exception | None) -> ExitCode:
+        reason = self._reason
+        if reason is StopReason.FENCED:
+            return ExitCode.FENCED
+        if crash is not None:
+            self.logger.exception("observer crashed", exc_info=crash)
+            self._report(ExitCode.CRASH, f"{type(crash).__name__}: {crash}", stopped=False)
+            return ExitCode.CRASH
+        if reason is StopReason.STOP_REQUESTED:
+            self._report(ExitCode.CLEAN, "stop requested", stopped=True)
+        elif reason is StopReason.SIGTERM:
+            self._report(ExitCode.CLEAN, "SIGTERM", stopped=False)
+        else:
+            self.logger.warning("the observer returned without being asked to stop")
+            self._report(ExitCode.CLEAN, "returned without being asked to stop", stopped=False)
+        self.logger.info("stopped", extra={"reason": reason.value if reason else "returned"})
+        return ExitCode.CLEAN
+
+    def _report(self, code: ExitCode, reason: str, *, stopped: bool) -> None:
+        """Best effort: the exit code already tells ECS (and the reconciler) how this ended."""
+        try:
+            self._registry.report_exit(
+                self._name,
+                self._generation,
+                exit_code=int(code),
+                reason=reason,
+                task_arn=self._task_arn,
+                stopped=stopped,
+            )
+        except (RegistryError, ClientError, BotoCoreError) as error:
+            self.logger.warning("exit report not written", extra={"error": str(error)})
+
+
+def _count(metric: telemetry.ObserverMetric, kind: str) -> None:
+    with single_metric(
+        name=metric, unit=MetricUnit.Count, value=1, namespace=telemetry.NAMESPACE
+    ) as emitted:
+        emitted.add_dimension(name="kind", value=kind or "unknown")

@@ -1,0 +1,333 @@
+"""The container runtime in-process: claims, stop requests, fencing, crashes, exit reports.
+
+Heartbeats are driven by the tests (through the injected sleeper) rather than by the thread, so
+every interleaving is chosen, not raced; one test runs the real thread to show the hard exit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from vigil.clock import ManualClock
+from vigil.observers.model import Status
+from vigil.observers.registry import Fenced, ObserverRegistry
+from vigil.observers.runtime import (
+    ExitCode,
+    InvalidSettings,
+    ObserverContext,
+    ObserverRuntime,
+    RuntimeSettings,
+    StopReason,
+)
+
+from . import sample_kinds
+from .test_registry import raw_item, start_generation
+
+KINDS = {
+    "sample": "tests.observers.sample_kinds.run",
+    "crash": "tests.observers.sample_kinds.crash",
+    "ticker": "observers.ticker.run",
+    "broken": "tests.observers.no_such_module.run",
+}
+
+
+class Harness:
+    """A runtime whose sleeps advance the manual clock and then run one heartbeat."""
+
+    def __init__(self, registry: ObserverRegistry, clock: ManualClock, generation: int) -> None:
+        self.clock = clock
+        self.sleeps: list[float] = []
+        self.before_beat: Callable[[int], None] = lambda n: None
+        self.runtime = ObserverRuntime(
+            registry,
+            name="obs",
+            generation=generation,
+            kinds=KINDS,
+            heartbeat_seconds=10,
+            sleeper=self._sleep,
+            heartbeat_thread=False,
+        )
+
+    def _sleep(self, stopping: threading.Event, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.clock.advance(seconds)
+        self.before_beat(len(self.sleeps))
+        self.runtime.heartbeat_once()
+
+
+@pytest.fixture
+def started(registry: ObserverRegistry, dynamodb: Any, registry_table: str) -> ObserverRegistry:
+    """An observer the reconciler has just started as generation 1."""
+    registry.create("obs", "sample", {"interval_seconds": 10})
+    start_generation(dynamodb, registry_table, "obs", 1, "arn:task/1")
+    return registry
+
+
+def install(monkeypatch: pytest.MonkeyPatch, behaviour: Callable[[Any], None]) -> None:
+    monkeypatch.setattr(sample_kinds, "behaviour", behaviour)
+
+
+def looping(ctx: ObserverContext) -> None:
+    count = 0
+    while not ctx.stopping:
+        count += 1
+        ctx.checkpoint({"count": count})
+        ctx.sleep(10)
+
+
+def test_given_a_running_observer_when_stop_is_requested_then_it_stops_cleanly_and_reports(
+    started: ObserverRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install(monkeypatch, looping)
+    harness = Harness(started, clock, generation=1)
+    harness.before_beat = lambda n: started.request_stop("obs") if n == 3 else None
+
+    code = harness.runtime.run()
+
+    observer = started.get("obs")
+    assert code is ExitCode.CLEAN
+    assert harness.runtime.stop_reason is StopReason.STOP_REQUESTED
+    assert observer.status is Status.STOPPED and observer.checkpoint == {"count": 3}
+    assert observer.last_exit is not None and observer.last_exit.exit_code == 0
+    assert observer.last_exit.reason == "stop requested"
+    assert observer.last_exit.task_arn == "arn:task/1"
+    assert observer.heartbeat_at == clock()
+
+
+def test_given_a_replacement_when_the_next_heartbeat_runs_then_fenced_and_nothing_written(
+    started: ObserverRegistry,
+    clock: ManualClock,
+    dynamodb: Any,
+    registry_table: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    install(monkeypatch, looping)
+    harness = Harness(started, clock, generation=1)
+    replaced: dict[str, Any] = {}
+
+    def replace(n: int) -> None:
+        if n == 2:
+            start_generation(dynamodb, registry_table, "obs", 2, "arn:task/2")
+            replaced.update(raw_item(dynamodb, registry_table, "obs"))
+
+    harness.before_beat = replace
+
+    code = harness.runtime.run()
+
+    assert code is ExitCode.FENCED
+    assert len(harness.sleeps) == 2  # stopped at the first heartbeat after the replacement
+    assert raw_item(dynamodb, registry_table, "obs") == replaced
+
+
+def test_given_a_replacement_when_the_observer_checkpoints_then_fenced_at_once(
+    started: ObserverRegistry,
+    clock: ManualClock,
+    dynamodb: Any,
+    registry_table: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[bool] = []
+
+    def replaced_mid_work(ctx: ObserverContext) -> None:
+        ctx.checkpoint({"count": 1})
+        start_generation(dynamodb, registry_table, "obs", 2, "arn:task/2")
+        try:
+            ctx.checkpoint({"count": 2})
+        finally:
+            seen.append(ctx.stopping)
+
+    install(monkeypatch, replaced_mid_work)
+
+    code = Harness(started, clock, generation=1).runtime.run()
+
+    assert code is ExitCode.FENCED and seen == [True]
+    observer = started.get("obs")
+    assert observer.checkpoint == {"count": 1} and observer.last_exit is None
+
+
+def test_given_observer_code_that_raises_when_run_then_crash_exit_and_reason_recorded(
+    dynamodb: Any, registry_table: str, registry: ObserverRegistry, clock: ManualClock
+) -> None:
+    registry.create("obs", "crash", {})
+    start_generation(dynamodb, registry_table, "obs", 1, "arn:task/1")
+
+    code = Harness(registry, clock, generation=1).runtime.run()
+
+    observer = registry.get("obs")
+    assert code is ExitCode.CRASH
+    assert observer.last_exit is not None and observer.last_exit.exit_code == 1
+    assert observer.last_exit.reason == "RuntimeError: feed closed unexpectedly"
+    assert observer.checkpoint == {"step": 1} and observer.status is Status.RUNNING
+
+
+def test_given_sigterm_when_running_then_loop_ends_checkpoint_kept_and_status_left_to_reconciler(
+    started: ObserverRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    harness = Harness(started, clock, generation=1)
+    harness.before_beat = lambda n: harness.runtime.request_stop(StopReason.SIGTERM)
+    install(monkeypatch, looping)
+
+    code = harness.runtime.run()
+
+    observer = started.get("obs")
+    assert code is ExitCode.CLEAN and observer.checkpoint == {"count": 1}
+    assert observer.last_exit is not None and observer.last_exit.reason == "SIGTERM"
+    assert observer.status is Status.RUNNING  # the reconciler decides what a SIGTERM means
+
+
+def test_given_a_previous_checkpoint_when_the_ticker_restarts_then_it_counts_on(
+    dynamodb: Any, registry_table: str, registry: ObserverRegistry, clock: ManualClock
+) -> None:
+    registry.create("obs", "ticker", {"interval_seconds": 1})
+    start_generation(dynamodb, registry_table, "obs", 1, "arn:task/1")
+    registry.checkpoint("obs", 1, {"count": 41})
+    start_generation(dynamodb, registry_table, "obs", 2, "arn:task/2")
+    harness = Harness(registry, clock, generation=2)
+    harness.before_beat = lambda n: registry.request_stop("obs") if n == 2 else None
+
+    code = harness.runtime.run()
+
+    assert code is ExitCode.CLEAN and registry.get("obs").checkpoint == {"count": 43}
+    assert harness.sleeps == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("kind", "generation", "expected"),
+    [("broken", 1, ExitCode.BAD_CONFIGURATION), ("sample", 7, ExitCode.FENCED)],
+)
+def test_given_a_bad_kind_or_an_old_generation_when_started_then_it_never_claims(
+    dynamodb: Any,
+    registry_table: str,
+    registry: ObserverRegistry,
+    clock: ManualClock,
+    kind: str,
+    generation: int,
+    expected: ExitCode,
+) -> None:
+    registry.create("obs", kind, {})
+    start_generation(dynamodb, registry_table, "obs", 1, "arn:task/1")
+
+    code = Harness(registry, clock, generation=generation).runtime.run()
+
+    assert code is expected
+    assert registry.get("obs").status is Status.STARTING
+
+
+def test_given_an_unknown_observer_when_started_then_bad_configuration(
+    registry: ObserverRegistry, clock: ManualClock
+) -> None:
+    assert Harness(registry, clock, generation=1).runtime.run() is ExitCode.BAD_CONFIGURATION
+
+
+def test_given_a_stop_before_the_claim_when_started_then_clean_stop_without_running(
+    started: ObserverRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install(monkeypatch, lambda ctx: pytest.fail("must not run"))
+    started.request_stop("obs")
+
+    code = Harness(started, clock, generation=1).runtime.run()
+
+    assert code is ExitCode.CLEAN and started.get("obs").status is Status.STOPPED
+
+
+def test_given_a_registry_that_stops_answering_when_two_intervals_pass_then_self_fenced(
+    started: ObserverRegistry, clock: ManualClock
+) -> None:
+    started.claim_generation("obs", 1)
+    now = [0.0]
+
+    class Unreachable(ObserverRegistry):
+        def heartbeat(self, name: str, generation: int) -> Any:
+            raise ClientError({"Error": {"Code": "ServiceUnavailable"}}, "UpdateItem")
+
+    runtime = ObserverRuntime(
+        Unreachable(started._client, started._table, clock=clock),
+        name="obs",
+        generation=1,
+        kinds=KINDS,
+        heartbeat_seconds=10,
+        monotonic=lambda: now[0],
+        heartbeat_thread=False,
+    )
+
+    now[0] = 10.0
+    runtime.heartbeat_once()
+    assert not runtime.stopping
+    now[0] = 20.0
+    runtime.heartbeat_once()
+    assert runtime.stopping and runtime.stop_reason is StopReason.FENCED
+
+
+def test_given_fenced_code_that_ignores_stopping_when_the_grace_ends_then_hard_exit(
+    aws: None,
+    registry_table: str,
+    dynamodb: Any,
+    serialized: Any,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    registry = ObserverRegistry(serialized(dynamodb), registry_table, clock=clock)
+    registry.create("obs", "sample", {})
+    start_generation(dynamodb, registry_table, "obs", 1, "arn:task/1")
+    released = threading.Event()
+    exits: list[int] = []
+
+    def stubborn(ctx: ObserverContext) -> None:
+        start_generation(dynamodb, registry_table, "obs", 2, "arn:task/2")
+        released.wait(timeout=10)  # blocked in some call that never looks at ctx.stopping
+
+    def hard_exit(code: int) -> None:
+        exits.append(code)
+        released.set()
+
+    install(monkeypatch, stubborn)
+    runtime = ObserverRuntime(
+        registry,
+        name="obs",
+        generation=1,
+        kinds=KINDS,
+        heartbeat_seconds=0.05,
+        hard_exit=hard_exit,
+        fence_grace_seconds=0.05,
+    )
+
+    assert runtime.run() is ExitCode.FENCED
+    assert exits == [ExitCode.FENCED]
+
+
+def test_given_the_container_environment_when_read_then_validated_once() -> None:
+    env = {
+        "VIGIL_OBSERVERS_TABLE": "t",
+        "VIGIL_OBSERVER_NAME": "btc",
+        "VIGIL_OBSERVER_GENERATION": "3",
+        "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
+        "VIGIL_HEARTBEAT_SECONDS": "15",
+    }
+    settings = RuntimeSettings.from_env(env)
+    assert (settings.name, settings.generation, settings.heartbeat_seconds) == ("btc", 3, 15)
+
+    for key, value in [
+        ("VIGIL_OBSERVER_GENERATION", "x"),
+        ("VIGIL_OBSERVER_GENERATION", "0"),
+        ("VIGIL_OBSERVER_NAME", "Bad Name"),
+        ("VIGIL_OBSERVER_KINDS", "[]"),
+        ("VIGIL_OBSERVERS_TABLE", ""),
+    ]:
+        with pytest.raises(InvalidSettings):
+            RuntimeSettings.from_env({**env, key: value})
+
+
+def test_given_a_fenced_runtime_when_checkpointing_again_then_refused_without_a_write(
+    started: ObserverRegistry, clock: ManualClock
+) -> None:
+    runtime = Harness(started, clock, generation=1).runtime
+    runtime.request_stop(StopReason.FENCED)
+
+    with pytest.raises(Fenced):
+        runtime.save_checkpoint({"count": 9})
+    assert started.get("obs").checkpoint is None
