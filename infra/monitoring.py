@@ -42,6 +42,7 @@ class Monitoring(Construct):
                     job.metric("JobTickSkipped"),
                     job.metric("JobTickMissed"),
                     job.metric("JobRunFenced"),
+                    job.metric("JobEventMalformed"),
                 ],
                 width=12,
             ),

@@ -32,6 +32,7 @@ class JobMetric(StrEnum):
     FENCED = "JobRunFenced"
     DURATION = "JobRunDuration"
     LATENESS = "JobTickLateness"
+    MALFORMED = "JobEventMalformed"
 
 
 class ObserverMetric(StrEnum):

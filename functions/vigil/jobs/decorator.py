@@ -15,7 +15,7 @@ from typing import Any
 
 from vigil import telemetry
 from vigil.clock import Clock, system_clock
-from vigil.jobs.events import parse_tick
+from vigil.jobs.events import MalformedEvent, parse_tick
 from vigil.jobs.guard import Body, JobGuard, Result
 from vigil.jobs.model import JobSettings, Outcome
 from vigil.jobs.store import RunStore
@@ -71,7 +71,12 @@ def _handle(guard: JobGuard, body: Body, event: Any, context: Any) -> dict[str, 
     logger, metrics = telemetry.logger(), telemetry.metrics()
     job = guard.settings.job
     metrics.add_dimension(name="job", value=job)
-    tick = parse_tick(event)
+    try:
+        tick = parse_tick(event)
+    except MalformedEvent:
+        metrics.add_metric(name=JobMetric.MALFORMED, unit="Count", value=1)
+        logger.exception("rejected a malformed event; it goes to the dead-letter queue")
+        raise
     logger.append_keys(job=job, tick=tick.key, delivery=tick.source)
     try:
         result = guard.execute(

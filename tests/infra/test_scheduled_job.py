@@ -1,0 +1,194 @@
+"""The synthesized template of the app's jobs, and synth-time validation of ScheduledJob."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk import App, Duration, Stack
+from aws_cdk.assertions import Match, Template
+
+from infra.errors import ConfigurationError
+from infra.scheduled_job import ScheduledJob
+from tools.emulator.template import Synthesized
+
+
+@pytest.fixture(scope="module")
+def template(synthesized: Synthesized) -> Template:
+    return Template.from_json(synthesized.template)
+
+
+def job_functions(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    return {
+        logical_id: resource
+        for logical_id, resource in synthesized.resources("AWS::Lambda::Function").items()
+        if "VIGIL_JOB_NAME" in resource["Properties"]["Environment"]["Variables"]
+    }
+
+
+def test_each_schedule_retries_dead_letters_and_passes_the_scheduled_time(
+    template: Template, synthesized: Synthesized
+) -> None:
+    schedules = synthesized.resources("AWS::Scheduler::Schedule")
+    assert len(schedules) == 2
+    template.all_resources_properties(
+        "AWS::Scheduler::Schedule",
+        {
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "Target": {
+                "RetryPolicy": {
+                    "MaximumRetryAttempts": 185,
+                    "MaximumEventAgeInSeconds": Match.any_value(),
+                },
+                "DeadLetterConfig": {"Arn": Match.any_value()},
+                "Input": Match.string_like_regexp("<aws.scheduler.scheduled-time>"),
+            },
+        },
+    )
+    report = next(
+        s for s in schedules.values() if "daily-report" in s["Properties"]["Target"]["Input"]
+    )
+    assert report["Properties"]["ScheduleExpressionTimezone"] == "Europe/Prague"
+    assert json.loads(report["Properties"]["Target"]["Input"])["vigil"]["job"] == "daily-report"
+
+
+def test_failed_runs_go_to_an_sqs_on_failure_destination(template: Template) -> None:
+    template.resource_count_is("AWS::Lambda::EventInvokeConfig", 2)
+    template.all_resources_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {
+            "MaximumRetryAttempts": 2,
+            "DestinationConfig": {"OnFailure": {"Destination": Match.any_value()}},
+        },
+    )
+
+
+def test_every_queue_is_encrypted_and_tls_only(template: Template) -> None:
+    template.all_resources_properties("AWS::SQS::Queue", {"SqsManagedSseEnabled": True})
+    template.all_resources_properties(
+        "AWS::SQS::QueuePolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with([Match.object_like({"Effect": "Deny"})])
+            }
+        },
+    )
+
+
+def test_the_runs_table_has_ttl_point_in_time_recovery_and_the_jobs_index(
+    template: Template,
+) -> None:
+    template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "TimeToLiveSpecification": {"AttributeName": "expires_at", "Enabled": True},
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            "GlobalSecondaryIndexes": [Match.object_like({"IndexName": "jobs-index"})],
+        },
+    )
+    template.has_resource("AWS::DynamoDB::Table", {"DeletionPolicy": "Retain"})
+
+
+def test_each_job_may_only_update_its_own_items(synthesized: Synthesized) -> None:
+    functions = job_functions(synthesized)
+    policies = synthesized.resources("AWS::IAM::Policy")
+    for function in functions.values():
+        job = function["Properties"]["Environment"]["Variables"]["VIGIL_JOB_NAME"]
+        role = function["Properties"]["Role"]["Fn::GetAtt"][0]
+        statements = [
+            statement
+            for policy in policies.values()
+            if {"Ref": role} in policy["Properties"]["Roles"]
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        ]
+        dynamo = [s for s in statements if "dynamodb" in json.dumps(s["Action"])]
+        assert dynamo == [
+            {
+                "Action": "dynamodb:UpdateItem",
+                "Condition": {
+                    "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"JOB#{job}"]}
+                },
+                "Effect": "Allow",
+                "Resource": dynamo[0]["Resource"],
+            }
+        ]
+
+
+def test_functions_share_runtime_tracing_powertools_and_log_retention(
+    synthesized: Synthesized,
+) -> None:
+    for function in job_functions(synthesized).values():
+        props = function["Properties"]
+        assert props["Runtime"] == "python3.12"
+        assert props["Architectures"] == ["arm64"]
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        assert "AWSLambdaPowertoolsPythonV3" in json.dumps(props["Layers"])
+        assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "vigil"
+    for log_group in synthesized.resources("AWS::Logs::LogGroup").values():
+        assert log_group["Properties"]["RetentionInDays"] == 30
+
+
+def test_alarms_watch_dead_letters_and_missed_ticks(template: Template) -> None:
+    template.resource_count_is("AWS::CloudWatch::Alarm", 6)
+    template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {"MetricName": "JobTickMissed", "Namespace": "Vigil", "Threshold": 0},
+    )
+
+
+VALID: dict[str, Any] = {"handler": "jobs.cleanup.handler", "schedule": "rate(5 minutes)"}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "parameter", "fragment"),
+    [
+        ({"schedule": "rate(5 minute)"}, "schedule", "plural"),
+        ({"schedule": "rate(0 minutes)"}, "schedule", "at least 1"),
+        ({"schedule": "every 5 minutes"}, "schedule", "must start with"),
+        ({"schedule": "cron(0 12 * * * *)"}, "schedule", "exactly one of"),
+        ({"schedule": "cron(0 25 * * ? *)"}, "schedule", "outside 0-23"),
+        ({"schedule": "cron(0 12 * *)"}, "schedule", "6 fields"),
+        ({"schedule": "at(2026-13-01T00:00:00)"}, "schedule", "month"),
+        ({"time_zone": "Mars/Olympus"}, "time_zone", "IANA"),
+        ({"overlap": "queue"}, "overlap", "not one of skip, allow"),
+        ({"timeout": Duration.minutes(16)}, "timeout", "15 minutes"),
+        ({"retry_attempts": 3}, "retry_attempts", "0-2"),
+        ({"delivery_retry_attempts": 186}, "delivery_retry_attempts", "0-185"),
+        ({"max_event_age": Duration.seconds(30)}, "max_event_age", "60 s to 24 h"),
+        ({"memory_size": 64}, "memory_size", "128-10240"),
+        ({"lease_margin": Duration.seconds(0)}, "lease_margin", "clock skew"),
+        ({"handler": "jobs.nope.handler"}, "handler", "no module 'jobs.nope'"),
+        ({"handler": "jobs.cleanup.missing"}, "handler", "defines no 'missing'"),
+        ({"handler": "cleanup"}, "handler", "package.module.function"),
+        ({"job_name": "Bad_Name"}, "job_name", "must match"),
+    ],
+)
+def test_invalid_parameters_fail_the_synth_naming_the_job_and_the_parameter(
+    overrides: dict[str, Any], parameter: str, fragment: str
+) -> None:
+    stack = Stack(App(), "Test")
+    with pytest.raises(ConfigurationError) as raised:
+        ScheduledJob(stack, "Cleanup", **{**VALID, **overrides})
+    message = str(raised.value)
+    assert "ScheduledJob 'Cleanup'" in message
+    assert f"invalid {parameter}" in message
+    assert fragment in message
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        "rate(1 minute)",
+        "rate(12 hours)",
+        "cron(0/15 * * * ? *)",
+        "cron(30 7 ? * MON-FRI *)",
+        "cron(0 9 L * ? *)",
+        "at(2027-01-01T09:00:00)",
+    ],
+)
+def test_valid_expressions_are_accepted(schedule: str) -> None:
+    stack = Stack(App(), "Test")
+    job = ScheduledJob(stack, "Cleanup", handler="jobs.cleanup.handler", schedule=schedule)
+    assert job.job_name == "cleanup"

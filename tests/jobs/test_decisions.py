@@ -1,0 +1,102 @@
+"""Properties of the conflict decision: pure, so hypothesis can explore every state it may see."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vigil.clock import epoch_ms
+from vigil.jobs.decisions import ClaimTerms, Verdict, resolve_conflict
+from vigil.jobs.model import FINAL_STATUSES, Overlap, RunStatus
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+TOKEN = int(NOW.timestamp() * 1_000_000)
+
+offsets = st.integers(min_value=-600, max_value=600)
+ticks = st.one_of(
+    st.none(),
+    st.builds(
+        lambda status, attempts, offset: {
+            "status": status.value,
+            "attempts": attempts,
+            "fencing_token": 7,
+            "lease_until_ms": epoch_ms(NOW + timedelta(seconds=offset)),
+        },
+        st.sampled_from(list(RunStatus)),
+        st.integers(min_value=0, max_value=5),
+        offsets,
+    ),
+)
+heads = st.one_of(
+    st.none(),
+    st.builds(
+        lambda fence_delta, offset, holds: {
+            "fence": TOKEN + fence_delta,
+            **(
+                {"lease_until_ms": epoch_ms(NOW + timedelta(seconds=offset)), "lease_tick": "T0"}
+                if holds
+                else {}
+            ),
+        },
+        st.integers(min_value=-1000, max_value=1000),
+        offsets,
+        st.booleans(),
+    ),
+)
+
+
+def decide(tick: Any, head: Any, overlap: Overlap, tick_refused: bool, head_refused: bool) -> Any:
+    return resolve_conflict(
+        terms=ClaimTerms(),
+        token=TOKEN,
+        overlap=overlap,
+        tick_refused=tick_refused,
+        tick_seen=tick,
+        head_refused=head_refused,
+        head_seen=head,
+        now=NOW,
+    )
+
+
+@given(ticks, heads, st.sampled_from(list(Overlap)), st.booleans())
+def test_a_final_or_live_tick_is_always_a_duplicate(
+    tick: Any, head: Any, overlap: Overlap, head_refused: bool
+) -> None:
+    decision = decide(tick, head, overlap, True, head_refused)
+    if tick is None:
+        assert decision.verdict is not Verdict.DUPLICATE
+        return
+    live = tick["lease_until_ms"] >= epoch_ms(NOW)
+    final = RunStatus(tick["status"]) in FINAL_STATUSES
+    running_live = tick["status"] == RunStatus.RUNNING and live
+    assert (decision.verdict is Verdict.DUPLICATE) == (final or running_live)
+
+
+@given(ticks, heads, st.booleans())
+def test_allow_never_skips(tick: Any, head: Any, tick_refused: bool) -> None:
+    assert decide(tick, head, Overlap.ALLOW, tick_refused, True).verdict is not Verdict.SKIP
+
+
+@given(heads)
+def test_a_retry_always_proposes_a_token_above_the_fence_it_saw(head: Any) -> None:
+    decision = decide(None, head, Overlap.ALLOW, False, True)
+    assert decision.verdict is Verdict.RETRY
+    fence = head["fence"] if head else 0
+    assert max(TOKEN, decision.terms.token_floor + 1) > fence
+
+
+@given(ticks)
+def test_a_retry_expects_the_attempt_count_it_saw(tick: Any) -> None:
+    decision = decide(tick, None, Overlap.SKIP, True, False)
+    if decision.verdict is Verdict.RETRY:
+        assert decision.terms.expected_attempts == (tick["attempts"] if tick else 0)
+
+
+def test_a_live_lease_of_another_tick_under_skip_is_a_skip() -> None:
+    head = {"fence": TOKEN - 5, "lease_until_ms": epoch_ms(NOW) + 1000, "lease_tick": "T0"}
+    decision = decide(None, head, Overlap.SKIP, False, True)
+    assert decision.verdict is Verdict.SKIP
+    assert "T0" in decision.reason
