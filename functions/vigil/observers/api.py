@@ -1,0 +1,320 @@
+"""The observers management API: Powertools' REST resolver over the registry.
+
+Requests are validated (``enable_validation``) before any logic runs, and every error, whether a
+validation failure or a domain exception, becomes ``{"error": code, "message": ...}`` in one
+place (``_error_response``). Nothing is written for a rejected request: validation happens first,
+and the registry's writes are single conditional requests.
+
+``POST /observers`` honours an ``Idempotency-Key`` header through Powertools' idempotency utility:
+the same key (per caller) with the same body replays the first answer; with another body it is
+refused with 422. The app is built by ``build_app`` from its dependencies, so nothing is built at
+import time and tests inject moto-backed clients.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
+from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.utilities.idempotency import (
+    BasePersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from vigil import __version__, telemetry
+from vigil.observers.model import (
+    NAME_PATTERN,
+    InvalidObserver,
+    Status,
+    parse_kinds,
+    validate_config,
+)
+from vigil.observers.registry import (
+    MAX_PAGE,
+    FleetFull,
+    InvalidCursor,
+    ObserverExists,
+    ObserverNotFound,
+    ObserverRegistry,
+    VersionConflict,
+)
+
+IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+NAME_RULE = NAME_PATTERN.pattern
+
+
+class UnknownKind(Exception):
+    def __init__(self, kind: str, kinds: Mapping[str, str]) -> None:
+        super().__init__(f"kind {kind!r} is not one of {sorted(kinds)}")
+
+
+class InvalidSettings(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """The API function's environment, read and validated once."""
+
+    table: str
+    idempotency_table: str
+    kinds: dict[str, str]
+    max_observers: int
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> ApiSettings:
+        keys = (
+            "VIGIL_OBSERVERS_TABLE",
+            "VIGIL_IDEMPOTENCY_TABLE",
+            "VIGIL_OBSERVER_KINDS",
+            "VIGIL_MAX_OBSERVERS",
+        )
+        missing = [key for key in keys if not environ.get(key)]
+        if missing:
+            raise InvalidSettings(f"missing environment variables: {', '.join(missing)}")
+        try:
+            max_observers = int(environ["VIGIL_MAX_OBSERVERS"])
+            kinds = parse_kinds(environ["VIGIL_OBSERVER_KINDS"])
+        except (ValueError, InvalidObserver) as error:
+            raise InvalidSettings(str(error)) from error
+        if max_observers < 1:
+            raise InvalidSettings("VIGIL_MAX_OBSERVERS must be >= 1")
+        return cls(
+            table=environ["VIGIL_OBSERVERS_TABLE"],
+            idempotency_table=environ["VIGIL_IDEMPOTENCY_TABLE"],
+            kinds=kinds,
+            max_observers=max_observers,
+        )
+
+
+class CreateObserver(BaseModel):
+    """The body of ``POST /observers``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, Field(pattern=NAME_RULE, description="Unique, [a-z0-9-]{1,63}")]
+    kind: Annotated[str, Field(min_length=1, description="One of GET /kinds")]
+    config: Annotated[
+        dict[str, Any] | None, Field(description="The observer's configuration, at most 32 KB")
+    ] = None
+
+    @field_validator("config")
+    @classmethod
+    def _config_fits(cls, value: dict[str, Any] | None) -> dict[str, Any]:
+        try:
+            return validate_config(value)
+        except InvalidObserver as error:
+            raise ValueError(error.problem) from error
+
+
+@dataclass(frozen=True)
+class Services:
+    registry: ObserverRegistry
+    kinds: Mapping[str, str]
+    idempotency_store: BasePersistenceLayer
+
+
+_DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
+    ObserverExists: (HTTPStatus.CONFLICT, "observer_exists"),
+    ObserverNotFound: (HTTPStatus.NOT_FOUND, "observer_not_found"),
+    FleetFull: (HTTPStatus.TOO_MANY_REQUESTS, "fleet_full"),
+    VersionConflict: (HTTPStatus.CONFLICT, "version_conflict"),
+    InvalidCursor: (HTTPStatus.BAD_REQUEST, "invalid_cursor"),
+    UnknownKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "unknown_kind"),
+    IdempotencyValidationError: (HTTPStatus.UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
+    IdempotencyAlreadyInProgressError: (HTTPStatus.CONFLICT, "request_in_progress"),
+}
+_MESSAGES = {
+    "idempotency_key_reused": "this Idempotency-Key was already used with a different body",
+    "request_in_progress": "a request with this Idempotency-Key is still in progress; retry",
+}
+
+
+def error_body(status: HTTPStatus, code: str, message: str, **extra: Any) -> Response[str]:
+    return Response(
+        status_code=int(status),
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps({"error": code, "message": message, **extra}),
+    )
+
+
+def build_app(services: Services) -> APIGatewayRestResolver:
+    app = APIGatewayRestResolver(enable_validation=True)
+    registry = services.registry
+    config = IdempotencyConfig(
+        event_key_jmespath="[caller, key]",
+        payload_validation_jmespath="request",
+        expires_after_seconds=IDEMPOTENCY_TTL_SECONDS,
+    )
+
+    def create(request: CreateObserver) -> dict[str, Any]:
+        if request.kind not in services.kinds:
+            raise UnknownKind(request.kind, services.kinds)
+        observer = registry.create(request.name, request.kind, request.config or {})
+        _count(telemetry.ObserverMetric.CREATED, request.kind)
+        return observer.to_json()
+
+    def create_keyed(keyed: dict[str, Any]) -> dict[str, Any]:
+        return create(CreateObserver.model_validate(keyed["request"]))
+
+    create_once = idempotent_function(
+        create_keyed,
+        data_keyword_argument="keyed",
+        persistence_store=services.idempotency_store,
+        config=config,
+    )
+
+    @app.get("/kinds", summary="The observer kinds this fleet can run")
+    def list_kinds() -> dict[str, Any]:
+        return {"kinds": sorted(services.kinds)}
+
+    @app.post("/observers", summary="Register an observer; the reconciler starts it")
+    def post_observer(
+        request: Annotated[CreateObserver, Body(embed=False)],
+        idempotency_key: Annotated[
+            str | None,
+            Header(
+                alias="Idempotency-Key",
+                max_length=255,
+                description="Same key and body: the first answer again",
+            ),
+        ] = None,
+    ) -> Response[dict[str, Any]]:
+        key = idempotency_key
+        if key:
+            if app.lambda_context is not None:
+                config.register_lambda_context(app.lambda_context)
+            identity = app.current_event.request_context.identity
+            keyed = {
+                "caller": identity.user_arn or identity.caller or "anonymous",
+                "key": key,
+                "request": request.model_dump(),
+            }
+            body: dict[str, Any] = create_once(keyed=keyed)
+        else:
+            body = create(request)
+        return Response(HTTPStatus.CREATED, content_types.APPLICATION_JSON, body)
+
+    @app.get("/observers", summary="Observers in name order, one page at a time")
+    def get_observers(
+        status: Annotated[Status | None, Query(description="Only observers in this status")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = MAX_PAGE,
+        cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+    ) -> dict[str, Any]:
+        page = registry.list_page(status=status, limit=limit, cursor=cursor)
+        return {
+            "observers": [o.to_json() for o in page.observers],
+            "next_cursor": page.cursor,
+        }
+
+    @app.get("/observers/<name>", summary="One observer")
+    def get_observer(name: Annotated[str, Path(pattern=NAME_RULE)]) -> dict[str, Any]:
+        return registry.get(name).to_json()
+
+    @app.delete("/observers/<name>", summary="Stop an observer (its record stays)")
+    def delete_observer(
+        name: Annotated[str, Path(pattern=NAME_RULE)],
+    ) -> Response[dict[str, Any]]:
+        body = registry.request_stop(name).to_json()
+        return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
+
+    @app.post("/observers/<name>/restart", summary="Replace an observer's task with a fresh one")
+    def restart_observer(
+        name: Annotated[str, Path(pattern=NAME_RULE)],
+    ) -> Response[dict[str, Any]]:
+        body = registry.request_restart(name).to_json()
+        return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
+
+    @app.get("/openapi", include_in_schema=False)
+    def openapi() -> Response[str]:
+        return Response(
+            status_code=HTTPStatus.OK,
+            content_type=content_types.APPLICATION_JSON,
+            body=openapi_json(app),
+        )
+
+    def unsupported(error: RequestUnsupportedContentType) -> Response[str]:
+        return error_body(
+            HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "send application/json"
+        )
+
+    app.exception_handler(RequestValidationError)(_validation_response)
+    app.exception_handler(RequestUnsupportedContentType)(unsupported)
+    app.exception_handler(list(_DOMAIN_ERRORS))(_error_response)
+
+    @app.not_found
+    def no_route(error: Exception) -> Response[str]:
+        event = app.current_event
+        return error_body(
+            HTTPStatus.NOT_FOUND,
+            "no_such_route",
+            f"no route for {event.http_method} {event.path}",
+        )
+
+    return app
+
+
+def openapi_json(app: APIGatewayRestResolver) -> str:
+    """The published schema; IAM (SigV4) authorization is declared for every operation."""
+    return app.get_openapi_json_schema(
+        title="Vigil observers",
+        version=__version__,
+        description="Register, list, stop and restart long-running observers.",
+        security_schemes={
+            "sigv4": APIKey(name="Authorization", in_=APIKeyIn.header)  # type: ignore[call-arg]
+        },
+        security=[{"sigv4": []}],
+    )
+
+
+def _error_response(error: Exception) -> Response[str]:
+    for cls in type(error).__mro__:
+        if cls in _DOMAIN_ERRORS:
+            status, code = _DOMAIN_ERRORS[cls]
+            return error_body(status, code, _MESSAGES.get(code, str(error)))
+    raise error  # pragma: no cover - only registered classes reach here
+
+
+def _validation_response(error: RequestValidationError) -> Response[str]:
+    """One error per request: the first problem decides the code, all of them are listed."""
+    problems = list(error.errors())
+    if any(p.get("type") == "json_invalid" for p in problems):
+        detail = problems[0].get("ctx", {}).get("error", "")
+        return error_body(HTTPStatus.BAD_REQUEST, "invalid_json", f"body is not JSON: {detail}")
+    details = [{"field": _field(p), "problem": str(p.get("msg", ""))} for p in problems]
+    first = details[0]["field"] if details else "request"
+    code = "invalid_body" if first == "body" else f"invalid_{first.replace('-', '_').lower()}"
+    message = "; ".join(f"{d['field']}: {d['problem']}" for d in details)
+    return error_body(HTTPStatus.UNPROCESSABLE_ENTITY, code, message, details=details)
+
+
+def _field(problem: Mapping[str, Any]) -> str:
+    """``("body", "config", "x")`` -> ``config``; ``("body",)`` -> ``body``."""
+    location = [str(part) for part in problem.get("loc", ()) if not isinstance(part, int)]
+    if len(location) > 1 and location[1] in ("request",):
+        location = [location[0], *location[2:]]
+    return location[1] if len(location) > 1 else (location[0] if location else "request")
+
+
+def _count(metric: telemetry.ObserverMetric, kind: str) -> None:
+    with single_metric(
+        name=metric, unit=MetricUnit.Count, value=1, namespace=telemetry.NAMESPACE
+    ) as emitted:
+        emitted.add_dimension(name="kind", value=kind)

@@ -1,0 +1,289 @@
+"""The management API through its real Lambda handler, on moto: routes, errors, idempotency."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from handlers import observers_api
+from tools.cli import rest_event
+from tools.lambda_context import LambdaContext
+
+from .conftest import IDEMPOTENCY_TABLE, REGISTRY_TABLE, scan_all
+
+Call = Callable[..., tuple[int, Any]]
+
+
+@pytest.fixture
+def call(api_env: None) -> Call:
+    def invoke(
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: str | None = None,
+        headers: dict[str, str] | None = None,
+        query: dict[str, str] | None = None,
+        caller: str = "arn:aws:iam::123456789012:user/alice",
+    ) -> tuple[int, Any]:
+        text = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        event = rest_event(
+            method,
+            path,
+            query=query,
+            headers={"Content-Type": "application/json", **(headers or {})},
+            body=text,
+            caller_arn=caller,
+        )
+        answer = observers_api.handler(event, LambdaContext())
+        return int(answer["statusCode"]), json.loads(answer["body"]) if answer["body"] else None
+
+    return invoke
+
+
+@pytest.fixture
+def tables(dynamodb: Any) -> Callable[[], tuple[list[Any], list[Any]]]:
+    return lambda: (scan_all(dynamodb, REGISTRY_TABLE), scan_all(dynamodb, IDEMPOTENCY_TABLE))
+
+
+def test_given_the_fleet_kinds_when_listed_then_sorted_names(call: Call) -> None:
+    assert call("GET", "/kinds") == (200, {"kinds": ["price-watch", "ticker"]})
+
+
+def test_given_a_valid_body_when_posted_then_201_with_the_observer(call: Call) -> None:
+    status, body = call("POST", "/observers", {"name": "btc", "kind": "ticker", "config": {"a": 1}})
+
+    assert status == 201
+    assert body["name"] == "btc" and body["kind"] == "ticker" and body["config"] == {"a": 1}
+    assert (body["status"], body["desired"], body["generation"]) == ("PENDING", "RUNNING", 0)
+    expected_keys = {
+        "name", "kind", "config", "desired", "status", "task_arn", "generation", "restarts",
+        "heartbeat_at", "created_at", "updated_at", "last_exit",
+    }  # fmt: skip
+    assert expected_keys <= set(body)
+    assert call("GET", "/observers/btc") == (200, body)
+
+
+@pytest.mark.parametrize(
+    ("raw", "status", "code", "mentions"),
+    [
+        ('{"name": "x", "kind": ', 400, "invalid_json", "not JSON"),
+        ('["a list"]', 422, "invalid_body", "body"),
+        ('{"kind": "ticker"}', 422, "invalid_name", "name"),
+        ('{"name": "Has Spaces", "kind": "ticker"}', 422, "invalid_name", "pattern"),
+        ('{"name": "' + "a" * 64 + '", "kind": "ticker"}', 422, "invalid_name", "name"),
+        ('{"name": "ok", "kind": "nope"}', 422, "unknown_kind", "nope"),
+        ('{"name": "ok"}', 422, "invalid_kind", "kind"),
+        ('{"name": "ok", "kind": "ticker", "config": [1]}', 422, "invalid_config", "config"),
+        ('{"name": "ok", "kind": "ticker", "config": "x"}', 422, "invalid_config", "config"),
+        ('{"name": "ok", "kind": "ticker", "confg": {}}', 422, "invalid_confg", "confg"),
+        (
+            json.dumps({"name": "ok", "kind": "ticker", "config": {"x": "y" * 33_000}}),
+            422,
+            "invalid_config",
+            "32768",
+        ),
+    ],
+)
+def test_given_a_bad_body_when_posted_then_a_clear_error_and_nothing_written(
+    call: Call,
+    tables: Callable[[], tuple[list[Any], list[Any]]],
+    raw: str,
+    status: int,
+    code: str,
+    mentions: str,
+) -> None:
+    answer_status, body = call(
+        "POST", "/observers", raw=raw, headers={"Idempotency-Key": "k-" + code}
+    )
+
+    assert (answer_status, body["error"]) == (status, code)
+    assert mentions in body["message"]
+    assert tables() == ([], [])
+
+
+def test_given_an_existing_name_when_posted_then_409_and_the_first_stays(
+    call: Call, tables: Callable[[], tuple[list[Any], list[Any]]]
+) -> None:
+    call("POST", "/observers", {"name": "btc", "kind": "ticker", "config": {"v": 1}})
+    before = tables()
+
+    status, body = call("POST", "/observers", {"name": "btc", "kind": "ticker", "config": {"v": 2}})
+
+    assert (status, body["error"]) == (409, "observer_exists")
+    assert "btc" in body["message"]
+    assert tables() == before
+
+
+def test_given_a_full_fleet_when_posted_then_429_and_nothing_written(
+    call: Call, tables: Callable[[], tuple[list[Any], list[Any]]]
+) -> None:
+    call("POST", "/observers", {"name": "a", "kind": "ticker"})
+    call("POST", "/observers", {"name": "b", "kind": "ticker"})
+    before = tables()
+
+    status, body = call(
+        "POST", "/observers", {"name": "c", "kind": "ticker"}, headers={"Idempotency-Key": "c1"}
+    )
+
+    assert (status, body["error"]) == (429, "fleet_full")
+    assert "maximum of 2" in body["message"]
+    assert tables() == before
+
+
+def test_given_an_idempotency_key_when_the_same_request_is_retried_then_the_first_answer_replays(
+    call: Call, dynamodb: Any
+) -> None:
+    request = {"name": "btc", "kind": "ticker", "config": {"a": 1}}
+    first = call("POST", "/observers", request, headers={"Idempotency-Key": "retry-1"})
+    call("DELETE", "/observers/btc")  # the observer changes; the replay is still the first answer
+
+    again = call("POST", "/observers", request, headers={"idempotency-key": "retry-1"})
+
+    assert first[0] == 201 and again == first
+    assert len(scan_all(dynamodb, IDEMPOTENCY_TABLE)) == 1
+
+
+def test_given_an_idempotency_key_when_reused_with_another_body_then_422(call: Call) -> None:
+    call("POST", "/observers", {"name": "btc", "kind": "ticker"}, headers={"Idempotency-Key": "k"})
+
+    status, body = call(
+        "POST", "/observers", {"name": "eth", "kind": "ticker"}, headers={"Idempotency-Key": "k"}
+    )
+
+    assert (status, body["error"]) == (422, "idempotency_key_reused")
+    assert call("GET", "/observers/eth")[0] == 404
+
+
+def test_given_the_same_key_from_another_caller_when_posted_then_it_is_a_new_request(
+    call: Call,
+) -> None:
+    call("POST", "/observers", {"name": "btc", "kind": "ticker"}, headers={"Idempotency-Key": "k"})
+
+    status, body = call(
+        "POST",
+        "/observers",
+        {"name": "eth", "kind": "ticker"},
+        headers={"Idempotency-Key": "k"},
+        caller="arn:aws:iam::123456789012:user/bob",
+    )
+
+    assert (status, body["name"]) == (201, "eth")
+
+
+def test_given_a_refused_create_with_a_key_when_retried_then_refused_again_not_replayed(
+    call: Call, dynamodb: Any
+) -> None:
+    call("POST", "/observers", {"name": "btc", "kind": "ticker"})
+    conflict = call(
+        "POST", "/observers", {"name": "btc", "kind": "ticker"}, headers={"Idempotency-Key": "z"}
+    )
+    call("DELETE", "/observers/btc")
+
+    assert conflict[0] == 409
+    assert scan_all(dynamodb, IDEMPOTENCY_TABLE) == []  # failures are not remembered
+
+
+def test_given_observers_when_listed_with_a_filter_then_only_that_status(call: Call) -> None:
+    call("POST", "/observers", {"name": "a", "kind": "ticker"})
+    call("POST", "/observers", {"name": "b", "kind": "ticker"})
+    call("DELETE", "/observers/b")
+
+    everything = call("GET", "/observers")
+    stopped = call("GET", "/observers", query={"status": "STOPPED"})
+
+    assert [o["name"] for o in everything[1]["observers"]] == ["a", "b"]
+    assert everything[1]["next_cursor"] is None
+    assert [o["name"] for o in stopped[1]["observers"]] == ["b"]
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [({"status": "SLEEPING"}, "invalid_status"), ({"limit": "0"}, "invalid_limit")],
+)
+def test_given_a_bad_filter_when_listed_then_422(
+    call: Call, query: dict[str, str], code: str
+) -> None:
+    status, body = call("GET", "/observers", query=query)
+
+    assert (status, body["error"]) == (422, code)
+
+
+def test_given_a_forged_cursor_when_listed_then_400(call: Call) -> None:
+    status, body = call("GET", "/observers", query={"cursor": "%%%"})
+
+    assert (status, body["error"]) == (400, "invalid_cursor")
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/observers/ghost"),
+        ("DELETE", "/observers/ghost"),
+        ("POST", "/observers/ghost/restart"),
+    ],
+)
+def test_given_an_unknown_observer_when_addressed_then_404(
+    call: Call, method: str, path: str
+) -> None:
+    status, body = call(method, path)
+
+    assert (status, body["error"]) == (404, "observer_not_found")
+    assert "ghost" in body["message"]
+
+
+def test_given_an_invalid_name_in_the_path_when_addressed_then_422(call: Call) -> None:
+    status, body = call("GET", "/observers/Not_Valid")
+
+    assert (status, body["error"]) == (422, "invalid_name")
+
+
+def test_given_a_running_observer_when_deleted_then_202_and_stopping_or_stopped(
+    call: Call,
+) -> None:
+    call("POST", "/observers", {"name": "btc", "kind": "ticker"})
+
+    status, body = call("DELETE", "/observers/btc")
+
+    assert status == 202 and body["desired"] == "STOPPED" and body["status"] == "STOPPED"
+    assert call("DELETE", "/observers/btc")[0] == 202  # stopping twice is fine
+
+
+def test_given_a_stopped_observer_when_restarted_then_202_and_wanted_again(call: Call) -> None:
+    call("POST", "/observers", {"name": "btc", "kind": "ticker"})
+    call("DELETE", "/observers/btc")
+
+    status, body = call("POST", "/observers/btc/restart")
+
+    assert status == 202 and (body["desired"], body["status"]) == ("RUNNING", "PENDING")
+
+
+def test_given_an_unknown_route_when_called_then_404_json(call: Call) -> None:
+    status, body = call("GET", "/nothing-here")
+
+    assert (status, body["error"]) == (404, "no_such_route")
+
+
+def test_given_the_api_when_asked_for_openapi_then_every_route_is_described(call: Call) -> None:
+    status, schema = call("GET", "/openapi")
+
+    assert status == 200 and schema["info"]["title"] == "Vigil observers"
+    paths = schema["paths"]
+    assert set(paths) >= {"/kinds", "/observers", "/observers/{name}", "/observers/{name}/restart"}
+    assert set(paths["/observers/{name}"]) == {"get", "delete"}
+    create = paths["/observers"]["post"]
+    assert "Idempotency-Key" in json.dumps(create["parameters"])
+    assert "CreateObserver" in json.dumps(schema["components"]["schemas"])
+    assert schema["security"] == [{"sigv4": []}]
+
+
+def test_given_a_missing_setting_when_invoked_then_it_fails_loudly(
+    call: Call, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("VIGIL_IDEMPOTENCY_TABLE")
+
+    with pytest.raises(ValueError, match="VIGIL_IDEMPOTENCY_TABLE"):
+        call("GET", "/kinds")
