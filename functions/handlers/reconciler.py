@@ -41,10 +41,11 @@ def reconciler() -> Reconciler:
 @metrics().log_metrics
 @tracer().capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return dispatch(event, getattr(context, "aws_request_id", "local"), reconciler())
+    request_id = getattr(context, "aws_request_id", "local")
+    return dispatch(event, request_id, reconciler(), config().cluster_arn)
 
 
-def dispatch(event: Any, request_id: str, target: Reconciler) -> dict[str, Any]:
+def dispatch(event: Any, request_id: str, target: Reconciler, cluster_arn: str) -> dict[str, Any]:
     if not isinstance(event, dict):
         raise MalformedEvent(f"expected a JSON object, got {type(event).__name__}")
     if "Records" in event:
@@ -65,7 +66,7 @@ def dispatch(event: Any, request_id: str, target: Reconciler) -> dict[str, Any]:
             or not detail.get("lastStatus")
         ):
             raise MalformedEvent("ECS Task State Change without detail.taskArn/lastStatus")
-        if detail.get("clusterArn") not in (None, config().cluster_arn):
+        if detail.get("clusterArn") not in (None, cluster_arn):
             log.info(
                 "event for another cluster ignored", extra={"cluster": detail.get("clusterArn")}
             )

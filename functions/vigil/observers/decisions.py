@@ -54,8 +54,6 @@ class Settings:
     failure_threshold: int = 5
     run_task_retry_base: timedelta = timedelta(seconds=15)
     run_task_retry_cap: timedelta = timedelta(minutes=5)
-    stop_grace: timedelta = timedelta(minutes=3)
-    """After this long in STOPPING with the task still up, StopTask is sent again."""
     orphan_grace: timedelta = timedelta(minutes=2)
     """A task of the current generation younger than this may still be recorded by its starter."""
 
@@ -274,14 +272,14 @@ def decide_event(
     observer = record.observer
     current = observer.task_arn == event.arn or (
         observer.task_arn is None
-        and observer.status is Status.STARTING
+        and observer.status in (Status.STARTING, Status.RUNNING)
         and event.generation == observer.generation
     )
     if not current:
         if event.stopped:
             return [Ignore(f"stale event for {event.arn}: not the current task", stale=True)]
         return [StopTask(event.arn, f"orphan: {observer.name} runs {observer.task_arn}")]
-    seen = record.tracking.task_version
+    seen = record.tracking.task_version if observer.task_arn == event.arn else None
     if seen is not None and event.version is not None and event.version <= seen:
         return [Ignore(f"out-of-order event: version {event.version} <= {seen}", stale=True)]
     adopted = Record(
@@ -310,7 +308,7 @@ def classify_orphan(
         return Ignore("current task")
     if (
         observer.desired is Desired.RUNNING
-        and observer.status is Status.STARTING
+        and observer.status in (Status.STARTING, Status.RUNNING)
         and observer.task_arn is None
         and task.generation == observer.generation
     ):
@@ -345,14 +343,10 @@ def _toward_stopped(
         return [MarkStopped(evidence.last_exit(now))]
     if status is not Status.STOPPING:
         return [StopTask(arn, "stop requested"), MarkStopping()]
-    # STOPPING: wait for ECS to confirm; look when the sweep did not see it running any more.
+    # STOPPING (the API sets it directly): StopTask is idempotent, so ask until ECS confirms.
     if isinstance(evidence, Listed) and not evidence.running:
         return [Describe(arn)]
-    if isinstance(evidence, Listed) and now - observer.updated_at > settings.stop_grace:
-        return [StopTask(arn, "stop requested (again)")]
-    if isinstance(evidence, TaskState) and now - observer.updated_at > settings.stop_grace:
-        return [StopTask(arn, "stop requested (again)")]
-    return [Ignore("stopping")]
+    return [StopTask(arn, "stop requested")]
 
 
 def _toward_running(
@@ -371,7 +365,11 @@ def _toward_running(
             return [Describe(observer.task_arn)]
         return [Ignore("stopping before a new start")]
     if status is Status.PENDING:
-        if observer.next_start_at and now < observer.next_start_at:
+        if (
+            observer.next_start_at
+            and now < observer.next_start_at
+            and not _restart_requested(observer)
+        ):
             return [Ignore("backing off")]
         return [
             StartTask(
@@ -383,11 +381,29 @@ def _toward_running(
             )
         ]
     arn = observer.task_arn
+    if _restart_requested(observer):
+        replaced = LastExit(
+            stop_code="UserInitiated", reason="restart requested", task_arn=arn, at=now
+        )
+        start = StartTask(
+            generation=observer.generation + 1,
+            restart=True,
+            consecutive_failures=observer.consecutive_failures,
+            retry_at=now + settings.run_task_retry_base,
+            last_exit=replaced if arn else observer.last_exit,
+        )
+        return [StopTask(arn, "restart requested"), start] if arn else [start]
     if status is Status.STARTING and arn is None:
         if observer.next_start_at and now < observer.next_start_at:
             return [Ignore("RunTask in flight or backing off")]
         return [RetryStart(observer.generation)]
-    assert arn is not None
+    if arn is None:
+        # RUNNING: the container claimed before its starter recorded the ARN (the sweep adopts it).
+        deadline = liveness_deadline(record, settings)
+        if deadline is not None and now > deadline:
+            lost = TaskState(arn="", last_status=MISSING, stopped_reason="no heartbeat")
+            return _restart(record, lost, now, settings)
+        return [Ignore("running; its task ARN is not recorded yet")]
     # STARTING with a task, or RUNNING.
     if isinstance(evidence, TaskState):
         if evidence.stopped:
@@ -401,6 +417,14 @@ def _toward_running(
     if stale or (isinstance(evidence, Listed) and not evidence.running):
         return [Describe(arn)]
     return [Ignore("heartbeat fresh")]
+
+
+def _restart_requested(observer: Observer) -> bool:
+    """A restart request (the API's) names the generation it wants replaced."""
+    return (
+        observer.restart_generation is not None
+        and observer.restart_generation >= observer.generation
+    )
 
 
 def _restart(record: Record, task: TaskState, now: datetime, settings: Settings) -> list[Action]:
@@ -424,7 +448,7 @@ def _restart(record: Record, task: TaskState, now: datetime, settings: Settings)
         failures = _failure_streak(record, last_exit, now, settings)
         if failures >= settings.failure_threshold:
             return [MarkFailed(_failure_reason(failures, last_exit), failures, last_exit)]
-    delay = backoff_delay(failures, settings)
+    delay = backoff_delay(failures, settings) if last_exit.crashed else timedelta(0)
     if delay > timedelta(0):
         return [Backoff(now + delay, failures, last_exit)]
     return [

@@ -27,11 +27,20 @@ from vigil.observers.decisions import (
     TaskState,
     Tracking,
 )
-from vigil.observers.model import FLEET_PARTITION, LastExit, Status, from_item
+from vigil.observers.model import (
+    FLEET_INDEX,
+    FLEET_INDEX_ATTRIBUTES,
+    FLEET_PARTITION,
+    LastExit,
+    Status,
+    from_item,
+    is_observer_item,
+)
 
-FLEET_INDEX = "fleet-index"
 TRACKING_ATTRIBUTES = ("task_version", "task_status", "started_at_ms", "start_attempts")
 """Reconciler-owned attributes; the fleet index projects them with the shared status fields."""
+INDEX_ATTRIBUTES = (*FLEET_INDEX_ATTRIBUTES, *TRACKING_ATTRIBUTES)
+"""Everything the fleet index must project for a resync to decide without reading items."""
 MAX_ATTEMPTS = 4
 
 Write = StartTask | Backoff | MarkStopping | MarkStopped | MarkFailed | SeeTask
@@ -57,11 +66,6 @@ def record_from_item(item: Mapping[str, Any]) -> Record:
             start_attempts=int(item.get("start_attempts", 0)),
         ),
     )
-
-
-def is_observer_item(item: Mapping[str, Any]) -> bool:
-    """Observer items carry ``fleet``; the resync lease item (``#resync``) does not."""
-    return item.get("fleet") == FLEET_PARTITION
 
 
 @dataclass
@@ -102,7 +106,7 @@ class FleetStore:
             TableName=self._table, Key=to_wire({"name": name}), ConsistentRead=True
         )
         item = from_wire(response.get("Item"))
-        return record_from_item(item) if item and is_observer_item(item) else None
+        return record_from_item(item) if item is not None and is_observer_item(item) else None
 
     # Transitions ---------------------------------------------------------------------------------
 
@@ -184,7 +188,7 @@ class FleetStore:
                 raise
             old: Item | None = old_item(error)
             raise Conflict(
-                record_from_item(old) if old and is_observer_item(old) else None
+                record_from_item(old) if old is not None and is_observer_item(old) else None
             ) from error
 
 

@@ -453,7 +453,8 @@ def changed_records(stream_records: Iterable[Mapping[str, Any]]) -> list[d.Recor
     The event source mapping filters the same way; this check keeps the handler correct without it.
     """
     from vigil.dynamo import from_wire
-    from vigil.observers.fleet_store import is_observer_item, record_from_item
+    from vigil.observers.fleet_store import record_from_item
+    from vigil.observers.model import is_observer_item
 
     wanted: list[d.Record] = []
     for stream_record in stream_records:
@@ -473,6 +474,12 @@ def needs_attention(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> bo
     status, desired = new.get("status"), new.get("desired")
     if desired != old.get("desired"):
         return True
+    if new.get("restart_generation") != old.get("restart_generation"):
+        return True
     if status == "PENDING" and old.get("status") != "PENDING":
         return True
-    return desired == "STOPPED" and status in ("STARTING", "RUNNING")
+    return (
+        desired == "STOPPED"
+        and status in ("STARTING", "RUNNING", "STOPPING")
+        and (status != old.get("status"))
+    )

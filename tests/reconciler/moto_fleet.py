@@ -1,0 +1,301 @@
+"""An observer fleet on moto, shaped as the ObserverFleet construct deploys it (tests and benchmarks).
+
+moto needs: a real VPC (DNS hostnames on), subnet and security group for Fargate RunTask, container
+memory on the task definition, and manual ``ecs::task`` transitions (or tasks die on DescribeTasks).
+It does not send ECS events: :func:`task_event` builds them as AWS documents them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import boto3
+from moto.moto_api import state_manager
+
+from vigil.clock import ManualClock, iso
+from vigil.dynamo import from_wire, to_wire
+from vigil.leases import LeaseTable
+from vigil.observers import decisions as d
+from vigil.observers.ecs_tasks import GENERATION_ENV, NAME_ENV, EcsTasks
+from vigil.observers.fleet_store import INDEX_ATTRIBUTES, FleetStore
+from vigil.observers.model import FLEET_INDEX, Desired, Observer, Status, to_item
+from vigil.observers.reconciler import Notices, Reconciler
+
+REGION = "us-east-1"
+TABLE = "vigil-observers"
+CONTAINER = "observer"
+KIND = "ticker"
+
+
+def manual_task_transitions() -> None:
+    """Tasks keep their status until stopped: a status moves only after ``times`` describes."""
+    state_manager.set_transition(
+        model_name="ecs::task", transition={"progression": "manual", "times": 10**9}
+    )
+
+
+def default_task_transitions() -> None:
+    state_manager.unset_transition(model_name="ecs::task")
+
+
+def create_registry_table(client: Any) -> None:
+    client.create_table(
+        TableName=TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": "name", "AttributeType": "S"},
+            {"AttributeName": "fleet", "AttributeType": "S"},
+        ],
+        KeySchema=[{"AttributeName": "name", "KeyType": "HASH"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": FLEET_INDEX,
+                "KeySchema": [
+                    {"AttributeName": "fleet", "KeyType": "HASH"},
+                    {"AttributeName": "name", "KeyType": "RANGE"},
+                ],
+                "Projection": {
+                    "ProjectionType": "INCLUDE",
+                    "NonKeyAttributes": list(INDEX_ATTRIBUTES),
+                },
+            }
+        ],
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+
+
+class CallCounter:
+    """Counts AWS API calls by operation through botocore's ``before-call`` hook."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+
+    def attach(self, client: Any) -> None:
+        client.meta.events.register("before-call", self._count)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        self.calls[model.name] += 1
+
+    def reset(self) -> None:
+        self.calls.clear()
+
+
+@dataclass
+class MotoFleet:
+    """Clients and resources of one emulated fleet (call inside ``mock_aws``)."""
+
+    clock: ManualClock
+    dynamodb: Any = None
+    ecs_client: Any = None
+    sqs: Any = None
+    cluster_arn: str = ""
+    task_definition_arn: str = ""
+    subnet_id: str = ""
+    security_group_id: str = ""
+    dlq_url: str = ""
+    counter: CallCounter = field(default_factory=CallCounter)
+    settings: d.Settings = field(default_factory=d.Settings)
+    sleeps: list[float] = field(default_factory=list)
+    metrics: list[tuple[str, str | None, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        manual_task_transitions()
+        session = boto3.session.Session(region_name=REGION)
+        self.dynamodb = session.client("dynamodb")
+        self.ecs_client = session.client("ecs")
+        self.sqs = session.client("sqs")
+        ec2 = session.client("ec2")
+        for client in (self.dynamodb, self.ecs_client, self.sqs):
+            self.counter.attach(client)
+        create_registry_table(self.dynamodb)
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})
+        ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsSupport={"Value": True})
+        self.subnet_id = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/20")["Subnet"]["SubnetId"]
+        self.security_group_id = ec2.create_security_group(
+            GroupName="observers", Description="observers", VpcId=vpc
+        )["GroupId"]
+        self.cluster_arn = self.ecs_client.create_cluster(clusterName="vigil-observers")["cluster"][
+            "clusterArn"
+        ]
+        self.task_definition_arn = self.ecs_client.register_task_definition(
+            family="vigil-observer-ticker",
+            requiresCompatibilities=["FARGATE"],
+            networkMode="awsvpc",
+            cpu="256",
+            memory="512",
+            containerDefinitions=[
+                {
+                    "name": CONTAINER,
+                    "image": "vigil/observer:test",
+                    "memory": 512,
+                    "essential": True,
+                }
+            ],
+        )["taskDefinition"]["taskDefinitionArn"]
+        self.dlq_url = self.sqs.create_queue(QueueName="vigil-observers-dlq")["QueueUrl"]
+
+    # The system under test -------------------------------------------------------------------
+
+    def ecs(self, client: Any = None) -> EcsTasks:
+        return EcsTasks(
+            client or self.ecs_client,
+            cluster=self.cluster_arn,
+            task_definitions={KIND: self.task_definition_arn},
+            container_name=CONTAINER,
+            subnets=[self.subnet_id],
+            security_groups=[self.security_group_id],
+            assign_public_ip=True,
+        )
+
+    def reconciler(self, *, ecs_client: Any = None, dynamodb: Any = None) -> Reconciler:
+        table_client = dynamodb or self.dynamodb
+        return Reconciler(
+            store=FleetStore(table_client, TABLE),
+            ecs=self.ecs(ecs_client),
+            notices=Notices(self.sqs, self.dlq_url),
+            leases=LeaseTable(table_client, TABLE, self.clock),
+            settings=self.settings,
+            clock=self.clock,
+            sleeper=self.sleeps.append,
+            metric=lambda metric, kind, value: self.metrics.append((metric.value, kind, value)),
+        )
+
+    # Registry fixtures (inserted directly, as the registry would write them) ------------------
+
+    def observer(self, name: str, **fields: Any) -> Observer:
+        now = self.clock()
+        values: dict[str, Any] = {
+            "name": name,
+            "kind": KIND,
+            "config": {"every": 5},
+            "desired": Desired.RUNNING,
+            "status": Status.PENDING,
+            "created_at": now - timedelta(hours=1),
+            "updated_at": now,
+        }
+        values.update(fields)
+        return Observer(**values)
+
+    def put(self, observer: Observer, **tracking: Any) -> None:
+        item = to_item(observer)
+        item.update(tracking)
+        self.dynamodb.put_item(TableName=TABLE, Item=to_wire(item))
+
+    def put_many(self, observers: list[Observer], **tracking: Any) -> None:
+        for start in range(0, len(observers), 25):
+            batch = []
+            for observer in observers[start : start + 25]:
+                item = to_item(observer)
+                item.update(tracking)
+                batch.append({"PutRequest": {"Item": to_wire(item)}})
+            self.dynamodb.batch_write_item(RequestItems={TABLE: batch})
+
+    def item(self, name: str) -> dict[str, Any]:
+        raw = self.dynamodb.get_item(TableName=TABLE, Key=to_wire({"name": name}))["Item"]
+        item = from_wire(raw)
+        assert item is not None
+        return item
+
+    def run_observer_task(self, name: str, generation: int) -> str:
+        """Start a task with an observer's marks, as a (possibly earlier) reconciler would."""
+        return self.ecs().run(
+            name=name, kind=KIND, generation=generation, incarnation=f"test-{generation}"
+        )
+
+    def running_task(self, name: str, generation: int, **fields: Any) -> tuple[Observer, str]:
+        """An observer RUNNING on a real moto task, heartbeat fresh."""
+        arn = self.run_observer_task(name, generation)
+        observer = self.observer(
+            name,
+            status=Status.RUNNING,
+            generation=generation,
+            task_arn=arn,
+            heartbeat_at=self.clock(),
+            **fields,
+        )
+        self.put(
+            observer, started_at_ms=int((self.clock() - timedelta(hours=1)).timestamp() * 1000)
+        )
+        return observer, arn
+
+    def describe(self, arn: str) -> dict[str, Any]:
+        tasks = self.ecs_client.describe_tasks(
+            cluster=self.cluster_arn, tasks=[arn], include=["TAGS"]
+        )
+        return dict(tasks["tasks"][0])
+
+    def dlq_messages(self) -> list[dict[str, Any]]:
+        answer = self.sqs.receive_message(QueueUrl=self.dlq_url, MaxNumberOfMessages=10)
+        return [json.loads(m["Body"]) for m in answer.get("Messages", [])]
+
+
+def task_event(
+    fleet: MotoFleet,
+    arn: str,
+    *,
+    name: str,
+    generation: int,
+    last_status: str,
+    version: int,
+    stop_code: str | None = None,
+    exit_code: int | None = None,
+    stopped_reason: str | None = None,
+    stopped_at: datetime | None = None,
+) -> dict[str, Any]:
+    """An EventBridge "ECS Task State Change" event, shaped as AWS documents it."""
+    now = fleet.clock()
+    container: dict[str, Any] = {
+        "containerArn": arn.replace(":task/", ":container/") + "/c1",
+        "lastStatus": last_status,
+        "name": CONTAINER,
+        "taskArn": arn,
+    }
+    if exit_code is not None:
+        container["exitCode"] = exit_code
+    detail: dict[str, Any] = {
+        "clusterArn": fleet.cluster_arn,
+        "taskArn": arn,
+        "taskDefinitionArn": fleet.task_definition_arn,
+        "lastStatus": last_status,
+        "desiredStatus": "STOPPED" if last_status == "STOPPED" else "RUNNING",
+        "launchType": "FARGATE",
+        "cpu": "256",
+        "memory": "512",
+        "containers": [container],
+        "overrides": {
+            "containerOverrides": [
+                {
+                    "name": CONTAINER,
+                    "environment": [
+                        {"name": NAME_ENV, "value": name},
+                        {"name": GENERATION_ENV, "value": str(generation)},
+                    ],
+                }
+            ]
+        },
+        "startedBy": name[:36],
+        "group": f"vigil:{KIND}",
+        "createdAt": iso(now - timedelta(minutes=10)),
+        "updatedAt": iso(now),
+        "version": version,
+    }
+    if last_status == "STOPPED":
+        detail["stopCode"] = stop_code or "EssentialContainerExited"
+        detail["stoppedReason"] = stopped_reason or "Essential container in task exited"
+        detail["stoppedAt"] = iso(stopped_at or now)
+    return {
+        "version": "0",
+        "id": f"event-{version}",
+        "detail-type": "ECS Task State Change",
+        "source": "aws.ecs",
+        "account": "123456789012",
+        "time": iso(now),
+        "region": REGION,
+        "resources": [arn],
+        "detail": detail,
+    }
