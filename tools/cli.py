@@ -1,0 +1,400 @@
+"""``vigil``: the operator CLI for observers, talking to the management API.
+
+    vigil observers kinds
+    vigil observers create NAME --kind K [--config JSON|@file] [--idempotency-key K]
+    vigil observers list [--status S]
+    vigil observers get NAME | stop NAME | restart NAME
+
+Requests are signed with SigV4 (service ``execute-api``) using the usual AWS credential chain, and
+go to ``--endpoint`` or ``VIGIL_API_URL`` (the stage URL). The transport is injectable: tests and
+the local emulator pass ``InProcessTransport(handler)`` to drive the Lambda handler directly.
+
+Exit codes: 0 success, 1 the API refused the request, 2 bad usage or input, 3 the API could not be
+reached (no endpoint, no credentials, network).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from tools.lambda_context import LambdaContext
+
+EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+STATUSES = ("PENDING", "STARTING", "RUNNING", "STOPPING", "STOPPED", "FAILED")
+_REGION_IN_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com")
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    path: str
+    query: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body) if self.body else None
+
+
+Transport = Callable[[HttpRequest], HttpResponse]
+
+
+class Unreachable(Exception):
+    """The API could not be asked: no endpoint, no credentials, or the network failed."""
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class SigV4Transport:
+    """HTTPS to the API's stage URL, signed for IAM authorization."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        region: str | None = None,
+        credentials: Any = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self._endpoint = endpoint.rstrip("/")
+        found = _REGION_IN_HOST.search(urllib.parse.urlsplit(self._endpoint).netloc)
+        self._region = (
+            region
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION")
+            or (found.group(1) if found else None)
+        )
+        self._credentials = credentials
+        self._timeout = timeout
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        if not self._region:
+            raise Unreachable("cannot tell the API's region: pass --region or set AWS_REGION")
+        credentials = self._credentials or _default_credentials()
+        url = self._endpoint + request.path
+        if request.query:
+            url += "?" + urllib.parse.urlencode(request.query)
+        signed = AWSRequest(
+            method=request.method, url=url, data=request.body, headers=dict(request.headers)
+        )
+        SigV4Auth(credentials, "execute-api", self._region).add_auth(signed)
+        prepared = urllib.request.Request(
+            url, data=request.body, headers=dict(signed.headers.items()), method=request.method
+        )
+        try:
+            with urllib.request.urlopen(prepared, timeout=self._timeout) as answer:
+                return HttpResponse(answer.status, answer.read())
+        except urllib.error.HTTPError as refused:
+            return HttpResponse(refused.code, refused.read())
+        except (urllib.error.URLError, TimeoutError, OSError) as error:
+            raise Unreachable(f"cannot reach {self._endpoint}: {error}") from error
+
+
+def _default_credentials() -> Any:
+    import boto3
+
+    credentials = boto3.Session().get_credentials()
+    if credentials is None:
+        raise Unreachable("no AWS credentials found (profile, environment or role)")
+    return credentials.get_frozen_credentials()
+
+
+def rest_event(
+    method: str,
+    path: str,
+    *,
+    query: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+    body: bytes | str | None = None,
+    caller_arn: str = "arn:aws:iam::123456789012:user/operator",
+) -> dict[str, Any]:
+    """An API Gateway REST proxy event as the ``{proxy+}`` integration delivers it."""
+    text = body.decode() if isinstance(body, bytes) else body
+    return {
+        "resource": "/{proxy+}",
+        "path": path,
+        "httpMethod": method,
+        "headers": dict(headers or {}),
+        "multiValueHeaders": {k: [v] for k, v in (headers or {}).items()},
+        "queryStringParameters": dict(query) if query else None,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
+        "pathParameters": {"proxy": path.lstrip("/")},
+        "stageVariables": None,
+        "requestContext": {
+            "resourcePath": "/{proxy+}",
+            "httpMethod": method,
+            "path": f"/prod{path}",
+            "stage": "prod",
+            "requestId": "local-request",
+            "accountId": "123456789012",
+            "identity": {"userArn": caller_arn, "caller": caller_arn.rsplit("/", 1)[-1]},
+        },
+        "body": text,
+        "isBase64Encoded": False,
+    }
+
+
+class InProcessTransport:
+    """Calls the API's Lambda handler in this process: for tests and the local emulator."""
+
+    def __init__(self, handler: Callable[[dict[str, Any], Any], dict[str, Any]]) -> None:
+        self._handler = handler
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        event = rest_event(
+            request.method,
+            request.path,
+            query=request.query,
+            headers=request.headers,
+            body=request.body,
+        )
+        result = self._handler(event, LambdaContext())
+        body = result.get("body") or ""
+        raw = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
+        return HttpResponse(int(result["statusCode"]), raw)
+
+
+class ObserversClient:
+    """The API's routes as methods; any non-2xx answer becomes ``ApiError``."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+
+    def kinds(self) -> list[str]:
+        return list(self._call("GET", "/kinds")["kinds"])
+
+    def create(
+        self, name: str, kind: str, config: dict[str, Any], idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        body = {"name": name, "kind": kind, "config": config}
+        return dict(self._call("POST", "/observers", body=body, headers=headers))
+
+    def list(self, status: str | None = None) -> list[dict[str, Any]]:
+        observers: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            query = {k: v for k, v in (("status", status), ("cursor", cursor)) if v}
+            page = self._call("GET", "/observers", query=query)
+            observers += page["observers"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return observers
+
+    def get(self, name: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/observers/{_segment(name)}"))
+
+    def stop(self, name: str) -> dict[str, Any]:
+        return dict(self._call("DELETE", f"/observers/{_segment(name)}"))
+
+    def restart(self, name: str) -> dict[str, Any]:
+        return dict(self._call("POST", f"/observers/{_segment(name)}/restart"))
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        all_headers = {"Accept": "application/json", **(headers or {})}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            all_headers["Content-Type"] = "application/json"
+        answer = self._transport(HttpRequest(method, path, query or {}, all_headers, data))
+        try:
+            payload = answer.json()
+        except ValueError:
+            payload = None
+        if 200 <= answer.status < 300:
+            return payload
+        if isinstance(payload, dict) and "error" in payload:
+            raise ApiError(answer.status, str(payload["error"]), str(payload.get("message", "")))
+        text = answer.body.decode(errors="replace")[:500]
+        raise ApiError(answer.status, "http_error", text or "no body")
+
+
+def _segment(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+class _Usage(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would print and sys.exit(2)
+        raise _Usage(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="vigil", description="Operate Vigil's observers.")
+    parser.add_argument("--endpoint", help="the API's stage URL (default: $VIGIL_API_URL)")
+    parser.add_argument("--region", help="the API's region (default: from the URL or AWS_REGION)")
+    parser.add_argument("--json", action="store_true", help="print the API's JSON")
+    groups = parser.add_subparsers(dest="group", required=True)
+    observers = groups.add_parser("observers", help="long-running observers")
+    commands = observers.add_subparsers(dest="command", required=True)
+    commands.add_parser("kinds", help="the kinds this fleet can run")
+    create = commands.add_parser("create", help="register an observer")
+    create.add_argument("name")
+    create.add_argument("--kind", required=True)
+    create.add_argument("--config", default="{}", help="a JSON object, or @file.json")
+    create.add_argument("--idempotency-key", help="retrying with the same key is safe")
+    listing = commands.add_parser("list", help="list observers")
+    listing.add_argument("--status", type=str.upper, choices=STATUSES)
+    for command, text in (
+        ("get", "show one observer"),
+        ("stop", "stop an observer"),
+        ("restart", "replace an observer's task"),
+    ):
+        commands.add_parser(command, help=text).add_argument("name")
+    return parser
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    transport: Transport | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    env = os.environ if environ is None else environ
+    try:
+        args = build_parser().parse_args(argv)
+        config = _parse_config(args.config) if args.command == "create" else {}
+        if transport is None:
+            endpoint = args.endpoint or env.get("VIGIL_API_URL")
+            if not endpoint:
+                raise Unreachable("no API endpoint: pass --endpoint or set VIGIL_API_URL")
+            transport = SigV4Transport(endpoint, region=args.region)
+        result = _run(ObserversClient(transport), args, config)
+    except _Usage as usage:
+        print(usage, file=err)
+        return EXIT_USAGE
+    except ApiError as refused:
+        print(f"error: {refused.message} ({refused.code}, HTTP {refused.status})", file=err)
+        return EXIT_API_ERROR
+    except Unreachable as unreachable:
+        print(f"error: {unreachable}", file=err)
+        return EXIT_UNREACHABLE
+    print(json.dumps(result, indent=2) if args.json else _human(args.command, result), file=out)
+    return EXIT_OK
+
+
+def _run(client: ObserversClient, args: argparse.Namespace, config: dict[str, Any]) -> Any:
+    match args.command:
+        case "kinds":
+            return client.kinds()
+        case "create":
+            return client.create(args.name, args.kind, config, args.idempotency_key)
+        case "list":
+            return client.list(args.status)
+        case "get":
+            return client.get(args.name)
+        case "stop":
+            return client.stop(args.name)
+        case "restart":
+            return client.restart(args.name)
+    raise _Usage(f"unknown command {args.command!r}")  # pragma: no cover - argparse refuses it
+
+
+def _parse_config(raw: str) -> dict[str, Any]:
+    if raw.startswith("@"):
+        try:
+            raw = Path(raw[1:]).read_text()
+        except OSError as error:
+            raise _Usage(f"--config: cannot read {raw[1:]}: {error.strerror}") from error
+    try:
+        config = json.loads(raw)
+    except ValueError as error:
+        raise _Usage(f"--config is not JSON: {error}") from error
+    if not isinstance(config, dict):
+        raise _Usage(f"--config must be a JSON object, got {type(config).__name__}")
+    return config
+
+
+_COLUMNS = (
+    ("NAME", "name"),
+    ("KIND", "kind"),
+    ("STATUS", "status"),
+    ("DESIRED", "desired"),
+    ("GEN", "generation"),
+    ("RESTARTS", "restarts"),
+    ("HEARTBEAT", "heartbeat_at"),
+)
+
+
+def _human(command: str, result: Any) -> str:
+    if command == "kinds":
+        return "\n".join(result) if result else "(no kinds)"
+    if command == "list":
+        return _table(result) if result else "(no observers)"
+    if command in ("create", "stop", "restart"):
+        verb = {"create": "created", "stop": "stopping", "restart": "restart requested for"}
+        headline = f"{verb[command]} {result['name']}: status {result['status']}, desired {result['desired']}"
+        return headline + "\n\n" + _details(result)
+    return _details(result)
+
+
+def _table(observers: list[dict[str, Any]]) -> str:
+    rows = [[h for h, _ in _COLUMNS]]
+    rows += [[_cell(o.get(key)) for _, key in _COLUMNS] for o in observers]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def _details(observer: Mapping[str, Any]) -> str:
+    width = max(len(k) for k in observer)
+    lines = []
+    for key, value in observer.items():
+        shown = json.dumps(value) if isinstance(value, dict | list) else _cell(value)
+        lines.append(f"{key.ljust(width)}  {shown}")
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
