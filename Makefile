@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_OUTDIR ?= cdk.out
 export PYTHONDONTWRITEBYTECODE := 1
+# functions/ is the Lambda asset root and the import root of the runtime library.
+export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 
 .PHONY: install test check format demo synth bench deploy diff clean
 

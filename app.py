@@ -49,7 +49,9 @@ def declare_jobs(scope: Construct, runs: JobRunsTable) -> list[ScheduledJob]:
 
 def cdk_json_context() -> dict[str, Any]:
     """cdk.json's context, so ``python app.py`` synthesizes what ``cdk synth`` would."""
-    context: dict[str, Any] = json.loads((Path(__file__).parent / "cdk.json").read_text())["context"]
+    context: dict[str, Any] = json.loads((Path(__file__).parent / "cdk.json").read_text())[
+        "context"
+    ]
     return {**context, "aws:cdk:enable-path-metadata": True}
 
 

@@ -1,0 +1,88 @@
+"""A local AWS account: the synthesized stack deployed on moto, completed, ready to invoke."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from tools.emulator.complete import complete
+from tools.emulator.deploy import Deployed, deploy
+from tools.emulator.intrinsics import Resolver
+from tools.emulator.template import Synthesized, load, synthesize
+
+REGION = "us-east-1"
+
+
+@dataclass
+class RequestCounter:
+    """Counts AWS requests by service and operation, from botocore's own events."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def __call__(self, model: Any, **_: Any) -> None:
+        self.counts[f"{model.service_model.service_name}:{model.name}"] += 1
+
+    def total(self, service: str) -> int:
+        return sum(n for key, n in self.counts.items() if key.startswith(f"{service}:"))
+
+
+@dataclass
+class LocalAccount:
+    session: Any
+    synth: Synthesized
+    deployed: Deployed
+    resolver: Resolver
+    created: dict[str, int]
+    requests: RequestCounter
+
+    def physical_id(self, logical_id: str) -> str:
+        return self.deployed.physical_id(logical_id)
+
+
+@contextmanager
+def local_account(cdk_out: Path | None = None, *, quiet: bool = True) -> Iterator[LocalAccount]:
+    """Synthesize (or load ``cdk_out``), then deploy into a fresh in-process emulator."""
+    synth = load(cdk_out) if cdk_out else synthesize()
+    with mock_aws():
+        boto3.setup_default_session(
+            region_name=REGION, aws_access_key_id="local", aws_secret_access_key="local"
+        )
+        session = boto3.DEFAULT_SESSION
+        assert session is not None
+        counter = RequestCounter()
+        session.events.register("before-call.*.*", counter)
+        # moto warns once per resource its CloudFormation skips; complete() creates those.
+        with _quiet() if quiet else contextlib.nullcontext():
+            deployed = deploy(synth, session)
+        resolver = Resolver(synth, deployed, session)
+        created = complete(synth, resolver, session)
+        counter.counts.clear()
+        yield LocalAccount(session, synth, deployed, resolver, created, counter)
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    moto_logger = logging.getLogger("moto")
+    level = moto_logger.level
+    moto_logger.setLevel(logging.ERROR)
+    try:
+        with (
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        moto_logger.setLevel(level)

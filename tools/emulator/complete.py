@@ -1,0 +1,75 @@
+"""Create, through their own APIs, the template resources moto's CloudFormation accepts but skips.
+
+moto answers CREATE_COMPLETE for AWS::Scheduler::Schedule, AWS::Lambda::EventInvokeConfig and
+AWS::CloudWatch::Alarm without creating anything. The emulator reads those resources from the same
+template and creates them, so the local account holds what a real deploy would.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tools.emulator.intrinsics import Resolver
+from tools.emulator.template import Synthesized
+
+
+def complete(synth: Synthesized, resolver: Resolver, session: Any) -> dict[str, int]:
+    created = {"schedules": 0, "event_invoke_configs": 0, "alarms": 0, "queue_policies": 0}
+    for resource in synth.resources("AWS::SQS::QueuePolicy").values():
+        _queue_policy(resolver.resolve(resource["Properties"]), session)
+        created["queue_policies"] += 1
+    for logical_id, resource in synth.resources("AWS::Scheduler::Schedule").items():
+        _schedule(logical_id, resolver.resolve(resource["Properties"]), session)
+        created["schedules"] += 1
+    for resource in synth.resources("AWS::Lambda::EventInvokeConfig").values():
+        _event_invoke_config(resolver.resolve(resource["Properties"]), session)
+        created["event_invoke_configs"] += 1
+    for logical_id, resource in synth.resources("AWS::CloudWatch::Alarm").items():
+        _alarm(logical_id, resolver.resolve(resource["Properties"]), session)
+        created["alarms"] += 1
+    return created
+
+
+def _schedule(logical_id: str, props: dict[str, Any], session: Any) -> None:
+    target = props["Target"]
+    session.client("scheduler").create_schedule(
+        Name=props.get("Name", logical_id),
+        Description=props.get("Description", ""),
+        ScheduleExpression=props["ScheduleExpression"],
+        ScheduleExpressionTimezone=props.get("ScheduleExpressionTimezone", "UTC"),
+        FlexibleTimeWindow=props["FlexibleTimeWindow"],
+        State=props.get("State", "ENABLED"),
+        Target={
+            "Arn": target["Arn"],
+            "RoleArn": target["RoleArn"],
+            "Input": target.get("Input", ""),
+            "RetryPolicy": target.get("RetryPolicy", {}),
+            "DeadLetterConfig": target.get("DeadLetterConfig", {}),
+        },
+    )
+
+
+def _event_invoke_config(props: dict[str, Any], session: Any) -> None:
+    args: dict[str, Any] = {
+        "FunctionName": props["FunctionName"],
+        "Qualifier": props.get("Qualifier", "$LATEST"),
+    }
+    for key in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds", "DestinationConfig"):
+        if key in props:
+            args[key] = props[key]
+    session.client("lambda").put_function_event_invoke_config(**args)
+
+
+def _alarm(logical_id: str, props: dict[str, Any], session: Any) -> None:
+    args = {k: v for k, v in props.items() if k != "AlarmName"}
+    session.client("cloudwatch").put_metric_alarm(
+        AlarmName=props.get("AlarmName", logical_id), **args
+    )
+
+
+def _queue_policy(props: dict[str, Any], session: Any) -> None:
+    for url in props["Queues"]:
+        session.client("sqs").set_queue_attributes(
+            QueueUrl=url, Attributes={"Policy": json.dumps(props["PolicyDocument"])}
+        )

@@ -1,0 +1,95 @@
+"""Deploy a synthesized stack onto the emulator the way ``cdk deploy`` would: bootstrap, publish
+file assets, create the CloudFormation stack, and report its physical resources."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tools.emulator.template import STACK_NAME, Synthesized
+
+BOOTSTRAP_QUALIFIER = "hnb659fds"
+
+
+@dataclass(frozen=True)
+class Deployed:
+    stack_name: str
+    physical: dict[str, str]
+    """Logical id -> physical id, as CloudFormation reports them."""
+
+    def physical_id(self, logical_id: str) -> str:
+        return self.physical[logical_id]
+
+
+def deploy(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) -> Deployed:
+    account = session.client("sts").get_caller_identity()["Account"]
+    region = session.region_name
+    _bootstrap(session, account, region)
+    _publish_file_assets(synth, session, account, region)
+    cloudformation = session.client("cloudformation")
+    cloudformation.create_stack(
+        StackName=stack_name,
+        TemplateBody=json.dumps(synth.template),
+        Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
+    )
+    stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
+    if stack["StackStatus"] != "CREATE_COMPLETE":
+        raise RuntimeError(f"stack {stack_name} is {stack['StackStatus']}: {stack}")
+    physical: dict[str, str] = {}
+    paginator = cloudformation.get_paginator("list_stack_resources")
+    for page in paginator.paginate(StackName=stack_name):
+        for resource in page["StackResourceSummaries"]:
+            physical[resource["LogicalResourceId"]] = resource.get("PhysicalResourceId", "")
+    return Deployed(stack_name=stack_name, physical=physical)
+
+
+def _bootstrap(session: Any, account: str, region: str) -> None:
+    """What ``cdk bootstrap`` leaves behind that a CDK template relies on."""
+    session.client("ssm").put_parameter(
+        Name=f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version",
+        Value="27",
+        Type="String",
+        Overwrite=True,
+    )
+    s3 = session.client("s3")
+    bucket = _asset_bucket(account, region)
+    if region == "us-east-1":
+        s3.create_bucket(Bucket=bucket)
+    else:
+        s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": region})
+
+
+def _asset_bucket(account: str, region: str) -> str:
+    return f"cdk-{BOOTSTRAP_QUALIFIER}-assets-{account}-{region}"
+
+
+def _publish_file_assets(synth: Synthesized, session: Any, account: str, region: str) -> None:
+    s3 = session.client("s3")
+    for asset in synth.assets.get("files", {}).values():
+        source = synth.outdir / asset["source"]["path"]
+        body = (
+            _zip_dir(source) if asset["source"].get("packaging") == "zip" else source.read_bytes()
+        )
+        for destination in asset["destinations"].values():
+            s3.put_object(
+                Bucket=destination["bucketName"]
+                .replace("${AWS::AccountId}", account)
+                .replace("${AWS::Region}", region),
+                Key=destination["objectKey"],
+                Body=body,
+            )
+
+
+def _zip_dir(directory: Path) -> bytes:
+    if directory.is_file():
+        return directory.read_bytes()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(directory.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(directory).as_posix())
+    return buffer.getvalue()

@@ -1,0 +1,74 @@
+"""Resolve the CloudFormation intrinsics a CDK template uses, against a deployed emulator stack."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tools.emulator.deploy import Deployed
+from tools.emulator.template import Synthesized
+
+ArnLookup = Callable[[str, str], str]
+
+
+class Resolver:
+    def __init__(self, synth: Synthesized, deployed: Deployed, session: Any) -> None:
+        self._synth = synth
+        self._deployed = deployed
+        self._session = session
+        self._arns: dict[str, str] = {}
+
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if "Ref" in value:
+            return self._ref(value["Ref"])
+        if "Fn::GetAtt" in value:
+            logical_id, attribute = value["Fn::GetAtt"]
+            if attribute == "Arn":
+                return self.arn(logical_id)
+            if attribute == "QueueName":
+                return self.arn(logical_id).rsplit(":", 1)[-1]
+            raise NotImplementedError(f"Fn::GetAtt {attribute} of {logical_id}")
+        if "Fn::Join" in value:
+            separator, parts = value["Fn::Join"]
+            return separator.join(str(self.resolve(p)) for p in parts)
+        return {k: self.resolve(v) for k, v in value.items()}
+
+    def _ref(self, name: str) -> str:
+        pseudo = {
+            "AWS::Region": self._session.region_name,
+            "AWS::Partition": "aws",
+            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::AccountId": self._session.client("sts").get_caller_identity()["Account"],
+            "AWS::StackName": self._deployed.stack_name,
+        }
+        return pseudo[name] if name in pseudo else self._deployed.physical_id(name)
+
+    def arn(self, logical_id: str) -> str:
+        if logical_id not in self._arns:
+            kind = self._synth.template["Resources"][logical_id]["Type"]
+            physical = self._deployed.physical_id(logical_id)
+            self._arns[logical_id] = self._lookup(kind, physical)
+        return self._arns[logical_id]
+
+    def _lookup(self, kind: str, physical: str) -> str:
+        client = self._session.client
+        if kind == "AWS::Lambda::Function":
+            return str(
+                client("lambda").get_function(FunctionName=physical)["Configuration"]["FunctionArn"]
+            )
+        if kind == "AWS::SQS::Queue":
+            attributes = client("sqs").get_queue_attributes(
+                QueueUrl=physical, AttributeNames=["QueueArn"]
+            )
+            return str(attributes["Attributes"]["QueueArn"])
+        if kind == "AWS::IAM::Role":
+            return str(client("iam").get_role(RoleName=physical)["Role"]["Arn"])
+        if kind == "AWS::DynamoDB::Table":
+            return str(client("dynamodb").describe_table(TableName=physical)["Table"]["TableArn"])
+        if physical.startswith("arn:"):
+            return physical
+        raise NotImplementedError(f"ARN of a {kind}")

@@ -1,0 +1,195 @@
+"""Invoke deployed functions in-process, as Lambda would (moto cannot run them without Docker).
+
+Each invocation reads the function's handler, timeout and environment from the emulator's Lambda
+API, so it runs with exactly the configuration the template deployed. Asynchronous invocations
+follow the function's EventInvokeConfig: retries, then the on-failure destination record.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stdout
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from tools.lambda_context import LambdaContext
+from vigil.clock import iso
+
+FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
+LAMBDA_RETRY_DELAYS = (timedelta(minutes=1), timedelta(minutes=2))
+"""Lambda waits about one, then two minutes between asynchronous attempts."""
+
+
+@dataclass
+class Invocation:
+    ok: bool
+    payload: Any = None
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+@dataclass
+class AsyncInvocation:
+    function: str
+    attempts: list[Invocation] = field(default_factory=list)
+    dead_lettered_to: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.attempts) and self.attempts[-1].ok
+
+
+class LocalLambda:
+    def __init__(
+        self,
+        session: Any,
+        *,
+        now: Callable[[], datetime],
+        advance: Callable[[timedelta], object],
+        log_dir: Path | None = None,
+    ) -> None:
+        self._lambda = session.client("lambda")
+        self._sqs = session.client("sqs")
+        self._now = now
+        self._advance = advance
+        self._log_dir = log_dir
+        if str(FUNCTIONS_DIR) not in sys.path:
+            sys.path.insert(0, str(FUNCTIONS_DIR))
+
+    def invoke(self, function: str, event: Any) -> Invocation:
+        config = self._lambda.get_function_configuration(FunctionName=function)
+        deadline = self._now() + timedelta(seconds=int(config.get("Timeout", 3)))
+        context = LambdaContext(
+            function_name=config["FunctionName"],
+            invoked_function_arn=config["FunctionArn"],
+            memory_limit_in_mb=int(config.get("MemorySize", 128)),
+            aws_request_id=str(uuid.uuid4()),
+            remaining_ms=lambda: max(0, int((deadline - self._now()).total_seconds() * 1000)),
+        )
+        variables = config.get("Environment", {}).get("Variables", {})
+        log = self._log_dir / f"{config['FunctionName']}.log" if self._log_dir else None
+        with _environment(variables), _output_to(log, variables.get("POWERTOOLS_SERVICE_NAME")):
+            handler = _load(config["Handler"])
+            try:
+                return Invocation(ok=True, payload=handler(json.loads(json.dumps(event)), context))
+            except Exception as error:
+                return Invocation(
+                    ok=False, error_type=type(error).__name__, error_message=str(error)
+                )
+
+    def invoke_async(self, function: str, event: Any) -> AsyncInvocation:
+        retries, on_failure = self._async_config(function)
+        result = AsyncInvocation(function=function)
+        for attempt in range(retries + 1):
+            if attempt:
+                self._advance(LAMBDA_RETRY_DELAYS[min(attempt - 1, len(LAMBDA_RETRY_DELAYS) - 1)])
+            invocation = self.invoke(function, event)
+            result.attempts.append(invocation)
+            if invocation.ok:
+                return result
+        if on_failure:
+            self._send_destination_record(function, event, result, on_failure)
+            result.dead_lettered_to = on_failure
+        return result
+
+    def _async_config(self, function: str) -> tuple[int, str | None]:
+        try:
+            config = self._lambda.get_function_event_invoke_config(FunctionName=function)
+        except self._lambda.exceptions.ResourceNotFoundException:
+            return 2, None
+        destination = config.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
+        return int(config.get("MaximumRetryAttempts", 2)), destination
+
+    def _send_destination_record(
+        self, function: str, event: Any, result: AsyncInvocation, destination: str
+    ) -> None:
+        """The record Lambda sends to an on-failure destination (AWS's documented shape)."""
+        last = result.attempts[-1]
+        arn = self._lambda.get_function_configuration(FunctionName=function)["FunctionArn"]
+        record = {
+            "version": "1.0",
+            "timestamp": iso(self._now()),
+            "requestContext": {
+                "requestId": str(uuid.uuid4()),
+                "functionArn": f"{arn}:$LATEST",
+                "condition": "RetriesExhausted",
+                "approximateInvokeCount": len(result.attempts),
+            },
+            "requestPayload": event,
+            "responseContext": {
+                "statusCode": 200,
+                "executedVersion": "$LATEST",
+                "functionError": "Unhandled",
+            },
+            "responsePayload": {
+                "errorType": last.error_type,
+                "errorMessage": last.error_message,
+                "stackTrace": [],
+            },
+        }
+        queue_name = destination.rsplit(":", 1)[-1]
+        url = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+        self._sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record))
+
+
+def _load(handler: str) -> Callable[[Any, Any], Any]:
+    module, _, name = handler.rpartition(".")
+    function: Callable[[Any, Any], Any] = getattr(importlib.import_module(module), name)
+    return function
+
+
+@contextmanager
+def _environment(variables: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+_streams: dict[Path, Any] = {}
+
+
+@contextmanager
+def _output_to(path: Path | None, service: str | None) -> Iterator[None]:
+    """Send what the function prints (JSON logs, EMF metrics) to its log file, as CloudWatch would.
+
+    Log files stay open for the life of the process: a Powertools logger keeps the stream it was
+    created with, so its handlers are pointed at the right file around every invocation.
+    """
+    if path is None:
+        yield
+        return
+    if path not in _streams:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _streams[path] = path.open("a", buffering=1)
+    stream = _streams[path]
+
+    def handlers() -> list[logging.StreamHandler[Any]]:
+        return [
+            h
+            for h in logging.getLogger(service or "").handlers
+            if isinstance(h, logging.StreamHandler)
+        ]
+
+    for handler in handlers():
+        handler.setStream(stream)
+    try:
+        with redirect_stdout(stream):
+            yield
+    finally:
+        for handler in handlers():
+            handler.setStream(stream)
