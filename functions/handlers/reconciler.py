@@ -56,7 +56,7 @@ def dispatch(event: Any, request_id: str, target: Reconciler, cluster_arn: str) 
             raise MalformedEvent("Records must be DynamoDB stream records")
         report = target.on_records(changed_records(records))
         log.info("stream pass", extra={"observers": report.observers, "started": report.started})
-        return {"pass": "stream", "observers": report.observers, "batchItemFailures": []}
+        return {"pass": "stream", "observers": report.observers}
     kind = event.get("detail-type")
     if event.get("source") == "aws.ecs" and kind == "ECS Task State Change":
         detail = event.get("detail")

@@ -219,7 +219,9 @@ def _transition(record: Record, write: Write, now: datetime, seen: TaskState | N
                 }
             )
             remove += ["task_arn", "heartbeat_at", "heartbeat_at_ms", "task_version", "task_status"]
-            remove += ["failure_reason", "last_start_error"]
+            # A restart request is answered by this generation; clearing it keeps heartbeats out
+            # of the stream filter that wakes the reconciler for pending requests.
+            remove += ["failure_reason", "last_start_error", "restart_generation"]
             _set_exit(set_, write.last_exit)
         case Backoff():
             set_.update(

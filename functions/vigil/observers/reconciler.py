@@ -440,8 +440,9 @@ def powertools_metric(metric: ObserverMetric, kind: str | None, value: float) ->
     unit = (
         MetricUnit.Milliseconds if metric is ObserverMetric.RECONCILE_DURATION else MetricUnit.Count
     )
+    # Always the fleet-wide series (alarms use it), and per kind when the kind is known.
+    metrics().add_metric(name=metric.value, unit=unit, value=value)
     if kind is None:
-        metrics().add_metric(name=metric.value, unit=unit, value=value)
         return
     with single_metric(name=metric.value, unit=unit, value=value, namespace=NAMESPACE) as one:
         one.add_dimension(name="kind", value=kind)

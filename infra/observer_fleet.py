@@ -1,0 +1,595 @@
+"""``ObserverFleet``: the registry, the ECS cluster and task definitions, the API and the reconciler.
+
+The container image is built from the project's own ``functions/`` (``functions/observers/Dockerfile``)
+by ``cdk deploy``; synth only hashes the folder, so tests and ``python app.py`` need no Docker.
+
+The VPC is a small one by default (public subnets in two AZs, no NAT gateway, tasks get a public IP:
+about zero fixed cost). Pass ``vpc`` to use an existing one, or ``vpc_id`` to look it up; a lookup
+calls AWS at synth (credentials and an explicit account/region on the stack), and its answer is cached
+in ``cdk.context.json``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import Duration, Fn, RemovalPolicy, Stack
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as events_targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.errors import ConfigurationError
+from infra.function import FUNCTIONS_DIR, vigil_function
+from infra.handler_paths import validate_handler
+
+OWNER = "ObserverFleet"
+KIND_NAME = re.compile(r"^[a-z0-9-]{1,63}$")
+CONTAINER_NAME = "observer"
+FLEET_INDEX = "fleet-index"
+INDEX_ATTRIBUTES = (
+    # Shared status fields (vigil.observers.model.FLEET_INDEX_ATTRIBUTES) ...
+    "kind",
+    "desired",
+    "status",
+    "generation",
+    "task_arn",
+    "restarts",
+    "consecutive_failures",
+    "heartbeat_at",
+    "heartbeat_at_ms",
+    "created_at",
+    "updated_at",
+    "version",
+    "last_exit",
+    "next_start_at",
+    "next_start_at_ms",
+    "failure_reason",
+    "restart_generation",
+    # ... and the reconciler's own (vigil.observers.fleet_store.TRACKING_ATTRIBUTES).
+    "task_version",
+    "task_status",
+    "started_at_ms",
+    "start_attempts",
+)
+"""Kept equal to ``vigil.observers.fleet_store.INDEX_ATTRIBUTES`` by a test (infra never imports
+the runtime library, so synth cannot depend on it)."""
+
+FARGATE_MEMORY: dict[int, range] = {
+    256: range(512, 2049, 512),
+    512: range(1024, 4097, 1024),
+    1024: range(2048, 8193, 1024),
+    2048: range(4096, 16385, 1024),
+    4096: range(8192, 30721, 1024),
+    8192: range(16384, 61441, 4096),
+    16384: range(32768, 122881, 8192),
+}
+"""Fargate's valid CPU units -> memory (MiB) combinations (256 CPU also allows 512 MiB)."""
+
+
+@dataclass(frozen=True)
+class ObserverKind:
+    """One kind of observer: its ``module.function`` under ``functions/`` and its task size."""
+
+    handler: str
+    cpu: int = 256
+    memory_mib: int = 512
+
+
+class ObserverFleet(Construct):
+    """Everything observers need; handles are attributes so the stack can wire dashboards."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        kinds: dict[str, str | ObserverKind],
+        heartbeat_interval: Duration = Duration.seconds(30),
+        max_observers: int = 100,
+        vpc: ec2.IVpc | None = None,
+        vpc_id: str | None = None,
+        subnets: ec2.SubnetSelection | None = None,
+        assign_public_ip: bool | None = None,
+        container_insights: bool = False,
+        stop_timeout: Duration = Duration.seconds(30),
+        failure_threshold: int = 5,
+        backoff_base: Duration = Duration.seconds(30),
+        backoff_cap: Duration = Duration.minutes(15),
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.kinds = _validate_kinds(kinds)
+        heartbeat = _validate(
+            heartbeat_interval=heartbeat_interval,
+            max_observers=max_observers,
+            vpc=vpc,
+            vpc_id=vpc_id,
+            stop_timeout=stop_timeout,
+            failure_threshold=failure_threshold,
+            backoff_base=backoff_base,
+            backoff_cap=backoff_cap,
+        )
+        self.heartbeat_seconds = heartbeat
+        self.max_observers = max_observers
+        self.kinds_json = Stack.of(self).to_json_string(
+            {kind: spec.handler for kind, spec in self.kinds.items()}
+        )
+
+        self.table = self._build_registry(removal_policy)
+        self.idempotency_table = self._build_idempotency_table()
+        self.observers_dlq = self._build_queue("ObserversDlq")
+        """FAILED notices: one message per observer that gave up (read it, fix, restart)."""
+        self.events_dlq = self._build_queue("EventsDlq")
+        """ECS events and resync ticks EventBridge could not deliver to the reconciler."""
+        self.stream_dlq = self._build_queue("StreamDlq")
+        """Registry stream batches the reconciler failed on after its retries."""
+
+        self.vpc, selection, self.assign_public_ip = self._build_network(
+            vpc, vpc_id, subnets, assign_public_ip
+        )
+        self.subnet_ids = self.vpc.select_subnets(
+            availability_zones=selection.availability_zones,
+            one_per_az=selection.one_per_az,
+            subnet_filters=selection.subnet_filters,
+            subnet_group_name=selection.subnet_group_name,
+            subnets=selection.subnets,
+            subnet_type=selection.subnet_type,
+        ).subnet_ids
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "TaskSecurityGroup",
+            vpc=self.vpc,
+            description="Vigil observers: outbound only",
+            allow_all_outbound=True,
+        )
+        self.cluster = ecs.Cluster(
+            self,
+            "Cluster",
+            vpc=self.vpc,
+            container_insights_v2=ecs.ContainerInsights.ENABLED
+            if container_insights
+            else ecs.ContainerInsights.DISABLED,
+        )
+        self.task_role, self.execution_role = self._build_task_roles()
+        self.log_group = logs.LogGroup(
+            self, "TaskLogs", retention=log_retention, removal_policy=RemovalPolicy.DESTROY
+        )
+        self.task_definitions = {
+            kind: self._build_task_definition(kind, spec, stop_timeout)
+            for kind, spec in self.kinds.items()
+        }
+
+        self.api_function = self._build_api_function()
+        self.api = self._build_rest_api()
+        self.reconciler = self._build_reconciler(failure_threshold, backoff_base, backoff_cap)
+        self._grant_reconciler()
+        self._build_triggers()
+        self.alarms = self._build_alarms()
+
+    # Storage -------------------------------------------------------------------------------------
+
+    def _build_registry(self, removal_policy: RemovalPolicy) -> dynamodb.Table:
+        table = dynamodb.Table(
+            self,
+            "Registry",
+            partition_key=dynamodb.Attribute(name="name", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=removal_policy,
+        )
+        table.add_global_secondary_index(
+            index_name=FLEET_INDEX,
+            partition_key=dynamodb.Attribute(name="fleet", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="name", type=dynamodb.AttributeType.STRING),
+            projection_type=dynamodb.ProjectionType.INCLUDE,
+            non_key_attributes=list(INDEX_ATTRIBUTES),
+        )
+        return table
+
+    def _build_idempotency_table(self) -> dynamodb.Table:
+        return dynamodb.Table(
+            self,
+            "Idempotency",
+            partition_key=dynamodb.Attribute(name="id", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute="expiration",
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+
+    def _build_queue(self, construct_id: str) -> sqs.Queue:
+        return sqs.Queue(
+            self,
+            construct_id,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+
+    # Network and ECS ----------------------------------------------------------------------------
+
+    def _build_network(
+        self,
+        vpc: ec2.IVpc | None,
+        vpc_id: str | None,
+        subnets: ec2.SubnetSelection | None,
+        assign_public_ip: bool | None,
+    ) -> tuple[ec2.IVpc, ec2.SubnetSelection, bool]:
+        if vpc is None and vpc_id is None:
+            built = ec2.Vpc(
+                self,
+                "Vpc",
+                max_azs=2,
+                nat_gateways=0,
+                subnet_configuration=[
+                    ec2.SubnetConfiguration(
+                        name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24
+                    )
+                ],
+            )
+            public = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)
+            return built, subnets or public, True if assign_public_ip is None else assign_public_ip
+        if vpc is None:
+            vpc = ec2.Vpc.from_lookup(self, "Vpc", vpc_id=vpc_id)
+        public_ip = bool(assign_public_ip)
+        default = ec2.SubnetSelection(
+            subnet_type=ec2.SubnetType.PUBLIC if public_ip else ec2.SubnetType.PRIVATE_WITH_EGRESS
+        )
+        return vpc, subnets or default, public_ip
+
+    def _build_task_roles(self) -> tuple[iam.Role, iam.Role]:
+        principal = iam.ServicePrincipal("ecs-tasks.amazonaws.com")
+        task_role = iam.Role(
+            self, "TaskRole", assumed_by=principal, description="Vigil observer containers"
+        )
+        # The container reads its own record and writes claims, heartbeats and checkpoints.
+        task_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
+                resources=[self.table.table_arn],
+            )
+        )
+        execution_role = iam.Role(
+            self,
+            "ExecutionRole",
+            assumed_by=principal,
+            description="Pulls the observer image and writes its logs",
+        )
+        return task_role, execution_role
+
+    def _build_task_definition(
+        self, kind: str, spec: ObserverKind, stop_timeout: Duration
+    ) -> ecs.FargateTaskDefinition:
+        suffix = "".join(part.capitalize() for part in kind.split("-"))
+        definition = ecs.FargateTaskDefinition(
+            self,
+            f"Task{suffix}",
+            cpu=spec.cpu,
+            memory_limit_mib=spec.memory_mib,
+            task_role=self.task_role,
+            execution_role=self.execution_role,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=ecs.CpuArchitecture.X86_64,
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+        )
+        definition.add_container(
+            CONTAINER_NAME,
+            image=ecs.ContainerImage.from_asset(
+                str(FUNCTIONS_DIR),
+                file="observers/Dockerfile",
+                platform=ecr_assets.Platform.LINUX_AMD64,
+                exclude=["**/__pycache__", "**/*.pyc"],
+            ),
+            # Container-level memory: ECS accepts task-level only, but moto's RunTask needs it.
+            memory_limit_mib=spec.memory_mib,
+            essential=True,
+            stop_timeout=stop_timeout,
+            logging=ecs.LogDrivers.aws_logs(stream_prefix=kind, log_group=self.log_group),
+            environment={
+                "VIGIL_OBSERVERS_TABLE": self.table.table_name,
+                "VIGIL_OBSERVER_KINDS": self.kinds_json,
+                "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
+            },
+        )
+        return definition
+
+    # Functions ----------------------------------------------------------------------------------
+
+    def _build_api_function(self) -> lambda_.Function:
+        function = vigil_function(
+            self,
+            "ApiFunction",
+            handler="handlers.observers_api.handler",
+            description="Vigil observers management API",
+            timeout=Duration.seconds(29),
+            environment={
+                "VIGIL_OBSERVERS_TABLE": self.table.table_name,
+                "VIGIL_IDEMPOTENCY_TABLE": self.idempotency_table.table_name,
+                "VIGIL_OBSERVER_KINDS": self.kinds_json,
+                "VIGIL_MAX_OBSERVERS": str(self.max_observers),
+                "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
+            },
+        )
+        self.table.grant_read_write_data(function)
+        self.idempotency_table.grant_read_write_data(function)
+        return function
+
+    def _build_rest_api(self) -> apigateway.LambdaRestApi:
+        """A proxy REST API; IAM (SigV4) authorization on every method, the root included."""
+        return apigateway.LambdaRestApi(
+            self,
+            "Api",
+            handler=self.api_function,
+            proxy=True,
+            description="Vigil observers",
+            cloud_watch_role=False,
+            default_method_options=apigateway.MethodOptions(
+                authorization_type=apigateway.AuthorizationType.IAM
+            ),
+            deploy_options=apigateway.StageOptions(
+                stage_name="v1",
+                tracing_enabled=True,
+                throttling_rate_limit=50,
+                throttling_burst_limit=100,
+            ),
+        )
+
+    def _build_reconciler(
+        self, failure_threshold: int, backoff_base: Duration, backoff_cap: Duration
+    ) -> lambda_.Function:
+        timeout = Duration.minutes(3)
+        return vigil_function(
+            self,
+            "Reconciler",
+            handler="handlers.reconciler.handler",
+            description="Vigil observers reconciler: ECS events, registry stream, minute resync",
+            timeout=timeout,
+            memory_size=1024,
+            environment={
+                "VIGIL_OBSERVERS_TABLE": self.table.table_name,
+                "VIGIL_CLUSTER_ARN": self.cluster.cluster_arn,
+                "VIGIL_TASK_DEFINITIONS": Stack.of(self).to_json_string(
+                    {k: d.task_definition_arn for k, d in self.task_definitions.items()}
+                ),
+                "VIGIL_CONTAINER_NAME": CONTAINER_NAME,
+                "VIGIL_SUBNETS": Fn.join(",", self.subnet_ids),
+                "VIGIL_SECURITY_GROUPS": self.security_group.security_group_id,
+                "VIGIL_ASSIGN_PUBLIC_IP": "true" if self.assign_public_ip else "false",
+                "VIGIL_OBSERVERS_DLQ_URL": self.observers_dlq.queue_url,
+                "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
+                "VIGIL_FAILURE_THRESHOLD": str(failure_threshold),
+                "VIGIL_BACKOFF_BASE_SECONDS": str(int(backoff_base.to_seconds())),
+                "VIGIL_BACKOFF_CAP_SECONDS": str(int(backoff_cap.to_seconds())),
+                # Longer than the function can run, so a killed pass never leaves two running.
+                "VIGIL_RESYNC_LEASE_SECONDS": str(int(timeout.to_seconds()) + 60),
+            },
+        )
+
+    def _grant_reconciler(self) -> None:
+        """Least privilege: this fleet's table, task definitions, cluster, roles and queue."""
+        role = self.reconciler
+        stack = Stack.of(self)
+        role.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"],
+                resources=[self.table.table_arn, f"{self.table.table_arn}/index/{FLEET_INDEX}"],
+            )
+        )
+        families = [
+            stack.format_arn(
+                service="ecs", resource="task-definition", resource_name=f"{d.family}:*"
+            )
+            for d in self.task_definitions.values()
+        ]
+        on_cluster = {"ArnEquals": {"ecs:cluster": self.cluster.cluster_arn}}
+        role.add_to_role_policy(
+            iam.PolicyStatement(actions=["ecs:RunTask"], resources=families, conditions=on_cluster)
+        )
+        role.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["ecs:StopTask", "ecs:DescribeTasks", "ecs:ListTasks"],
+                resources=["*"],
+                conditions=on_cluster,
+            )
+        )
+        role.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["ecs:TagResource"],
+                resources=["*"],
+                conditions={"StringEquals": {"ecs:CreateAction": "RunTask"}},
+            )
+        )
+        role.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[self.task_role.role_arn, self.execution_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}},
+            )
+        )
+        self.observers_dlq.grant_send_messages(role)
+
+    def _build_triggers(self) -> None:
+        target_options: dict[str, Any] = {
+            "dead_letter_queue": self.events_dlq,
+            "retry_attempts": 4,
+            "max_event_age": Duration.hours(2),
+        }
+        self.task_events_rule = events.Rule(
+            self,
+            "TaskStateChanges",
+            description="ECS task state changes of the observer fleet's cluster",
+            event_pattern=events.EventPattern(
+                source=["aws.ecs"],
+                detail_type=["ECS Task State Change"],
+                detail={"clusterArn": [self.cluster.cluster_arn]},
+            ),
+            targets=[events_targets.LambdaFunction(self.reconciler, **target_options)],
+        )
+        self.resync_rule = events.Rule(
+            self,
+            "Resync",
+            description="The reconciler's periodic level-triggered pass",
+            schedule=events.Schedule.rate(Duration.minutes(1)),
+            targets=[
+                events_targets.LambdaFunction(
+                    self.reconciler,
+                    dead_letter_queue=self.events_dlq,
+                    retry_attempts=0,  # the next minute's tick is the retry
+                    max_event_age=Duration.minutes(1),
+                )
+            ],
+        )
+        self.reconciler.add_event_source(
+            event_sources.DynamoEventSource(
+                self.table,
+                starting_position=lambda_.StartingPosition.LATEST,
+                batch_size=50,
+                max_batching_window=Duration.seconds(1),
+                bisect_batch_on_error=True,
+                retry_attempts=5,
+                max_record_age=Duration.hours(1),
+                on_failure=event_sources.SqsDlq(self.stream_dlq),
+                filters=_stream_filters(),
+            )
+        )
+
+    # Alarms -------------------------------------------------------------------------------------
+
+    def _build_alarms(self) -> dict[str, cloudwatch.Alarm]:
+        alarms = {
+            name: cloudwatch.Alarm(
+                self,
+                f"{name}Alarm",
+                alarm_description=f"Vigil observers: messages on {name}",
+                metric=queue.metric_approximate_number_of_messages_visible(
+                    period=Duration.minutes(1), statistic="Maximum"
+                ),
+                threshold=0,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            for name, queue in (
+                ("ObserversDlq", self.observers_dlq),
+                ("EventsDlq", self.events_dlq),
+                ("StreamDlq", self.stream_dlq),
+            )
+        }
+        self.failed_metric = cloudwatch.Metric(
+            namespace="Vigil",
+            metric_name="ObserverFailed",
+            dimensions_map={"service": "vigil"},
+            statistic="Sum",
+            period=Duration.minutes(5),
+        )
+        alarms["ObserversFailed"] = cloudwatch.Alarm(
+            self,
+            "ObserversFailedAlarm",
+            alarm_description="Vigil observers: an observer gave up (FAILED)",
+            metric=self.failed_metric,
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        return alarms
+
+
+def _stream_filters() -> list[dict[str, Any]]:
+    """Wake the reconciler for creates, stops and restart requests, not for heartbeats.
+
+    The handler checks the same conditions (``needs_attention``); this saves the invocations.
+    """
+    image = ["dynamodb", "NewImage"]
+
+    def pattern(event_name: str, new_image: dict[str, Any] | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"eventName": [event_name]}
+        if new_image:
+            body[image[0]] = {image[1]: new_image}
+        return dict(lambda_.FilterCriteria.filter(body))
+
+    live = ["STARTING", "RUNNING", "STOPPING"]
+    return [
+        pattern("INSERT"),
+        pattern("MODIFY", {"status": {"S": ["PENDING"]}}),
+        pattern("MODIFY", {"desired": {"S": ["STOPPED"]}, "status": {"S": live}}),
+        pattern("MODIFY", {"restart_generation": {"N": [{"exists": True}]}}),
+    ]
+
+
+def _validate_kinds(kinds: dict[str, str | ObserverKind]) -> dict[str, ObserverKind]:
+    if not isinstance(kinds, dict) or not kinds:
+        raise ConfigurationError(OWNER, "kinds", "needs at least one kind")
+    checked: dict[str, ObserverKind] = {}
+    for kind, value in kinds.items():
+        if not isinstance(kind, str) or not KIND_NAME.fullmatch(kind):
+            raise ConfigurationError(OWNER, "kinds", f"kind {kind!r} must match [a-z0-9-]{{1,63}}")
+        spec = ObserverKind(handler=value) if isinstance(value, str) else value
+        if not isinstance(spec, ObserverKind):
+            raise ConfigurationError(
+                OWNER, f"kinds[{kind!r}]", "must be a 'module.function' or an ObserverKind"
+            )
+        problem = validate_handler(spec.handler, FUNCTIONS_DIR)
+        if problem:
+            raise ConfigurationError(OWNER, f"kinds[{kind!r}].handler", problem)
+        allowed = FARGATE_MEMORY.get(spec.cpu)
+        if allowed is None:
+            raise ConfigurationError(
+                OWNER, f"kinds[{kind!r}].cpu", f"{spec.cpu} is not one of {sorted(FARGATE_MEMORY)}"
+            )
+        if spec.memory_mib not in allowed:
+            raise ConfigurationError(
+                OWNER,
+                f"kinds[{kind!r}].memory_mib",
+                f"{spec.memory_mib} MiB is not valid with {spec.cpu} CPU units on Fargate "
+                f"({allowed.start}-{allowed.stop - 1} MiB in steps of {allowed.step})",
+            )
+        checked[kind] = spec
+    return checked
+
+
+def _validate(
+    *,
+    heartbeat_interval: Duration,
+    max_observers: int,
+    vpc: ec2.IVpc | None,
+    vpc_id: str | None,
+    stop_timeout: Duration,
+    failure_threshold: int,
+    backoff_base: Duration,
+    backoff_cap: Duration,
+) -> int:
+    """Checks the scalar parameters; returns the heartbeat interval in whole seconds."""
+    heartbeat = heartbeat_interval.to_seconds()
+    if heartbeat < 5:
+        raise ConfigurationError(OWNER, "heartbeat_interval", f"{heartbeat} s is below 5 s")
+    if not isinstance(max_observers, int) or max_observers < 1:
+        raise ConfigurationError(OWNER, "max_observers", f"{max_observers!r} must be at least 1")
+    if vpc is not None and vpc_id is not None:
+        raise ConfigurationError(OWNER, "vpc_id", "give either vpc or vpc_id, not both")
+    if vpc_id is not None and not re.fullmatch(r"vpc-[0-9a-f]{8,17}", vpc_id):
+        raise ConfigurationError(OWNER, "vpc_id", f"{vpc_id!r} is not a VPC id (vpc-...)")
+    if not 2 <= stop_timeout.to_seconds() <= 120:
+        raise ConfigurationError(OWNER, "stop_timeout", "Fargate allows 2-120 seconds")
+    if failure_threshold < 1:
+        raise ConfigurationError(OWNER, "failure_threshold", "must be at least 1")
+    if backoff_base.to_seconds() < 1 or backoff_cap.to_seconds() < backoff_base.to_seconds():
+        raise ConfigurationError(OWNER, "backoff_cap", "needs 1 s <= backoff_base <= backoff_cap")
+    return int(heartbeat)

@@ -1,0 +1,220 @@
+"""CDK assertions on the ObserverFleet construct, and its synth-time validation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk import App, Duration, Environment, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk.assertions import Match, Template
+
+from infra.errors import ConfigurationError
+from infra.observer_fleet import INDEX_ATTRIBUTES, ObserverFleet, ObserverKind
+from vigil.observers.fleet_store import INDEX_ATTRIBUTES as RUNTIME_INDEX_ATTRIBUTES
+
+KINDS: dict[str, str | ObserverKind] = {
+    "ticker": "observers.ticker.run",
+    "big-ticker": ObserverKind("observers.ticker.run", cpu=1024, memory_mib=2048),
+}
+
+
+def build(**overrides: Any) -> tuple[Stack, ObserverFleet]:
+    stack = Stack(App(), "Test", env=Environment(account="123456789012", region="us-east-1"))
+    params: dict[str, Any] = {
+        "kinds": KINDS,
+        "heartbeat_interval": Duration.seconds(20),
+        "max_observers": 50,
+    }
+    params.update(overrides)
+    return stack, ObserverFleet(stack, "Observers", **params)
+
+
+@pytest.fixture(scope="module")
+def built() -> tuple[Template, ObserverFleet, Stack]:
+    stack, fleet = build()
+    return Template.from_stack(stack), fleet, stack
+
+
+def statements(template: Template) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return found
+
+
+def with_action(template: Template, action: str) -> list[dict[str, Any]]:
+    def has(statement: dict[str, Any]) -> bool:
+        actions = statement["Action"]
+        return action in (actions if isinstance(actions, list) else [actions])
+
+    return [s for s in statements(template) if has(s)]
+
+
+def test_every_api_method_requires_iam(built: tuple[Template, ObserverFleet, Stack]) -> None:
+    template, _, _ = built
+    methods = template.find_resources("AWS::ApiGateway::Method")
+    assert len(methods) >= 2  # the root and {proxy+}
+    assert {m["Properties"]["AuthorizationType"] for m in methods.values()} == {"AWS_IAM"}
+
+
+def test_run_task_is_scoped_to_the_fleet_task_definitions(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, fleet, stack = built
+    (statement,) = with_action(template, "ecs:RunTask")
+    rendered = json.dumps(stack.resolve(statement["Resource"]))
+    for definition in fleet.task_definitions.values():
+        assert f"task-definition/{definition.family}:*" in rendered
+    assert statement["Resource"] != "*" and len(statement["Resource"]) == 2
+    assert "ecs:cluster" in statement["Condition"]["ArnEquals"]
+    (stop,) = with_action(template, "ecs:StopTask")
+    assert "ecs:cluster" in stop["Condition"]["ArnEquals"]
+
+
+def test_pass_role_is_scoped_to_the_task_roles_for_ecs_tasks(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, _, _ = built
+    (statement,) = with_action(template, "iam:PassRole")
+    assert statement["Condition"] == {
+        "StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}
+    }
+    refs = json.dumps(statement["Resource"])
+    assert "TaskRole" in refs and "ExecutionRole" in refs and '"*"' not in refs
+
+
+def test_each_kind_has_a_task_definition_with_container_memory(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, _, _ = built
+    definitions = template.find_resources("AWS::ECS::TaskDefinition")
+    assert len(definitions) == 2
+    sizes = set()
+    for definition in definitions.values():
+        props = definition["Properties"]
+        (container,) = props["ContainerDefinitions"]
+        assert container["Memory"] == int(props["Memory"])
+        assert container["LogConfiguration"]["LogDriver"] == "awslogs"
+        assert container["StopTimeout"] == 30
+        sizes.add((props["Cpu"], props["Memory"]))
+        env = {e["Name"] for e in container["Environment"]}
+        assert {"VIGIL_OBSERVERS_TABLE", "VIGIL_OBSERVER_KINDS", "VIGIL_HEARTBEAT_SECONDS"} <= env
+    assert sizes == {("256", "512"), ("1024", "2048")}
+
+
+def test_queues_are_encrypted(built: tuple[Template, ObserverFleet, Stack]) -> None:
+    template, _, _ = built
+    queues = template.find_resources("AWS::SQS::Queue")
+    assert len(queues) == 3
+    assert all(q["Properties"]["SqsManagedSseEnabled"] is True for q in queues.values())
+
+
+def test_the_registry_table_and_its_index(built: tuple[Template, ObserverFleet, Stack]) -> None:
+    template, _, _ = built
+    assert set(INDEX_ATTRIBUTES) == set(RUNTIME_INDEX_ATTRIBUTES)
+    template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": [{"AttributeName": "name", "KeyType": "HASH"}],
+            "StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"},
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            "GlobalSecondaryIndexes": [
+                Match.object_like(
+                    {
+                        "IndexName": "fleet-index",
+                        "Projection": {
+                            "ProjectionType": "INCLUDE",
+                            "NonKeyAttributes": list(INDEX_ATTRIBUTES),
+                        },
+                    }
+                )
+            ],
+        },
+    )
+    template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {"TimeToLiveSpecification": {"AttributeName": "expiration", "Enabled": True}},
+    )
+
+
+def test_the_reconciler_is_triggered_three_ways(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, fleet, stack = built
+    template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "BisectBatchOnFunctionError": True,
+            "MaximumRetryAttempts": 5,
+            "DestinationConfig": {"OnFailure": {"Destination": Match.any_value()}},
+            "FilterCriteria": {"Filters": Match.any_value()},
+        },
+    )
+    rules = template.find_resources("AWS::Events::Rule")
+    patterns = [r["Properties"].get("EventPattern") for r in rules.values()]
+    (ecs_pattern,) = [p for p in patterns if p]
+    assert ecs_pattern["detail-type"] == ["ECS Task State Change"]
+    assert stack.resolve(fleet.cluster.cluster_arn) == ecs_pattern["detail"]["clusterArn"][0]
+    schedules = [r["Properties"].get("ScheduleExpression") for r in rules.values()]
+    assert "rate(1 minute)" in schedules
+    for rule in rules.values():
+        (target,) = rule["Properties"]["Targets"]
+        assert "DeadLetterConfig" in target
+
+
+def test_the_default_vpc_is_public_only_without_nat(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, fleet, _ = built
+    template.resource_count_is("AWS::EC2::NatGateway", 0)
+    assert fleet.assign_public_ip is True
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Handler": "handlers.reconciler.handler",
+            "Environment": {
+                "Variables": Match.object_like(
+                    {"VIGIL_ASSIGN_PUBLIC_IP": "true", "VIGIL_HEARTBEAT_SECONDS": "20"}
+                )
+            },
+        },
+    )
+
+
+def test_an_existing_vpc_can_be_passed() -> None:
+    stack = Stack(App(), "Existing")
+    vpc = ec2.Vpc(stack, "Shared", max_azs=2)
+    fleet = ObserverFleet(stack, "Observers", kinds={"ticker": "observers.ticker.run"}, vpc=vpc)
+    assert fleet.vpc is vpc and fleet.assign_public_ip is False
+    Template.from_stack(stack).resource_count_is("AWS::EC2::VPC", 1)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "parameter"),
+    [
+        ({"kinds": {}}, "kinds"),
+        ({"kinds": {"Bad_Name": "observers.ticker.run"}}, "kinds"),
+        ({"kinds": {"ticker": "observers.nowhere.run"}}, "kinds['ticker'].handler"),
+        ({"kinds": {"ticker": "observers.ticker.absent"}}, "kinds['ticker'].handler"),
+        (
+            {"kinds": {"ticker": ObserverKind("observers.ticker.run", cpu=256, memory_mib=4096)}},
+            "kinds['ticker'].memory_mib",
+        ),
+        (
+            {"kinds": {"ticker": ObserverKind("observers.ticker.run", cpu=300)}},
+            "kinds['ticker'].cpu",
+        ),
+        ({"heartbeat_interval": Duration.seconds(4)}, "heartbeat_interval"),
+        ({"max_observers": 0}, "max_observers"),
+        ({"vpc_id": "not-a-vpc"}, "vpc_id"),
+    ],
+)
+def test_bad_parameters_fail_at_synth_naming_the_parameter(
+    overrides: dict[str, Any], parameter: str
+) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        build(**overrides)
+    assert raised.value.parameter == parameter
+    assert "ObserverFleet" in str(raised.value)
