@@ -68,4 +68,7 @@ def metrics() -> Metrics:
 def tracer() -> Tracer:
     from aws_lambda_powertools import Tracer
 
-    return Tracer(service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE))
+    # Only boto calls are worth a subsegment; patching every library X-Ray knows costs start-up time.
+    return Tracer(
+        service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE), patch_modules=["botocore"]
+    )

@@ -1,0 +1,1 @@
+"""Speed and cost benchmarks; `make bench` writes their results into the README."""
