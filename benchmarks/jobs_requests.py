@@ -6,6 +6,7 @@ counted whether it succeeds or is refused by its condition.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from collections import Counter
@@ -37,10 +38,8 @@ class Calls:
 
     def measure(self, action: Callable[[], Any]) -> int:
         before = sum(self.counts.values())
-        try:
+        with contextlib.suppress(Exception):  # a failing body still costs its requests
             action()
-        except Exception:  # a failing body still costs its requests
-            pass
         return sum(self.counts.values()) - before
 
 
