@@ -277,6 +277,9 @@ def test_given_the_api_when_asked_for_openapi_then_every_route_is_described(call
     create = paths["/observers"]["post"]
     assert "Idempotency-Key" in json.dumps(create["parameters"])
     assert "CreateObserver" in json.dumps(schema["components"]["schemas"])
+    assert {"201", "400", "409", "422", "429"} <= set(create["responses"])
+    assert "ObserverBody" in json.dumps(create["responses"]["201"])
+    assert "ErrorBody" in json.dumps(paths["/observers/{name}"]["get"]["responses"]["404"])
     assert schema["security"] == [{"sigv4": []}]
 
 

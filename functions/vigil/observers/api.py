@@ -26,6 +26,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.idempotency import (
     BasePersistenceLayer,
@@ -124,6 +125,54 @@ class CreateObserver(BaseModel):
             raise ValueError(error.problem) from error
 
 
+class ErrorBody(BaseModel):
+    """Every refusal: a stable code for programs and a message for people."""
+
+    error: str
+    message: str
+
+
+class ObserverBody(BaseModel):
+    """The observer representation (documentation of ``Observer.to_json``)."""
+
+    name: str
+    kind: str
+    config: dict[str, Any]
+    desired: str
+    status: Status
+    task_arn: str | None
+    generation: int
+    restarts: int
+    consecutive_failures: int
+    heartbeat_at: str | None
+    created_at: str
+    updated_at: str
+    last_exit: dict[str, Any] | None
+    failure_reason: str | None
+
+
+def _responses(ok: HTTPStatus, *errors: tuple[HTTPStatus, str]) -> dict[int, OpenAPIResponse]:
+    documented: dict[int, OpenAPIResponse] = {
+        int(ok): {
+            "description": ok.phrase,
+            "content": {content_types.APPLICATION_JSON: {"model": ObserverBody}},
+        }
+    }
+    for status, description in errors:
+        documented[int(status)] = {
+            "description": description,
+            "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}},
+        }
+    return documented
+
+
+_NOT_FOUND = (HTTPStatus.NOT_FOUND, "observer_not_found")
+_INVALID = (
+    HTTPStatus.UNPROCESSABLE_ENTITY,
+    "invalid_<field>, unknown_kind, idempotency_key_reused",
+)
+
+
 @dataclass(frozen=True)
 class Services:
     registry: ObserverRegistry
@@ -185,7 +234,17 @@ def build_app(services: Services) -> APIGatewayRestResolver:
     def list_kinds() -> dict[str, Any]:
         return {"kinds": sorted(services.kinds)}
 
-    @app.post("/observers", summary="Register an observer; the reconciler starts it")
+    @app.post(
+        "/observers",
+        summary="Register an observer; the reconciler starts it",
+        responses=_responses(
+            HTTPStatus.CREATED,
+            (HTTPStatus.BAD_REQUEST, "invalid_json"),
+            _INVALID,
+            (HTTPStatus.CONFLICT, "observer_exists, request_in_progress"),
+            (HTTPStatus.TOO_MANY_REQUESTS, "fleet_full"),
+        ),
+    )
     def post_observer(
         request: Annotated[CreateObserver, Body(embed=False)],
         idempotency_key: Annotated[
@@ -224,18 +283,30 @@ def build_app(services: Services) -> APIGatewayRestResolver:
             "next_cursor": page.cursor,
         }
 
-    @app.get("/observers/<name>", summary="One observer")
+    @app.get(
+        "/observers/<name>", summary="One observer", responses=_responses(HTTPStatus.OK, _NOT_FOUND)
+    )
     def get_observer(name: Annotated[str, Path(pattern=NAME_RULE)]) -> dict[str, Any]:
         return registry.get(name).to_json()
 
-    @app.delete("/observers/<name>", summary="Stop an observer (its record stays)")
+    @app.delete(
+        "/observers/<name>",
+        summary="Stop an observer (its record stays)",
+        responses=_responses(HTTPStatus.ACCEPTED, _NOT_FOUND),
+    )
     def delete_observer(
         name: Annotated[str, Path(pattern=NAME_RULE)],
     ) -> Response[dict[str, Any]]:
         body = registry.request_stop(name).to_json()
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
 
-    @app.post("/observers/<name>/restart", summary="Replace an observer's task with a fresh one")
+    @app.post(
+        "/observers/<name>/restart",
+        summary="Replace an observer's task with a fresh one",
+        responses=_responses(
+            HTTPStatus.ACCEPTED, _NOT_FOUND, (HTTPStatus.TOO_MANY_REQUESTS, "fleet_full")
+        ),
+    )
     def restart_observer(
         name: Annotated[str, Path(pattern=NAME_RULE)],
     ) -> Response[dict[str, Any]]:
