@@ -80,3 +80,29 @@ def test_a_malformed_event_is_refused_before_any_call(fleet: MotoFleet, event: A
     with pytest.raises(MalformedEvent):
         dispatch(event, "r", fleet.reconciler(), fleet.cluster_arn)
     assert sum(fleet.counter.calls.values()) == 0
+
+
+def test_the_lambda_handler_reads_its_environment_and_runs_a_resync(
+    fleet: MotoFleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import handlers.reconciler as module
+
+    for key, value in env(fleet).items():
+        monkeypatch.setenv(key, value)
+    module.config.cache_clear()
+    module.reconciler.cache_clear()
+    fleet.put(fleet.observer("a"))
+
+    class Context:
+        aws_request_id = "req-1"
+        function_name = "reconciler"
+        memory_limit_in_mb = 1024
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:reconciler"
+
+    try:
+        answer = module.handler(SCHEDULED, Context())
+    finally:
+        module.config.cache_clear()
+        module.reconciler.cache_clear()
+    assert answer == {"pass": "resync", "observers": 1, "described": 0}
+    assert fleet.item("a")["status"] == "STARTING"

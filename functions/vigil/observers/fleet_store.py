@@ -115,9 +115,24 @@ class FleetStore:
         update = _transition(record, write, now, seen)
         self._update(record.name, record.observer.version, update, now)
 
-    def record_task(self, name: str, generation: int, arn: str, now: datetime) -> bool:
-        """Note the task RunTask started; False if its generation is no longer wanted."""
-        current = self.get(name)
+    def record_task(
+        self, name: str, generation: int, arn: str, now: datetime, written_version: int
+    ) -> bool:
+        """Note the task RunTask started; False if its generation is no longer wanted.
+
+        ``written_version`` is the version of the record as the starter left it (STARTING, this
+        generation, no task): if it still holds, one write suffices; otherwise the failed write
+        returns the record and it is judged again.
+        """
+        update = _Update(
+            set={"task_arn": arn, "start_attempts": 0},
+            remove=["next_start_at", "next_start_at_ms", "last_start_error"],
+        )
+        try:
+            self._update(name, written_version, update, now)
+            return True
+        except Conflict as conflict:
+            current = conflict.current
         for _ in range(MAX_ATTEMPTS):
             if current is None or current.observer.generation != generation:
                 return False
@@ -129,10 +144,6 @@ class FleetStore:
                 Status.RUNNING,
             ):
                 return False
-            update = _Update(
-                set={"task_arn": arn, "start_attempts": 0},
-                remove=["next_start_at", "next_start_at_ms", "last_start_error"],
-            )
             try:
                 self._update(name, observer.version, update, now)
                 return True

@@ -351,9 +351,11 @@ class Reconciler:
                     kind,
                     1,
                 )
-                self._run(record, action.generation)
+                # A StartTask write bumped the version once; a RetryStart wrote nothing.
+                written = record.observer.version + (1 if isinstance(action, d.StartTask) else 0)
+                self._run(record, action.generation, written)
 
-    def _run(self, record: d.Record, generation: int) -> None:
+    def _run(self, record: d.Record, generation: int, written_version: int) -> None:
         """RunTask for one generation; on failure the record says when to retry. Never raises."""
         observer = record.observer
         error: RunTaskFailed | None = None
@@ -371,7 +373,10 @@ class Reconciler:
                     break
                 self._sleep(self._run_task_pause * (2**attempt))
                 continue
-            if not self._store.record_task(observer.name, generation, arn, self._clock()):
+            recorded = self._store.record_task(
+                observer.name, generation, arn, self._clock(), written_version
+            )
+            if not recorded:
                 # The record moved on while the task started (stopped, or a newer generation).
                 self._ecs.stop(arn, "orphan: its generation was superseded while starting")
             return

@@ -1,0 +1,244 @@
+"""How a reconciler resync grows with the fleet, on moto: API calls by operation and wall time.
+
+For 100, 1,000 and 10,000 observers (each RUNNING on a moto Fargate task) the benchmark times one
+resync with every heartbeat fresh (it must describe no task) and one with 5 % of heartbeats stale
+(those tasks are described in batches of 100, stopped and replaced). It also measures the
+reconciler's own time from a STOPPED event to its replacement RunTask call.
+
+Wall time is mostly moto's (its DynamoDB Query serializes ~3 ms per item); the "own" column
+subtracts the time spent inside AWS calls. moto answers ListTasks in one page; a shim serves that
+answer in AWS's pages of 100 so the ListTasks count is what AWS would see.
+
+``python -m benchmarks.reconciler_scale`` prints the table; ``run(quick=True)`` skips 10,000.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from moto import mock_aws
+
+from tests.reconciler.moto_fleet import MotoFleet, default_task_transitions, task_event
+from vigil.clock import ManualClock
+from vigil.observers.ecs_tasks import task_state
+from vigil.observers.model import Status
+
+SIZES = (100, 1_000, 10_000)
+QUICK_SIZES = (100, 1_000)
+STALE_EVERY = 20  # 5 % of heartbeats go stale in the second pass
+LATENCY_SAMPLES = 20
+OPERATIONS = ("Query", "ListTasks", "DescribeTasks", "RunTask", "StopTask", "UpdateItem", "GetItem")
+
+
+class Timing:
+    """Counts calls by operation and the time spent inside them (botocore before/after hooks)."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+        self.aws_seconds = 0.0
+        self.marks: dict[str, float] = {}
+        self._started: float | None = None
+
+    def attach(self, client: Any) -> None:
+        client.meta.events.register("before-call", self._before)
+        client.meta.events.register("after-call", self._after)
+
+    def _before(self, model: Any, **_: Any) -> None:
+        self.calls[model.name] = self.calls.get(model.name, 0) + 1
+        self.marks.setdefault(model.name, time.perf_counter())
+        self._started = time.perf_counter()
+
+    def _after(self, **_: Any) -> None:
+        if self._started is not None:
+            self.aws_seconds += time.perf_counter() - self._started
+            self._started = None
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.marks.clear()
+        self.aws_seconds = 0.0
+
+
+class PagedListTasks:
+    """moto's ECS client, with ListTasks answered in AWS's pages (moto returns one page)."""
+
+    def __init__(self, client: Any, timing: Timing) -> None:
+        self._client = client
+        self._timing = timing
+        self._pending: list[str] = []
+
+    def list_tasks(self, **kwargs: Any) -> dict[str, Any]:
+        size = int(kwargs.pop("maxResults", 100))
+        token = kwargs.pop("nextToken", None)
+        if token is None:
+            self._pending = list(self._client.list_tasks(**kwargs)["taskArns"])
+        else:
+            self._timing.calls["ListTasks"] = self._timing.calls.get("ListTasks", 0) + 1
+        page, self._pending = self._pending[:size], self._pending[size:]
+        answer: dict[str, Any] = {"taskArns": page}
+        if self._pending:
+            answer["nextToken"] = "more"
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def _fleet(size: int, clock: ManualClock) -> tuple[MotoFleet, Timing, PagedListTasks]:
+    fleet = MotoFleet(clock)
+    timing = Timing()
+    observers = []
+    started_ms = int((clock() - timedelta(hours=2)).timestamp() * 1000)
+    for index in range(size):
+        name = f"obs-{index:05d}"
+        arn = fleet.run_observer_task(name, 1)
+        observers.append(
+            fleet.observer(
+                name, status=Status.RUNNING, generation=1, task_arn=arn, heartbeat_at=clock()
+            )
+        )
+    fleet.put_many(observers, started_at_ms=started_ms)
+    for client in (fleet.dynamodb, fleet.ecs_client, fleet.sqs):
+        timing.attach(client)
+    return fleet, timing, PagedListTasks(fleet.ecs_client, timing)
+
+
+def _pass(fleet: MotoFleet, timing: Timing, ecs: PagedListTasks, label: str) -> dict[str, Any]:
+    timing.reset()
+    started = time.perf_counter()
+    report = fleet.reconciler(ecs_client=ecs).resync(label)
+    wall = time.perf_counter() - started
+    assert report is not None
+    return {
+        "wall": wall,
+        "own": wall - timing.aws_seconds,
+        "calls": dict(timing.calls),
+        "described": report.described,
+        "started": report.started,
+    }
+
+
+def _make_stale(fleet: MotoFleet, size: int) -> int:
+    """Age every STALE_EVERY-th heartbeat past three intervals; returns how many."""
+    stale = 0
+    old_ms = int((fleet.clock() - timedelta(minutes=10)).timestamp() * 1000)
+    for index in range(0, size, STALE_EVERY):
+        fleet.dynamodb.update_item(
+            TableName="vigil-observers",
+            Key={"name": {"S": f"obs-{index:05d}"}},
+            UpdateExpression="SET heartbeat_at_ms = :old",
+            ExpressionAttributeValues={":old": {"N": str(old_ms)}},
+        )
+        stale += 1
+    return stale
+
+
+def measure_scale(size: int) -> list[dict[str, Any]]:
+    clock = ManualClock(datetime(2026, 11, 22, 12, 0, tzinfo=UTC))
+    with mock_aws():
+        try:
+            fleet, timing, ecs = _fleet(size, clock)
+            fresh = _pass(fleet, timing, ecs, "fresh")
+            stale_count = _make_stale(fleet, size)
+            stale = _pass(fleet, timing, ecs, "stale")
+        finally:
+            default_task_transitions()
+    fresh.update(observers=size, case="all fresh")
+    stale.update(observers=size, case=f"{stale_count} stale")
+    return [fresh, stale]
+
+
+def measure_restart_latency(samples: int = LATENCY_SAMPLES) -> list[float]:
+    """Seconds from handing a STOPPED event to the reconciler to its RunTask call."""
+    clock = ManualClock(datetime(2026, 11, 22, 12, 0, tzinfo=UTC))
+    latencies: list[float] = []
+    with mock_aws():
+        try:
+            fleet = MotoFleet(clock)
+            timing = Timing()
+            timing.attach(fleet.ecs_client)
+            fleet.running_task("latency", 1)
+            for _ in range(samples):
+                item = fleet.item("latency")
+                arn, generation = item["task_arn"], item["generation"]
+                fleet.ecs_client.stop_task(cluster=fleet.cluster_arn, task=arn, reason="crash")
+                event = task_event(
+                    fleet,
+                    arn,
+                    name="latency",
+                    generation=generation,
+                    last_status="STOPPED",
+                    version=5,
+                    exit_code=1,
+                )
+                reconciler = fleet.reconciler()
+                timing.reset()
+                started = time.perf_counter()
+                reconciler.on_task_event(task_state(event["detail"]))
+                latencies.append(timing.marks["RunTask"] - started)
+                clock.advance(timedelta(hours=1))  # a healthy run: the next crash restarts at once
+        finally:
+            default_task_transitions()
+    return latencies
+
+
+def _growth(rows: list[dict[str, Any]], case_prefix: str) -> str:
+    picked = [r for r in rows if case_prefix in r["case"]]
+    parts = []
+    for small, large in itertools.pairwise(picked):
+        factor = large["observers"] / small["observers"]
+        parts.append(
+            f"x{factor:g} observers: wall x{large['wall'] / small['wall']:.1f}, "
+            f"own x{large['own'] / max(small['own'], 1e-9):.1f}"
+        )
+    return "; ".join(parts)
+
+
+def run(quick: bool = False) -> str:
+    rows: list[dict[str, Any]] = []
+    for size in QUICK_SIZES if quick else SIZES:
+        rows.extend(measure_scale(size))
+    latencies = measure_restart_latency()
+    header = (
+        "| Observers | Heartbeats | Wall per pass (s) | Reconciler's own (s) | API calls | "
+        + " | ".join(OPERATIONS)
+        + " |"
+    )
+    lines = [header, "|" + "---|" * (5 + len(OPERATIONS))]
+    for row in rows:
+        calls = row["calls"]
+        lines.append(
+            f"| {row['observers']:,} | {row['case']} | {row['wall']:.2f} | {row['own']:.2f} | "
+            f"{sum(calls.values())} | "
+            + " | ".join(str(calls.get(op, 0)) for op in OPERATIONS)
+            + " |"
+        )
+    lines.append("")
+    lines.append(f"Growth, all fresh: {_growth(rows, 'all fresh')}.")
+    lines.append(f"Growth, 5 % stale: {_growth(rows, 'stale')}.")
+    expected_pages = ", ".join(
+        f"{r['observers']:,}: {math.ceil(r['observers'] / 100)}" for r in rows[::2]
+    )
+    lines.append(f"ListTasks pages are one per 100 running tasks ({expected_pages}).")
+    p95 = sorted(latencies)[max(0, math.ceil(0.95 * len(latencies)) - 1)]
+    lines.append(
+        f"STOPPED event to replacement RunTask call (reconciler's own time on moto, "
+        f"{len(latencies)} samples): median {statistics.median(latencies) * 1000:.1f} ms, "
+        f"p95 {p95 * 1000:.1f} ms."
+    )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    import sys
+
+    print(run(quick="--quick" in sys.argv))
