@@ -91,8 +91,11 @@ def test_a_failure_emits_the_failed_metric_and_propagates_for_lambda_to_retry(
 def test_the_example_job_module_is_a_working_handler(
     job_env: None, dynamodb: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import importlib
+
     from jobs import cleanup
 
+    cleanup = importlib.reload(cleanup)  # a fresh container: nothing cached from earlier tests
     monkeypatch.setattr("boto3.client", lambda *a, **k: dynamodb)
     now = datetime.now(UTC).replace(microsecond=0)
     result = cleanup.handler(event(scheduled_time=now.isoformat()), context())
