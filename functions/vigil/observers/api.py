@@ -256,14 +256,15 @@ def build_app(services: Services) -> APIGatewayRestResolver:
             ),
         ] = None,
     ) -> Response[dict[str, Any]]:
-        key = idempotency_key
-        if key:
+        if request.kind not in services.kinds:  # refused before the idempotency store is touched
+            raise UnknownKind(request.kind, services.kinds)
+        if idempotency_key:
             if app.lambda_context is not None:
                 config.register_lambda_context(app.lambda_context)
             identity = app.current_event.request_context.identity
             keyed = {
                 "caller": identity.user_arn or identity.caller or "anonymous",
-                "key": key,
+                "key": idempotency_key,
                 "request": request.model_dump(),
             }
             body: dict[str, Any] = create_once(keyed=keyed)
