@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,9 +33,26 @@ DEADLINE_S = 20.0
 def endpoint() -> Iterator[str]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    _one_request_at_a_time(server)
     host, port = server.get_host_and_port()
     yield f"http://{host}:{port}"
     server.stop()
+
+
+def _one_request_at_a_time(server: ThreadedMotoServer) -> None:
+    """moto applies a request non-atomically (NOTES.md); DynamoDB applies each atomically. The
+    container's heartbeat thread and the test write concurrently, so requests take a lock.
+    moto offers no hook for this: wrap the WSGI app of its werkzeug server."""
+    wsgi = server._server
+    assert wsgi is not None
+    app = wsgi.app
+    lock = threading.Lock()
+
+    def locked(environ: Any, start_response: Any) -> Any:
+        with lock:
+            return list(app(environ, start_response))
+
+    wsgi.app = locked
 
 
 @pytest.fixture
