@@ -192,9 +192,10 @@ def _growth(rows: list[dict[str, Any]], case_prefix: str) -> str:
     picked = [r for r in rows if case_prefix in r["case"]]
     parts = []
     for small, large in itertools.pairwise(picked):
-        factor = large["observers"] / small["observers"]
         parts.append(
-            f"x{factor:g} observers: wall x{large['wall'] / small['wall']:.1f}, "
+            f"{small['observers']:,} -> {large['observers']:,}: "
+            f"calls x{sum(large['calls'].values()) / sum(small['calls'].values()):.1f}, "
+            f"wall x{large['wall'] / small['wall']:.1f}, "
             f"own x{large['own'] / max(small['own'], 1e-9):.1f}"
         )
     return "; ".join(parts)
