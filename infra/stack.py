@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from aws_cdk import Stack, Tags
+from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 
 from infra.monitoring import Monitoring
@@ -31,3 +31,22 @@ class VigilStack(Stack):
         self.runs = JobRunsTable(self, "JobRuns")
         self.jobs = list(declare_jobs(self, self.runs))
         self.monitoring = Monitoring(self, "Monitoring", jobs=self.jobs)
+        self._outputs()
+
+    def _outputs(self) -> None:
+        """What the ``vigil jobs`` commands need to find, read from the deployed stack."""
+        CfnOutput(self, "JobRunsTableName", value=self.runs.table.table_name)
+        CfnOutput(
+            self,
+            "JobsCatalog",
+            description="Per job: its function and its failed-runs (dead-letter) queue",
+            value=self.to_json_string(
+                {
+                    job.job_name: {
+                        "function": job.function.function_name,
+                        "failed_runs": job.failed_runs.queue_url,
+                    }
+                    for job in self.jobs
+                }
+            ),
+        )

@@ -61,6 +61,7 @@ class LocalLambda:
         self._now = now
         self._advance = advance
         self._log_dir = log_dir
+        self._handlers: dict[str, Callable[[Any, Any], Any]] = {}
         if str(FUNCTIONS_DIR) not in sys.path:
             sys.path.insert(0, str(FUNCTIONS_DIR))
 
@@ -77,13 +78,21 @@ class LocalLambda:
         variables = config.get("Environment", {}).get("Variables", {})
         log = self._log_dir / f"{config['FunctionName']}.log" if self._log_dir else None
         with _environment(variables), _output_to(log, variables.get("POWERTOOLS_SERVICE_NAME")):
-            handler = _load(config["Handler"])
+            handler = self._handler(config["Handler"])
             try:
                 return Invocation(ok=True, payload=handler(json.loads(json.dumps(event)), context))
             except Exception as error:
                 return Invocation(
                     ok=False, error_type=type(error).__name__, error_message=str(error)
                 )
+
+    def _handler(self, path: str) -> Callable[[Any, Any], Any]:
+        """Each LocalLambda is a fresh set of containers: modules are imported anew the first time."""
+        if path not in self._handlers:
+            module, _, name = path.rpartition(".")
+            sys.modules.pop(module, None)
+            self._handlers[path] = getattr(importlib.import_module(module), name)
+        return self._handlers[path]
 
     def invoke_async(self, function: str, event: Any) -> AsyncInvocation:
         retries, on_failure = self._async_config(function)
@@ -138,12 +147,6 @@ class LocalLambda:
         queue_name = destination.rsplit(":", 1)[-1]
         url = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
         self._sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record))
-
-
-def _load(handler: str) -> Callable[[Any, Any], Any]:
-    module, _, name = handler.rpartition(".")
-    function: Callable[[Any, Any], Any] = getattr(importlib.import_module(module), name)
-    return function
 
 
 @contextmanager

@@ -1,0 +1,132 @@
+"""``vigil jobs``: the scheduled jobs of a deployed stack, read from its outputs and table.
+
+    vigil jobs list [--stack Vigil]
+    vigil jobs history JOB [--limit 20]
+    vigil jobs redrive JOB [--limit 100]
+
+These talk to AWS directly with the usual credential chain (read the runs table, read and delete
+dead-lettered messages, invoke the job's function asynchronously).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from tools.redrive import redrive
+from vigil.jobs.store import RunStore
+
+DEFAULT_STACK = "Vigil"
+Invoke = Callable[[str, Any], Any]
+
+
+class JobsError(Exception):
+    """A problem the operator can fix (unknown job, stack not deployed); exit code 1."""
+
+
+@dataclass(frozen=True)
+class JobsCatalog:
+    runs_table: str
+    jobs: dict[str, dict[str, str]]
+
+    @classmethod
+    def from_stack(cls, cloudformation: Any, stack: str) -> JobsCatalog:
+        try:
+            described = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
+        except cloudformation.exceptions.ClientError as error:
+            raise JobsError(f"stack {stack!r} not found: {error}") from None
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+        if "JobRunsTableName" not in outputs or "JobsCatalog" not in outputs:
+            raise JobsError(f"stack {stack!r} has no Vigil job outputs: is it a Vigil stack?")
+        return cls(outputs["JobRunsTableName"], json.loads(outputs["JobsCatalog"]))
+
+    def job(self, name: str) -> dict[str, str]:
+        if name not in self.jobs:
+            raise JobsError(f"no job {name!r} in this stack; jobs: {', '.join(sorted(self.jobs))}")
+        return self.jobs[name]
+
+
+def add_parser(groups: Any) -> None:
+    jobs = groups.add_parser("jobs", help="scheduled jobs: state, history, redrive")
+    jobs.add_argument("--stack", default=DEFAULT_STACK, help="the deployed stack's name")
+    commands = jobs.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="every job's latest state")
+    history = commands.add_parser("history", help="a job's ticks, newest first")
+    history.add_argument("job")
+    history.add_argument("--limit", type=_positive, default=20)
+    again = commands.add_parser("redrive", help="hand dead-lettered events back to the job")
+    again.add_argument("job")
+    again.add_argument("--limit", type=_positive, default=100)
+
+
+def run(
+    args: argparse.Namespace,
+    session: Any,
+    out: TextIO,
+    invoke: Invoke | None = None,
+) -> int:
+    catalog = JobsCatalog.from_stack(session.client("cloudformation"), args.stack)
+    store = RunStore(session.client("dynamodb"), catalog.runs_table)
+    if args.command == "list":
+        heads = {head.job: head for head in store.heads()}
+        rows = [
+            [
+                name,
+                head.last_tick if head else "-",
+                head.last_status.value if head and head.last_status else "-",
+                f"tick {head.lease_tick} until {head.lease_until}"
+                if head and head.lease_tick
+                else "-",
+            ]
+            for name in sorted(catalog.jobs)
+            for head in [heads.get(name)]
+        ]
+        _table(out, ["JOB", "LAST TICK", "LAST STATUS", "LEASE"], rows)
+        return 0
+    job = catalog.job(args.job)
+    if args.command == "history":
+        rows = [
+            [
+                r.tick,
+                r.status.value,
+                str(r.attempts),
+                str(r.fencing_token or "-"),
+                str(r.duration_ms if r.duration_ms is not None else "-"),
+                r.detail or (f"{r.error_type}: {r.error_message}" if r.error_type else ""),
+            ]
+            for r in store.history(args.job, limit=args.limit)
+        ]
+        _table(out, ["TICK", "STATUS", "ATTEMPTS", "TOKEN", "MS", "DETAIL"], rows)
+        return 0
+    lambda_client = session.client("lambda")
+    send = invoke or (
+        lambda function, event: lambda_client.invoke(
+            FunctionName=function, InvocationType="Event", Payload=json.dumps(event).encode()
+        )
+    )
+    done = redrive(
+        session.client("sqs"),
+        job["failed_runs"],
+        lambda event: send(job["function"], event),
+        limit=args.limit,
+    )
+    out.write(f"redrove {len(done)} event(s) of {args.job} to {job['function']}\n")
+    return 0
+
+
+def _positive(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _table(out: TextIO, header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=False)]
+    for row in [header, *rows]:
+        out.write(
+            "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() + "\n"
+        )
