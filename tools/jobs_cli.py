@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -124,7 +124,7 @@ def _positive(raw: str) -> int:
     return value
 
 
-def _table(out: TextIO, header: list[str], rows: list[list[str]]) -> None:
+def _table(out: TextIO, header: list[str], rows: Sequence[Sequence[object]]) -> None:
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=False)]
     for row in [header, *rows]:
         out.write(
