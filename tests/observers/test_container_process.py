@@ -157,3 +157,15 @@ def test_given_a_missing_environment_when_started_then_exit_2(endpoint: str) -> 
 
     assert process.returncode == 2, output
     assert "VIGIL_OBSERVERS_TABLE" in output
+
+
+def test_given_the_image_dependencies_only_when_importing_the_entry_point_then_it_loads() -> None:
+    """The Dockerfile installs boto3 and Powertools, not pydantic or the X-Ray SDK."""
+    blocked = "import sys; sys.modules['pydantic'] = None; sys.modules['aws_xray_sdk'] = None; "
+    probe = blocked + "import vigil.observers.main, observers.ticker"
+
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=FUNCTIONS, capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 0, result.stderr
