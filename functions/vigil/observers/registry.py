@@ -13,8 +13,8 @@ DynamoDB rather than overwritten. Two kinds of condition guard the record:
 The fleet maximum is exact: the ``active`` counter on the ``#fleet`` item counts observers whose
 desired state is RUNNING and moves in the same transaction as the desired state.
 
-AWS errors become the domain exceptions below in ``_translate`` and the few ``except`` blocks
-around conditional writes, nowhere else.
+AWS errors become the domain exceptions below only here, in the ``except`` blocks around the
+conditional writes (reading the old item or the transaction's cancellation reasons).
 """
 
 from __future__ import annotations
