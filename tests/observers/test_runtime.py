@@ -317,6 +317,8 @@ def test_given_the_container_environment_when_read_then_validated_once() -> None
         ("VIGIL_OBSERVER_NAME", "Bad Name"),
         ("VIGIL_OBSERVER_KINDS", "[]"),
         ("VIGIL_OBSERVERS_TABLE", ""),
+        ("VIGIL_HEARTBEAT_SECONDS", ""),
+        ("VIGIL_HEARTBEAT_SECONDS", "0"),
     ]:
         with pytest.raises(InvalidSettings):
             RuntimeSettings.from_env({**env, key: value})

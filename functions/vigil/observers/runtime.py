@@ -100,6 +100,7 @@ class RuntimeSettings:
                 "VIGIL_OBSERVER_NAME",
                 "VIGIL_OBSERVER_GENERATION",
                 "VIGIL_OBSERVER_KINDS",
+                "VIGIL_HEARTBEAT_SECONDS",  # no default: the reconciler's staleness depends on it
             )
             if not environ.get(key)
         ]
@@ -107,7 +108,7 @@ class RuntimeSettings:
             raise InvalidSettings(f"missing environment variables: {', '.join(missing)}")
         try:
             generation = int(environ["VIGIL_OBSERVER_GENERATION"])
-            heartbeat = int(environ.get("VIGIL_HEARTBEAT_SECONDS", "30"))
+            heartbeat = int(environ["VIGIL_HEARTBEAT_SECONDS"])
         except ValueError as error:
             raise InvalidSettings(f"generation and heartbeat must be integers: {error}") from error
         if generation < 1 or heartbeat < 1:
