@@ -4,8 +4,9 @@
     vigil observers create NAME --kind K [--config JSON|@file] [--idempotency-key K]
     vigil observers list [--status S]
     vigil observers get NAME | stop NAME | restart NAME
+    vigil jobs list | history JOB | redrive JOB      (see tools/jobs_cli.py)
 
-Requests are signed with SigV4 (service ``execute-api``) using the usual AWS credential chain, and
+Observer requests are signed with SigV4 (service ``execute-api``) using the usual AWS credential chain, and
 go to ``--endpoint`` or ``VIGIL_API_URL`` (the stage URL). The transport is injectable: tests and
 the local emulator pass ``InProcessTransport(handler)`` to drive the Lambda handler directly.
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from tools import jobs_cli
 from tools.lambda_context import LambdaContext
 
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -261,11 +263,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="vigil", description="Operate Vigil's observers.")
+    parser = _Parser(prog="vigil", description="Operate Vigil's observers and scheduled jobs.")
     parser.add_argument("--endpoint", help="the API's stage URL (default: $VIGIL_API_URL)")
     parser.add_argument("--region", help="the API's region (default: from the URL or AWS_REGION)")
     parser.add_argument("--json", action="store_true", help="print the API's JSON")
     groups = parser.add_subparsers(dest="group", required=True)
+    jobs_cli.add_parser(groups)
     observers = groups.add_parser("observers", help="long-running observers")
     commands = observers.add_subparsers(dest="command", required=True)
     commands.add_parser("kinds", help="the kinds this fleet can run")
@@ -289,6 +292,7 @@ def main(
     argv: Sequence[str] | None = None,
     *,
     transport: Transport | None = None,
+    session: Any = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     environ: Mapping[str, str] | None = None,
@@ -298,6 +302,8 @@ def main(
     env = os.environ if environ is None else environ
     try:
         args = build_parser().parse_args(argv)
+        if args.group == "jobs":
+            return _jobs(args, session, out, err)
         config = _parse_config(args.config) if args.command == "create" else {}
         if transport is None:
             endpoint = args.endpoint or env.get("VIGIL_API_URL")
@@ -316,6 +322,21 @@ def main(
         return EXIT_UNREACHABLE
     print(json.dumps(result, indent=2) if args.json else _human(args.command, result), file=out)
     return EXIT_OK
+
+
+def _jobs(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> int:
+    """``vigil jobs``: talks to AWS directly (stack outputs, runs table, DLQ), not to the API."""
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        return jobs_cli.run(args, session or boto3.Session(region_name=args.region), out)
+    except jobs_cli.JobsError as problem:
+        print(f"error: {problem}", file=err)
+        return EXIT_API_ERROR
+    except BotoCoreError as unreachable:
+        print(f"error: {unreachable}", file=err)
+        return EXIT_UNREACHABLE
 
 
 def _run(client: ObserversClient, args: argparse.Namespace, config: dict[str, Any]) -> Any:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
+import boto3
 import pytest
 from botocore.credentials import Credentials
 
@@ -203,3 +204,22 @@ def test_given_an_unreachable_endpoint_when_calling_then_exit_3() -> None:
 
     assert main(["observers", "kinds"], transport=transport, stderr=err) == EXIT_UNREACHABLE
     assert "cannot reach" in err.getvalue()
+
+
+def test_given_the_jobs_group_when_the_stack_is_missing_then_exit_1_naming_it(aws: None) -> None:
+    err = io.StringIO()
+
+    code = main(
+        ["jobs", "--stack", "NotDeployed", "list"],
+        session=boto3.Session(region_name="us-east-1"),
+        stderr=err,
+    )
+
+    assert code == EXIT_API_ERROR and "NotDeployed" in err.getvalue()
+
+
+def test_given_the_jobs_group_without_a_command_when_run_then_usage_error() -> None:
+    err = io.StringIO()
+
+    assert main(["jobs"], stderr=err) == EXIT_USAGE
+    assert "required" in err.getvalue()
