@@ -152,7 +152,9 @@ class MotoFleet:
             assign_public_ip=True,
         )
 
-    def reconciler(self, *, ecs_client: Any = None, dynamodb: Any = None) -> Reconciler:
+    def reconciler(
+        self, *, ecs_client: Any = None, dynamodb: Any = None, **options: Any
+    ) -> Reconciler:
         table_client = dynamodb or self.dynamodb
         return Reconciler(
             store=FleetStore(table_client, TABLE),
@@ -163,6 +165,7 @@ class MotoFleet:
             clock=self.clock,
             sleeper=self.sleeps.append,
             metric=lambda metric, kind, value: self.metrics.append((metric.value, kind, value)),
+            **options,
         )
 
     # Registry fixtures (inserted directly, as the registry would write them) ------------------

@@ -87,6 +87,15 @@ def test_resync_starts_what_is_missing_and_a_second_pass_starts_nothing(fleet: M
     assert fleet.counter.calls["RunTask"] == 0 and len(running(fleet)) == 2
 
 
+def test_a_mass_start_is_spread_over_passes(fleet: MotoFleet) -> None:
+    for index in range(5):
+        fleet.put(fleet.observer(f"o-{index}"))
+    first = fleet.reconciler(max_starts_per_pass=3).resync("one")
+    assert first is not None and first.started == 3 and len(running(fleet)) == 3
+    second = fleet.reconciler(max_starts_per_pass=3).resync("two")
+    assert second is not None and second.started == 2 and len(running(fleet)) == 5
+
+
 def test_the_stream_ignores_heartbeats(fleet: MotoFleet) -> None:
     observer, _ = fleet.running_task("a", 1)
     before = to_item(observer)

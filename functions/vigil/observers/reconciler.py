@@ -156,6 +156,7 @@ class Reconciler:
         run_task_attempts: int = 3,
         run_task_pause: float = 0.5,
         lease_duration: timedelta = timedelta(minutes=5),
+        max_starts_per_pass: int = 1000,
     ) -> None:
         self._store = store
         self._ecs = ecs
@@ -168,6 +169,8 @@ class Reconciler:
         self._run_task_attempts = run_task_attempts
         self._run_task_pause = run_task_pause
         self._lease_duration = lease_duration
+        self._max_starts = max_starts_per_pass
+        """Fargate takes ~20 RunTask/s: a mass start is spread over passes, each within Lambda's time."""
 
     # Passes --------------------------------------------------------------------------------------
 
@@ -222,6 +225,9 @@ class Reconciler:
             looks = [a for a in actions if isinstance(a, d.Describe)]
             if looks:
                 to_describe[looks[0].arn] = record
+                continue
+            if report.started >= self._max_starts and _starts(actions):
+                report.note(record.name, d.Ignore("start deferred: this pass started its maximum"))
                 continue
             self._reconcile(record, evidence, report, first=actions)
         if to_describe:
@@ -399,6 +405,10 @@ class Reconciler:
                 return
             except Conflict:
                 continue
+
+
+def _starts(actions: list[d.Action]) -> bool:
+    return any(isinstance(a, d.StartTask | d.RetryStart) for a in actions)
 
 
 # Wiring ------------------------------------------------------------------------------------------
