@@ -186,6 +186,19 @@ def test_desired_stopped_stops_the_task_then_marks_stopped() -> None:
     assert d.decide(stopping, done, NOW, SETTINGS) == [d.MarkStopped(done.last_exit(NOW))]
 
 
+def test_a_restart_while_stopping_finishes_the_stop_then_starts_afresh() -> None:
+    # Given a stop that was withdrawn by a restart request before the task stopped
+    withdrawn = record(status=Status.STOPPING, restart_generation=3)
+    # The task is still up: it is stopped (its container would keep running otherwise)
+    assert d.decide(withdrawn, d.Listed(running=True), NOW, SETTINGS) == [
+        d.StopTask(ARN, "stopping before a restart")
+    ]
+    # Once it stopped, the next generation starts at once
+    done = stopped(exit_code=0, stop_code="UserInitiated")
+    (start,) = d.decide(withdrawn, done, NOW, SETTINGS)
+    assert isinstance(start, d.StartTask) and start.generation == 4
+
+
 def test_desired_stopped_without_a_task_is_stopped_at_once() -> None:
     pending = record(desired=Desired.STOPPED, status=Status.PENDING, task_arn=None)
     assert kinds(d.decide(pending, None, NOW, SETTINGS)) == [d.MarkStopped]

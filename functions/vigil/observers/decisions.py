@@ -358,12 +358,15 @@ def _toward_running(
         # Terminal until someone asks again (the API resets status to PENDING on restart).
         return [Ignore(f"{status.value}: waits for a restart request")]
     if status is Status.STOPPING:
-        # Stop was requested then withdrawn: let the stop finish, then start afresh.
+        # Stop requested then withdrawn (a restart): finish the stop, then start afresh. The
+        # container sees RUNNING desired again and would not exit by itself, so it is stopped.
+        if observer.task_arn is None:
+            return [_start(observer, now, settings)]
         if isinstance(evidence, TaskState) and evidence.stopped:
             return _restart(record, evidence, now, settings)
-        if isinstance(evidence, Listed) and not evidence.running and observer.task_arn:
+        if isinstance(evidence, Listed) and not evidence.running:
             return [Describe(observer.task_arn)]
-        return [Ignore("stopping before a new start")]
+        return [StopTask(observer.task_arn, "stopping before a restart")]
     if status is Status.PENDING:
         if (
             observer.next_start_at
@@ -371,15 +374,7 @@ def _toward_running(
             and not _restart_requested(observer)
         ):
             return [Ignore("backing off")]
-        return [
-            StartTask(
-                generation=observer.generation + 1,
-                restart=observer.generation > 0,
-                consecutive_failures=observer.consecutive_failures,
-                retry_at=now + settings.run_task_retry_base,
-                last_exit=observer.last_exit,
-            )
-        ]
+        return [_start(observer, now, settings)]
     arn = observer.task_arn
     if _restart_requested(observer):
         replaced = LastExit(
@@ -417,6 +412,17 @@ def _toward_running(
     if stale or (isinstance(evidence, Listed) and not evidence.running):
         return [Describe(arn)]
     return [Ignore("heartbeat fresh")]
+
+
+def _start(observer: Observer, now: datetime, settings: Settings) -> StartTask:
+    """The next generation, with nothing new to record about the previous one."""
+    return StartTask(
+        generation=observer.generation + 1,
+        restart=observer.generation > 0,
+        consecutive_failures=observer.consecutive_failures,
+        retry_at=now + settings.run_task_retry_base,
+        last_exit=observer.last_exit,
+    )
 
 
 def _restart_requested(observer: Observer) -> bool:
