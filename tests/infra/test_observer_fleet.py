@@ -218,3 +218,13 @@ def test_bad_parameters_fail_at_synth_naming_the_parameter(
         build(**overrides)
     assert raised.value.parameter == parameter
     assert "ObserverFleet" in str(raised.value)
+
+
+def test_an_existing_vpc_can_be_looked_up_by_id() -> None:
+    # Without credentials the lookup answers with CDK's placeholder VPC and records the question
+    # in the app's missing context; `cdk synth` with credentials fills cdk.context.json.
+    stack, fleet = build(vpc_id="vpc-0123456789abcdef0", assign_public_ip=True)
+    assert fleet.assign_public_ip is True
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::EC2::VPC", 0)
+    template.resource_count_is("AWS::ECS::Cluster", 1)
