@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Vigil CDK app: the jobs (and, later, observers) this team runs. ``python app.py`` synthesizes."""
+"""The Vigil CDK app: the jobs and observers this team runs. ``python app.py`` synthesizes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from aws_cdk import App, Duration, Environment
 from constructs import Construct
 
+from infra.observer_fleet import ObserverFleet, ObserverKind
 from infra.runs_table import JobRunsTable
 from infra.scheduled_job import ScheduledJob
 from infra.stack import VigilStack
@@ -47,6 +48,17 @@ def declare_jobs(scope: Construct, runs: JobRunsTable) -> list[ScheduledJob]:
     ]
 
 
+def declare_observers(scope: Construct) -> ObserverFleet:
+    # A ticker that checkpoints a counter: visible in its logs and in its registry item.
+    return ObserverFleet(
+        scope,
+        "Observers",
+        kinds={"ticker": ObserverKind("observers.ticker.run", cpu=256, memory_mib=512)},
+        heartbeat_interval=Duration.seconds(30),
+        max_observers=50,
+    )
+
+
 def cdk_json_context() -> dict[str, Any]:
     """cdk.json's context, so ``python app.py`` synthesizes what ``cdk synth`` would."""
     context: dict[str, Any] = json.loads((Path(__file__).parent / "cdk.json").read_text())[
@@ -65,6 +77,7 @@ def build_app(outdir: str | None = None) -> App:
         app,
         "Vigil",
         declare_jobs=declare_jobs,
+        declare_observers=declare_observers,
         env=Environment(account=account, region=region),
         description="Vigil: exactly-once scheduled jobs and always-running observers",
     )

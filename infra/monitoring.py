@@ -9,12 +9,18 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.observer_fleet import ObserverFleet
 from infra.scheduled_job import ScheduledJob
 
 
 class Monitoring(Construct):
     def __init__(
-        self, scope: Construct, construct_id: str, *, jobs: Sequence[ScheduledJob]
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        jobs: Sequence[ScheduledJob],
+        fleet: ObserverFleet | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cloudwatch.Alarm] = []
@@ -22,13 +28,48 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(
             cloudwatch.TextWidget(
                 markdown="# Vigil\nScheduled jobs: runs, suppressed duplicates, skipped and "
-                "missed ticks, and dead-lettered events. An alarm means work was lost or delayed.",
+                "missed ticks, dead-lettered events. Observers: starts, restarts, failures, "
+                "reconcile time. An alarm means work was lost or delayed.",
                 width=24,
                 height=2,
             )
         )
         for job in jobs:
             self._add_job(job)
+        if fleet is not None:
+            self._add_fleet(fleet)
+
+    def _add_fleet(self, fleet: ObserverFleet) -> None:
+        """The fleet owns its alarms; the dashboard shows its lifecycle and its dead letters."""
+        self.alarms.extend(fleet.alarms.values())
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="observers: lifecycle",
+                left=[
+                    _fleet_metric(name)
+                    for name in (
+                        "ObserverStarted",
+                        "ObserverRestarted",
+                        "ObserverStopped",
+                        "ObserverFailed",
+                        "ObserverOrphanStopped",
+                        "ObserverHeartbeatStale",
+                        "ObserverRunTaskFailed",
+                    )
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="observers: dead letters and reconcile time",
+                left=[
+                    _depth(fleet.observers_dlq, "gave up"),
+                    _depth(fleet.events_dlq, "undelivered task events"),
+                    _depth(fleet.stream_dlq, "unprocessed registry changes"),
+                ],
+                right=[_fleet_metric("ReconcilePassDuration", "Maximum")],
+                width=12,
+            ),
+        )
 
     def _add_job(self, job: ScheduledJob) -> None:
         name = job.job_name
@@ -89,4 +130,14 @@ class Monitoring(Construct):
 def _depth(queue: sqs.IQueue, label: str) -> cloudwatch.Metric:
     return queue.metric_approximate_number_of_messages_visible(
         label=label, period=Duration.minutes(5), statistic="Maximum"
+    )
+
+
+def _fleet_metric(name: str, statistic: str = "Sum") -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace="Vigil",
+        metric_name=name,
+        dimensions_map={"service": "vigil"},
+        statistic=statistic,
+        period=Duration.minutes(5),
     )

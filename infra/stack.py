@@ -9,14 +9,13 @@ from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 
 from infra.monitoring import Monitoring
+from infra.observer_fleet import ObserverFleet
 from infra.runs_table import JobRunsTable
 from infra.scheduled_job import ScheduledJob
 
-JobFactory = Callable[[Construct, Any], ScheduledJob]
-
 
 class VigilStack(Stack):
-    """The stack a team deploys; ``declare_jobs`` adds its ScheduledJob constructs."""
+    """The stack a team deploys: its scheduled jobs, its observer fleet, one dashboard."""
 
     def __init__(
         self,
@@ -24,13 +23,15 @@ class VigilStack(Stack):
         construct_id: str,
         *,
         declare_jobs: Callable[[Construct, JobRunsTable], Sequence[ScheduledJob]],
+        declare_observers: Callable[[Construct], ObserverFleet] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         Tags.of(self).add("vigil:stack", construct_id)
         self.runs = JobRunsTable(self, "JobRuns")
         self.jobs = list(declare_jobs(self, self.runs))
-        self.monitoring = Monitoring(self, "Monitoring", jobs=self.jobs)
+        self.observers = declare_observers(self) if declare_observers else None
+        self.monitoring = Monitoring(self, "Monitoring", jobs=self.jobs, fleet=self.observers)
         self._outputs()
 
     def _outputs(self) -> None:

@@ -69,6 +69,9 @@ class Resolver:
             return str(client("iam").get_role(RoleName=physical)["Role"]["Arn"])
         if kind == "AWS::DynamoDB::Table":
             return str(client("dynamodb").describe_table(TableName=physical)["Table"]["TableArn"])
+        if kind == "AWS::Events::Rule":
+            name = physical.split("|")[-1].rsplit("/", 1)[-1]
+            return str(client("events").describe_rule(Name=name)["Arn"])
         if physical.startswith("arn:"):
             return physical
         raise NotImplementedError(f"ARN of a {kind}")
