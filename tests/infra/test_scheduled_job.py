@@ -129,8 +129,15 @@ def test_functions_share_runtime_tracing_powertools_and_log_retention(
         assert log_group["Properties"]["RetentionInDays"] == 30
 
 
-def test_alarms_watch_dead_letters_and_missed_ticks(template: Template) -> None:
-    template.resource_count_is("AWS::CloudWatch::Alarm", 6)
+def test_alarms_watch_dead_letters_and_missed_ticks(
+    template: Template, synthesized: Synthesized
+) -> None:
+    job_alarms = [
+        alarm
+        for alarm in synthesized.resources("AWS::CloudWatch::Alarm").values()
+        if alarm["Properties"]["AlarmDescription"].startswith("Job ")
+    ]
+    assert len(job_alarms) == 3 * 2, "failed runs, undelivered and missed ticks, per job"
     template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
     template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
