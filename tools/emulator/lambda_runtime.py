@@ -75,7 +75,12 @@ class LocalLambda:
             aws_request_id=str(uuid.uuid4()),
             remaining_ms=lambda: max(0, int((deadline - self._now()).total_seconds() * 1000)),
         )
-        variables = config.get("Environment", {}).get("Variables", {})
+        region = self._lambda.meta.region_name  # Lambda sets both in every function's environment
+        variables = {
+            "AWS_REGION": region,
+            "AWS_DEFAULT_REGION": region,
+            **config.get("Environment", {}).get("Variables", {}),
+        }
         log = self._log_dir / f"{config['FunctionName']}.log" if self._log_dir else None
         with _environment(variables), _output_to(log, variables.get("POWERTOOLS_SERVICE_NAME")):
             handler = self._handler(config["Handler"])

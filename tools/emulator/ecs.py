@@ -1,0 +1,240 @@
+"""ECS, completed where moto stops: task state change events, and observer containers in-process.
+
+moto's ECS records tasks (RunTask, DescribeTasks, StopTask) but runs no container and sends no
+events. Here, as the ECS agent would:
+
+* :func:`container_environment` is what a task's container sees: the task definition's environment
+  with the task's container overrides applied;
+* :class:`ObserverContainer` runs the observer runtime of one task in a thread that moves only
+  when told to (:meth:`~ObserverContainer.step`), so a demo or test interleaves containers and the
+  reconciler deterministically: heartbeats fall due on the (frozen) clock, never on real time;
+* :func:`task_state_change` builds the EventBridge "ECS Task State Change" event for a task as
+  AWS documents it (moto's StopTask sets no ``stopCode`` and no container ``exitCode``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import IO, Any
+
+from aws_lambda_powertools import Logger
+
+from vigil.clock import iso
+from vigil.observers.registry import ObserverRegistry
+from vigil.observers.runtime import ExitCode, ObserverRuntime, RuntimeSettings, StopReason
+
+
+def describe_task(ecs: Any, cluster: str, arn: str) -> dict[str, Any]:
+    tasks = ecs.describe_tasks(cluster=cluster, tasks=[arn], include=["TAGS"])["tasks"]
+    if not tasks:
+        raise LookupError(f"ECS does not know task {arn}")
+    return dict(tasks[0])
+
+
+def container_environment(ecs: Any, task: Mapping[str, Any], container: str) -> dict[str, str]:
+    """The environment ECS gives the task's ``container``: definition, then overrides."""
+    definition = ecs.describe_task_definition(taskDefinition=task["taskDefinitionArn"])
+    environment: dict[str, str] = {}
+    for spec in definition["taskDefinition"]["containerDefinitions"]:
+        if spec["name"] == container:
+            environment.update({e["name"]: e["value"] for e in spec.get("environment", [])})
+    for override in (task.get("overrides") or {}).get("containerOverrides") or []:
+        if override.get("name") == container:
+            environment.update({e["name"]: e["value"] for e in override.get("environment", [])})
+    return environment
+
+
+def task_state_change(
+    task: Mapping[str, Any],
+    *,
+    version: int,
+    account: str,
+    region: str,
+    at: datetime,
+    container: str,
+    stop_code: str | None = None,
+    exit_code: int | None = None,
+    stopped_reason: str | None = None,
+) -> dict[str, Any]:
+    """The "ECS Task State Change" event of a described task, in its current ``lastStatus``."""
+    status = str(task["lastStatus"])
+    stopped = status == "STOPPED"
+    entry: dict[str, Any] = {
+        "containerArn": str(task["taskArn"]).replace(":task/", ":container/") + f"/{container}",
+        "lastStatus": status,
+        "name": container,
+        "taskArn": task["taskArn"],
+    }
+    if stopped and exit_code is not None:
+        entry["exitCode"] = exit_code
+    detail: dict[str, Any] = {
+        "clusterArn": task["clusterArn"],
+        "taskArn": task["taskArn"],
+        "taskDefinitionArn": task["taskDefinitionArn"],
+        "lastStatus": status,
+        "desiredStatus": "STOPPED" if stopped else str(task.get("desiredStatus", "RUNNING")),
+        "launchType": task.get("launchType", "FARGATE"),
+        "containers": [entry],
+        "overrides": task.get("overrides") or {"containerOverrides": []},
+        "startedBy": task.get("startedBy"),
+        "group": task.get("group"),
+        "updatedAt": iso(at),
+        "version": version,
+    }
+    if stopped:
+        detail["stopCode"] = stop_code or "EssentialContainerExited"
+        detail["stoppedReason"] = (
+            stopped_reason or task.get("stoppedReason") or "Essential container in task exited"
+        )
+        detail["stoppedAt"] = iso(at)
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "ECS Task State Change",
+        "source": "aws.ecs",
+        "account": account,
+        "time": iso(at).replace(".000Z", "Z"),
+        "region": region,
+        "resources": [task["taskArn"]],
+        "detail": detail,
+    }
+
+
+class ObserverContainer:
+    """One task's container: ``python -m vigil.observers.main`` as an in-process runtime.
+
+    The runtime runs on its own thread, but only ever one of the demo and the container moves: the
+    container runs from :meth:`step` until its observer sleeps again (or exits), then hands control
+    back. Its heartbeat runs at the start of a step once an interval has passed on the clock, as
+    the heartbeat thread would have done meanwhile. ``stdout`` takes what the container prints
+    (EMF metrics) while it runs.
+    """
+
+    def __init__(
+        self,
+        task_arn: str,
+        environment: Mapping[str, str],
+        dynamodb: Any,
+        *,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        log: IO[str],
+    ) -> None:
+        self.task_arn = task_arn
+        self.settings = RuntimeSettings.from_env(environment)
+        self.name = self.settings.name
+        self.generation = self.settings.generation
+        self._now = now
+        self._log = log
+        self._interval = timedelta(seconds=self.settings.heartbeat_seconds)
+        self._next_beat = now() + self._interval
+        logger = Logger(
+            # A logger of its own (the name is Python's logger's), so its handler is this log.
+            service=f"vigil-container-{self.name}-{self.generation}-{uuid.uuid4().hex[:6]}",
+            logger_handler=_handler(log),
+        )
+        logger.append_keys(service=environment.get("POWERTOOLS_SERVICE_NAME", "vigil"))
+        self.runtime = ObserverRuntime(
+            ObserverRegistry(dynamodb, self.settings.table),
+            name=self.name,
+            generation=self.generation,
+            kinds=self.settings.kinds,
+            heartbeat_seconds=self.settings.heartbeat_seconds,
+            logger=logger,
+            sleeper=self._sleep,
+            monotonic=lambda: now().timestamp(),
+            heartbeat_thread=False,
+        )
+        self.heartbeats = 0
+        self.refused: str | None = None
+        """Which write of this container was refused as fenced: "heartbeat" or "checkpoint"."""
+        self.exit_code: ExitCode | None = None
+        self._resume = threading.Semaphore(0)
+        self._paused = threading.Semaphore(0)
+        self._error: BaseException | None = None
+        self._killed = False
+        self._thread = threading.Thread(
+            target=self._main, name=f"container-{self.name}-{self.generation}", daemon=True
+        )
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and self.exit_code is None
+
+    def start(self) -> None:
+        """The container starts: claims its generation, runs until the observer first sleeps."""
+        with self._output():
+            self._thread.start()
+            self._paused.acquire()
+        self._raise()
+
+    def step(self) -> None:
+        """Let the container run until its observer sleeps again (or it exits)."""
+        if not self.alive:
+            return
+        with self._output():
+            self._resume.release()
+            self._paused.acquire()
+        self._raise()
+
+    def sigterm(self) -> ExitCode | None:
+        """What ECS's StopTask does to the container: SIGTERM, then it finishes its loop."""
+        self.runtime.request_stop(StopReason.SIGTERM)  # as main.py's signal handler does
+        while self.alive:
+            self.step()
+        return self.exit_code
+
+    def kill(self) -> None:
+        """The process ends at once (SIGKILL): no exit report, nothing more written."""
+        if not self.alive:
+            return
+        self._killed = True
+        self._resume.release()
+        self._paused.acquire()
+        self._error = None
+
+    # -- inside the container's thread ------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            self.exit_code = self.runtime.run()
+            if self.exit_code is ExitCode.FENCED and self.refused is None:
+                self.refused = "checkpoint"
+        except BaseException as error:  # handed to the demo's thread
+            self._error = error
+        finally:
+            self._paused.release()
+
+    def _sleep(self, stopping: threading.Event, seconds: float) -> None:
+        self._paused.release()
+        self._resume.acquire()
+        if self._killed:
+            raise _Killed()
+        if self._now() >= self._next_beat:
+            self.runtime.heartbeat_once()
+            self._next_beat = self._now() + self._interval
+            if self.runtime.stop_reason is StopReason.FENCED:
+                self.refused = self.refused or "heartbeat"
+            else:
+                self.heartbeats += 1
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _output(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.redirect_stdout(self._log)
+
+
+class _Killed(BaseException):
+    """Unwinds a killed container's thread past the runtime's ``except Exception``."""
+
+
+def _handler(stream: IO[str]) -> Any:
+    import logging
+
+    return logging.StreamHandler(stream)

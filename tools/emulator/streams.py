@@ -1,0 +1,190 @@
+"""DynamoDB stream event source mappings, delivered in-process as Lambda's stream poller would.
+
+moto keeps a table's stream, but for a table with an event source mapping it tries to run the
+function in Docker on every write and, when that fails, drops the stream's records (and prints the
+Docker errors). :func:`detach_moto_delivery` stops that; :class:`StreamMapping` then reads the
+stream through the DynamoDB Streams API from where the mapping starts, applies the mapping's
+filter criteria, and hands the records to the function in batches of the mapping's size, shaped as
+Lambda delivers them.
+
+Not emulated: the poller's retries, bisection and on-failure destination. A batch the function
+fails on raises :class:`BatchFailed` (a local run should never produce one).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tools.emulator.lambda_runtime import Invocation, LocalLambda
+
+Invoke = Callable[[str, Any], Invocation]
+
+
+class BatchFailed(RuntimeError):
+    """The function raised on a batch; the poller's retries are not emulated."""
+
+
+def detach_moto_delivery(session: Any, table_name: str) -> None:
+    """Stop moto invoking (through Docker) the functions mapped to a table's stream.
+
+    The mapping stays in the Lambda API, where :class:`StreamMapping` reads its settings.
+    """
+    from moto.dynamodb.models import dynamodb_backends
+
+    account = session.client("sts").get_caller_identity()["Account"]
+    table = dynamodb_backends[account][session.region_name].get_table(table_name)
+    table.lambda_event_source_mappings.clear()
+
+
+@dataclass
+class StreamMapping:
+    """One DynamoDB stream event source mapping of one function, polled on demand."""
+
+    session: Any
+    function: str
+    mapping: dict[str, Any]
+    _after: dict[str, int | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, session: Any, function: str) -> StreamMapping:
+        """The function's one DynamoDB stream mapping, positioned where it starts (LATEST: now)."""
+        client = session.client("lambda")
+        mappings = [
+            m
+            for m in client.list_event_source_mappings(FunctionName=function)["EventSourceMappings"]
+            if ":dynamodb:" in m.get("EventSourceArn", "")
+        ]
+        if len(mappings) != 1:
+            raise LookupError(f"{function} has {len(mappings)} DynamoDB stream mappings")
+        stream = cls(session, function, mappings[0])
+        table_name = mappings[0]["EventSourceArn"].split(":table/", 1)[1].split("/stream/", 1)[0]
+        detach_moto_delivery(session, table_name)
+        stream._position(mappings[0].get("StartingPosition", "LATEST"))
+        return stream
+
+    @property
+    def stream_arn(self) -> str:
+        return str(self.mapping["EventSourceArn"])
+
+    def _position(self, starting_position: str) -> None:
+        """Remember, per shard, the last sequence number already behind the mapping.
+
+        Each poll opens a fresh iterator after it: moto replaces a table (and its stream shard)
+        with a copy when a transaction is cancelled, which strands any iterator kept open.
+        """
+        streams = self.session.client("dynamodbstreams")
+        shards = streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
+        for shard in shards:
+            self._after[shard["ShardId"]] = None
+            if starting_position == "LATEST":
+                seen = [int(r["dynamodb"]["SequenceNumber"]) for r in self._read(shard["ShardId"])]
+                # Nothing written yet: everything from the start of the shard is new.
+                self._after[shard["ShardId"]] = max(seen) if seen else None
+
+    def _read(self, shard: str) -> list[dict[str, Any]]:
+        streams = self.session.client("dynamodbstreams")
+        after = self._after.get(shard)
+        position: dict[str, Any] = (
+            {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": str(after)}
+            if after is not None
+            else {"ShardIteratorType": "TRIM_HORIZON"}
+        )
+        iterator = streams.get_shard_iterator(StreamArn=self.stream_arn, ShardId=shard, **position)[
+            "ShardIterator"
+        ]
+        records: list[dict[str, Any]] = []
+        while iterator:
+            answer = streams.get_records(ShardIterator=iterator)
+            if not answer.get("Records"):
+                break
+            records += answer["Records"]
+            iterator = answer.get("NextShardIterator")
+        return records
+
+    def poll(self) -> list[dict[str, Any]]:
+        """The records written since the last poll that pass the mapping's filters, in order."""
+        region = self.session.region_name
+        records: list[dict[str, Any]] = []
+        for shard in self._after:
+            for raw in self._read(shard):
+                self._after[shard] = int(raw["dynamodb"]["SequenceNumber"])
+                record = _lambda_record(raw, region, self.stream_arn)
+                if self.passes(record):
+                    records.append(record)
+        return records
+
+    def passes(self, record: Mapping[str, Any]) -> bool:
+        filters = (self.mapping.get("FilterCriteria") or {}).get("Filters") or []
+        return not filters or any(
+            _matches(json.loads(f["Pattern"]), record) for f in filters if "Pattern" in f
+        )
+
+    def deliver(self, invoke: Invoke) -> list[Invocation]:
+        """Poll once and invoke the function with each batch; one Invocation per batch."""
+        records = self.poll()
+        size = int(self.mapping.get("BatchSize", 100))
+        results = []
+        for batch in _chunks(records, size):
+            result = invoke(self.function, {"Records": batch})
+            if not result.ok:
+                raise BatchFailed(
+                    f"{self.function} failed on a stream batch: "
+                    f"{result.error_type}: {result.error_message}"
+                )
+            results.append(result)
+        return results
+
+    def deliver_to(self, runtime: LocalLambda) -> list[Invocation]:
+        return self.deliver(runtime.invoke)
+
+
+def _lambda_record(raw: Mapping[str, Any], region: str, source_arn: str) -> dict[str, Any]:
+    """A DynamoDB Streams API record as Lambda's event carries it (times as epoch seconds)."""
+    change = dict(raw["dynamodb"])
+    created = change.get("ApproximateCreationDateTime")
+    if isinstance(created, datetime):
+        change["ApproximateCreationDateTime"] = int(created.timestamp())
+    return {
+        "eventID": raw["eventID"],
+        "eventName": raw["eventName"],
+        "eventVersion": raw.get("eventVersion", "1.1"),
+        "eventSource": "aws:dynamodb",
+        "awsRegion": region,
+        "dynamodb": change,
+        "eventSourceARN": source_arn,
+    }
+
+
+def _matches(pattern: Mapping[str, Any], value: Any) -> bool:
+    """Lambda event filtering, the subset mappings here use: nested keys, lists of literal values
+    (any may match) and ``{"exists": bool}``."""
+    if not isinstance(value, Mapping):
+        return False
+    for key, wanted in pattern.items():
+        present = key in value
+        if isinstance(wanted, Mapping):
+            if not present or not _matches(wanted, value[key]):
+                return False
+            continue
+        if not isinstance(wanted, list):
+            raise NotImplementedError(f"filter value {wanted!r} (expected a list)")
+        if not any(_one(option, present, value.get(key)) for option in wanted):
+            return False
+    return True
+
+
+def _one(option: Any, present: bool, actual: Any) -> bool:
+    if isinstance(option, Mapping):
+        if set(option) == {"exists"}:
+            return present is bool(option["exists"])
+        raise NotImplementedError(f"filter operator {sorted(option)}")
+    return present and actual == option
+
+
+def _chunks(items: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    for start in range(0, len(items), max(1, size)):
+        yield items[start : start + size]
