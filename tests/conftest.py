@@ -33,9 +33,9 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The app's CloudFormation template, synthesized once per test session."""
-    from tools.emulator.template import synthesize
+    from tools.emulator.template import synthesized_app
 
-    return synthesize(tmp_path_factory.mktemp("cdk.out"))
+    return synthesized_app()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Registry and idempotency tables with exactly the shape the CDK stack gives them."""
+"""Registry and idempotency tables created from the synthesized template: the deployed shape."""
 
 from __future__ import annotations
 
@@ -8,51 +8,22 @@ from typing import Any
 import pytest
 
 from handlers import observers_api
+from tools.emulator.template import create_table, synthesized_app
 from vigil.clock import ManualClock
-from vigil.observers.model import FLEET_INDEX, FLEET_INDEX_ATTRIBUTES
 from vigil.observers.registry import ObserverRegistry
 
+REGISTRY_PATH = "Vigil/Observers/Registry"
+IDEMPOTENCY_PATH = "Vigil/Observers/Idempotency"
 REGISTRY_TABLE = "vigil-observers"
 IDEMPOTENCY_TABLE = "vigil-idempotency"
 
 
 def create_registry_table(client: Any, name: str = REGISTRY_TABLE) -> None:
-    client.create_table(
-        TableName=name,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[
-            {"AttributeName": "name", "AttributeType": "S"},
-            {"AttributeName": "fleet", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "name", "KeyType": "HASH"}],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": FLEET_INDEX,
-                "KeySchema": [
-                    {"AttributeName": "fleet", "KeyType": "HASH"},
-                    {"AttributeName": "name", "KeyType": "RANGE"},
-                ],
-                "Projection": {
-                    "ProjectionType": "INCLUDE",
-                    "NonKeyAttributes": list(FLEET_INDEX_ATTRIBUTES),
-                },
-            }
-        ],
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-    )
+    create_table(synthesized_app(), client, REGISTRY_PATH, name)
 
 
 def create_idempotency_table(client: Any, name: str = IDEMPOTENCY_TABLE) -> None:
-    client.create_table(
-        TableName=name,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-    )
-    client.update_time_to_live(
-        TableName=name,
-        TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"},
-    )
+    create_table(synthesized_app(), client, IDEMPOTENCY_PATH, name)
 
 
 def scan_all(client: Any, table: str) -> list[dict[str, Any]]:

@@ -16,13 +16,14 @@ from typing import Any
 import boto3
 from moto.moto_api import state_manager
 
+from tools.emulator.template import create_table, synthesized_app
 from vigil.clock import ManualClock, iso
 from vigil.dynamo import from_wire, to_wire
 from vigil.leases import LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import GENERATION_ENV, NAME_ENV, EcsTasks
-from vigil.observers.fleet_store import INDEX_ATTRIBUTES, FleetStore
-from vigil.observers.model import FLEET_INDEX, Desired, Observer, Status, to_item
+from vigil.observers.fleet_store import FleetStore
+from vigil.observers.model import Desired, Observer, Status, to_item
 from vigil.observers.reconciler import Notices, Reconciler
 
 REGION = "us-east-1"
@@ -43,29 +44,8 @@ def default_task_transitions() -> None:
 
 
 def create_registry_table(client: Any) -> None:
-    client.create_table(
-        TableName=TABLE,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[
-            {"AttributeName": "name", "AttributeType": "S"},
-            {"AttributeName": "fleet", "AttributeType": "S"},
-        ],
-        KeySchema=[{"AttributeName": "name", "KeyType": "HASH"}],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": FLEET_INDEX,
-                "KeySchema": [
-                    {"AttributeName": "fleet", "KeyType": "HASH"},
-                    {"AttributeName": "name", "KeyType": "RANGE"},
-                ],
-                "Projection": {
-                    "ProjectionType": "INCLUDE",
-                    "NonKeyAttributes": list(INDEX_ATTRIBUTES),
-                },
-            }
-        ],
-        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-    )
+    """The registry exactly as the synthesized template defines it."""
+    create_table(synthesized_app(), client, "Vigil/Observers/Registry", TABLE)
 
 
 class CallCounter:

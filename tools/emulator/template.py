@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -36,6 +37,25 @@ def synthesize(outdir: str | Path | None = None, stack: str = STACK_NAME) -> Syn
     return load(target, stack)
 
 
+@functools.cache
+def synthesized_app() -> Synthesized:
+    """The app synthesized once per process, for tests and benchmarks that need its tables."""
+    return synthesize()
+
+
+def create_table(synth: Synthesized, client: Any, path_prefix: str, name: str) -> str:
+    """Create one of the template's tables (found by construct path) under another name."""
+    logical_id = logical_id_of(synth, "AWS::DynamoDB::Table", path_prefix)
+    client.create_table(**{**table_definitions(synth)[logical_id], "TableName": name})
+    ttl = synth.template["Resources"][logical_id]["Properties"].get("TimeToLiveSpecification")
+    if ttl and ttl.get("Enabled"):
+        client.update_time_to_live(
+            TableName=name,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["AttributeName"]},
+        )
+    return name
+
+
 def load(outdir: Path, stack: str = STACK_NAME) -> Synthesized:
     template = json.loads((outdir / f"{stack}.template.json").read_text())
     assets = json.loads((outdir / f"{stack}.assets.json").read_text())
@@ -67,18 +87,14 @@ def table_definitions(synth: Synthesized) -> dict[str, dict[str, Any]]:
 
 def create_tables(synth: Synthesized, client: Any) -> dict[str, str]:
     """Create the template's tables on an emulator; returns logical id -> table name."""
-    names: dict[str, str] = {}
-    for logical_id, args in table_definitions(synth).items():
-        client.create_table(**args)
-        props = synth.template["Resources"][logical_id]["Properties"]
-        ttl = props.get("TimeToLiveSpecification")
-        if ttl and ttl.get("Enabled"):
-            client.update_time_to_live(
-                TableName=logical_id,
-                TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["AttributeName"]},
-            )
-        names[logical_id] = logical_id
-    return names
+    return {
+        logical_id: create_table(synth, client, _path(synth, logical_id), logical_id)
+        for logical_id in table_definitions(synth)
+    }
+
+
+def _path(synth: Synthesized, logical_id: str) -> str:
+    return str(synth.template["Resources"][logical_id]["Metadata"]["aws:cdk:path"])
 
 
 def logical_id_of(synth: Synthesized, resource_type: str, path_prefix: str) -> str:
