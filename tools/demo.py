@@ -1,9 +1,12 @@
-"""``make demo``: the app's jobs running on a local emulator for 45 simulated minutes.
+"""``make demo``: the whole app on a local emulator.
 
-It synthesizes app.py, deploys the template on an in-process AWS emulator (moto), lets the
-emulated EventBridge Scheduler fire the deployed schedules with the faults AWS really produces
-(duplicate deliveries, a late delivery, a throttled database, a malformed event), then redrives
-the dead-letter queues and prints what happened, read back from the deployed resources.
+It synthesizes app.py and deploys the template on an in-process AWS emulator (moto). Jobs: the
+emulated EventBridge Scheduler fires the deployed schedules for 45 simulated minutes with the faults
+AWS really produces (duplicate deliveries, a late delivery, a throttled database, a malformed
+event), then the dead-letter queues are redriven. Observers: the CLI creates observers through the
+deployed API, the reconciler starts them on ECS, their containers heartbeat and checkpoint, one
+crashes and is replaced (its zombie fenced), one is stopped. Everything printed is read back from
+the deployed resources.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from freezegun import freeze_time
 
+from tools.demo_observers import simulate as simulate_observers
 from tools.emulator.account import LocalAccount, local_account
 from tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
 from tools.emulator.scheduler import Schedule, deployed_schedules, occurrences
@@ -118,7 +122,9 @@ def simulate() -> dict[str, Any]:
         frozen.move_to(START + WINDOW + timedelta(minutes=5))
         _malformed(account, runtime, schedules, journal)
         _redrive_all(account, runtime, journal)
-        return _summary(account, journal, fault)
+        facts = _summary(account, journal, fault)
+        facts["observers"] = simulate_observers(account, runtime, frozen, log_dir=LOG_DIR)
+        return facts
 
 
 def _fire(
