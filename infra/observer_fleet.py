@@ -28,12 +28,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.errors import ConfigurationError
 from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
+from infra.queues import dead_letter_queue
 
 OWNER = "ObserverFleet"
 KIND_NAME = re.compile(r"^[a-z0-9-]{1,63}$")
@@ -131,11 +131,11 @@ class ObserverFleet(Construct):
 
         self.table = self._build_registry(removal_policy)
         self.idempotency_table = self._build_idempotency_table()
-        self.observers_dlq = self._build_queue("ObserversDlq")
+        self.observers_dlq = dead_letter_queue(self, "ObserversDlq")
         """FAILED notices: one message per observer that gave up (read it, fix, restart)."""
-        self.events_dlq = self._build_queue("EventsDlq")
+        self.events_dlq = dead_letter_queue(self, "EventsDlq")
         """ECS events and resync ticks EventBridge could not deliver to the reconciler."""
-        self.stream_dlq = self._build_queue("StreamDlq")
+        self.stream_dlq = dead_letter_queue(self, "StreamDlq")
         """Registry stream batches the reconciler failed on after its retries."""
 
         self.vpc, selection, self.assign_public_ip = self._build_network(
@@ -211,15 +211,6 @@ class ObserverFleet(Construct):
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             time_to_live_attribute="expiration",
             removal_policy=RemovalPolicy.DESTROY,
-        )
-
-    def _build_queue(self, construct_id: str) -> sqs.Queue:
-        return sqs.Queue(
-            self,
-            construct_id,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
         )
 
     # Network and ECS ----------------------------------------------------------------------------

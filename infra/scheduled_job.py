@@ -13,12 +13,12 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as targets
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.errors import ConfigurationError
 from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
+from infra.queues import dead_letter_queue
 from infra.runs_table import JobRunsTable
 from infra.schedule_expressions import validate_schedule, validate_time_zone
 
@@ -85,8 +85,8 @@ class ScheduledJob(Construct):
         self.schedule_expression = schedule
         self.overlap = overlap
         self.runs_table = runs_table or _shared_runs_table(self)
-        self.failed_runs = self._build_queue("FailedRuns")
-        self.undelivered = self._build_queue("Undelivered")
+        self.failed_runs = dead_letter_queue(self, "FailedRuns")
+        self.undelivered = dead_letter_queue(self, "Undelivered")
         self.function = self._build_function(
             handler=handler,
             description=description or f"Vigil job {checked.name} ({schedule})",
@@ -169,15 +169,6 @@ class ScheduledJob(Construct):
         return _Checked(name=name, timeout=seconds, max_event_age=age)
 
     # --- resources ---------------------------------------------------------------------------
-
-    def _build_queue(self, construct_id: str) -> sqs.Queue:
-        return sqs.Queue(
-            self,
-            construct_id,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
 
     def _build_function(
         self,
