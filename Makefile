@@ -10,7 +10,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # functions/ is the Lambda asset root and the import root of the runtime library.
 export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 
-.PHONY: install test check format demo synth bench deploy diff clean
+.PHONY: install test check format demo synth cdk-synth bench deploy diff clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,12 +44,20 @@ synth: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
 
-## Real accounts only: needs AWS credentials, a bootstrapped account and (for observers) Docker.
-deploy: $(STAMP)
-	npx --yes cdk deploy --all
+# The CDK CLI, at the version package.json pins (only deploy and diff need it; synth is Python).
+node_modules/.bin/cdk: package.json
+	npm install --no-audit --no-fund --loglevel=error
+	touch $@
 
-diff: $(STAMP)
-	npx --yes cdk diff --all
+cdk-synth: $(STAMP) node_modules/.bin/cdk
+	npx cdk synth --quiet
+
+## Real accounts only: needs AWS credentials, a bootstrapped account and (for observers) Docker.
+deploy: $(STAMP) node_modules/.bin/cdk
+	npx cdk deploy --all
+
+diff: $(STAMP) node_modules/.bin/cdk
+	npx cdk diff --all
 
 clean:
 	rm -rf $(VENV) cdk.out .demo node_modules

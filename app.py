@@ -19,7 +19,9 @@ from infra.stack import VigilStack
 
 def declare_jobs(scope: Construct, runs: JobRunsTable) -> list[ScheduledJob]:
     return [
-        # Frequent, and must never overlap itself: a slow run makes the next tick SKIPPED.
+        # Frequent, and must never overlap itself: a slow run makes the next tick SKIPPED. A
+        # failed run is not retried (the next tick comes in 5 minutes); it waits in the
+        # dead-letter queue for a redrive.
         ScheduledJob(
             scope,
             "Cleanup",
@@ -28,6 +30,7 @@ def declare_jobs(scope: Construct, runs: JobRunsTable) -> list[ScheduledJob]:
             overlap="skip",
             timeout=Duration.minutes(4),
             max_lateness=Duration.minutes(2),
+            retry_attempts=0,
             runs_table=runs.table,
         ),
         # Business-hours report in Prague time; reports for different days may overlap.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from aws_cdk import Duration, Stack, TimeZone
+from aws_cdk import Annotations, Duration, Stack, TimeZone
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -26,6 +26,8 @@ JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
 OVERLAP_POLICIES = ("skip", "allow")
 METRICS_NAMESPACE = "Vigil"
 LAMBDA_MAX_EVENT_AGE = Duration.hours(6)
+LAMBDA_RETRY_DELAYS = (60, 120)
+"""Seconds Lambda waits before its first and second asynchronous retry."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class ScheduledJob(Construct):
                 min(checked.max_event_age, int(LAMBDA_MAX_EVENT_AGE.to_seconds()))
             ),
         )
+        self._warn_if_retries_arrive_too_late(checked.timeout, max_lateness, retry_attempts)
         self._grant_runs_table()
         self.schedule = self._build_schedule(
             schedule=schedule,
@@ -198,6 +201,22 @@ class ScheduledJob(Construct):
                 "VIGIL_RETENTION_SECONDS": str(int(retention.to_seconds())),
             },
         )
+
+    def _warn_if_retries_arrive_too_late(
+        self, timeout: int, max_lateness: Duration, retry_attempts: int
+    ) -> None:
+        """Lambda retries about 1 and 2 minutes after a failed run; later than the lateness limit,
+        a retry finds the tick too late and does not run it (the tick stays FAILED, visibly)."""
+        if retry_attempts == 0:
+            return
+        last_retry = timeout + sum(LAMBDA_RETRY_DELAYS[:retry_attempts])
+        if max_lateness.to_seconds() < last_retry:
+            Annotations.of(self).add_warning_v2(
+                "vigil:late-retries",
+                f"job {self.job_name}: max_lateness {int(max_lateness.to_seconds())} s is below "
+                f"timeout + Lambda's retry delays ({last_retry} s), so late retries of a failed "
+                "tick will not run; raise max_lateness or set retry_attempts=0.",
+            )
 
     def _grant_runs_table(self) -> None:
         """Only UpdateItem (all the guard's writes are conditional updates), only this job's items."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from aws_cdk import App, Duration, Stack
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Annotations, Match, Template
 
 from infra.errors import ConfigurationError
 from infra.scheduled_job import ScheduledJob
@@ -53,14 +53,34 @@ def test_each_schedule_retries_dead_letters_and_passes_the_scheduled_time(
     assert json.loads(report["Properties"]["Target"]["Input"])["vigil"]["job"] == "daily-report"
 
 
-def test_failed_runs_go_to_an_sqs_on_failure_destination(template: Template) -> None:
+def test_failed_runs_go_to_an_sqs_on_failure_destination(
+    template: Template, synthesized: Synthesized
+) -> None:
     template.resource_count_is("AWS::Lambda::EventInvokeConfig", 2)
     template.all_resources_properties(
         "AWS::Lambda::EventInvokeConfig",
-        {
-            "MaximumRetryAttempts": 2,
-            "DestinationConfig": {"OnFailure": {"Destination": Match.any_value()}},
-        },
+        {"DestinationConfig": {"OnFailure": {"Destination": Match.any_value()}}},
+    )
+    retries = sorted(
+        c["Properties"]["MaximumRetryAttempts"]
+        for c in synthesized.resources("AWS::Lambda::EventInvokeConfig").values()
+    )
+    assert retries == [0, 2], "cleanup is not retried; the daily report is, twice"
+
+
+def test_retries_that_would_arrive_too_late_to_run_are_a_synth_warning() -> None:
+    stack = Stack(App(), "Test")
+    ScheduledJob(
+        stack,
+        "Cleanup",
+        handler="jobs.cleanup.handler",
+        schedule="rate(5 minutes)",
+        timeout=Duration.minutes(4),
+        max_lateness=Duration.minutes(2),
+        retry_attempts=2,
+    )
+    Annotations.from_stack(stack).has_warning(
+        "/Test/Cleanup", Match.string_like_regexp("late retries of a failed tick will not run")
     )
 
 
