@@ -123,6 +123,19 @@ def test_a_crash_after_a_long_healthy_run_resets_the_streak() -> None:
     assert isinstance(start, d.StartTask) and start.consecutive_failures == 1
 
 
+def test_a_task_that_never_claims_counts_as_a_quick_failure_and_ends_failed() -> None:
+    # Started 11 minutes ago and never claimed (past the 10-minute start timeout).
+    silent = record(
+        started_ago=timedelta(minutes=11),
+        status=Status.STARTING,
+        heartbeat_at=None,
+        consecutive_failures=SETTINGS.failure_threshold - 1,
+    )
+    up = d.TaskState(arn=ARN, last_status="RUNNING", version=4)
+    actions = d.decide(silent, up, NOW, SETTINGS)
+    assert [type(a) for a in actions] == [d.StopTask, d.MarkFailed]
+
+
 def test_the_threshold_of_quick_failures_marks_the_observer_failed() -> None:
     streak = record(started_ago=timedelta(seconds=5), consecutive_failures=4)
     (failed,) = d.decide(streak, stopped(), NOW, SETTINGS)

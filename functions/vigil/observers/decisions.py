@@ -469,9 +469,15 @@ def _restart(record: Record, task: TaskState, now: datetime, settings: Settings)
 
 
 def _failure_streak(record: Record, last_exit: LastExit, now: datetime, settings: Settings) -> int:
+    """A failure is quick unless the generation claimed and then ran ``healthy_after``.
+
+    A task that never claimed (still STARTING: it cannot reach the registry, its image does not
+    pull...) is always a quick failure, so such an observer backs off and ends FAILED.
+    """
     started = record.tracking.started_at
     ended = last_exit.at or now
-    quick = started is None or ended - started < settings.healthy_after
+    never_claimed = record.observer.status is Status.STARTING
+    quick = never_claimed or started is None or ended - started < settings.healthy_after
     return record.observer.consecutive_failures + 1 if quick else 1
 
 
