@@ -1,7 +1,9 @@
-"""Redrive a job's dead-lettered events: hand each original event back to the job's function.
+"""Redrive a job's dead-lettered events: hand each destination record back to the job's function.
 
-Safe to repeat: the guard keys every run on the tick's scheduled time, so an event that already
-ran is a suppressed duplicate, and a redrive that fails lands in the dead-letter queue again.
+The whole record goes back (the guard reads the original event from ``requestPayload``), so the
+guard knows it is a deliberate redrive and runs it even past the job's lateness limit. Safe to
+repeat: the guard keys every run on the tick's scheduled time, so an event that already ran is a
+suppressed duplicate, and a redrive that fails lands in the dead-letter queue again.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def redrive(
     *,
     limit: int = 100,
 ) -> list[Redriven]:
-    """Take up to ``limit`` messages, invoke with each one's ``requestPayload``, delete it.
+    """Take up to ``limit`` messages, invoke with each destination record, delete it.
 
     The messages are taken first and invoked after, so an event that fails again and returns to
     the queue waits for the next redrive instead of looping. A message whose body is not a Lambda
@@ -45,7 +47,9 @@ def redrive(
             break
         for message in messages:
             try:
-                taken.append((message, json.loads(message["Body"])["requestPayload"]))
+                record = json.loads(message["Body"])
+                record["requestPayload"]
+                taken.append((message, record))
             except (ValueError, KeyError, TypeError):
                 continue
     done: list[Redriven] = []

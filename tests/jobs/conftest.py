@@ -41,7 +41,8 @@ def make_guard(dynamodb: Any, runs_table: str, clock: ManualClock) -> GuardFacto
         **settings: Any,
     ) -> JobGuard:
         resolved = JobSettings(job=job, table=runs_table, overlap=overlap, **settings)
-        return JobGuard(resolved, RunStore(client or dynamodb, runs_table), clock_ or clock)
+        store = RunStore(client or dynamodb, runs_table, sleep=lambda seconds: None)
+        return JobGuard(resolved, store, clock_ or clock)
 
     return make
 
@@ -75,3 +76,49 @@ def context(remaining: int = 60_000) -> LambdaContext:
 
 
 LEASE = timedelta(seconds=60 + 30)
+
+
+class CrashAfterClaim:
+    """A DynamoDB client for a process that dies right after its claim: nothing else is written."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._transactions = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self._transactions += 1
+        if self._transactions > 1:
+            raise SystemExit("the process was killed")
+        return self._client.transact_write_items(**kwargs)
+
+
+class ConflictsFirst:
+    """A DynamoDB client whose first N transactions collide with another one (real DynamoDB
+    cancels them with ``TransactionConflict``; moto, which serializes requests, never does)."""
+
+    def __init__(self, client: Any, conflicts: int) -> None:
+        self._client = client
+        self.conflicts = conflicts
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        if self.conflicts > 0:
+            self.conflicts -= 1
+            from botocore.exceptions import ClientError
+
+            raise ClientError(
+                {
+                    "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                    "CancellationReasons": [
+                        {"Code": "TransactionConflict"},
+                        {"Code": "None"},
+                    ],
+                },
+                "TransactWriteItems",
+            )
+        return self._client.transact_write_items(**kwargs)

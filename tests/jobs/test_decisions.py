@@ -14,20 +14,23 @@ from vigil.jobs.model import FINAL_STATUSES, Overlap, RunStatus
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 TOKEN = int(NOW.timestamp() * 1_000_000)
+ME = "this-invocation"
 
 offsets = st.integers(min_value=-600, max_value=600)
 ticks = st.one_of(
     st.none(),
     st.builds(
-        lambda status, attempts, offset: {
+        lambda status, attempts, offset, holder: {
             "status": status.value,
             "attempts": attempts,
             "fencing_token": 7,
             "lease_until_ms": epoch_ms(NOW + timedelta(seconds=offset)),
+            "lease_holder": holder,
         },
         st.sampled_from(list(RunStatus)),
         st.integers(min_value=0, max_value=5),
         offsets,
+        st.sampled_from([ME, "another-invocation"]),
     ),
 )
 heads = st.one_of(
@@ -53,6 +56,7 @@ def decide(tick: Any, head: Any, overlap: Overlap, tick_refused: bool, head_refu
         terms=ClaimTerms(),
         token=TOKEN,
         overlap=overlap,
+        holder=ME,
         tick_refused=tick_refused,
         tick_seen=tick,
         head_refused=head_refused,
@@ -62,7 +66,7 @@ def decide(tick: Any, head: Any, overlap: Overlap, tick_refused: bool, head_refu
 
 
 @given(ticks, heads, st.sampled_from(list(Overlap)), st.booleans())
-def test_a_final_or_live_tick_is_always_a_duplicate(
+def test_a_final_or_live_tick_never_runs_again(
     tick: Any, head: Any, overlap: Overlap, head_refused: bool
 ) -> None:
     decision = decide(tick, head, overlap, True, head_refused)
@@ -72,7 +76,11 @@ def test_a_final_or_live_tick_is_always_a_duplicate(
     live = tick["lease_until_ms"] >= epoch_ms(NOW)
     final = RunStatus(tick["status"]) in FINAL_STATUSES
     running_live = tick["status"] == RunStatus.RUNNING and live
-    assert (decision.verdict is Verdict.DUPLICATE) == (final or running_live)
+    mine = tick["lease_holder"] == ME
+    # Another invocation's live run is a duplicate; this invocation's own (a Lambda retry after a
+    # crash) is BUSY: it fails so Lambda retries later. Neither runs the body.
+    assert (decision.verdict is Verdict.DUPLICATE) == (final or (running_live and not mine))
+    assert (decision.verdict is Verdict.BUSY) == (not final and running_live and mine)
 
 
 @given(ticks, heads, st.booleans())

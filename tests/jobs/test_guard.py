@@ -8,12 +8,25 @@ from typing import Any
 
 import pytest
 
-from tests.jobs.conftest import Body, GuardFactory, deliver, tick_at
+from tests.jobs.conftest import (
+    Body,
+    ConflictsFirst,
+    CrashAfterClaim,
+    GuardFactory,
+    deliver,
+    tick_at,
+)
 from vigil.clock import ManualClock
+from vigil.jobs.events import Tick
+from vigil.jobs.guard import JobGuard, Result, TickBusy, TickTooLate
 from vigil.jobs.model import Outcome, Overlap, RunStatus
 from vigil.jobs.store import RunStore
 
 TICK = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+
+
+def guard_deliver(guard: JobGuard, *, holder: str, body: Body | None = None) -> Result:
+    return guard.execute(tick_at(TICK), body or Body(), remaining_ms=lambda: 60_000, holder=holder)
 
 
 class TestOncePerTick:
@@ -68,30 +81,48 @@ class TestOncePerTick:
             with lock:
                 runs.append((run.scheduled_at, run.fencing_token))
 
-        def worker(moment: datetime) -> None:
-            deliver(guard, tick_at(moment), body)  # type: ignore[arg-type]
+        outcomes: list[Outcome] = []
+        errors: list[BaseException] = []
+
+        def worker(moment: datetime, delivery: int) -> None:
+            try:
+                result = guard.execute(
+                    tick_at(moment),
+                    body,
+                    remaining_ms=lambda: 60_000,
+                    holder=f"invocation-{moment:%H%M}-{delivery}",  # each copy its own invocation
+                )
+                with lock:
+                    outcomes.append(result.outcome)
+            except BaseException as error:
+                errors.append(error)
 
         for moment in ticks:
             clock.set(moment + timedelta(seconds=2))
-            threads = [threading.Thread(target=worker, args=(moment,)) for _ in range(8)]
+            threads = [threading.Thread(target=worker, args=(moment, i)) for i in range(8)]
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
+        assert errors == []
         assert sorted(t for t, _ in runs) == ticks
+        assert outcomes.count(Outcome.SUCCEEDED) == len(ticks)
+        assert outcomes.count(Outcome.DUPLICATE) == 7 * len(ticks)
         tokens = [token for _, token in runs]
         assert len(set(tokens)) == len(tokens)
 
 
 class TestLeaseAndTakeover:
     def test_given_a_holder_that_crashed_when_its_lease_expires_then_a_redelivery_takes_over(
-        self, make_guard: GuardFactory, store: RunStore, clock: ManualClock
+        self, make_guard: GuardFactory, store: RunStore, clock: ManualClock, dynamodb: Any
     ) -> None:
         guard = make_guard(lease_margin=timedelta(seconds=30))
-        crashed = Body(during=lambda run: (_ for _ in ()).throw(SystemExit("killed")))
+        dies = make_guard(lease_margin=timedelta(seconds=30), client=CrashAfterClaim(dynamodb))
+        crashed = Body()
         with pytest.raises(SystemExit):
-            deliver(guard, tick_at(TICK), crashed, remaining=60_000)
+            deliver(dies, tick_at(TICK), crashed, remaining=60_000)
         first_token = crashed.calls[0].fencing_token
+        assert store.history("cleanup")[0].status is RunStatus.RUNNING
 
         clock.advance(60 + 29)  # still inside deadline + margin: no takeover yet
         early = Body()
@@ -172,6 +203,61 @@ class TestLeaseAndTakeover:
         assert copy.calls == []
 
 
+class TestRetriesOfOneInvocation:
+    """Lambda retries an asynchronous invocation under the same request id (the lease holder)."""
+
+    def test_a_retry_of_a_crashed_attempt_under_a_live_lease_fails_so_it_is_not_lost(
+        self, make_guard: GuardFactory, store: RunStore, clock: ManualClock, dynamodb: Any
+    ) -> None:
+        dies = make_guard(client=CrashAfterClaim(dynamodb))
+        guard = make_guard()
+        with pytest.raises(SystemExit):
+            guard_deliver(dies, holder="request-1")
+        clock.advance(60)  # Lambda's first retry, same request id, lease (90 s) still live
+        with pytest.raises(TickBusy, match="earlier attempt of this invocation"):
+            guard_deliver(guard, holder="request-1")
+        clock.advance(120)  # the second retry, after the lease
+        body = Body()
+        assert guard_deliver(guard, holder="request-1", body=body).outcome is Outcome.SUCCEEDED
+        assert body.calls[0].attempt == 2
+
+    def test_another_invocation_under_the_same_live_lease_is_a_plain_duplicate(
+        self, make_guard: GuardFactory, clock: ManualClock, dynamodb: Any
+    ) -> None:
+        with pytest.raises(SystemExit):
+            guard_deliver(make_guard(client=CrashAfterClaim(dynamodb)), holder="request-1")
+        assert guard_deliver(make_guard(), holder="request-2").outcome is Outcome.DUPLICATE
+
+
+class TestTransactionConflicts:
+    def test_a_conflicting_claim_is_retried_and_runs_once(
+        self, make_guard: GuardFactory, store: RunStore, dynamodb: Any
+    ) -> None:
+        body = Body()
+        guard = make_guard(client=ConflictsFirst(dynamodb, conflicts=2))
+        assert deliver(guard, tick_at(TICK), body).outcome is Outcome.SUCCEEDED
+        assert len(body.calls) == 1
+
+    def test_a_conflicting_finish_is_retried_not_mistaken_for_fencing(
+        self, make_guard: GuardFactory, store: RunStore, dynamodb: Any
+    ) -> None:
+        client = ConflictsFirst(dynamodb, conflicts=0)
+        body = Body(during=lambda run: setattr(client, "conflicts", 3))
+        result = deliver(make_guard(client=client), tick_at(TICK), body)
+        assert result.outcome is Outcome.SUCCEEDED
+        assert store.history("cleanup")[0].status is RunStatus.SUCCEEDED
+
+    def test_conflicts_that_do_not_clear_raise_instead_of_guessing(
+        self, make_guard: GuardFactory, dynamodb: Any
+    ) -> None:
+        from botocore.exceptions import ClientError
+
+        with pytest.raises(ClientError, match="TransactionCanceled"):
+            deliver(
+                make_guard(client=ConflictsFirst(dynamodb, conflicts=99)), tick_at(TICK), Body()
+            )
+
+
 class TestFailures:
     def test_given_a_failing_body_then_failed_is_recorded_and_the_error_propagates(
         self, make_guard: GuardFactory, store: RunStore
@@ -250,6 +336,33 @@ class TestOverlap:
         first = Body(during=slow)
         assert deliver(guard, tick_at(TICK), first, remaining=600_000).outcome is Outcome.SUCCEEDED
         assert second.calls[0].fencing_token > first.calls[0].fencing_token
+
+
+class TestLateRetriesAndRedrives:
+    def test_a_retry_of_a_failed_tick_after_the_limit_fails_so_it_reaches_the_dlq(
+        self, make_guard: GuardFactory, store: RunStore, clock: ManualClock
+    ) -> None:
+        guard = make_guard(max_lateness=timedelta(minutes=2))
+        with pytest.raises(RuntimeError):
+            deliver(guard, tick_at(TICK), Body(fail=1))
+        clock.advance(180)
+        with pytest.raises(TickTooLate, match="FAILED"):
+            deliver(guard, tick_at(TICK), Body())
+        assert store.history("cleanup")[0].status is RunStatus.FAILED
+
+    def test_a_redrive_runs_a_failed_tick_whatever_its_lateness_and_only_once(
+        self, make_guard: GuardFactory, store: RunStore, clock: ManualClock
+    ) -> None:
+        guard = make_guard(max_lateness=timedelta(minutes=2))
+        with pytest.raises(RuntimeError):
+            deliver(guard, tick_at(TICK), Body(fail=1))
+        clock.advance(3600)
+        redriven = Tick(job="cleanup", scheduled_at=TICK, source="redrive:scheduler")
+        body = Body()
+        assert deliver(guard, redriven, body).outcome is Outcome.SUCCEEDED
+        assert deliver(guard, redriven, body).outcome is Outcome.DUPLICATE
+        assert len(body.calls) == 1
+        assert store.history("cleanup")[0].attempts == 2
 
 
 class TestMissedTicks:

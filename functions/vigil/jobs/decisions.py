@@ -6,7 +6,11 @@ the proposed token and, under the ``skip`` policy, no live lease). When DynamoDB
 refused update returns the item it saw, and this module decides from those alone, so no extra read
 is ever needed:
 
-* the tick is final (SUCCEEDED, SKIPPED, MISSED) or running under a live lease -> DUPLICATE;
+* the tick is final (SUCCEEDED, SKIPPED, MISSED) or running under another invocation's live lease
+  -> DUPLICATE;
+* it runs under a live lease taken by this same invocation: Lambda retries an asynchronous
+  invocation under its request id, so the earlier attempt crashed (or this is the async queue's
+  own duplicate) -> BUSY: fail, so Lambda retries later, or dead-letters it, instead of losing it;
 * another tick holds the job's live lease and the policy is ``skip`` -> SKIP;
 * otherwise the state moved (a failed or expired run to take over, a fence ahead of our clock)
   -> RETRY with the expectations corrected from what was seen.
@@ -27,6 +31,7 @@ class Verdict(StrEnum):
     RETRY = "RETRY"
     DUPLICATE = "DUPLICATE"
     SKIP = "SKIP"
+    BUSY = "BUSY"
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ def resolve_conflict(
     terms: ClaimTerms,
     token: int,
     overlap: Overlap,
+    holder: str,
     tick_refused: bool,
     tick_seen: Item | None,
     head_refused: bool,
@@ -64,6 +70,13 @@ def resolve_conflict(
             if status in FINAL_STATUSES:
                 return Decision(Verdict.DUPLICATE, terms, f"tick already {status.value}")
             if status is RunStatus.RUNNING and lease_is_live(tick_seen, now):
+                if tick_seen.get("lease_holder") == holder:
+                    return Decision(
+                        Verdict.BUSY,
+                        terms,
+                        f"an earlier attempt of this invocation holds the tick until "
+                        f"{tick_seen.get('lease_until')}",
+                    )
                 return Decision(
                     Verdict.DUPLICATE,
                     terms,

@@ -16,7 +16,7 @@ from typing import Any
 from vigil import telemetry
 from vigil.clock import Clock, system_clock
 from vigil.jobs.events import MalformedEvent, parse_tick
-from vigil.jobs.guard import Body, JobGuard, Result
+from vigil.jobs.guard import Body, JobGuard, Result, WrongJob
 from vigil.jobs.model import JobSettings, Outcome
 from vigil.jobs.store import RunStore
 from vigil.telemetry import JobMetric
@@ -85,6 +85,10 @@ def _handle(guard: JobGuard, body: Body, event: Any, context: Any) -> dict[str, 
             remaining_ms=context.get_remaining_time_in_millis,
             holder=getattr(context, "aws_request_id", "local"),
         )
+    except WrongJob:
+        metrics.add_metric(name=JobMetric.MALFORMED, unit="Count", value=1)
+        logger.exception("rejected an event for another job; it goes to the dead-letter queue")
+        raise
     except Exception:
         metrics.add_metric(name=JobMetric.FAILED, unit="Count", value=1)
         logger.exception("job run failed; Lambda retries or dead-letters the event")

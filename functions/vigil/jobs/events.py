@@ -40,6 +40,11 @@ class Tick:
     delivery_attempt: int | None = None
 
     @property
+    def redriven(self) -> bool:
+        """Handed back from a dead-letter queue by an operator, as the whole destination record."""
+        return self.source.startswith("redrive:")
+
+    @property
     def key(self) -> str:
         """Sortable text of the scheduled time, whole seconds (a schedule never ticks faster)."""
         return self.scheduled_at.strftime("%Y-%m-%dT%H:%M:%SZ")

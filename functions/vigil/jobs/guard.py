@@ -19,7 +19,7 @@ from vigil.jobs.decisions import ClaimTerms, Verdict, resolve_conflict
 from vigil.jobs.events import Tick
 from vigil.jobs.model import JobSettings, Outcome, RunStatus
 from vigil.jobs.store import Claim, RunStore, TickTaken
-from vigil.leases import next_token
+from vigil.leases import lease_is_live, next_token
 
 MAX_CLAIM_ATTEMPTS = 5
 
@@ -30,6 +30,16 @@ class ClaimContention(RuntimeError):
 
 class WrongJob(ValueError):
     """The event names another job: a misrouted schedule must not run this job."""
+
+
+class TickBusy(RuntimeError):
+    """An earlier attempt of this same invocation still holds the tick's lease: it crashed, or
+    it still runs. Failing lets Lambda retry later (after the lease ends) or dead-letter it."""
+
+
+class TickTooLate(RuntimeError):
+    """A retry of a FAILED (or crashed) tick arrived after the lateness limit: it will not run
+    here, and failing sends it to the dead-letter queue, where a redrive can still run it."""
 
 
 @dataclass(frozen=True)
@@ -85,20 +95,9 @@ class JobGuard:
         now = self._clock()
         lateness = now - tick.scheduled_at
         expires_at = now + self.settings.retention
-        if lateness > self.settings.max_lateness:
-            detail = f"delivered {lateness} after its scheduled time (limit {self.settings.max_lateness})"
-            try:
-                self._store.record_final(
-                    job=job,
-                    tick=tick.key,
-                    status=RunStatus.MISSED,
-                    now=now,
-                    expires_at=expires_at,
-                    detail=detail,
-                )
-            except TickTaken:
-                return Result(job, tick.key, Outcome.DUPLICATE, reason="late copy of a known tick")
-            return Result(job, tick.key, Outcome.MISSED, reason=detail)
+        # An operator's redrive is deliberate: it runs whatever the lateness.
+        if lateness > self.settings.max_lateness and not tick.redriven:
+            return self._too_late(tick, lateness, now, expires_at)
 
         terms = ClaimTerms()
         for _ in range(MAX_CLAIM_ATTEMPTS):
@@ -126,6 +125,7 @@ class JobGuard:
                 terms=terms,
                 token=token,
                 overlap=self.settings.overlap,
+                holder=holder,
                 tick_refused=refusal.tick_refused,
                 tick_seen=refusal.tick_seen,
                 head_refused=refusal.head_refused,
@@ -134,6 +134,8 @@ class JobGuard:
             )
             if decision.verdict is Verdict.DUPLICATE:
                 return Result(job, tick.key, Outcome.DUPLICATE, reason=decision.reason)
+            if decision.verdict is Verdict.BUSY:
+                raise TickBusy(f"{job} tick {tick.key}: {decision.reason}")
             if decision.verdict is Verdict.SKIP:
                 try:
                     self._store.record_final(
@@ -153,6 +155,34 @@ class JobGuard:
             f"{job} tick {tick.key}: state changed under {MAX_CLAIM_ATTEMPTS} claims in a row"
         )
 
+    def _too_late(
+        self, tick: Tick, lateness: timedelta, now: datetime, expires_at: datetime
+    ) -> Result:
+        job = self.settings.job
+        detail = (
+            f"delivered {lateness} after its scheduled time (limit {self.settings.max_lateness})"
+        )
+        try:
+            self._store.record_final(
+                job=job,
+                tick=tick.key,
+                status=RunStatus.MISSED,
+                now=now,
+                expires_at=expires_at,
+                detail=detail,
+            )
+        except TickTaken as taken:
+            seen = taken.seen or {}
+            unfinished = seen.get("status") == RunStatus.FAILED or (
+                seen.get("status") == RunStatus.RUNNING and not lease_is_live(seen, now)
+            )
+            if unfinished:
+                raise TickTooLate(
+                    f"{job} tick {tick.key} is {seen.get('status')}; {detail}"
+                ) from None
+            return Result(job, tick.key, Outcome.DUPLICATE, reason="late copy of a known tick")
+        return Result(job, tick.key, Outcome.MISSED, reason=detail)
+
     def _run(self, claim: Claim, tick: Tick, body: Body, remaining_ms: Callable[[], int]) -> Result:
         run = Run(
             job=claim.job,
@@ -164,7 +194,7 @@ class JobGuard:
         started = self._clock()
         try:
             body(run)
-        except Exception as error:
+        except BaseException as error:  # SystemExit too: the lease must not outlive a dead run
             self._finish(claim, RunStatus.FAILED, started, error)
             raise
         recorded = self._finish(claim, RunStatus.SUCCEEDED, started, None)

@@ -14,6 +14,8 @@ returns the items it saw (ALL_OLD), so a suppressed duplicate costs that single 
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -74,11 +76,49 @@ class Refusal:
 class TickTaken(Exception):
     """A final record could not be written because the tick's record changed meanwhile."""
 
+    def __init__(self, message: str, seen: Item | None) -> None:
+        super().__init__(message)
+        self.seen = seen
+
+
+REFUSED = "ConditionalCheckFailed"
+CONFLICT_ATTEMPTS = 4
+CONFLICT_BACKOFF_S = 0.05
+
+Reasons = list[tuple[str, Item | None]]
+
 
 class RunStore:
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(
+        self, client: Any, table: str, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         self._client = client
         self._table = table
+        self._sleep = sleep
+
+    def _transact(self, actions: list[dict[str, Any]]) -> Reasons | None:
+        """Run a transaction; the cancellation reasons if a condition refused it, else None.
+
+        DynamoDB also cancels a transaction that collides with another one on the same item
+        (``TransactionConflict``), which concurrent deliveries of one job do; botocore does not
+        retry those. A cancelled transaction applied nothing, so it is retried here, briefly.
+        """
+        for attempt in range(CONFLICT_ATTEMPTS):
+            try:
+                self._client.transact_write_items(
+                    TransactItems=[{"Update": action} for action in actions]
+                )
+                return None
+            except ClientError as error:
+                reasons = cancellation_reasons(error)
+                if reasons is None:
+                    raise
+                if any(code == REFUSED for code, _ in reasons):
+                    return reasons
+                if attempt == CONFLICT_ATTEMPTS - 1:
+                    raise
+                self._sleep(CONFLICT_BACKOFF_S * 2**attempt)
+        raise AssertionError("unreachable")
 
     # --- the two requests of a normal run -------------------------------------------------
 
@@ -123,22 +163,16 @@ class RunStore:
         head = self._update(job_pk(claim.job), HEAD_SK, head_set, head_condition, values)
         for action in (tick, head):
             action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        try:
-            self._client.transact_write_items(TransactItems=[{"Update": tick}, {"Update": head}])
-        except ClientError as error:
-            reasons = cancellation_reasons(error)
-            if not reasons or len(reasons) != 2:
-                raise
-            (tick_code, tick_seen), (head_code, head_seen) = reasons
-            if "ConditionalCheckFailed" not in (tick_code, head_code):
-                raise
-            return Refusal(
-                tick_refused=tick_code == "ConditionalCheckFailed",
-                tick_seen=tick_seen,
-                head_refused=head_code == "ConditionalCheckFailed",
-                head_seen=head_seen,
-            )
-        return None
+        reasons = self._transact([tick, head])
+        if reasons is None:
+            return None
+        (tick_code, tick_seen), (head_code, head_seen) = reasons
+        return Refusal(
+            tick_refused=tick_code == REFUSED,
+            tick_seen=tick_seen,
+            head_refused=head_code == REFUSED,
+            head_seen=head_seen,
+        )
 
     def finish(
         self,
@@ -186,13 +220,7 @@ class RunStore:
         head = self._update(
             job_pk(job), HEAD_SK, _set_remove(sets, removes), head_condition, head_values
         )
-        try:
-            self._client.transact_write_items(TransactItems=[{"Update": record}, {"Update": head}])
-        except ClientError as error_:
-            if cancellation_reasons(error_):
-                return False
-            raise
-        return True
+        return self._transact([record, head]) is None
 
     # --- ticks that never run ---------------------------------------------------------------
 
@@ -234,12 +262,10 @@ class RunStore:
         sets += ["entity = :entity", "job = :job"]
         head_values |= {":entity": HEAD_ENTITY, ":job": job}
         head = self._update(job_pk(job), HEAD_SK, _set_remove(sets, removes), None, head_values)
-        try:
-            self._client.transact_write_items(TransactItems=[{"Update": record}, {"Update": head}])
-        except ClientError as error:
-            if cancellation_reasons(error):
-                raise TickTaken(f"{job} tick {tick} changed while recording {status}") from None
-            raise
+        record["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        reasons = self._transact([record, head])
+        if reasons is not None:
+            raise TickTaken(f"{job} tick {tick} changed while recording {status}", reasons[0][1])
 
     # --- reads for people -------------------------------------------------------------------
 
