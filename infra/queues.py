@@ -6,6 +6,8 @@ from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+DLQ_RETENTION_DAYS = 14
+
 
 def dead_letter_queue(scope: Construct, construct_id: str) -> sqs.Queue:
     return sqs.Queue(
@@ -13,5 +15,5 @@ def dead_letter_queue(scope: Construct, construct_id: str) -> sqs.Queue:
         construct_id,
         encryption=sqs.QueueEncryption.SQS_MANAGED,
         enforce_ssl=True,
-        retention_period=Duration.days(14),
+        retention_period=Duration.days(DLQ_RETENTION_DAYS),
     )

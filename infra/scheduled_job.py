@@ -18,7 +18,7 @@ from constructs import Construct
 from infra.errors import ConfigurationError
 from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
-from infra.queues import dead_letter_queue
+from infra.queues import DLQ_RETENTION_DAYS, dead_letter_queue
 from infra.runs_table import JobRunsTable
 from infra.schedule_expressions import validate_schedule, validate_time_zone
 
@@ -167,8 +167,12 @@ class ScheduledJob(Construct):
             raise fail("memory_size", f"{memory_size} MB is outside Lambda's 128-10240 MB")
         if lease_margin.to_seconds() < 1:
             raise fail("lease_margin", "must be at least 1 s (it absorbs clock skew)")
-        if retention.to_days() < 1:
-            raise fail("retention", "must be at least 1 day")
+        if retention.to_days() < DLQ_RETENTION_DAYS:
+            raise fail(
+                "retention",
+                f"must be at least {DLQ_RETENTION_DAYS} days, as long as a dead-lettered event "
+                "can wait for a redrive: a redrive must find its tick's record",
+            )
         return _Checked(name=name, timeout=seconds, max_event_age=age)
 
     # --- resources ---------------------------------------------------------------------------

@@ -190,6 +190,7 @@ VALID: dict[str, Any] = {"handler": "jobs.cleanup.handler", "schedule": "rate(5 
         ({"handler": "jobs.cleanup.missing"}, "handler", "defines no 'missing'"),
         ({"handler": "cleanup"}, "handler", "package.module.function"),
         ({"job_name": "Bad_Name"}, "job_name", "must match"),
+        ({"retention": Duration.days(7)}, "retention", "at least 14 days"),
     ],
 )
 def test_invalid_parameters_fail_the_synth_naming_the_job_and_the_parameter(
