@@ -290,3 +290,19 @@ def test_given_a_missing_setting_when_invoked_then_it_fails_loudly(
 
     with pytest.raises(ValueError, match="VIGIL_IDEMPOTENCY_TABLE"):
         call("GET", "/kinds")
+
+
+@pytest.mark.parametrize(
+    "number",
+    ["NaN", "Infinity", "-Infinity", "1e400", "1" + "0" * 41, "1e-200", "1e126", "1e-131"],
+)
+def test_given_a_config_number_dynamodb_cannot_store_when_posted_then_422_and_nothing_written(
+    call: Call, tables: Callable[[], tuple[list[Any], list[Any]]], number: str
+) -> None:
+    raw = '{"name": "ok", "kind": "ticker", "config": {"threshold": [1, ' + number + "]}}"
+
+    status, body = call("POST", "/observers", raw=raw, headers={"Idempotency-Key": number})
+
+    assert (status, body["error"]) == (422, "invalid_config")
+    assert "number" in body["message"]
+    assert tables() == ([], [])

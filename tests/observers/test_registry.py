@@ -310,6 +310,23 @@ def test_given_a_checkpoint_when_saved_then_read_back_and_left_out_of_lists(
         registry.checkpoint("a", 1, {"blob": "z" * 70_000})
 
 
+@pytest.mark.parametrize(
+    "number", [float("nan"), float("inf"), float("-inf"), 10**41, 1e-200, 1e126]
+)
+def test_given_a_checkpoint_number_dynamodb_cannot_store_when_saved_then_a_clear_error(
+    registry: ObserverRegistry, dynamodb: Any, registry_table: str, number: float
+) -> None:
+    registry.create("a", "ticker", {})
+    start_generation(dynamodb, registry_table, "a", 1, "arn:task/1")
+    registry.checkpoint("a", 1, {"count": 1})
+
+    with pytest.raises(InvalidObserver) as raised:
+        registry.checkpoint("a", 1, {"count": 2, "price": {"last": [number]}})
+
+    assert raised.value.field == "checkpoint" and "number" in raised.value.problem
+    assert registry.get("a").checkpoint == {"count": 1}
+
+
 def test_given_a_stop_when_the_container_reports_then_stopped_with_its_exit(
     registry: ObserverRegistry, dynamodb: Any, registry_table: str, clock: ManualClock
 ) -> None:

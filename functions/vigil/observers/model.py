@@ -19,14 +19,17 @@ FAILED    gave up after too many consecutive crashes (see reason)     (none)
 
 from __future__ import annotations
 
+import decimal
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from vigil.clock import epoch_ms, from_epoch_ms, iso
+from vigil.dynamo import to_wire
 
 NAME_PATTERN = re.compile(r"^[a-z0-9-]{1,63}$")
 MAX_CONFIG_BYTES = 32 * 1024
@@ -98,10 +101,52 @@ def validate_config(config: Any) -> dict[str, Any]:
         return {}
     if not isinstance(config, dict):
         raise InvalidObserver("config", f"must be a JSON object, got {type(config).__name__}")
-    size = len(json.dumps(config, separators=(",", ":")).encode())
+    size = _storable_size("config", config)
     if size > MAX_CONFIG_BYTES:
         raise InvalidObserver("config", f"is {size} bytes, at most {MAX_CONFIG_BYTES} allowed")
     return config
+
+
+_NUMBER_RULE = (
+    "numbers must be finite, with at most 38 significant digits and a magnitude between "
+    "1e-130 and 1e126 to fit DynamoDB"
+)
+_MIN_MAGNITUDE = decimal.Decimal("1e-130")
+_MAX_MAGNITUDE = decimal.Decimal("1e126")
+
+
+def _storable_size(field_name: str, value: dict[str, Any]) -> int:
+    """The JSON size of ``value``, once it is known that DynamoDB can store it as it is.
+
+    JSON allows numbers DynamoDB refuses (NaN, Infinity, 1e400, 42 digits, 1e-200); finding them
+    here makes them the caller's mistake (a 422) instead of a crash in the write that follows.
+    """
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError as error:  # NaN, Infinity, -Infinity (1e400 parses as Infinity)
+        raise InvalidObserver(field_name, f"{_NUMBER_RULE}: {error}") from error
+    except TypeError as error:
+        raise InvalidObserver(field_name, f"must be JSON-serializable: {error}") from error
+    try:
+        to_wire({"c": value})
+    except (TypeError, decimal.DecimalException) as error:
+        raise InvalidObserver(field_name, f"{_NUMBER_RULE}: {type(error).__name__}") from error
+    for number in _numbers(value):
+        magnitude = abs(decimal.Decimal(str(number)))
+        if magnitude and not _MIN_MAGNITUDE <= magnitude < _MAX_MAGNITUDE:
+            raise InvalidObserver(field_name, f"{_NUMBER_RULE}: got {number!r}")
+    return len(text.encode())
+
+
+def _numbers(value: Any) -> Iterator[int | float]:
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _numbers(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _numbers(item)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield value
 
 
 KIND_TARGET = re.compile(r"^[A-Za-z_][\w.]*\.[A-Za-z_]\w*$")
@@ -128,10 +173,7 @@ def parse_kinds(raw: str) -> dict[str, str]:
 def validate_checkpoint(state: Any) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise InvalidObserver("checkpoint", f"must be a dict, got {type(state).__name__}")
-    try:
-        size = len(json.dumps(state, separators=(",", ":")).encode())
-    except (TypeError, ValueError) as error:
-        raise InvalidObserver("checkpoint", f"must be JSON-serializable: {error}") from error
+    size = _storable_size("checkpoint", state)
     if size > MAX_CHECKPOINT_BYTES:
         raise InvalidObserver(
             "checkpoint", f"is {size} bytes, at most {MAX_CHECKPOINT_BYTES} allowed"
