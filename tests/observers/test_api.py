@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from typing import Any
@@ -212,8 +213,19 @@ def test_given_a_bad_filter_when_listed_then_422(
     assert (status, body["error"]) == (422, code)
 
 
-def test_given_a_forged_cursor_when_listed_then_400(call: Call) -> None:
-    status, body = call("GET", "/observers", query={"cursor": "%%%"})
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "%%%",
+        base64.urlsafe_b64encode(b'{"name": 1, "fleet": 2}').decode(),
+        base64.urlsafe_b64encode(b'{"name": {"N": "1"}, "fleet": {"S": "observers"}}').decode(),
+        base64.urlsafe_b64encode(b'{"name": {"S": "a"}, "fleet": {"S": "elsewhere"}}').decode(),
+    ],
+)
+def test_given_a_forged_cursor_when_listed_then_400(call: Call, cursor: str) -> None:
+    call("POST", "/observers", {"name": "a", "kind": "ticker"})
+
+    status, body = call("GET", "/observers", query={"cursor": cursor})
 
     assert (status, body["error"]) == (400, "invalid_cursor")
 

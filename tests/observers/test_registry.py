@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from vigil.clock import ManualClock
 from vigil.dynamo import from_wire, to_wire
@@ -375,3 +378,49 @@ def test_given_a_forged_cursor_when_listing_then_invalid_cursor(
 ) -> None:
     with pytest.raises(InvalidCursor):
         registry.list_page(cursor="not-base64-json!")
+
+
+def _cursor(key: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        {"name": "a", "fleet": "observers"},
+        {"name": {"S": "a"}, "fleet": {"N": "1"}},
+        {"name": {"S": 1}, "fleet": {"S": "observers"}},
+        {"name": {"S": "a", "N": "1"}, "fleet": {"S": "observers"}},
+        {"name": {"S": "a"}, "fleet": {"S": "someone-else"}},
+        {"name": {"S": "#fleet"}, "fleet": {"S": "observers"}},
+        {"name": {"S": ""}, "fleet": {"S": "observers"}},
+        ["name", "fleet"],
+    ],
+)
+def test_given_a_well_formed_but_forged_cursor_when_listing_then_invalid_cursor(
+    registry: ObserverRegistry, key: Any
+) -> None:
+    registry.create("a", "ticker", {})
+
+    with pytest.raises(InvalidCursor):
+        registry.list_page(cursor=_cursor(key))
+
+
+def test_given_a_cursor_dynamodb_refuses_when_listing_then_invalid_cursor(
+    registry_table: str, dynamodb: Any, clock: ManualClock
+) -> None:
+    class Refusing:
+        def query(self, **kwargs: Any) -> Any:
+            assert "ExclusiveStartKey" in kwargs
+            raise ClientError(
+                {"Error": {"Code": "ValidationException", "Message": "bad start key"}}, "Query"
+            )
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(dynamodb, name)
+
+    registry = ObserverRegistry(Refusing(), registry_table, clock=clock)
+    cursor = _cursor({"name": {"S": "a"}, "fleet": {"S": "observers"}})
+
+    with pytest.raises(InvalidCursor):
+        registry.list_page(cursor=cursor)

@@ -33,6 +33,7 @@ from vigil.clock import Clock, epoch_ms, iso, system_clock
 from vigil.dynamo import (
     Item,
     cancellation_reasons,
+    error_code,
     from_wire,
     is_condition_failure,
     old_item,
@@ -43,6 +44,7 @@ from vigil.observers.model import (
     FLEET_INDEX,
     FLEET_INDEX_ATTRIBUTES,
     FLEET_PARTITION,
+    NAME_PATTERN,
     Desired,
     LastExit,
     Observer,
@@ -180,7 +182,14 @@ class ObserverRegistry:
                 request["ExpressionAttributeValues"].update(to_wire({":status": status.value}))
             if start:
                 request["ExclusiveStartKey"] = start
-            answer = self._client.query(**request)
+            try:
+                answer = self._client.query(**request)
+            except ClientError as error:
+                if request.get("ExclusiveStartKey") is not None and (
+                    error_code(error) == "ValidationException"
+                ):
+                    raise InvalidCursor() from error
+                raise
             names += [str((from_wire(i) or {})["name"]) for i in answer.get("Items", [])]
             start = answer.get("LastEvaluatedKey")
             if not start:
@@ -528,5 +537,13 @@ def _decode_cursor(cursor: str | None) -> dict[str, Any] | None:
     except (ValueError, binascii.Error) as error:
         raise InvalidCursor() from error
     if not isinstance(key, dict) or set(key) != {"name", "fleet"}:
+        raise InvalidCursor()
+    name, fleet = (
+        value.get("S") if isinstance(value, dict) and set(value) == {"S"} else None
+        for value in (key["name"], key["fleet"])
+    )
+    # A key of another shape fails botocore's validation or DynamoDB's (ParamValidationError,
+    # ValidationException): both would be a 500 for what is only a bad request.
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or fleet != FLEET_PARTITION:
         raise InvalidCursor()
     return key
