@@ -264,6 +264,33 @@ def test_given_a_replaced_generation_when_claiming_or_writing_then_fenced(
     assert raw_item(dynamodb, registry_table, "a") == before
 
 
+def set_status(client: Any, table: str, name: str, status: str) -> None:
+    """What the reconciler writes when it gives up on a generation without replacing it yet."""
+    client.update_item(
+        TableName=table,
+        Key=to_wire({"name": name}),
+        UpdateExpression="SET #s = :status, version = version + :one",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues=to_wire({":status": status, ":one": 1}),
+    )
+
+
+@pytest.mark.parametrize("status", ["PENDING", "FAILED", "STOPPED", "STOPPING"])
+def test_given_a_generation_given_up_when_its_late_container_claims_then_fenced_unchanged(
+    registry: ObserverRegistry, dynamodb: Any, registry_table: str, status: str
+) -> None:
+    registry.create("a", "ticker", {})
+    start_generation(dynamodb, registry_table, "a", 1, "arn:task/1")
+    set_status(dynamodb, registry_table, "a", status)  # backoff, gave up, ... desired RUNNING
+    before = raw_item(dynamodb, registry_table, "a")
+
+    with pytest.raises(Fenced) as raised:
+        registry.claim_generation("a", 1)
+
+    assert status in str(raised.value)
+    assert raw_item(dynamodb, registry_table, "a") == before
+
+
 def test_given_a_stop_request_when_claiming_then_stop_requested(
     registry: ObserverRegistry, dynamodb: Any, registry_table: str
 ) -> None:

@@ -26,7 +26,7 @@ from vigil.observers.runtime import (
 )
 
 from . import sample_kinds
-from .test_registry import raw_item, start_generation
+from .test_registry import raw_item, set_status, start_generation
 
 KINDS = {
     "sample": "tests.observers.sample_kinds.run",
@@ -216,6 +216,41 @@ def test_given_a_bad_kind_or_an_old_generation_when_started_then_it_never_claims
 
     assert code is expected
     assert registry.get("obs").status is Status.STARTING
+
+
+def test_given_a_failed_observer_when_its_late_container_starts_then_fenced_without_writing(
+    started: ObserverRegistry,
+    clock: ManualClock,
+    dynamodb: Any,
+    registry_table: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    install(monkeypatch, lambda ctx: pytest.fail("must not run"))
+    set_status(dynamodb, registry_table, "obs", "FAILED")  # never claimed in the start timeout
+    before = raw_item(dynamodb, registry_table, "obs")
+
+    code = Harness(started, clock, generation=1).runtime.run()
+
+    assert code is ExitCode.FENCED
+    assert raw_item(dynamodb, registry_table, "obs") == before
+
+
+def test_given_sigterm_before_the_claim_when_started_then_it_never_claims_nor_writes(
+    started: ObserverRegistry,
+    clock: ManualClock,
+    dynamodb: Any,
+    registry_table: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    install(monkeypatch, lambda ctx: pytest.fail("must not run"))
+    before = raw_item(dynamodb, registry_table, "obs")
+    runtime = Harness(started, clock, generation=1).runtime
+    runtime.request_stop(StopReason.SIGTERM)
+
+    code = runtime.run()
+
+    assert code is ExitCode.CLEAN
+    assert raw_item(dynamodb, registry_table, "obs") == before
 
 
 def test_given_an_unknown_observer_when_started_then_bad_configuration(

@@ -104,6 +104,19 @@ class Fenced(RegistryError):
         self.current = current
 
 
+class GivenUp(Fenced):
+    """The generation is still current but the reconciler gave up on it before it claimed
+    (FAILED, a backoff, a stop): a late container must not bring it back to RUNNING."""
+
+    def __init__(self, name: str, generation: int, status: str) -> None:
+        super().__init__(name, generation, generation)
+        self.args = (
+            f"observer {name!r} generation {generation} was given up before it claimed "
+            f"(status {status})",
+        )
+        self.status = status
+
+
 class StopRequested(RegistryError):
     """Claiming failed because the observer's desired state is STOPPED."""
 
@@ -288,7 +301,12 @@ class ObserverRegistry:
     # -- container writes (fenced by generation) ---------------------------------------------
 
     def claim_generation(self, name: str, generation: int) -> Observer:
-        """The container of ``generation`` announces it runs: status RUNNING, first heartbeat."""
+        """The container of ``generation`` announces it runs: status RUNNING, first heartbeat.
+
+        Only from STARTING (or RUNNING, a repeated claim): the reconciler records STARTING with
+        the generation, before RunTask, so any other status means it has since given up on this
+        generation (FAILED, PENDING in a backoff, STOPPING, STOPPED).
+        """
         now = self._clock()
         try:
             answer = self._client.update_item(
@@ -298,7 +316,9 @@ class ObserverRegistry:
                     "SET #status = :running, heartbeat_at = :hb, heartbeat_at_ms = :hb_ms, "
                     "updated_at = :now, version = version + :one"
                 ),
-                ConditionExpression="generation = :gen AND desired = :desired",
+                ConditionExpression=(
+                    "generation = :gen AND desired = :desired AND #status IN (:starting, :running)"
+                ),
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues=to_wire(
                     {
@@ -309,6 +329,7 @@ class ObserverRegistry:
                         ":one": 1,
                         ":gen": generation,
                         ":desired": Desired.RUNNING.value,
+                        ":starting": Status.STARTING.value,
                     }
                 ),
                 ReturnValues="ALL_NEW",
@@ -319,6 +340,9 @@ class ObserverRegistry:
                 raise
             old = old_item(error)
             self._raise_if_fenced(name, generation, old)
+            assert old is not None
+            if old.get("desired") == Desired.RUNNING.value:
+                raise GivenUp(name, generation, str(old.get("status"))) from error
             raise StopRequested(name) from error
         return from_item(from_wire(answer["Attributes"]) or {})
 

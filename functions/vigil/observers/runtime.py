@@ -293,10 +293,14 @@ class ObserverRuntime:
         except (ObserverNotFound, KindError) as error:
             self.logger.error("cannot start", extra={"reason": str(error)})
             return ExitCode.BAD_CONFIGURATION
+        if self.stopping:
+            # SIGTERM before the claim: claiming now could only undo what the reconciler decided.
+            self.logger.info("stopped before start", extra={"reason": str(self._reason)})
+            return ExitCode.CLEAN
         try:
             observer = self._registry.claim_generation(self._name, self._generation)
         except Fenced as fenced:
-            self.logger.error("not the current generation", extra={"reason": str(fenced)})
+            self.logger.error("fenced before start", extra={"reason": str(fenced)})
             return ExitCode.FENCED
         except StopRequested:
             self.logger.info("stop requested before start")
