@@ -11,9 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, NoRegionError
 
 from vigil.clock import ManualClock
+from vigil.observers import main
 from vigil.observers.model import Status
 from vigil.observers.registry import Fenced, ObserverRegistry
 from vigil.observers.runtime import (
@@ -368,3 +369,155 @@ def test_given_a_fenced_runtime_when_checkpointing_again_then_refused_without_a_
     with pytest.raises(Fenced):
         runtime.save_checkpoint({"count": 9})
     assert started.get("obs").checkpoint is None
+
+
+class Hanging(ObserverRegistry):
+    """A registry whose heartbeat blocks (a DynamoDB call that hangs) until released."""
+
+    def __init__(self, registry: ObserverRegistry) -> None:
+        super().__init__(registry._client, registry._table, clock=registry._clock)
+        self.entered = threading.Event()
+        self.released = threading.Event()
+
+    def heartbeat(self, name: str, generation: int) -> Any:
+        self.entered.set()
+        self.released.wait(timeout=30)
+        raise ClientError({"Error": {"Code": "RequestTimeout"}}, "UpdateItem")
+
+
+def test_given_a_hanging_heartbeat_when_two_intervals_pass_then_ctx_stopping_self_fences(
+    started: ObserverRegistry,
+    dynamodb: Any,
+    registry_table: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    interval = 1 / 64  # the real heartbeat thread enters its (hanging) call after this
+    step = 1 / 256  # injected clock: each round of work takes this long
+    now = [0.0]
+    hanging = Hanging(started)
+    seen: list[float] = []
+
+    def work(ctx: ObserverContext) -> None:
+        assert hanging.entered.wait(timeout=10)  # the heartbeat thread is stuck in its call
+        while not ctx.stopping:
+            seen.append(now[0])
+            now[0] += step
+
+    install(monkeypatch, work)
+    exits: list[int] = []
+    runtime = ObserverRuntime(
+        hanging,
+        name="obs",
+        generation=1,
+        kinds=KINDS,
+        heartbeat_seconds=interval,
+        monotonic=lambda: now[0],
+        hard_exit=exits.append,
+        fence_grace_seconds=0.01,
+    )
+    try:
+        code = runtime.run()  # returns although the heartbeat thread is still blocked
+        written = raw_item(dynamodb, registry_table, "obs")
+    finally:
+        hanging.released.set()
+
+    assert code is ExitCode.FENCED and runtime.stop_reason is StopReason.FENCED
+    assert seen == [i * step for i in range(8)]  # fenced at 2 intervals of silence
+    assert written["status"] == "RUNNING" and "last_exit" not in written  # no exit report
+    assert exits == []
+
+
+def test_given_no_heartbeat_accepted_when_the_observer_sleeps_then_it_wakes_fenced_at_the_deadline(
+    started: ObserverRegistry, dynamodb: Any, registry_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [0.0]
+    sleeps: list[float] = []
+
+    def sleeper(stopping: threading.Event, seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds  # the heartbeat thread is blocked: nothing else happens meanwhile
+
+    def work(ctx: ObserverContext) -> None:
+        ctx.sleep(15)
+        ctx.sleep(60)
+        ctx.sleep(60)
+
+    install(monkeypatch, work)
+    runtime = ObserverRuntime(
+        started,
+        name="obs",
+        generation=1,
+        kinds=KINDS,
+        heartbeat_seconds=10,
+        sleeper=sleeper,
+        monotonic=lambda: now[0],
+        heartbeat_thread=False,
+    )
+
+    code = runtime.run()
+
+    assert code is ExitCode.FENCED
+    assert sleeps == [15, 5]  # the second sleep ends at 20 s of silence, the third never starts
+    assert "last_exit" not in raw_item(dynamodb, registry_table, "obs")
+
+
+def test_given_heartbeats_accepted_when_the_observer_sleeps_long_then_it_sleeps_it_all(
+    started: ObserverRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [0.0]
+    sleeps: list[float] = []
+    runtime: ObserverRuntime
+
+    def sleeper(stopping: threading.Event, seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+        runtime.heartbeat_once()
+
+    def work(ctx: ObserverContext) -> None:
+        ctx.sleep(45)
+        started.request_stop("obs")
+        ctx.sleep(1)
+        ctx.sleep(1)
+
+    install(monkeypatch, work)
+    runtime = ObserverRuntime(
+        started,
+        name="obs",
+        generation=1,
+        kinds=KINDS,
+        heartbeat_seconds=10,
+        sleeper=sleeper,
+        monotonic=lambda: now[0],
+        heartbeat_thread=False,
+    )
+
+    assert runtime.run() is ExitCode.CLEAN
+    assert sleeps == [20, 20, 5, 1]  # woken at each deadline, and back to sleep after a beat
+
+
+@pytest.mark.parametrize(("interval", "read_timeout"), [(30, 5), (9, 3), (6, 2), (1, 1)])
+def test_given_the_container_when_it_builds_its_client_then_calls_cannot_outlast_the_fence(
+    monkeypatch: pytest.MonkeyPatch, interval: int, read_timeout: float
+) -> None:
+    built: list[dict[str, Any]] = []
+
+    def client(service: str, **kwargs: Any) -> Any:
+        built.append({"service": service, **kwargs})
+        raise NoRegionError()
+
+    monkeypatch.setattr(main.boto3, "client", client)
+    env = {
+        "VIGIL_OBSERVERS_TABLE": "t",
+        "VIGIL_OBSERVER_NAME": "btc",
+        "VIGIL_OBSERVER_GENERATION": "3",
+        "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
+        "VIGIL_HEARTBEAT_SECONDS": str(interval),
+    }
+
+    assert main.main(env) == ExitCode.BAD_CONFIGURATION
+
+    [call] = built
+    config = call["config"]
+    assert call["service"] == "dynamodb"
+    assert (config.connect_timeout, config.read_timeout) == (2, read_timeout)
+    assert config.retries == {"mode": "standard", "max_attempts": 2}

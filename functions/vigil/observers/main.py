@@ -14,6 +14,7 @@ from types import FrameType
 from typing import Any
 
 import boto3
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
 from vigil import telemetry
@@ -27,11 +28,24 @@ from vigil.observers.runtime import (
 )
 
 
+def client_config(heartbeat_seconds: float) -> Config:
+    """Registry calls short enough that a hanging one cannot outlast the self-fence deadline
+    (two intervals): botocore's defaults (60 s reads, retried) would hold a heartbeat for minutes."""
+    read_timeout = max(1.0, min(5.0, heartbeat_seconds / 3))
+    return Config(
+        connect_timeout=2,
+        read_timeout=read_timeout,
+        retries={"mode": "standard", "max_attempts": 2},
+    )
+
+
 def main(environ: Mapping[str, str] | None = None, client: Any = None) -> int:
     log = telemetry.logger()
     try:
         settings = RuntimeSettings.from_env(os.environ if environ is None else environ)
-        client = client or boto3.client("dynamodb")
+        client = client or boto3.client(
+            "dynamodb", config=client_config(settings.heartbeat_seconds)
+        )
     except (InvalidSettings, BotoCoreError) as error:
         log.error("bad configuration", extra={"reason": str(error)})
         return ExitCode.BAD_CONFIGURATION

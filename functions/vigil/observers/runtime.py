@@ -11,7 +11,8 @@ next heartbeat or checkpoint fails and the container stops at once::
 
 A heartbeat thread is right here (a long-running process), unlike in Lambda where threads freeze
 between invocations. When it cannot reach the registry for two intervals it fences itself, so it
-has stopped before the reconciler (which waits three) starts a replacement. A user loop that
+has stopped before the reconciler (which waits three) starts a replacement; ``ctx.stopping`` and
+``ctx.sleep`` check that deadline themselves, so a heartbeat call that hangs cannot postpone it. A user loop that
 ignores ``ctx.stopping`` after fencing is cut short by a hard exit after a short grace.
 """
 
@@ -207,6 +208,8 @@ class ObserverRuntime:
         self._reason: StopReason | None = None
         self._reason_lock = threading.Lock()
         self._last_beat = monotonic()
+        self._claimed = False
+        """From the claim on, ``stopping`` and ``sleep`` enforce the self-fence deadline too."""
         self._task_arn: str | None = None
         self._kind = ""
         self.logger = logger or telemetry.logger()
@@ -216,6 +219,8 @@ class ObserverRuntime:
 
     @property
     def stopping(self) -> bool:
+        if not self._stopping.is_set():
+            self._fence_if_silent()
         return self._stopping.is_set()
 
     @property
@@ -231,8 +236,12 @@ class ObserverRuntime:
         self._stopping.set()
 
     def sleep(self, seconds: float) -> None:
-        if seconds > 0 and not self.stopping:
-            self._sleeper(self._stopping, seconds)
+        """Sleep ``seconds``, waking at the self-fence deadline to check it on the way."""
+        left = seconds
+        while left > 0 and not self.stopping:
+            wait = min(left, self._silence_left())
+            self._sleeper(self._stopping, wait)
+            left -= wait
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         if self._reason is StopReason.FENCED:
@@ -265,6 +274,18 @@ class ObserverRuntime:
         if observer.desired is Desired.STOPPED and not self.stopping:
             self.logger.info("stop requested in the registry")
             self.request_stop(StopReason.STOP_REQUESTED)
+
+    def _silence_left(self) -> float:
+        """Seconds until the self-fence deadline (infinite before the claim)."""
+        if not self._claimed:
+            return float("inf")
+        return SELF_FENCE_INTERVALS * self._interval - (self._monotonic() - self._last_beat)
+
+    def _fence_if_silent(self) -> None:
+        """The deadline holds even while the heartbeat thread is stuck in a call that hangs."""
+        if self._silence_left() <= 0:
+            silent = self._monotonic() - self._last_beat
+            self._fence(f"no heartbeat accepted for {silent:.0f} s: presumed replaced")
 
     def _heartbeat_loop(self) -> None:
         while not self._done.wait(self._interval):
@@ -308,6 +329,7 @@ class ObserverRuntime:
             return ExitCode.CLEAN
         self._task_arn = observer.task_arn
         self._last_beat = self._monotonic()
+        self._claimed = True
         self.logger.append_keys(kind=observer.kind)
         self.logger.info("claimed", extra={"task_arn": observer.task_arn})
 
@@ -323,7 +345,9 @@ class ObserverRuntime:
         finally:
             self._done.set()
             if thread is not None:
-                thread.join()
+                # A fenced container leaves at once, even with a heartbeat call still hanging.
+                left_fenced = self._reason is StopReason.FENCED
+                thread.join(timeout=self._fence_grace if left_fenced else None)
         return self._finish(crash)
 
     def _finish(self, crash: Exception | None) -> ExitCode:
