@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from botocore.exceptions import ClientError
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
 from tests.reconciler.moto_fleet import TABLE, MotoFleet, task_event
 from vigil.dynamo import to_wire
@@ -382,3 +384,72 @@ def test_only_one_resync_runs_at_a_time(fleet: MotoFleet) -> None:
     assert overlapping == [None]
     # The lease was released: the next pass runs.
     assert fleet.reconciler().resync("third") is not None
+
+
+# Errors of one observer ----------------------------------------------------------------------
+
+
+class FailingFor:
+    """The moto ECS client, with one call failing (any error) whenever it names one observer."""
+
+    def __init__(self, client: Any, operation: str, name: str, error: Exception) -> None:
+        self._client = client
+        self._operation = operation
+        self._name = name
+        self._error = error
+        self.arns: set[str] = set()
+
+    def __getattr__(self, operation: str) -> Any:
+        real = getattr(self._client, operation)
+        if operation != self._operation:
+            return real
+
+        def call(**kwargs: Any) -> Any:
+            if kwargs.get("startedBy") == self._name or kwargs.get("task") in self.arns:
+                raise self._error
+            return real(**kwargs)
+
+        return call
+
+
+def test_a_run_task_timeout_for_one_observer_is_a_start_failure_and_the_pass_goes_on(
+    fleet: MotoFleet,
+) -> None:
+    for name in ("a", "b", "c"):
+        fleet.put(fleet.observer(name))
+    timing_out = FailingFor(
+        fleet.ecs_client, "run_task", "b", ReadTimeoutError(endpoint_url="https://ecs")
+    )
+
+    report = fleet.reconciler(ecs_client=timing_out).resync("pass")
+
+    assert report is not None
+    assert {fleet.item("a")["task_arn"], fleet.item("c")["task_arn"]} <= set(running(fleet))
+    failed = fleet.item("b")
+    assert (failed["status"], failed["start_attempts"]) == ("STARTING", 1)
+    assert "task_arn" not in failed and "Read timeout" in failed["last_start_error"]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        EndpointConnectionError(endpoint_url="https://ecs"),
+        ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "StopTask"),
+    ],
+)
+def test_an_aws_error_for_one_observer_is_counted_and_the_pass_goes_on(
+    fleet: MotoFleet, error: Exception
+) -> None:
+    arns = {}
+    for name in ("a", "b", "c"):
+        observer, arns[name] = fleet.running_task(name, 1)
+        fleet.put(replace(observer, desired=Desired.STOPPED))
+    failing = FailingFor(fleet.ecs_client, "stop_task", "b", error)
+    failing.arns.add(arns["b"])
+
+    report = fleet.reconciler(ecs_client=failing).resync("pass")
+
+    assert report is not None and report.errors == 1
+    assert running(fleet) == [arns["b"]]
+    # b's record was written first (the commit point): the next pass asks ECS again.
+    assert [fleet.item(n)["status"] for n in ("a", "b", "c")] == ["STOPPING"] * 3

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from vigil.dynamo import error_code
 from vigil.observers.decisions import MISSING, TaskState
@@ -176,6 +176,8 @@ class EcsTasks:
         except ClientError as error:
             code = error_code(error)
             raise RunTaskFailed(f"{code}: {error}", transient=code in TRANSIENT_CODES) from error
+        except BotoCoreError as error:  # a timeout or a lost connection: the same token retries
+            raise RunTaskFailed(f"{type(error).__name__}: {error}", transient=True) from error
         failures = response.get("failures") or []
         if failures:
             reasons = "; ".join(

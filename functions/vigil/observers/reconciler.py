@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, Field, ValidationError
 
 from vigil.clock import Clock, iso, system_clock
@@ -29,7 +31,7 @@ from vigil.leases import LeaseHeld, LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks, RunTaskFailed
 from vigil.observers.fleet_store import Conflict, FleetStore, Write
-from vigil.telemetry import ObserverMetric
+from vigil.telemetry import ObserverMetric, logger
 
 RESYNC_LEASE_KEY = {"name": "#resync"}
 MAX_DECISION_ROUNDS = 4
@@ -129,6 +131,8 @@ class PassReport:
     stopped: int = 0
     ignored: int = 0
     conflicts: int = 0
+    errors: int = 0
+    """Observers skipped by a resync after an AWS error of their own (the next pass retries)."""
     actions: list[tuple[str, d.Action]] = field(default_factory=list)
 
     def note(self, name: str, action: d.Action) -> None:
@@ -229,7 +233,8 @@ class Reconciler:
             if report.started >= self._max_starts and _starts(actions):
                 report.note(record.name, d.Ignore("start deferred: this pass started its maximum"))
                 continue
-            self._reconcile(record, evidence, report, first=actions)
+            with _isolated(record.name, report):
+                self._reconcile(record, evidence, report, first=actions)
         if to_describe:
             now = self._clock()
             stale = sum(
@@ -243,7 +248,8 @@ class Reconciler:
             described = self._ecs.describe(to_describe)
             report.described += len(to_describe)
             for arn, record in to_describe.items():
-                self._reconcile(record, described[arn], report)
+                with _isolated(record.name, report):
+                    self._reconcile(record, described[arn], report)
         self._sweep_orphans(records, running, report)
         return report
 
@@ -261,25 +267,29 @@ class Reconciler:
         described = self._ecs.describe(candidates)
         report.described += len(candidates)
         for arn in candidates:
-            task = described[arn]
-            record = by_name.get(task.observer) if task.observer else None
+            with _isolated(described[arn].observer or arn, report):
+                self._sweep_one(described[arn], by_name, report)
+
+    def _sweep_one(
+        self, task: d.TaskState, by_name: dict[str, d.Record], report: PassReport
+    ) -> None:
+        """Classify one orphan candidate and stop or adopt it."""
+        record = by_name.get(task.observer) if task.observer else None
+        action = d.classify_orphan(task, record, self._clock(), self._settings)
+        if isinstance(action, d.StopTask | d.SeeTask) and task.observer:
+            # The snapshot may be a minute old: judge again on the record as it is now.
+            record = self._store.get(task.observer)
             action = d.classify_orphan(task, record, self._clock(), self._settings)
-            if isinstance(action, d.StopTask | d.SeeTask) and task.observer:
-                # The snapshot may be a minute old: judge again on the record as it is now.
-                record = self._store.get(task.observer)
-                action = d.classify_orphan(task, record, self._clock(), self._settings)
-            report.note(task.observer or "?", action)
-            if isinstance(action, d.StopTask):
-                self._ecs.stop(action.arn, action.reason)
-                report.orphans_stopped += 1
-                self._metric(
-                    ObserverMetric.ORPHAN_STOPPED, record.observer.kind if record else None, 1
-                )
-            elif isinstance(action, d.SeeTask) and record is not None:
-                try:
-                    self._store.apply(record, action, self._clock(), seen=None)
-                except Conflict:
-                    report.conflicts += 1
+        report.note(task.observer or "?", action)
+        if isinstance(action, d.StopTask):
+            self._ecs.stop(action.arn, action.reason)
+            report.orphans_stopped += 1
+            self._metric(ObserverMetric.ORPHAN_STOPPED, record.observer.kind if record else None, 1)
+        elif isinstance(action, d.SeeTask) and record is not None:
+            try:
+                self._store.apply(record, action, self._clock(), seen=None)
+            except Conflict:
+                report.conflicts += 1
 
     # Executor ------------------------------------------------------------------------------------
 
@@ -405,6 +415,20 @@ class Reconciler:
                 return
             except Conflict:
                 continue
+
+
+@contextmanager
+def _isolated(name: str, report: PassReport) -> Iterator[None]:
+    """One observer's AWS error (a throttle, a timeout, a denied call) is logged and counted, and
+    the pass goes on with the next observer; the next pass looks at this one again."""
+    try:
+        yield
+    except (ClientError, BotoCoreError) as error:
+        report.errors += 1
+        logger().warning(
+            "observer skipped this pass after an AWS error",
+            extra={"observer": name, "error": f"{type(error).__name__}: {error}"},
+        )
 
 
 def _starts(actions: list[d.Action]) -> bool:
