@@ -318,7 +318,25 @@ class ObserverFleet(Construct):
                 "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
             },
         )
-        self.table.grant_read_write_data(function)
+        # Only what the registry's API calls use: reads and list pages, and the transactions of
+        # create, stop and restart (TransactWriteItems is authorised per Put and Update action).
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "dynamodb:GetItem",
+                    "dynamodb:BatchGetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                ],
+                resources=[self.table.table_arn],
+            )
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Query"],
+                resources=[f"{self.table.table_arn}/index/{FLEET_INDEX}"],
+            )
+        )
         self.idempotency_table.grant_read_write_data(function)
         return function
 

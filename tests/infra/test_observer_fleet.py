@@ -228,3 +228,39 @@ def test_an_existing_vpc_can_be_looked_up_by_id() -> None:
     template = Template.from_stack(stack)
     template.resource_count_is("AWS::EC2::VPC", 0)
     template.resource_count_is("AWS::ECS::Cluster", 1)
+
+
+def test_the_api_gets_only_the_registry_actions_it_calls(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, fleet, stack = built
+    assert fleet.api_function.role is not None
+    role = stack.get_logical_id(fleet.api_function.role.node.default_child)  # type: ignore[arg-type]
+    table = stack.get_logical_id(fleet.table.node.default_child)  # type: ignore[arg-type]
+    granted: dict[str, set[str]] = {}
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        if {"Ref": role} not in policy["Properties"]["Roles"]:
+            continue
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            resources = statement["Resource"]
+            for resource in resources if isinstance(resources, list) else [resources]:
+                rendered = json.dumps(resource)
+                if table not in rendered:
+                    continue
+                key = "index" if "/index/fleet-index" in rendered else "table"
+                actions = statement["Action"]
+                granted.setdefault(key, set()).update(
+                    actions if isinstance(actions, list) else [actions]
+                )
+
+    # GetItem (get, the fleet counter), BatchGetItem (list pages), PutItem and UpdateItem (the
+    # transactions of create, stop and restart), Query on the fleet index (list): nothing else.
+    assert granted == {
+        "table": {
+            "dynamodb:GetItem",
+            "dynamodb:BatchGetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+        },
+        "index": {"dynamodb:Query"},
+    }
