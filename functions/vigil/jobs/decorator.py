@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from vigil import telemetry
@@ -22,11 +21,6 @@ from vigil.jobs.store import RunStore
 from vigil.telemetry import JobMetric
 
 Handler = Callable[[Any, Any], dict[str, Any]]
-
-
-@dataclass
-class _Runtime:
-    guard: JobGuard
 
 
 def _tracing_enabled() -> bool:
@@ -43,20 +37,20 @@ def scheduled_job(
     """Turn ``body(run)`` into a guarded Lambda handler; keyword arguments are for tests."""
 
     def wrap(fn: Body) -> Handler:
-        runtime: _Runtime | None = None
+        guard: JobGuard | None = None
 
-        def build() -> _Runtime:
+        def build() -> JobGuard:
             import boto3
 
             resolved = settings or JobSettings.from_env()
             dynamodb = client or boto3.client("dynamodb")
-            return _Runtime(JobGuard(resolved, RunStore(dynamodb, resolved.table), clock))
+            return JobGuard(resolved, RunStore(dynamodb, resolved.table), clock)
 
         def guarded(event: Any, context: Any) -> dict[str, Any]:
-            nonlocal runtime
-            if runtime is None:
-                runtime = build()
-            return _handle(runtime.guard, fn, event, context)
+            nonlocal guard
+            if guard is None:
+                guard = build()
+            return _handle(guard, fn, event, context)
 
         handler: Handler = telemetry.logger().inject_lambda_context(clear_state=True)(guarded)
         handler = telemetry.metrics().log_metrics(handler)
