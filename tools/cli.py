@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 from tools import jobs_cli
 from tools.lambda_context import LambdaContext
+from tools.tables import render_table
 
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 STATUSES = ("PENDING", "STARTING", "RUNNING", "STOPPING", "STOPPED", "FAILED")
@@ -395,13 +396,8 @@ def _human(command: str, result: Any) -> str:
 
 
 def _table(observers: list[dict[str, Any]]) -> str:
-    rows = [[h for h, _ in _COLUMNS]]
-    rows += [[_cell(o.get(key)) for _, key in _COLUMNS] for o in observers]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
+    header = [h for h, _ in _COLUMNS]
+    return render_table(header, [[_cell(o.get(key)) for _, key in _COLUMNS] for o in observers])
 
 
 def _details(observer: Mapping[str, Any]) -> str:

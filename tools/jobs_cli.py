@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from tools.redrive import redrive
+from tools.tables import render_table
 from vigil.jobs.store import RunStore
 
 DEFAULT_STACK = "Vigil"
@@ -84,7 +85,7 @@ def run(
             for name in sorted(catalog.jobs)
             for head in [heads.get(name)]
         ]
-        _table(out, ["JOB", "LAST TICK", "LAST STATUS", "LEASE"], rows)
+        out.write(render_table(["JOB", "LAST TICK", "LAST STATUS", "LEASE"], rows) + "\n")
         return 0
     job = catalog.job(args.job)
     if args.command == "history":
@@ -99,7 +100,8 @@ def run(
             ]
             for r in store.history(args.job, limit=args.limit)
         ]
-        _table(out, ["TICK", "STATUS", "ATTEMPTS", "TOKEN", "MS", "DETAIL"], rows)
+        header = ["TICK", "STATUS", "ATTEMPTS", "TOKEN", "MS", "DETAIL"]
+        out.write(render_table(header, rows) + "\n")
         return 0
     lambda_client = session.client("lambda")
     send = invoke or (
@@ -122,11 +124,3 @@ def _positive(raw: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
-
-
-def _table(out: TextIO, header: list[str], rows: Sequence[Sequence[object]]) -> None:
-    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=False)]
-    for row in [header, *rows]:
-        out.write(
-            "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() + "\n"
-        )
