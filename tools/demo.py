@@ -27,6 +27,7 @@ from tools.demo_observers import simulate as simulate_observers
 from tools.emulator.account import LocalAccount, local_account
 from tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
 from tools.emulator.scheduler import Schedule, deployed_schedules, occurrences
+from tools.jobs_cli import JobsCatalog
 from tools.redrive import redrive
 from vigil.jobs.store import RunStore
 
@@ -166,27 +167,23 @@ def _malformed(
 
 
 def _redrive_all(account: LocalAccount, runtime: LocalLambda, journal: Journal) -> None:
+    """What ``vigil jobs redrive`` does, for every job the stack's outputs list."""
     sqs = account.session.client("sqs")
+    catalog = JobsCatalog.from_stack(
+        account.session.client("cloudformation"), account.deployed.stack_name
+    )
     print("\nRedriving the dead-letter queues (each event twice: a redrive is safe to repeat):")
-    for logical_id in sorted(account.synth.resources("AWS::SQS::Queue")):
-        if "FailedRuns" not in logical_id:
-            continue
-        url = account.physical_id(logical_id)
-        function = _function_for_queue(account, logical_id)
-        for item in redrive(sqs, url, functools.partial(runtime.invoke_async, function)):
-            journal.deliveries(f"redrive {logical_id[:-8]}", item.result)
+    for name, job in sorted(catalog.jobs.items()):
+        function = job["function"]
+        for item in redrive(
+            sqs, job["failed_runs"], functools.partial(runtime.invoke_async, function)
+        ):
+            journal.deliveries(f"redrive {name}", item.result)
             print(journal.lines[-1])
             journal.deliveries(
-                f"same event again {logical_id[:-8]}", runtime.invoke_async(function, item.event)
+                f"same event again {name}", runtime.invoke_async(function, item.event)
             )
             print(journal.lines[-1])
-
-
-def _function_for_queue(account: LocalAccount, queue_logical_id: str) -> str:
-    job = queue_logical_id.split("FailedRuns")[0]
-    functions = account.synth.resources("AWS::Lambda::Function")
-    logical = next(f for f in functions if f.startswith(f"{job}Function"))
-    return account.physical_id(logical)
 
 
 def _summary(account: LocalAccount, journal: Journal, fault: Fault) -> dict[str, Any]:
