@@ -7,14 +7,25 @@ from pathlib import Path
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
+
+from infra.pins import pinned
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
-POWERTOOLS_LAYER_CONTEXT = "vigil:powertoolsLayerVersion"
-POWERTOOLS_LAYER_DEFAULT_VERSION = 27
 ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "observers/Dockerfile"]
+
+
+def powertools_layer_parameter() -> str:
+    """The public SSM parameter holding the layer ARN of the Powertools that requirements.txt pins.
+
+    Powertools publishes one per release, architecture and runtime; CloudFormation resolves it at
+    deploy time in the target region, so no layer number is written anywhere.
+    """
+    version = pinned("aws-lambda-powertools")
+    return f"/aws/service/powertools/python/{ARCHITECTURE.name}/{RUNTIME.name}/{version}"
 
 
 def powertools_layer(scope: Construct) -> lambda_.ILayerVersion:
@@ -23,13 +34,7 @@ def powertools_layer(scope: Construct) -> lambda_.ILayerVersion:
     existing = stack.node.try_find_child("PowertoolsLayer")
     if existing is not None:
         return existing  # type: ignore[return-value]
-    version = (
-        stack.node.try_get_context(POWERTOOLS_LAYER_CONTEXT) or POWERTOOLS_LAYER_DEFAULT_VERSION
-    )
-    arn = (
-        f"arn:{stack.partition}:lambda:{stack.region}:017000801446:layer:"
-        f"AWSLambdaPowertoolsPythonV3-python312-arm64:{int(version)}"
-    )
+    arn = ssm.StringParameter.value_for_string_parameter(stack, powertools_layer_parameter())
     return lambda_.LayerVersion.from_layer_version_arn(stack, "PowertoolsLayer", arn)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -24,7 +24,11 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cloudwatch.Alarm] = []
-        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name="Vigil")
+        # Dashboard names are unique per account across regions: one per stack and region.
+        stack = Stack.of(self)
+        self.dashboard = cloudwatch.Dashboard(
+            self, "Dashboard", dashboard_name=f"{stack.stack_name}-{stack.region}"
+        )
         self.dashboard.add_widgets(
             cloudwatch.TextWidget(
                 markdown="# Vigil\nScheduled jobs: runs, suppressed duplicates, skipped and "

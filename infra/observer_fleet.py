@@ -33,6 +33,7 @@ from constructs import Construct
 from infra.errors import ConfigurationError
 from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
+from infra.pins import pinned
 from infra.queues import dead_letter_queue
 
 OWNER = "ObserverFleet"
@@ -77,6 +78,14 @@ FARGATE_MEMORY: dict[int, range] = {
     16384: range(32768, 122881, 8192),
 }
 """Fargate's valid CPU units -> memory (MiB) combinations (256 CPU also allows 512 MiB)."""
+
+
+def image_pins() -> dict[str, str]:
+    """The Dockerfile's build arguments: the library versions the tests ran with."""
+    return {
+        "BOTO3_VERSION": pinned("boto3"),
+        "POWERTOOLS_VERSION": pinned("aws-lambda-powertools"),
+    }
 
 
 @dataclass(frozen=True)
@@ -287,6 +296,7 @@ class ObserverFleet(Construct):
                 file="observers/Dockerfile",
                 platform=ecr_assets.Platform.LINUX_AMD64,
                 exclude=["**/__pycache__", "**/*.pyc"],
+                build_args=image_pins(),
             ),
             # Container-level memory: ECS accepts task-level only, but moto's RunTask needs it.
             memory_limit_mib=spec.memory_mib,

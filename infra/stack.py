@@ -38,6 +38,9 @@ class VigilStack(Stack):
         """What the ``vigil jobs`` commands need to find, read from the deployed stack."""
         CfnOutput(self, "JobRunsTableName", value=self.runs.table.table_name)
         CfnOutput(
+            self, "DashboardName", value=self.monitoring.dashboard.dashboard_name or "unnamed"
+        )
+        CfnOutput(
             self,
             "JobsCatalog",
             description="Per job: its function and its failed-runs (dead-letter) queue",

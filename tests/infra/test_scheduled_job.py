@@ -143,7 +143,6 @@ def test_functions_share_runtime_tracing_powertools_and_log_retention(
         assert props["Runtime"] == "python3.12"
         assert props["Architectures"] == ["arm64"]
         assert props["TracingConfig"] == {"Mode": "Active"}
-        assert "AWSLambdaPowertoolsPythonV3" in json.dumps(props["Layers"])
         assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "vigil"
     for log_group in synthesized.resources("AWS::Logs::LogGroup").values():
         assert log_group["Properties"]["RetentionInDays"] == 30

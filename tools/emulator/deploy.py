@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,12 @@ from typing import Any
 from tools.emulator.template import STACK_NAME, Synthesized
 
 BOOTSTRAP_QUALIFIER = "hnb659fds"
+POWERTOOLS_PARAMETERS = re.compile(
+    r"^/aws/service/powertools/python/(?P<arch>[\w-]+)/python(?P<major>\d+)\.(?P<minor>\d+)/(?P<version>[\w.]+)$"
+)
+POWERTOOLS_ACCOUNT = "017000801446"
+LOCAL_PUBLIC_PREFIX = "/vigil-emulator/public"
+"""Where the emulator keeps its copies of AWS's public parameters (moto refuses names under /aws)."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,7 @@ def deploy(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) ->
     cloudformation = session.client("cloudformation")
     cloudformation.create_stack(
         StackName=stack_name,
-        TemplateBody=json.dumps(synth.template),
+        TemplateBody=json.dumps(_with_public_parameters(synth, session, region)),
         Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
     )
     stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
@@ -45,6 +52,39 @@ def deploy(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) ->
         for resource in page["StackResourceSummaries"]:
             physical[resource["LogicalResourceId"]] = resource.get("PhysicalResourceId", "")
     return Deployed(stack_name=stack_name, physical=physical)
+
+
+def _with_public_parameters(synth: Synthesized, session: Any, region: str) -> dict[str, Any]:
+    """Stand in for the public SSM parameters AWS provides in every account (the Powertools layer).
+
+    A template parameter typed ``AWS::SSM::Parameter::Value<String>`` resolves at deploy time. moto
+    resolves it too, but cannot hold names under ``/aws`` (and resolves a parameter's default even
+    when a value is passed): the emulator stores its own copy under another name and deploys the
+    template with that name as the parameter's default; nothing else in the template changes. The handlers run in-process on the
+    virtualenv's Powertools (the version requirements.txt pins, the one the layer is chosen by), so
+    the layer ARN is recorded on the function and never loaded.
+    """
+    layers: dict[str, tuple[str, str]] = {}
+    for key, parameter in synth.template.get("Parameters", {}).items():
+        path = str(parameter.get("Default", ""))
+        if not parameter.get("Type", "").startswith("AWS::SSM::Parameter::") or not path.startswith(
+            "/aws/service/"
+        ):
+            continue
+        match = POWERTOOLS_PARAMETERS.match(path)
+        if match is None:
+            raise ValueError(f"the emulator does not provide AWS's public parameter {path} ({key})")
+        layers[key] = (
+            path,
+            f"arn:aws:lambda:{region}:{POWERTOOLS_ACCOUNT}:layer:AWSLambdaPowertoolsPythonV3-"
+            f"python{match['major']}{match['minor']}-{match['arch']}:1",
+        )
+    parameters = dict(synth.template.get("Parameters", {}))
+    for key, (path, layer) in layers.items():
+        local = f"{LOCAL_PUBLIC_PREFIX}{path}"
+        session.client("ssm").put_parameter(Name=local, Value=layer, Type="String", Overwrite=True)
+        parameters[key] = {**parameters[key], "Default": local}
+    return {**synth.template, "Parameters": parameters}
 
 
 def _bootstrap(session: Any, account: str, region: str) -> None:
