@@ -9,6 +9,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from vigil.contract.metrics import powertools_environment
+
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -68,8 +70,7 @@ def vigil_function(
         tracing=lambda_.Tracing.ACTIVE,
         log_group=log_group,
         environment={
-            "POWERTOOLS_SERVICE_NAME": "vigil",
-            "POWERTOOLS_METRICS_NAMESPACE": "Vigil",
+            **powertools_environment(),
             "POWERTOOLS_LOG_LEVEL": "INFO",
             **environment,
         },

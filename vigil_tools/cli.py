@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from vigil.contract.observers import Status
 from vigil_tools import jobs_cli
 from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.tables import render_table
 
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-STATUSES = ("PENDING", "STARTING", "RUNNING", "STOPPING", "STOPPED", "FAILED")
+STATUSES = tuple(status.value for status in Status)
 _REGION_IN_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com")
 
 
