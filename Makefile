@@ -15,8 +15,8 @@ export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	# One resolve: the pins and the package's declared ranges must agree, or the install fails.
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt -e ".[demo]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -36,7 +36,7 @@ format: $(STAMP)
 
 ## Synthesize, then run the system on an embedded AWS emulator and print what happened.
 demo: $(STAMP)
-	$(BIN)/python -m tools.demo
+	$(BIN)/python -m vigil_tools.demo
 
 synth: $(STAMP)
 	$(BIN)/python app.py

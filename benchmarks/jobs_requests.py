@@ -17,12 +17,12 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from tools.emulator.template import Synthesized, create_tables, logical_id_of, synthesize
 from vigil.clock import ManualClock
 from vigil.jobs.events import Tick
 from vigil.jobs.guard import JobGuard
 from vigil.jobs.model import JobSettings, Overlap
 from vigil.jobs.store import RunStore
+from vigil_tools.emulator.template import Synthesized, create_tables, logical_id_of, synthesize
 
 TICK = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 REPEATS = 50

@@ -11,6 +11,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra.pins import pinned
+from vigil.contract.metrics import powertools_environment
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 RUNTIME = lambda_.Runtime.PYTHON_3_12
@@ -73,8 +74,7 @@ def vigil_function(
         tracing=lambda_.Tracing.ACTIVE,
         log_group=log_group,
         environment={
-            "POWERTOOLS_SERVICE_NAME": "vigil",
-            "POWERTOOLS_METRICS_NAMESPACE": "Vigil",
+            **powertools_environment(),
             "POWERTOOLS_LOG_LEVEL": "INFO",
             **environment,
         },

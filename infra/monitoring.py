@@ -9,8 +9,9 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.observer_fleet import ObserverFleet
+from infra.observer_fleet import ObserverFleet, fleet_metric
 from infra.scheduled_job import ScheduledJob
+from vigil.contract.metrics import JobMetric, ObserverMetric
 
 
 class Monitoring(Construct):
@@ -50,15 +51,15 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title="observers: lifecycle",
                 left=[
-                    _fleet_metric(name)
-                    for name in (
-                        "ObserverStarted",
-                        "ObserverRestarted",
-                        "ObserverStopped",
-                        "ObserverFailed",
-                        "ObserverOrphanStopped",
-                        "ObserverHeartbeatStale",
-                        "ObserverRunTaskFailed",
+                    fleet_metric(metric)
+                    for metric in (
+                        ObserverMetric.STARTED,
+                        ObserverMetric.RESTARTED,
+                        ObserverMetric.STOPPED,
+                        ObserverMetric.FAILED,
+                        ObserverMetric.ORPHAN_STOPPED,
+                        ObserverMetric.HEARTBEAT_STALE,
+                        ObserverMetric.RUN_TASK_FAILED,
                     )
                 ],
                 width=12,
@@ -70,7 +71,7 @@ class Monitoring(Construct):
                     _depth(fleet.events_dlq, "undelivered task events"),
                     _depth(fleet.stream_dlq, "unprocessed registry changes"),
                 ],
-                right=[_fleet_metric("ReconcilePassDuration", "Maximum")],
+                right=[fleet_metric(ObserverMetric.RECONCILE_DURATION, "Maximum")],
                 width=12,
             ),
         )
@@ -81,13 +82,13 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title=f"{name}: ticks",
                 left=[
-                    job.metric("JobRunSucceeded"),
-                    job.metric("JobRunFailed"),
-                    job.metric("JobDuplicateSuppressed"),
-                    job.metric("JobTickSkipped"),
-                    job.metric("JobTickMissed"),
-                    job.metric("JobRunFenced"),
-                    job.metric("JobEventMalformed"),
+                    job.metric(JobMetric.SUCCEEDED),
+                    job.metric(JobMetric.FAILED),
+                    job.metric(JobMetric.DUPLICATE),
+                    job.metric(JobMetric.SKIPPED),
+                    job.metric(JobMetric.MISSED),
+                    job.metric(JobMetric.FENCED),
+                    job.metric(JobMetric.MALFORMED),
                 ],
                 width=12,
             ),
@@ -112,7 +113,7 @@ class Monitoring(Construct):
         )
         self._alarm(
             f"{name}-missed-ticks",
-            job.metric("JobTickMissed"),
+            job.metric(JobMetric.MISSED),
             f"Job {name}: ticks arrived later than the maximum lateness and did not run.",
         )
 
@@ -134,14 +135,4 @@ class Monitoring(Construct):
 def _depth(queue: sqs.IQueue, label: str) -> cloudwatch.Metric:
     return queue.metric_approximate_number_of_messages_visible(
         label=label, period=Duration.minutes(5), statistic="Maximum"
-    )
-
-
-def _fleet_metric(name: str, statistic: str = "Sum") -> cloudwatch.Metric:
-    return cloudwatch.Metric(
-        namespace="Vigil",
-        metric_name=name,
-        dimensions_map={"service": "vigil"},
-        statistic=statistic,
-        period=Duration.minutes(5),
     )

@@ -35,39 +35,12 @@ from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
 from infra.pins import pinned
 from infra.queues import dead_letter_queue
+from vigil.contract.metrics import NAMESPACE, SERVICE, ObserverMetric, powertools_environment
+from vigil.contract.observers import FLEET_INDEX, FLEET_INDEX_PROJECTION, Desired, Status
 
 OWNER = "ObserverFleet"
 KIND_NAME = re.compile(r"^[a-z0-9-]{1,63}$")
 CONTAINER_NAME = "observer"
-FLEET_INDEX = "fleet-index"
-INDEX_ATTRIBUTES = (
-    # Shared status fields (vigil.observers.model.FLEET_INDEX_ATTRIBUTES) ...
-    "kind",
-    "desired",
-    "status",
-    "generation",
-    "task_arn",
-    "restarts",
-    "consecutive_failures",
-    "heartbeat_at",
-    "heartbeat_at_ms",
-    "created_at",
-    "updated_at",
-    "version",
-    "last_exit",
-    "next_start_at",
-    "next_start_at_ms",
-    "failure_reason",
-    "restart_generation",
-    # ... and the reconciler's own (vigil.observers.fleet_store.TRACKING_ATTRIBUTES).
-    "task_version",
-    "task_status",
-    "started_at_ms",
-    "start_attempts",
-)
-"""Kept equal to ``vigil.observers.fleet_store.INDEX_ATTRIBUTES`` by a test (infra never imports
-the runtime library, so synth cannot depend on it)."""
-
 FARGATE_MEMORY: dict[int, range] = {
     256: range(512, 2049, 512),
     512: range(1024, 4097, 1024),
@@ -208,7 +181,7 @@ class ObserverFleet(Construct):
             partition_key=dynamodb.Attribute(name="fleet", type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name="name", type=dynamodb.AttributeType.STRING),
             projection_type=dynamodb.ProjectionType.INCLUDE,
-            non_key_attributes=list(INDEX_ATTRIBUTES),
+            non_key_attributes=list(FLEET_INDEX_PROJECTION),
         )
         return table
 
@@ -304,6 +277,7 @@ class ObserverFleet(Construct):
             stop_timeout=stop_timeout,
             logging=ecs.LogDrivers.aws_logs(stream_prefix=kind, log_group=self.log_group),
             environment={
+                **powertools_environment(),
                 "VIGIL_OBSERVERS_TABLE": self.table.table_name,
                 "VIGIL_OBSERVER_KINDS": self.kinds_json,
                 "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
@@ -511,13 +485,7 @@ class ObserverFleet(Construct):
                 ("StreamDlq", self.stream_dlq),
             )
         }
-        self.failed_metric = cloudwatch.Metric(
-            namespace="Vigil",
-            metric_name="ObserverFailed",
-            dimensions_map={"service": "vigil"},
-            statistic="Sum",
-            period=Duration.minutes(5),
-        )
+        self.failed_metric = fleet_metric(ObserverMetric.FAILED)
         alarms["ObserversFailed"] = cloudwatch.Alarm(
             self,
             "ObserversFailedAlarm",
@@ -529,6 +497,17 @@ class ObserverFleet(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         return alarms
+
+
+def fleet_metric(metric: ObserverMetric, statistic: str = "Sum") -> cloudwatch.Metric:
+    """A fleet-wide Powertools metric the API, reconciler or containers emit."""
+    return cloudwatch.Metric(
+        namespace=NAMESPACE,
+        metric_name=str(metric),  # a plain str: jsii would take an Enum for its own
+        dimensions_map={"service": SERVICE},
+        statistic=statistic,
+        period=Duration.minutes(5),
+    )
 
 
 def _stream_filters() -> list[dict[str, Any]]:
@@ -544,11 +523,11 @@ def _stream_filters() -> list[dict[str, Any]]:
             body[image[0]] = {image[1]: new_image}
         return dict(lambda_.FilterCriteria.filter(body))
 
-    live = ["STARTING", "RUNNING", "STOPPING"]
+    live = [str(status) for status in (Status.STARTING, Status.RUNNING, Status.STOPPING)]
     return [
         pattern("INSERT"),
-        pattern("MODIFY", {"status": {"S": ["PENDING"]}}),
-        pattern("MODIFY", {"desired": {"S": ["STOPPED"]}, "status": {"S": live}}),
+        pattern("MODIFY", {"status": {"S": [str(Status.PENDING)]}}),
+        pattern("MODIFY", {"desired": {"S": [str(Desired.STOPPED)]}, "status": {"S": live}}),
         pattern("MODIFY", {"restart_generation": {"N": [{"exists": True}]}}),
     ]
 

@@ -6,7 +6,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-JOBS_INDEX = "jobs-index"  # must match vigil.jobs.store.JOBS_INDEX
+from vigil.contract.jobs import JOBS_INDEX
 
 
 class JobRunsTable(Construct):

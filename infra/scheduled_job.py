@@ -21,10 +21,11 @@ from infra.handler_paths import validate_handler
 from infra.queues import DLQ_RETENTION_DAYS, dead_letter_queue
 from infra.runs_table import JobRunsTable
 from infra.schedule_expressions import validate_schedule, validate_time_zone
+from vigil.contract.jobs import SCHEDULER_INPUT_KEY
+from vigil.contract.metrics import NAMESPACE, SERVICE, JobMetric
 
 JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
 OVERLAP_POLICIES = ("skip", "allow")
-METRICS_NAMESPACE = "Vigil"
 LAMBDA_MAX_EVENT_AGE = Duration.hours(6)
 LAMBDA_RETRY_DELAYS = (60, 120)
 """Seconds Lambda waits before its first and second asynchronous retry."""
@@ -252,7 +253,7 @@ class ScheduledJob(Construct):
                 self.function,
                 input=scheduler.ScheduleTargetInput.from_object(
                     {
-                        "vigil": {
+                        SCHEDULER_INPUT_KEY: {
                             "job": self.job_name,
                             "scheduled_time": str(scheduler.ContextAttribute.scheduled_time),
                             "execution_id": str(scheduler.ContextAttribute.execution_id),
@@ -268,12 +269,12 @@ class ScheduledJob(Construct):
 
     # --- monitoring handles --------------------------------------------------------------------
 
-    def metric(self, metric_name: str, statistic: str = "Sum") -> cloudwatch.Metric:
-        """A Powertools metric this job emits (names in vigil.telemetry.JobMetric)."""
+    def metric(self, metric: JobMetric, statistic: str = "Sum") -> cloudwatch.Metric:
+        """A Powertools metric this job emits."""
         return cloudwatch.Metric(
-            namespace=METRICS_NAMESPACE,
-            metric_name=metric_name,
-            dimensions_map={"service": "vigil", "job": self.job_name},
+            namespace=NAMESPACE,
+            metric_name=str(metric),  # a plain str: jsii would take an Enum for its own
+            dimensions_map={"service": SERVICE, "job": self.job_name},
             statistic=statistic,
             period=Duration.minutes(5),
         )

@@ -33,7 +33,7 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The app's CloudFormation template, synthesized once per test session."""
-    from tools.emulator.template import synthesized_app
+    from vigil_tools.emulator.template import synthesized_app
 
     return synthesized_app()
 

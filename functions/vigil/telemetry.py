@@ -1,4 +1,7 @@
-"""One place for the names that logs, metrics and traces share, so dashboards and code agree.
+"""The Powertools objects every function and container logs, counts and traces with.
+
+Their names (service, namespace, metrics) are the contract's (``vigil.contract.metrics``), which
+infra builds the dashboard and alarms from.
 
 Powertools objects are cheap to build (no I/O) but the Tracer pulls in the X-Ray SDK when tracing is
 on, so it is built only on first use.
@@ -7,48 +10,19 @@ on, so it is built only on first use.
 from __future__ import annotations
 
 import os
-from enum import StrEnum
 from functools import cache
 from typing import TYPE_CHECKING
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import Metrics
 
+from vigil.contract.metrics import NAMESPACE as NAMESPACE
+from vigil.contract.metrics import SERVICE as SERVICE
+from vigil.contract.metrics import JobMetric as JobMetric
+from vigil.contract.metrics import ObserverMetric as ObserverMetric
+
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
-
-SERVICE = "vigil"
-NAMESPACE = "Vigil"
-
-
-class JobMetric(StrEnum):
-    """Metrics emitted per job; the dimension is ``job``."""
-
-    SUCCEEDED = "JobRunSucceeded"
-    FAILED = "JobRunFailed"
-    DUPLICATE = "JobDuplicateSuppressed"
-    SKIPPED = "JobTickSkipped"
-    MISSED = "JobTickMissed"
-    FENCED = "JobRunFenced"
-    DURATION = "JobRunDuration"
-    LATENESS = "JobTickLateness"
-    MALFORMED = "JobEventMalformed"
-
-
-class ObserverMetric(StrEnum):
-    """Metrics of the observer fleet; per-observer ones carry the ``kind`` dimension."""
-
-    CREATED = "ObserverCreated"
-    STARTED = "ObserverStarted"
-    RESTARTED = "ObserverRestarted"
-    STOPPED = "ObserverStopped"
-    FAILED = "ObserverFailed"
-    ORPHAN_STOPPED = "ObserverOrphanStopped"
-    STALE_EVENT_IGNORED = "ObserverStaleEventIgnored"
-    RUN_TASK_FAILED = "ObserverRunTaskFailed"
-    HEARTBEAT_STALE = "ObserverHeartbeatStale"
-    FENCED = "ObserverFenced"
-    RECONCILE_DURATION = "ReconcilePassDuration"
 
 
 @cache

@@ -18,8 +18,8 @@ from aws_cdk.assertions import Template
 from infra.function import FUNCTIONS_DIR, powertools_layer_parameter
 from infra.monitoring import Monitoring
 from infra.pins import PinError, pinned, pinned_versions
-from tools.emulator.deploy import _with_public_parameters
-from tools.emulator.template import Synthesized
+from vigil_tools.emulator.deploy import _with_public_parameters
+from vigil_tools.emulator.template import Synthesized
 
 PINNED_POWERTOOLS = pinned("aws-lambda-powertools")
 

@@ -11,8 +11,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
 
 from infra.errors import ConfigurationError
-from infra.observer_fleet import INDEX_ATTRIBUTES, ObserverFleet, ObserverKind
-from vigil.observers.fleet_store import INDEX_ATTRIBUTES as RUNTIME_INDEX_ATTRIBUTES
+from infra.observer_fleet import ObserverFleet, ObserverKind
+from vigil.contract.observers import FLEET_INDEX_PROJECTION
 
 KINDS: dict[str, str | ObserverKind] = {
     "ticker": "observers.ticker.run",
@@ -101,6 +101,7 @@ def test_each_kind_has_a_task_definition_with_container_memory(
         sizes.add((props["Cpu"], props["Memory"]))
         env = {e["Name"] for e in container["Environment"]}
         assert {"VIGIL_OBSERVERS_TABLE", "VIGIL_OBSERVER_KINDS", "VIGIL_HEARTBEAT_SECONDS"} <= env
+        assert {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"} <= env
     assert sizes == {("256", "512"), ("1024", "2048")}
 
 
@@ -113,7 +114,6 @@ def test_queues_are_encrypted(built: tuple[Template, ObserverFleet, Stack]) -> N
 
 def test_the_registry_table_and_its_index(built: tuple[Template, ObserverFleet, Stack]) -> None:
     template, _, _ = built
-    assert set(INDEX_ATTRIBUTES) == set(RUNTIME_INDEX_ATTRIBUTES)
     template.has_resource_properties(
         "AWS::DynamoDB::Table",
         {
@@ -126,7 +126,7 @@ def test_the_registry_table_and_its_index(built: tuple[Template, ObserverFleet, 
                         "IndexName": "fleet-index",
                         "Projection": {
                             "ProjectionType": "INCLUDE",
-                            "NonKeyAttributes": list(INDEX_ATTRIBUTES),
+                            "NonKeyAttributes": list(FLEET_INDEX_PROJECTION),
                         },
                     }
                 )

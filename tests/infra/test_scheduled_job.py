@@ -11,7 +11,7 @@ from aws_cdk.assertions import Annotations, Match, Template
 
 from infra.errors import ConfigurationError
 from infra.scheduled_job import ScheduledJob
-from tools.emulator.template import Synthesized
+from vigil_tools.emulator.template import Synthesized
 
 
 @pytest.fixture(scope="module")

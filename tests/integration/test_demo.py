@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tools import demo
+from vigil_tools import demo
 
 
 @pytest.fixture(scope="module")

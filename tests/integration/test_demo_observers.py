@@ -10,10 +10,10 @@ import freezegun.api
 import pytest
 from freezegun import freeze_time
 
-from tools import demo_observers
-from tools.emulator.account import local_account
-from tools.emulator.lambda_runtime import LocalLambda
-from tools.emulator.template import Synthesized
+from vigil_tools import demo_observers
+from vigil_tools.emulator.account import local_account
+from vigil_tools.emulator.lambda_runtime import LocalLambda
+from vigil_tools.emulator.template import Synthesized
 
 START = datetime(2026, 11, 23, 6, 50, tzinfo=UTC)
 

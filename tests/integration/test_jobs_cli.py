@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from freezegun import freeze_time
 
-from tools import jobs_cli
-from tools.emulator.account import LocalAccount, local_account
-from tools.emulator.lambda_runtime import LocalLambda
-from tools.emulator.scheduler import deployed_schedules
-from tools.emulator.template import Synthesized
+from vigil_tools import jobs_cli
+from vigil_tools.emulator.account import LocalAccount, local_account
+from vigil_tools.emulator.lambda_runtime import LocalLambda
+from vigil_tools.emulator.scheduler import deployed_schedules
+from vigil_tools.emulator.template import Synthesized
 
 START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from tools.emulator.template import Synthesized, create_tables, logical_id_of
-from tools.lambda_context import LambdaContext
 from vigil.clock import ManualClock
 from vigil.jobs.events import Tick
 from vigil.jobs.guard import JobGuard, Result, Run
 from vigil.jobs.model import JobSettings, Overlap
 from vigil.jobs.store import RunStore
+from vigil_tools.emulator.template import Synthesized, create_tables, logical_id_of
+from vigil_tools.lambda_context import LambdaContext
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from handlers import observers_api
-from tools.emulator.template import create_table, synthesized_app
 from vigil.clock import ManualClock
 from vigil.observers.registry import ObserverRegistry
+from vigil_tools.emulator.template import create_table, synthesized_app
 
 REGISTRY_PATH = "Vigil/Observers/Registry"
 IDEMPOTENCY_PATH = "Vigil/Observers/Idempotency"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from handlers import observers_api
-from tools.cli import rest_event
-from tools.lambda_context import LambdaContext
+from vigil_tools.cli import rest_event
+from vigil_tools.lambda_context import LambdaContext
 
 from .conftest import IDEMPOTENCY_TABLE, REGISTRY_TABLE, scan_all
 

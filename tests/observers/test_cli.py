@@ -14,7 +14,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from handlers import observers_api
-from tools.cli import (
+from vigil_tools.cli import (
     EXIT_API_ERROR,
     EXIT_OK,
     EXIT_UNREACHABLE,

@@ -16,7 +16,6 @@ from typing import Any
 import boto3
 from moto.moto_api import state_manager
 
-from tools.emulator.template import create_table, synthesized_app
 from vigil.clock import ManualClock, iso
 from vigil.dynamo import from_wire, to_wire
 from vigil.leases import LeaseTable
@@ -25,6 +24,7 @@ from vigil.observers.ecs_tasks import GENERATION_ENV, NAME_ENV, EcsTasks
 from vigil.observers.fleet_store import FleetStore
 from vigil.observers.model import Desired, Observer, Status, to_item
 from vigil.observers.reconciler import Notices, Reconciler
+from vigil_tools.emulator.template import create_table, synthesized_app
 
 REGION = "us-east-1"
 TABLE = "vigil-observers"

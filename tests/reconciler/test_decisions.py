@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vigil.contract.observers import ExitCode
 from vigil.observers import decisions as d
 from vigil.observers.model import Desired, LastExit, Observer, Status
 
@@ -145,7 +146,7 @@ def test_the_threshold_of_quick_failures_marks_the_observer_failed() -> None:
 
 
 def test_a_bad_config_exit_fails_at_once() -> None:
-    (failed,) = d.decide(record(), stopped(exit_code=d.EXIT_BAD_CONFIG), NOW, SETTINGS)
+    (failed,) = d.decide(record(), stopped(exit_code=ExitCode.BAD_CONFIGURATION), NOW, SETTINGS)
     assert isinstance(failed, d.MarkFailed) and "bad config" in failed.reason
 
 

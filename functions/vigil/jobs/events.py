@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-SCHEDULER_INPUT_KEY = "vigil"
+from vigil.contract.jobs import SCHEDULER_INPUT_KEY
 
 
 class MalformedEvent(ValueError):

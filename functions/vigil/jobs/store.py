@@ -23,13 +23,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import epoch_ms, iso
+from vigil.contract.jobs import JOBS_INDEX
 from vigil.dynamo import Item, cancellation_reasons, from_wire, to_wire
 from vigil.jobs.model import JobHead, Overlap, RunRecord, RunStatus
 from vigil.leases import FENCE_ADVANCES, LEASE_FREE
 
 HEAD_SK = "HEAD"
 TICK_PREFIX = "TICK#"
-JOBS_INDEX = "jobs-index"
 HEAD_ENTITY = "job"
 ERROR_MESSAGE_LIMIT = 1000
 LEASE_ATTRIBUTES = ("lease_token", "lease_tick", "lease_until_ms", "lease_until", "lease_holder")

@@ -28,12 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from vigil.contract.observers import ExitCode
 from vigil.observers.model import Desired, LastExit, Observer, Status
-
-EXIT_CLEAN = 0
-EXIT_CRASH = 1
-EXIT_BAD_CONFIG = 2
-EXIT_FENCED = 3
 
 STOPPED = "STOPPED"
 MISSING = "MISSING"
@@ -441,7 +437,7 @@ def _restart(record: Record, task: TaskState, now: datetime, settings: Settings)
         # Stopped on purpose (a person, or a clean exit): not a failure, restart at once.
         failures = observer.consecutive_failures
     else:
-        if task.stopped and last_exit.exit_code == EXIT_BAD_CONFIG:
+        if task.stopped and last_exit.exit_code == ExitCode.BAD_CONFIGURATION:
             return [
                 MarkFailed(
                     "bad config: the observer exited with code 2",

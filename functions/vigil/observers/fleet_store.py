@@ -29,7 +29,6 @@ from vigil.observers.decisions import (
 )
 from vigil.observers.model import (
     FLEET_INDEX,
-    FLEET_INDEX_ATTRIBUTES,
     FLEET_PARTITION,
     LastExit,
     Status,
@@ -37,10 +36,6 @@ from vigil.observers.model import (
     is_observer_item,
 )
 
-TRACKING_ATTRIBUTES = ("task_version", "task_status", "started_at_ms", "start_attempts")
-"""Reconciler-owned attributes; the fleet index projects them with the shared status fields."""
-INDEX_ATTRIBUTES = (*FLEET_INDEX_ATTRIBUTES, *TRACKING_ATTRIBUTES)
-"""Everything the fleet index must project for a resync to decide without reading items."""
 MAX_ATTEMPTS = 4
 
 Write = StartTask | Backoff | MarkStopping | MarkStopped | MarkFailed | SeeTask

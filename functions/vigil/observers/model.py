@@ -25,10 +25,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from vigil.clock import epoch_ms, from_epoch_ms, iso
+from vigil.contract.observers import FLEET_INDEX as FLEET_INDEX
+from vigil.contract.observers import FLEET_INDEX_ATTRIBUTES as FLEET_INDEX_ATTRIBUTES
+from vigil.contract.observers import Desired as Desired
+from vigil.contract.observers import Status as Status
 from vigil.dynamo import to_wire
 
 NAME_PATTERN = re.compile(r"^[a-z0-9-]{1,63}$")
@@ -36,47 +39,11 @@ MAX_CONFIG_BYTES = 32 * 1024
 MAX_CHECKPOINT_BYTES = 64 * 1024
 FLEET_PARTITION = "observers"
 """Value of ``fleet`` on every observer item: the partition key of the fleet index."""
-FLEET_INDEX = "fleet-index"
-FLEET_INDEX_ATTRIBUTES = (
-    "kind",
-    "desired",
-    "status",
-    "generation",
-    "task_arn",
-    "restarts",
-    "consecutive_failures",
-    "heartbeat_at",
-    "heartbeat_at_ms",
-    "created_at",
-    "updated_at",
-    "version",
-    "last_exit",
-    "next_start_at",
-    "next_start_at_ms",
-    "failure_reason",
-    "restart_generation",
-)
-"""Non-key attributes the fleet index projects (INCLUDE): the status fields, never config or
-checkpoint, so a pass over the whole fleet reads small items."""
 FLEET_COUNTER_NAME = "#fleet"
 """Key of the one non-observer item in the registry: ``active`` counts observers whose desired state
 is RUNNING, so creating one can check the fleet maximum in the same transaction. The name can never
 be an observer's (``#`` is outside the name pattern) and the item has no ``fleet`` attribute, so it
 is absent from the fleet index; stream consumers skip it with ``is_observer_item``."""
-
-
-class Status(StrEnum):
-    PENDING = "PENDING"
-    STARTING = "STARTING"
-    RUNNING = "RUNNING"
-    STOPPING = "STOPPING"
-    STOPPED = "STOPPED"
-    FAILED = "FAILED"
-
-
-class Desired(StrEnum):
-    RUNNING = "RUNNING"
-    STOPPED = "STOPPED"
 
 
 class InvalidObserver(ValueError):

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import IntEnum, StrEnum
+from enum import StrEnum
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -33,6 +33,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import BotoCoreError, ClientError
 
 from vigil import telemetry
+from vigil.contract.observers import ExitCode as ExitCode
 from vigil.observers.model import (
     Desired,
     InvalidObserver,
@@ -59,17 +60,6 @@ ObserverFunction = Callable[["ObserverContext"], None]
 
 def event_sleeper(stopping: threading.Event, seconds: float) -> None:
     stopping.wait(seconds)
-
-
-class ExitCode(IntEnum):
-    CLEAN = 0
-    """Stopped because asked to (SIGTERM or the registry), or the function returned."""
-    CRASH = 1
-    """The observer's own code raised."""
-    BAD_CONFIGURATION = 2
-    """Environment, kind or registry record unusable: restarting will not help."""
-    FENCED = 3
-    """This generation was replaced (or lost the registry): another container owns the observer."""
 
 
 class StopReason(StrEnum):

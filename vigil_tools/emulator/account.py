@@ -16,10 +16,11 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from tools.emulator.complete import complete
-from tools.emulator.deploy import Deployed, deploy
-from tools.emulator.intrinsics import Resolver
-from tools.emulator.template import Synthesized, load, synthesize
+from vigil_tools.emulator.complete import complete
+from vigil_tools.emulator.deploy import Deployed, deploy
+from vigil_tools.emulator.intrinsics import Resolver
+from vigil_tools.emulator.template import Synthesized, load, synthesize
+from vigil_tools.project import Project
 
 REGION = "us-east-1"
 
@@ -51,9 +52,11 @@ class LocalAccount:
 
 
 @contextmanager
-def local_account(cdk_out: Path | None = None, *, quiet: bool = True) -> Iterator[LocalAccount]:
-    """Synthesize (or load ``cdk_out``), then deploy into a fresh in-process emulator."""
-    synth = load(cdk_out) if cdk_out else synthesize()
+def local_account(
+    cdk_out: Path | None = None, *, quiet: bool = True, project: Project | None = None
+) -> Iterator[LocalAccount]:
+    """Synthesize the project (or load ``cdk_out``), then deploy into a fresh in-process emulator."""
+    synth = load(cdk_out) if cdk_out else synthesize(project=project)
     with mock_aws():
         boto3.setup_default_session(
             region_name=REGION, aws_access_key_id="local", aws_secret_access_key="local"

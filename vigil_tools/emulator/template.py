@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vigil_tools.project import Project, find_project
+
 STACK_NAME = "Vigil"
 
 
@@ -27,9 +29,13 @@ class Synthesized:
         }
 
 
-def synthesize(outdir: str | Path | None = None, stack: str = STACK_NAME) -> Synthesized:
-    """Synthesize app.py in-process (jsii needs Node, not the CDK CLI, and no AWS credentials)."""
+def synthesize(
+    outdir: str | Path | None = None, stack: str = STACK_NAME, project: Project | None = None
+) -> Synthesized:
+    """Synthesize the project's app.py in-process (jsii needs Node, not the CDK CLI, and no AWS
+    credentials). Without ``project``, the one :func:`find_project` finds."""
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    (project or find_project()).importable()
     from app import build_app
 
     target = Path(outdir or tempfile.mkdtemp(prefix="vigil-cdk-"))

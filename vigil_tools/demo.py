@@ -11,11 +11,13 @@ the deployed resources.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import shutil
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,13 +25,14 @@ from typing import Any
 
 from freezegun import freeze_time
 
-from tools.demo_observers import simulate as simulate_observers
-from tools.emulator.account import LocalAccount, local_account
-from tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
-from tools.emulator.scheduler import Schedule, deployed_schedules, occurrences
-from tools.jobs_cli import JobsCatalog
-from tools.redrive import redrive
 from vigil.jobs.store import RunStore
+from vigil_tools.demo_observers import simulate as simulate_observers
+from vigil_tools.emulator.account import LocalAccount, local_account
+from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
+from vigil_tools.emulator.scheduler import Schedule, deployed_schedules, occurrences
+from vigil_tools.jobs_cli import JobsCatalog
+from vigil_tools.project import PROJECT_ENV, Project, ProjectNotFound, find_project
+from vigil_tools.redrive import redrive
 
 START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)  # a Monday, 07:00 in Prague
 WINDOW = timedelta(minutes=45)
@@ -37,6 +40,7 @@ DUPLICATES = 2
 LATE_TICK = START + timedelta(minutes=20)
 LATE_BY = timedelta(minutes=3)
 LOG_DIR = Path(".demo/logs")
+"""Under the project's root."""
 
 
 @dataclass
@@ -84,17 +88,35 @@ class Journal:
         self.lines.append(f"  {label:<48} {summary}")
 
 
-def main() -> int:
-    simulate()
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vigil_tools.demo", description=__doc__)
+    parser.add_argument(
+        "--project", help=f"the Vigil checkout (default: ${PROJECT_ENV}, or found from here)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        project = find_project(args.project)
+    except ProjectNotFound as missing:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
+    simulate(project)
     return 0
 
 
-def simulate() -> dict[str, Any]:
+def simulate(project: Project | None = None) -> dict[str, Any]:
     """Run the scenario, print it, and return the facts read back from the emulator."""
-    shutil.rmtree(LOG_DIR, ignore_errors=True)
-    with freeze_time(START) as frozen, local_account() as account:
+    project = project or find_project()
+    log_dir = project.root / LOG_DIR
+    shutil.rmtree(log_dir, ignore_errors=True)
+    with freeze_time(START) as frozen, local_account(project=project) as account:
         now = lambda: datetime.now(UTC)  # noqa: E731 - the frozen clock
-        runtime = LocalLambda(account.session, now=now, advance=frozen.tick, log_dir=LOG_DIR)
+        runtime = LocalLambda(
+            account.session,
+            now=now,
+            advance=frozen.tick,
+            log_dir=log_dir,
+            functions_dir=project.functions,
+        )
         fault = Fault()
         account.session.events.register_first("before-call.dynamodb.TransactWriteItems", fault)
         journal = Journal()
@@ -123,8 +145,8 @@ def simulate() -> dict[str, Any]:
         frozen.move_to(START + WINDOW + timedelta(minutes=5))
         _malformed(account, runtime, schedules, journal)
         _redrive_all(account, runtime, journal)
-        facts = _summary(account, journal, fault)
-        facts["observers"] = simulate_observers(account, runtime, frozen, log_dir=LOG_DIR)
+        facts = _summary(account, journal, fault, log_dir)
+        facts["observers"] = simulate_observers(account, runtime, frozen, log_dir=log_dir)
         return facts
 
 
@@ -186,7 +208,9 @@ def _redrive_all(account: LocalAccount, runtime: LocalLambda, journal: Journal) 
             print(journal.lines[-1])
 
 
-def _summary(account: LocalAccount, journal: Journal, fault: Fault) -> dict[str, Any]:
+def _summary(
+    account: LocalAccount, journal: Journal, fault: Fault, log_dir: Path
+) -> dict[str, Any]:
     dynamodb = account.session.client("dynamodb")
     sqs = account.session.client("sqs")
     table = next(account.physical_id(t) for t in account.synth.resources("AWS::DynamoDB::Table"))
@@ -226,7 +250,7 @@ def _summary(account: LocalAccount, journal: Journal, fault: Fault) -> dict[str,
     ticks = sum(1 for _ in store.heads())
     print(
         f"\nA poison event stays in its dead-letter queue for a person to read; function logs "
-        f"(JSON, with EMF metrics) are in {LOG_DIR}/."
+        f"(JSON, with EMF metrics) are in {log_dir}/."
     )
     print(
         f"\nDynamoDB requests: {account.requests.total('dynamodb')} "

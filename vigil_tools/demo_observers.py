@@ -24,20 +24,20 @@ from typing import IO, Any
 
 from moto.moto_api import state_manager
 
-from tools.cli import InProcessTransport
-from tools.cli import main as vigil
-from tools.emulator.account import LocalAccount
-from tools.emulator.ecs import (
+from vigil.dynamo import from_wire
+from vigil.observers.registry import ObserverRegistry
+from vigil_tools.cli import InProcessTransport
+from vigil_tools.cli import main as vigil
+from vigil_tools.emulator.account import LocalAccount
+from vigil_tools.emulator.ecs import (
     ObserverContainer,
     container_environment,
     describe_task,
     task_state_change,
 )
-from tools.emulator.lambda_runtime import LocalLambda
-from tools.emulator.streams import StreamMapping
-from tools.lambda_context import LambdaContext
-from vigil.dynamo import from_wire
-from vigil.observers.registry import ObserverRegistry
+from vigil_tools.emulator.lambda_runtime import LocalLambda
+from vigil_tools.emulator.streams import StreamMapping
+from vigil_tools.lambda_context import LambdaContext
 
 API_HANDLER = "handlers.observers_api.handler"
 RECONCILER_HANDLER = "handlers.reconciler.handler"

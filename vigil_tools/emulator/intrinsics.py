@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tools.emulator.deploy import Deployed
-from tools.emulator.template import Synthesized
+from vigil_tools.emulator.deploy import Deployed
+from vigil_tools.emulator.template import Synthesized
 
 ArnLookup = Callable[[str, str], str]
 

@@ -4,7 +4,7 @@
     vigil observers create NAME --kind K [--config JSON|@file] [--idempotency-key K]
     vigil observers list [--status S]
     vigil observers get NAME | stop NAME | restart NAME
-    vigil jobs list | history JOB | redrive JOB      (see tools/jobs_cli.py)
+    vigil jobs list | history JOB | redrive JOB      (see vigil_tools/jobs_cli.py)
 
 Observer requests are signed with SigV4 (service ``execute-api``) using the usual AWS credential chain, and
 go to ``--endpoint`` or ``VIGIL_API_URL`` (the stage URL). The transport is injectable: tests and
@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from tools import jobs_cli
-from tools.lambda_context import LambdaContext
-from tools.tables import render_table
+from vigil.contract.observers import Status
+from vigil_tools import jobs_cli
+from vigil_tools.lambda_context import LambdaContext
+from vigil_tools.tables import render_table
 
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-STATUSES = ("PENDING", "STARTING", "RUNNING", "STOPPING", "STOPPED", "FAILED")
+STATUSES = tuple(status.value for status in Status)
 _REGION_IN_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com")
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.emulator.template import STACK_NAME, Synthesized
+from vigil_tools.emulator.template import STACK_NAME, Synthesized
 
 BOOTSTRAP_QUALIFIER = "hnb659fds"
 POWERTOOLS_PARAMETERS = re.compile(

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tools.emulator.lambda_runtime import Invocation, LocalLambda
+from vigil_tools.emulator.lambda_runtime import Invocation, LocalLambda
 
 Invoke = Callable[[str, Any], Invocation]
 

@@ -24,8 +24,10 @@ from typing import IO, Any
 from aws_lambda_powertools import Logger
 
 from vigil.clock import iso
+from vigil.contract.metrics import SERVICE
+from vigil.contract.observers import ExitCode
 from vigil.observers.registry import ObserverRegistry
-from vigil.observers.runtime import ExitCode, ObserverRuntime, RuntimeSettings, StopReason
+from vigil.observers.runtime import ObserverRuntime, RuntimeSettings, StopReason
 
 
 def describe_task(ecs: Any, cluster: str, arn: str) -> dict[str, Any]:
@@ -136,7 +138,7 @@ class ObserverContainer:
             service=f"vigil-container-{self.name}-{self.generation}-{uuid.uuid4().hex[:6]}",
             logger_handler=_handler(log),
         )
-        logger.append_keys(service=environment.get("POWERTOOLS_SERVICE_NAME", "vigil"))
+        logger.append_keys(service=environment.get("POWERTOOLS_SERVICE_NAME", SERVICE))
         self.runtime = ObserverRuntime(
             ObserverRegistry(dynamodb, self.settings.table),
             name=self.name,

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from tools.redrive import redrive
-from tools.tables import render_table
 from vigil.jobs.store import RunStore
+from vigil_tools.redrive import redrive
+from vigil_tools.tables import render_table
 
 DEFAULT_STACK = "Vigil"
 Invoke = Callable[[str, Any], Any]

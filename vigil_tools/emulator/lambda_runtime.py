@@ -20,10 +20,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tools.lambda_context import LambdaContext
 from vigil.clock import iso
+from vigil_tools.lambda_context import LambdaContext
+from vigil_tools.project import find_project
 
-FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
 LAMBDA_RETRY_DELAYS = (timedelta(minutes=1), timedelta(minutes=2))
 """Lambda waits about one, then two minutes between asynchronous attempts."""
 
@@ -55,15 +55,18 @@ class LocalLambda:
         now: Callable[[], datetime],
         advance: Callable[[timedelta], object],
         log_dir: Path | None = None,
+        functions_dir: Path | None = None,
     ) -> None:
+        """``functions_dir``: where the handlers are imported from (default: the project's)."""
         self._lambda = session.client("lambda")
         self._sqs = session.client("sqs")
         self._now = now
         self._advance = advance
         self._log_dir = log_dir
         self._handlers: dict[str, Callable[[Any, Any], Any]] = {}
-        if str(FUNCTIONS_DIR) not in sys.path:
-            sys.path.insert(0, str(FUNCTIONS_DIR))
+        functions = str(functions_dir or find_project().functions)
+        if functions not in sys.path:
+            sys.path.insert(0, functions)
 
     def invoke(self, function: str, event: Any) -> Invocation:
         config = self._lambda.get_function_configuration(FunctionName=function)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tools.emulator.intrinsics import Resolver
-from tools.emulator.template import Synthesized
+from vigil_tools.emulator.intrinsics import Resolver
+from vigil_tools.emulator.template import Synthesized
 
 
 def complete(synth: Synthesized, resolver: Resolver, session: Any) -> dict[str, int]:

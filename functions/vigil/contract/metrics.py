@@ -1,0 +1,47 @@
+"""Metric names, their namespace and the service dimension: what the code emits and what the
+dashboard and alarms read."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+SERVICE = "vigil"
+"""Powertools' service name: the logs' ``service`` key and every metric's ``service`` dimension."""
+NAMESPACE = "Vigil"
+"""The CloudWatch namespace of every metric."""
+
+
+def powertools_environment() -> dict[str, str]:
+    """The environment every function and container gets, so Powertools names what it emits (a
+    ``single_metric`` takes its ``service`` dimension from it)."""
+    return {"POWERTOOLS_SERVICE_NAME": SERVICE, "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE}
+
+
+class JobMetric(StrEnum):
+    """Metrics emitted per job; the dimension is ``job``."""
+
+    SUCCEEDED = "JobRunSucceeded"
+    FAILED = "JobRunFailed"
+    DUPLICATE = "JobDuplicateSuppressed"
+    SKIPPED = "JobTickSkipped"
+    MISSED = "JobTickMissed"
+    FENCED = "JobRunFenced"
+    DURATION = "JobRunDuration"
+    LATENESS = "JobTickLateness"
+    MALFORMED = "JobEventMalformed"
+
+
+class ObserverMetric(StrEnum):
+    """Metrics of the observer fleet; per-observer ones carry the ``kind`` dimension."""
+
+    CREATED = "ObserverCreated"
+    STARTED = "ObserverStarted"
+    RESTARTED = "ObserverRestarted"
+    STOPPED = "ObserverStopped"
+    FAILED = "ObserverFailed"
+    ORPHAN_STOPPED = "ObserverOrphanStopped"
+    STALE_EVENT_IGNORED = "ObserverStaleEventIgnored"
+    RUN_TASK_FAILED = "ObserverRunTaskFailed"
+    HEARTBEAT_STALE = "ObserverHeartbeatStale"
+    FENCED = "ObserverFenced"
+    RECONCILE_DURATION = "ReconcilePassDuration"
