@@ -24,11 +24,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from vigil.events import MalformedEvent
+
 SCHEDULER_INPUT_KEY = "vigil"
-
-
-class MalformedEvent(ValueError):
-    """The event does not say which tick it is for; nothing was written."""
 
 
 @dataclass(frozen=True)
