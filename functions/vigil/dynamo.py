@@ -9,12 +9,14 @@ placeholder is ever sent unused (DynamoDB rejects those).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
+
+from vigil.clock import Sleeper
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -193,3 +195,46 @@ class Update:
         if self._values:
             request["ExpressionAttributeValues"] = to_wire(self._values)
         return request
+
+
+BATCH_GET_ATTEMPTS = 6
+
+
+class IncompleteBatch(Exception):
+    """BatchGetItem kept leaving keys unprocessed (throttling): the caller should retry later."""
+
+
+def batch_get(
+    client: Any,
+    table: str,
+    keys: list[Mapping[str, Any]],
+    attributes: Sequence[str],
+    *,
+    sleep: Sleeper,
+    attempts: int = BATCH_GET_ATTEMPTS,
+) -> list[Item]:
+    """The items of up to 100 keys (only ``attributes``), in no particular order.
+
+    DynamoDB may leave keys unprocessed when it throttles, and asks callers to back off before
+    asking for them again: the pause goes through ``sleep``, so tests see it without waiting.
+    """
+    found: list[Item] = []
+    pending = [to_wire(k) for k in keys]
+    placeholders = {f"#p{i}": a for i, a in enumerate(attributes)}
+    for attempt in range(attempts):
+        answer = client.batch_get_item(
+            RequestItems={
+                table: {
+                    "Keys": pending,
+                    "ProjectionExpression": ", ".join(placeholders),
+                    "ExpressionAttributeNames": placeholders,
+                }
+            }
+        )
+        found += [from_wire(raw) or {} for raw in answer.get("Responses", {}).get(table, [])]
+        pending = answer.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+        if not pending:
+            return found
+        if attempt + 1 < attempts:
+            sleep(min(0.05 * 2**attempt, 1.0))
+    raise IncompleteBatch(f"BatchGetItem left {len(pending)} keys unprocessed; retry")

@@ -33,27 +33,23 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import BotoCoreError, ClientError
 
 from vigil import telemetry
-from vigil.observers.model import (
-    Desired,
-    InvalidObserver,
-    Observer,
-    parse_kinds,
-    validate_name,
-)
+from vigil.observers.model import Desired, Observer, parse_kinds, validate_name
 from vigil.observers.registry import (
     Fenced,
+    FencedWrites,
     ObserverNotFound,
-    ObserverRegistry,
     RegistryError,
     StopRequested,
 )
+from vigil.settings import Environment
 
 SELF_FENCE_INTERVALS = 2
 """Missed heartbeats after which the container presumes itself replaced (the reconciler waits 3)."""
 DEFAULT_FENCE_GRACE_SECONDS = 2.0
 
-Sleeper = Callable[[threading.Event, float], None]
-"""Waits up to ``seconds``, returning early when the event (stopping) is set."""
+Wait = Callable[[threading.Event, float], None]
+"""Waits up to ``seconds``, returning early when the event (stopping) is set: unlike a plain
+:data:`vigil.clock.Sleeper`, a stop request cuts it short."""
 ObserverFunction = Callable[["ObserverContext"], None]
 
 
@@ -78,10 +74,6 @@ class StopReason(StrEnum):
     FENCED = "fenced"
 
 
-class InvalidSettings(ValueError):
-    pass
-
-
 @dataclass(frozen=True)
 class RuntimeSettings:
     """The container's environment, read and validated once."""
@@ -94,39 +86,15 @@ class RuntimeSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> RuntimeSettings:
-        missing = [
-            key
-            for key in (
-                "VIGIL_OBSERVERS_TABLE",
-                "VIGIL_OBSERVER_NAME",
-                "VIGIL_OBSERVER_GENERATION",
-                "VIGIL_OBSERVER_KINDS",
-                "VIGIL_HEARTBEAT_SECONDS",  # no default: the reconciler's staleness depends on it
-            )
-            if not environ.get(key)
-        ]
-        if missing:
-            raise InvalidSettings(f"missing environment variables: {', '.join(missing)}")
-        try:
-            generation = int(environ["VIGIL_OBSERVER_GENERATION"])
-            heartbeat = int(environ["VIGIL_HEARTBEAT_SECONDS"])
-        except ValueError as error:
-            raise InvalidSettings(f"generation and heartbeat must be integers: {error}") from error
-        if generation < 1 or heartbeat < 1:
-            raise InvalidSettings(
-                "VIGIL_OBSERVER_GENERATION and VIGIL_HEARTBEAT_SECONDS must be >= 1"
-            )
-        try:
-            name = validate_name(environ["VIGIL_OBSERVER_NAME"])
-            kinds = parse_kinds(environ["VIGIL_OBSERVER_KINDS"])
-        except InvalidObserver as error:
-            raise InvalidSettings(str(error)) from error
+        """Raises :class:`~vigil.settings.SettingsError` naming the variable at fault."""
+        read = Environment(environ)
         return cls(
-            table=environ["VIGIL_OBSERVERS_TABLE"],
-            name=name,
-            generation=generation,
-            heartbeat_seconds=heartbeat,
-            kinds=kinds,
+            table=read.text("VIGIL_OBSERVERS_TABLE"),
+            name=read.parsed("VIGIL_OBSERVER_NAME", validate_name),
+            generation=read.integer("VIGIL_OBSERVER_GENERATION", minimum=1),
+            # No default: the reconciler's staleness depends on it.
+            heartbeat_seconds=read.integer("VIGIL_HEARTBEAT_SECONDS", minimum=1),
+            kinds=read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
         )
 
 
@@ -180,14 +148,14 @@ class ObserverContext:
 class ObserverRuntime:
     def __init__(
         self,
-        registry: ObserverRegistry,
+        registry: FencedWrites,
         *,
         name: str,
         generation: int,
         kinds: Mapping[str, str],
         heartbeat_seconds: float,
         logger: Logger | None = None,
-        sleeper: Sleeper = event_sleeper,
+        sleeper: Wait = event_sleeper,
         monotonic: Callable[[], float] = time.monotonic,
         hard_exit: Callable[[int], None] = os._exit,
         fence_grace_seconds: float = DEFAULT_FENCE_GRACE_SECONDS,
