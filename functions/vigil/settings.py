@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from enum import Enum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 E = TypeVar("E", bound=Enum)
@@ -30,6 +30,19 @@ class Environment:
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self._env = env
+
+    def gather(self, **readers: Callable[[], Any]) -> dict[str, Any]:
+        """Each reader's value under its field name; every problem at once, in one error."""
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        for field, reader in readers.items():
+            try:
+                values[field] = reader()
+            except SettingsError as error:
+                problems.append(str(error))
+        if problems:
+            raise SettingsError("; ".join(problems))
+        return values
 
     def text(self, name: str, default: str | None = None) -> str:
         """The stripped value; required unless a default is given."""
@@ -76,9 +89,9 @@ class Environment:
 
     def flag(self, name: str, default: bool) -> bool:
         def parse(raw: str) -> bool:
-            if raw.lower() in ("true", "1", "yes"):
+            if raw.lower() in ("true", "1", "yes", "on"):
                 return True
-            if raw.lower() in ("false", "0", "no"):
+            if raw.lower() in ("false", "0", "no", "off"):
                 return False
             raise ValueError(f"must be true or false, got {raw!r}")
 

@@ -61,12 +61,14 @@ class JobSettings:
         """Raises :class:`~vigil.settings.SettingsError` naming the variable at fault."""
         read = Environment(env)
         return cls(
-            job=read.text("VIGIL_JOB_NAME"),
-            table=read.text("VIGIL_RUNS_TABLE"),
-            overlap=read.choice("VIGIL_OVERLAP", Overlap, Overlap.SKIP),
-            max_lateness=read.seconds("VIGIL_MAX_LATENESS_SECONDS", cls.max_lateness),
-            lease_margin=read.seconds("VIGIL_LEASE_MARGIN_SECONDS", cls.lease_margin),
-            retention=read.seconds("VIGIL_RETENTION_SECONDS", cls.retention),
+            **read.gather(
+                job=lambda: read.text("VIGIL_JOB_NAME"),
+                table=lambda: read.text("VIGIL_RUNS_TABLE"),
+                overlap=lambda: read.choice("VIGIL_OVERLAP", Overlap, Overlap.SKIP),
+                max_lateness=lambda: read.seconds("VIGIL_MAX_LATENESS_SECONDS", cls.max_lateness),
+                lease_margin=lambda: read.seconds("VIGIL_LEASE_MARGIN_SECONDS", cls.lease_margin),
+                retention=lambda: read.seconds("VIGIL_RETENTION_SECONDS", cls.retention),
+            )
         )
 
 

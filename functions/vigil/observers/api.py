@@ -81,10 +81,12 @@ class ApiSettings:
         """Raises :class:`~vigil.settings.SettingsError` naming the variable at fault."""
         read = Environment(environ)
         return cls(
-            table=read.text("VIGIL_OBSERVERS_TABLE"),
-            idempotency_table=read.text("VIGIL_IDEMPOTENCY_TABLE"),
-            kinds=read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
-            max_observers=read.integer("VIGIL_MAX_OBSERVERS", minimum=1),
+            **read.gather(
+                table=lambda: read.text("VIGIL_OBSERVERS_TABLE"),
+                idempotency_table=lambda: read.text("VIGIL_IDEMPOTENCY_TABLE"),
+                kinds=lambda: read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
+                max_observers=lambda: read.integer("VIGIL_MAX_OBSERVERS", minimum=1),
+            )
         )
 
 

@@ -89,12 +89,14 @@ class RuntimeSettings:
         """Raises :class:`~vigil.settings.SettingsError` naming the variable at fault."""
         read = Environment(environ)
         return cls(
-            table=read.text("VIGIL_OBSERVERS_TABLE"),
-            name=read.parsed("VIGIL_OBSERVER_NAME", validate_name),
-            generation=read.integer("VIGIL_OBSERVER_GENERATION", minimum=1),
-            # No default: the reconciler's staleness depends on it.
-            heartbeat_seconds=read.integer("VIGIL_HEARTBEAT_SECONDS", minimum=1),
-            kinds=read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
+            **read.gather(
+                table=lambda: read.text("VIGIL_OBSERVERS_TABLE"),
+                name=lambda: read.parsed("VIGIL_OBSERVER_NAME", validate_name),
+                generation=lambda: read.integer("VIGIL_OBSERVER_GENERATION", minimum=1),
+                # No default: the reconciler's staleness depends on it.
+                heartbeat_seconds=lambda: read.integer("VIGIL_HEARTBEAT_SECONDS", minimum=1),
+                kinds=lambda: read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
+            )
         )
 
 
