@@ -146,7 +146,10 @@ class Update:
 
     def remove(self, *attributes: str) -> Update:
         """Remove attributes; one this update also sets is set, not removed (the two conflict)."""
-        self._remove += [a for a in attributes if a not in self._remove]
+        for attribute in attributes:
+            if attribute not in self._remove:
+                self.name(attribute)
+                self._remove.append(attribute)
         return self
 
     def add(self, attribute: str, value: Any) -> Update:

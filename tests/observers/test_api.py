@@ -12,6 +12,8 @@ import pytest
 from handlers import observers_api
 from tools.cli import rest_event
 from tools.lambda_context import LambdaContext
+from vigil.observers.api import ApiSettings
+from vigil.settings import SettingsError
 
 from .conftest import IDEMPOTENCY_TABLE, REGISTRY_TABLE, scan_all
 
@@ -318,3 +320,22 @@ def test_given_a_config_number_dynamodb_cannot_store_when_posted_then_422_and_no
     assert (status, body["error"]) == (422, "invalid_config")
     assert "number" in body["message"]
     assert tables() == ([], [])
+
+
+def test_the_api_environment_is_read_once_and_a_bad_one_names_the_variable() -> None:
+    env = {
+        "VIGIL_OBSERVERS_TABLE": "observers",
+        "VIGIL_IDEMPOTENCY_TABLE": "idempotency",
+        "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
+        "VIGIL_MAX_OBSERVERS": "3",
+    }
+    settings = ApiSettings.from_env(env)
+    assert (settings.max_observers, settings.kinds) == (3, {"ticker": "observers.ticker.run"})
+    for name, bad in [
+        ("VIGIL_MAX_OBSERVERS", "0"),
+        ("VIGIL_MAX_OBSERVERS", "many"),
+        ("VIGIL_OBSERVER_KINDS", "[]"),
+        ("VIGIL_IDEMPOTENCY_TABLE", ""),
+    ]:
+        with pytest.raises(SettingsError, match=name):
+            ApiSettings.from_env({**env, name: bad})

@@ -417,3 +417,16 @@ def test_last_exit_distinguishes_crash_from_stop() -> None:
     assert not stopped(exit_code=0, stop_code="UserInitiated").last_exit(NOW).crashed
     assert stopped(exit_code=1).last_exit(NOW).crashed
     assert LastExit(stop_code="TaskFailedToStart").crashed
+
+
+@settings(max_examples=300, deadline=None)
+@given(records(), evidences())
+def test_a_plan_holds_at_most_one_write_and_says_when_it_looks_or_starts(
+    rec: d.Record, evidence: d.Evidence
+) -> None:
+    plan = d.decide(rec, evidence, NOW, SETTINGS)
+    assert not any(isinstance(e, d.WRITES) for e in plan.effects)
+    if plan.write is not None:
+        assert plan.actions[-1] == plan.write
+    assert plan.starts == any(isinstance(a, d.StartTask | d.RetryStart) for a in plan.actions)
+    assert (plan.look is not None) == any(isinstance(a, d.Describe) for a in plan.actions)

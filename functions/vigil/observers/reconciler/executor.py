@@ -13,10 +13,8 @@ from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_store import Conflict, FleetStore
 from vigil.observers.reconciler.notices import Notices
 from vigil.observers.reconciler.report import MetricSink, PassReport, no_metrics
-from vigil.observers.reconciler.starter import TaskStarter
+from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS, TaskStarter
 from vigil.telemetry import ObserverMetric
-
-MAX_DECISION_ROUNDS = 4
 
 
 class Executor:

@@ -15,8 +15,9 @@ from vigil.dynamo import from_wire
 from vigil.observers import decisions as d
 from vigil.observers.fleet_store import Conflict, FleetStore, record_from_item
 from vigil.observers.model import is_observer_item
-from vigil.observers.reconciler.executor import MAX_DECISION_ROUNDS, Executor, Settler
+from vigil.observers.reconciler.executor import Executor, Settler
 from vigil.observers.reconciler.report import PassReport
+from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
 
 
 class EventPass:

@@ -14,6 +14,7 @@ from vigil.observers.reconciler.report import MetricSink, no_metrics
 from vigil.telemetry import ObserverMetric
 
 MAX_DECISION_ROUNDS = 4
+"""How often one observer is decided again after lost races before the pass moves on."""
 
 
 class TaskStarter:
