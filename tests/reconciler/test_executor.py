@@ -56,7 +56,7 @@ class Steps:
 
 def carry_out(plan: d.Plan, steps: Steps) -> PassReport:
     fake = cast(Any, steps)
-    executor = Executor(fake, fake, fake, fake, clock=ManualClock(NOW))
+    executor = Executor(store=fake, ecs=fake, notices=fake, starter=fake, clock=ManualClock(NOW))
     report = PassReport()
     executor.carry_out("btc", RECORD, plan, seen=None, report=report)
     return report

@@ -92,28 +92,30 @@ def assemble(
 ) -> Reconciler:
     """Wire the units together on the given adapters (real clients, or moto's in tests)."""
     starter = TaskStarter(
-        store,
-        ecs,
-        settings,
+        store=store,
+        ecs=ecs,
+        settings=settings,
         clock=clock,
         sleeper=sleeper,
         metric=metric,
         attempts=run_task_attempts,
         pause=run_task_pause,
     )
-    executor = Executor(store, ecs, notices, starter, clock=clock, metric=metric)
-    settler = Settler(executor, ecs, settings, clock=clock)
-    sweep = OrphanSweep(store, ecs, settings, clock=clock, metric=metric)
+    executor = Executor(
+        store=store, ecs=ecs, notices=notices, starter=starter, clock=clock, metric=metric
+    )
+    settler = Settler(executor=executor, ecs=ecs, settings=settings, clock=clock)
+    sweep = OrphanSweep(store=store, ecs=ecs, settings=settings, clock=clock, metric=metric)
     return Reconciler(
-        events=EventPass(store, executor, settings, clock=clock),
-        changes=StreamPass(settler),
+        events=EventPass(store=store, executor=executor, settings=settings, clock=clock),
+        changes=StreamPass(settler=settler),
         resyncs=ResyncPass(
-            store,
-            ecs,
-            leases,
-            settler,
-            sweep,
-            settings,
+            store=store,
+            ecs=ecs,
+            leases=leases,
+            settler=settler,
+            sweep=sweep,
+            settings=settings,
             clock=clock,
             metric=metric,
             lease_duration=lease_duration,

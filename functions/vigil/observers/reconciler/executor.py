@@ -7,6 +7,8 @@ back), then StopTask, then RunTask. So a lost race never stops a healthy task or
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from vigil.clock import Clock, system_clock
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
@@ -17,23 +19,14 @@ from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS, TaskStarter
 from vigil.telemetry import ObserverMetric
 
 
+@dataclass(frozen=True, kw_only=True)
 class Executor:
-    def __init__(
-        self,
-        store: FleetStore,
-        ecs: EcsTasks,
-        notices: Notices,
-        starter: TaskStarter,
-        *,
-        clock: Clock = system_clock,
-        metric: MetricSink = no_metrics,
-    ) -> None:
-        self._store = store
-        self._ecs = ecs
-        self._notices = notices
-        self._starter = starter
-        self._clock = clock
-        self._metric = metric
+    store: FleetStore
+    ecs: EcsTasks
+    notices: Notices
+    starter: TaskStarter
+    clock: Clock = system_clock
+    metric: MetricSink = no_metrics
 
     def carry_out(
         self,
@@ -48,24 +41,24 @@ class Executor:
         kind = record.observer.kind if record else None
         write = plan.write if record is not None else None
         if record is not None and write is not None:
-            now = self._clock()
+            now = self.clock()
             if isinstance(write, d.MarkFailed):
-                self._notices.failed(record, write, now)
-            self._store.apply(record, write, now, seen)
+                self.notices.failed(record, write, now)
+            self.store.apply(record, write, now, seen)
         for action in plan.actions:
             report.note(name, action)
             match action:
                 case d.StopTask():
-                    self._ecs.stop(action.arn, action.reason)
+                    self.ecs.stop(action.arn, action.reason)
                     if record is None or action.arn != record.observer.task_arn:
                         report.orphans_stopped += 1
-                        self._metric(ObserverMetric.ORPHAN_STOPPED, kind, 1)
+                        self.metric(ObserverMetric.ORPHAN_STOPPED, kind, 1)
                 case d.Ignore(stale=True):
-                    self._metric(ObserverMetric.STALE_EVENT_IGNORED, kind, 1)
+                    self.metric(ObserverMetric.STALE_EVENT_IGNORED, kind, 1)
                 case d.MarkFailed():
-                    self._metric(ObserverMetric.FAILED, kind, 1)
+                    self.metric(ObserverMetric.FAILED, kind, 1)
                 case d.MarkStopped():
-                    self._metric(ObserverMetric.STOPPED, kind, 1)
+                    self.metric(ObserverMetric.STOPPED, kind, 1)
                 case _:
                     pass
         if record is not None:
@@ -77,31 +70,24 @@ class Executor:
         if isinstance(plan.write, d.StartTask):
             restarted = plan.write.restart
             metric = ObserverMetric.RESTARTED if restarted else ObserverMetric.STARTED
-            self._metric(metric, kind, 1)
+            self.metric(metric, kind, 1)
             # The StartTask write bumped the version once.
-            self._starter.start(record, plan.write.generation, version + 1)
+            self.starter.start(record, plan.write.generation, version + 1)
         for effect in plan.effects:
             if isinstance(effect, d.RetryStart):
-                self._metric(ObserverMetric.STARTED, kind, 1)
-                self._starter.start(record, effect.generation, version)
+                self.metric(ObserverMetric.STARTED, kind, 1)
+                self.starter.start(record, effect.generation, version)
 
 
+@dataclass(frozen=True, kw_only=True)
 class Settler:
     """Decide and act for one record, looking at its task first when the decision asks to, and
     deciding again from the fresh record after a lost race."""
 
-    def __init__(
-        self,
-        executor: Executor,
-        ecs: EcsTasks,
-        settings: d.Settings,
-        *,
-        clock: Clock = system_clock,
-    ) -> None:
-        self._executor = executor
-        self._ecs = ecs
-        self._settings = settings
-        self._clock = clock
+    executor: Executor
+    ecs: EcsTasks
+    settings: d.Settings
+    clock: Clock = system_clock
 
     def settle(
         self,
@@ -116,14 +102,14 @@ class Settler:
             if current is None:
                 return
             if plan is None:
-                plan = d.decide(current, evidence, self._clock(), self._settings)
+                plan = d.decide(current, evidence, self.clock(), self.settings)
             if plan.look is not None:
-                evidence = self._ecs.describe([plan.look])[plan.look]
+                evidence = self.ecs.describe([plan.look])[plan.look]
                 report.described += 1
-                plan = d.decide(current, evidence, self._clock(), self._settings)
+                plan = d.decide(current, evidence, self.clock(), self.settings)
             seen = evidence if isinstance(evidence, d.TaskState) else None
             try:
-                self._executor.carry_out(current.name, current, plan, seen=seen, report=report)
+                self.executor.carry_out(current.name, current, plan, seen=seen, report=report)
                 return
             except Conflict as conflict:
                 report.conflicts += 1

@@ -7,6 +7,8 @@ is judged again on its record as it is now, since the resync's snapshot may be a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from vigil.clock import Clock, system_clock
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
@@ -15,21 +17,13 @@ from vigil.observers.reconciler.report import MetricSink, PassReport, isolated, 
 from vigil.telemetry import ObserverMetric
 
 
+@dataclass(frozen=True, kw_only=True)
 class OrphanSweep:
-    def __init__(
-        self,
-        store: FleetStore,
-        ecs: EcsTasks,
-        settings: d.Settings,
-        *,
-        clock: Clock = system_clock,
-        metric: MetricSink = no_metrics,
-    ) -> None:
-        self._store = store
-        self._ecs = ecs
-        self._settings = settings
-        self._clock = clock
-        self._metric = metric
+    store: FleetStore
+    ecs: EcsTasks
+    settings: d.Settings
+    clock: Clock = system_clock
+    metric: MetricSink = no_metrics
 
     def sweep(self, records: list[d.Record], running: set[str], report: PassReport) -> None:
         current = {r.observer.task_arn for r in records if r.observer.task_arn}
@@ -37,7 +31,7 @@ class OrphanSweep:
         if not candidates:
             return
         by_name = {r.name: r for r in records}
-        described = self._ecs.describe(candidates)
+        described = self.ecs.describe(candidates)
         report.described += len(candidates)
         for arn in candidates:
             with isolated(described[arn].observer or arn, report):
@@ -45,17 +39,17 @@ class OrphanSweep:
 
     def _one(self, task: d.TaskState, by_name: dict[str, d.Record], report: PassReport) -> None:
         record = by_name.get(task.observer) if task.observer else None
-        action = d.classify_orphan(task, record, self._clock(), self._settings)
+        action = d.classify_orphan(task, record, self.clock(), self.settings)
         if isinstance(action, d.StopTask | d.SeeTask) and task.observer:
-            record = self._store.get(task.observer)
-            action = d.classify_orphan(task, record, self._clock(), self._settings)
+            record = self.store.get(task.observer)
+            action = d.classify_orphan(task, record, self.clock(), self.settings)
         report.note(task.observer or "?", action)
         if isinstance(action, d.StopTask):
-            self._ecs.stop(action.arn, action.reason)
+            self.ecs.stop(action.arn, action.reason)
             report.orphans_stopped += 1
-            self._metric(ObserverMetric.ORPHAN_STOPPED, record.observer.kind if record else None, 1)
+            self.metric(ObserverMetric.ORPHAN_STOPPED, record.observer.kind if record else None, 1)
         elif isinstance(action, d.SeeTask) and record is not None:
             try:
-                self._store.apply(record, action, self._clock(), seen=None)
+                self.store.apply(record, action, self.clock(), seen=None)
             except Conflict:
                 report.conflicts += 1

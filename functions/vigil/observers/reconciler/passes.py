@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from vigil.clock import Clock, system_clock
@@ -20,30 +21,23 @@ from vigil.observers.reconciler.report import PassReport
 from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
 
 
+@dataclass(frozen=True, kw_only=True)
 class EventPass:
-    def __init__(
-        self,
-        store: FleetStore,
-        executor: Executor,
-        settings: d.Settings,
-        *,
-        clock: Clock = system_clock,
-    ) -> None:
-        self._store = store
-        self._executor = executor
-        self._settings = settings
-        self._clock = clock
+    store: FleetStore
+    executor: Executor
+    settings: d.Settings
+    clock: Clock = system_clock
 
     def run(self, task: d.TaskState) -> PassReport:
         report = PassReport(observers=1)
         if task.observer is None:
             report.note("?", d.Ignore(f"task {task.arn} carries no observer marks"))
             return report
-        record = self._store.get(task.observer)
+        record = self.store.get(task.observer)
         for _ in range(MAX_DECISION_ROUNDS):
-            plan = d.decide_event(record, task, self._clock(), self._settings)
+            plan = d.decide_event(record, task, self.clock(), self.settings)
             try:
-                self._executor.carry_out(task.observer, record, plan, seen=task, report=report)
+                self.executor.carry_out(task.observer, record, plan, seen=task, report=report)
                 return report
             except Conflict as conflict:
                 report.conflicts += 1
@@ -51,16 +45,16 @@ class EventPass:
         raise RuntimeError(f"{task.observer}: record kept changing; the event will be redelivered")
 
 
+@dataclass(frozen=True, kw_only=True)
 class StreamPass:
-    def __init__(self, settler: Settler) -> None:
-        self._settler = settler
+    settler: Settler
 
     def run(self, records: Iterable[d.Record]) -> PassReport:
         """Act on each changed record as it now stands."""
         report = PassReport()
         for record in records:
             report.observers += 1
-            self._settler.settle(record, None, report)
+            self.settler.settle(record, None, report)
         return report
 
 

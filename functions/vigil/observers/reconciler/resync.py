@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from vigil.clock import Clock, system_clock
@@ -25,80 +26,68 @@ from vigil.telemetry import ObserverMetric
 RESYNC_LEASE_KEY = {"name": "#resync"}
 
 
+@dataclass(frozen=True, kw_only=True)
 class ResyncPass:
-    def __init__(
-        self,
-        store: FleetStore,
-        ecs: EcsTasks,
-        leases: LeaseTable,
-        settler: Settler,
-        sweep: OrphanSweep,
-        settings: d.Settings,
-        *,
-        clock: Clock = system_clock,
-        metric: MetricSink = no_metrics,
-        lease_duration: timedelta = timedelta(minutes=5),
-        max_starts: int = 1000,
-    ) -> None:
-        self._store = store
-        self._ecs = ecs
-        self._leases = leases
-        self._settler = settler
-        self._sweep = sweep
-        self._settings = settings
-        self._clock = clock
-        self._metric = metric
-        self._lease_duration = lease_duration
-        self._max_starts = max_starts
+    store: FleetStore
+    ecs: EcsTasks
+    leases: LeaseTable
+    settler: Settler
+    sweep: OrphanSweep
+    settings: d.Settings
+    clock: Clock = system_clock
+    metric: MetricSink = no_metrics
+    lease_duration: timedelta = timedelta(minutes=5)
+    max_starts: int = 1000
+    """Fargate takes about 20 RunTask/s: a mass start is spread over passes."""
 
     def run(self, holder: str) -> PassReport | None:
         """None when another pass holds the lease."""
-        lease = self._leases.acquire(RESYNC_LEASE_KEY, holder, self._lease_duration)
+        lease = self.leases.acquire(RESYNC_LEASE_KEY, holder, self.lease_duration)
         if isinstance(lease, LeaseHeld):
             return None
         started = time.monotonic()
         try:
             return self._pass()
         finally:
-            self._leases.release(lease)
+            self.leases.release(lease)
             elapsed_ms = (time.monotonic() - started) * 1000
-            self._metric(ObserverMetric.RECONCILE_DURATION, None, elapsed_ms)
+            self.metric(ObserverMetric.RECONCILE_DURATION, None, elapsed_ms)
 
     def _pass(self) -> PassReport:
         report = PassReport()
-        records = list(self._store.fleet())
+        records = list(self.store.fleet())
         report.observers = len(records)
-        running = set(self._ecs.running())
+        running = set(self.ecs.running())
         to_describe: dict[str, d.Record] = {}
         for record in records:
             arn = record.observer.task_arn
             evidence: d.Evidence = d.Listed(arn in running) if arn else None
-            plan = d.decide(record, evidence, self._clock(), self._settings)
+            plan = d.decide(record, evidence, self.clock(), self.settings)
             if plan.look is not None:
                 to_describe[plan.look] = record
                 continue
-            if report.started >= self._max_starts and plan.starts:
+            if report.started >= self.max_starts and plan.starts:
                 report.note(record.name, d.Ignore("start deferred: this pass started its maximum"))
                 continue
             with isolated(record.name, report):
-                self._settler.settle(record, evidence, report, first=plan)
+                self.settler.settle(record, evidence, report, first=plan)
         if to_describe:
             self._count_stale(to_describe.values())
-            described = self._ecs.describe(to_describe)
+            described = self.ecs.describe(to_describe)
             report.described += len(to_describe)
             for arn, record in to_describe.items():
                 with isolated(record.name, report):
-                    self._settler.settle(record, described[arn], report)
-        self._sweep.sweep(records, running, report)
+                    self.settler.settle(record, described[arn], report)
+        self.sweep.sweep(records, running, report)
         return report
 
     def _count_stale(self, records: Iterable[d.Record]) -> None:
-        now = self._clock()
+        now = self.clock()
         stale = sum(
             1
             for r in records
             if r.observer.heartbeat_at is not None
-            and now - r.observer.heartbeat_at > self._settings.stale_after
+            and now - r.observer.heartbeat_at > self.settings.stale_after
         )
         if stale:
-            self._metric(ObserverMetric.HEARTBEAT_STALE, None, stale)
+            self.metric(ObserverMetric.HEARTBEAT_STALE, None, stale)

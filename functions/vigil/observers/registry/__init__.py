@@ -14,10 +14,6 @@ cancellation reasons). :mod:`.cursor` encodes the list's pagination cursor.
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
-from vigil.clock import Clock, Sleeper, system_clock
 from vigil.observers.registry.commands import MAX_PAGE, ObserverCommands, Page
 from vigil.observers.registry.errors import (
     MAX_OPTIMISTIC_ATTEMPTS,
@@ -55,14 +51,3 @@ __all__ = [
 class ObserverRegistry(ObserverCommands, FencedWrites):
     """Both sides on one table, for what plays the operator and the container in one process:
     the local emulator, the demo, benchmarks and tests. Functions use one side each."""
-
-    def __init__(
-        self,
-        client: Any,
-        table: str,
-        *,
-        clock: Clock = system_clock,
-        max_observers: int | None = None,
-        sleep: Sleeper = time.sleep,
-    ) -> None:
-        super().__init__(client, table, clock=clock, max_observers=max_observers, sleep=sleep)
