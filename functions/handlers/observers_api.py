@@ -16,7 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from vigil import telemetry
 from vigil.observers.api import ApiSettings, Services, build_app
-from vigil.observers.registry import ObserverRegistry
+from vigil.observers.registry import ObserverCommands
 
 logger = telemetry.logger()
 metrics = telemetry.metrics()
@@ -31,7 +31,7 @@ def app() -> APIGatewayRestResolver:
         client = boto3.client("dynamodb")
         _app = build_app(
             Services(
-                registry=ObserverRegistry(
+                registry=ObserverCommands(
                     client, settings.table, max_observers=settings.max_observers
                 ),
                 kinds=settings.kinds,

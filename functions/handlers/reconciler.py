@@ -10,6 +10,7 @@ import os
 from functools import cache
 from typing import Any
 
+from vigil.events import MalformedEvent
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.reconciler import (
     Reconciler,
@@ -21,10 +22,6 @@ from vigil.observers.reconciler import (
 from vigil.telemetry import logger, metrics, tracer
 
 log = logger()
-
-
-class MalformedEvent(ValueError):
-    """The event is none of the shapes the reconciler is wired to receive."""
 
 
 @cache

@@ -1,4 +1,5 @@
-"""Time as a dependency, so lease and lateness logic can be tested with an injected clock."""
+"""Time as a dependency, so lease, lateness and retry logic can be tested with an injected clock
+and an injected sleep."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 Clock = Callable[[], datetime]
 """Returns the current time as an aware UTC datetime."""
+Sleeper = Callable[[float], None]
+"""Waits the given number of seconds (``time.sleep``; tests record the pauses instead)."""
 
 
 def system_clock() -> datetime:

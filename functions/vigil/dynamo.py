@@ -1,22 +1,29 @@
 """The thin layer between plain Python values and DynamoDB's wire format, and its errors.
 
 Adapters call DynamoDB through the low-level client (one request per call, easy to count) and
-translate its error codes into these domain exceptions in one place.
+translate its error codes into these domain exceptions in one place. Their update and condition
+expressions are built by :class:`Update`, which names every attribute and value through a generated
+placeholder (``#n0``, ``:v0``): a reserved word (``status``, ``name``) is always safe, and no
+placeholder is ever sent unused (DynamoDB rejects those).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from vigil.clock import Sleeper
+
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 Item = dict[str, Any]
+ERROR_TEXT_LIMIT = 1000
+"""Longest error text stored on an item (a job's error, a start failure, an exit reason)."""
 
 
 def to_wire(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,3 +77,167 @@ def cancellation_reasons(error: ClientError) -> list[tuple[str, Item | None]] | 
         return None
     reasons = error.response.get("CancellationReasons") or []
     return [(str(r.get("Code", "None")), from_wire(r.get("Item"))) for r in reasons]
+
+
+def truncate(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
+    """``text`` cut to at most ``limit`` characters, marked with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def any_of(*conditions: str) -> str:
+    return "(" + " OR ".join(conditions) + ")"
+
+
+def all_of(*conditions: str) -> str:
+    return "(" + " AND ".join(conditions) + ")"
+
+
+class Update:
+    """One UpdateItem (or transaction Update): SET, REMOVE and ADD clauses and a condition.
+
+    Clauses are added by attribute name and plain value; :meth:`request` renders the expressions
+    and their placeholders. Condition fragments (:meth:`eq`, :meth:`lt`, ...) are strings built on
+    the same placeholders, combined with :func:`any_of` / :func:`all_of`, and every
+    :meth:`condition` call is ANDed with the previous ones.
+    """
+
+    def __init__(self) -> None:
+        self._names: dict[str, str] = {}
+        self._values: dict[str, Any] = {}
+        self._set: dict[str, str] = {}
+        self._remove: list[str] = []
+        self._add: list[str] = []
+        self._conditions: list[str] = []
+
+    # Operands -----------------------------------------------------------------------------------
+
+    def name(self, attribute: str) -> str:
+        if attribute not in self._names:
+            self._names[attribute] = f"#n{len(self._names)}"
+        return self._names[attribute]
+
+    def value(self, value: Any) -> str:
+        placeholder = f":v{len(self._values)}"
+        self._values[placeholder] = value
+        return placeholder
+
+    # Clauses ------------------------------------------------------------------------------------
+
+    def set(self, attribute: str, value: Any) -> Update:
+        self._set[attribute] = f"{self.name(attribute)} = {self.value(value)}"
+        return self
+
+    def set_all(self, values: Mapping[str, Any]) -> Update:
+        for attribute, value in values.items():
+            self.set(attribute, value)
+        return self
+
+    def increment(self, attribute: str, by: int = 1) -> Update:
+        """``SET a = a + by``: fails on an item without the attribute, as a counter should."""
+        name = self.name(attribute)
+        self._set[attribute] = f"{name} = {name} + {self.value(by)}"
+        return self
+
+    def set_default(self, attribute: str, value: Any) -> Update:
+        """``SET a = if_not_exists(a, value)``: keeps what is there."""
+        name = self.name(attribute)
+        self._set[attribute] = f"{name} = if_not_exists({name}, {self.value(value)})"
+        return self
+
+    def remove(self, *attributes: str) -> Update:
+        """Remove attributes; one this update also sets is set, not removed (the two conflict)."""
+        for attribute in attributes:
+            if attribute not in self._remove:
+                self.name(attribute)
+                self._remove.append(attribute)
+        return self
+
+    def add(self, attribute: str, value: Any) -> Update:
+        self._add.append(f"{self.name(attribute)} {self.value(value)}")
+        return self
+
+    def condition(self, *conditions: str) -> Update:
+        self._conditions += conditions
+        return self
+
+    # Condition fragments ------------------------------------------------------------------------
+
+    def eq(self, attribute: str, value: Any) -> str:
+        return f"{self.name(attribute)} = {self.value(value)}"
+
+    def lt(self, attribute: str, value: Any) -> str:
+        return f"{self.name(attribute)} < {self.value(value)}"
+
+    def one_of(self, attribute: str, *values: Any) -> str:
+        return f"{self.name(attribute)} IN ({', '.join(self.value(v) for v in values)})"
+
+    def exists(self, attribute: str) -> str:
+        return f"attribute_exists({self.name(attribute)})"
+
+    def absent(self, attribute: str) -> str:
+        return f"attribute_not_exists({self.name(attribute)})"
+
+    # Rendering ----------------------------------------------------------------------------------
+
+    def request(self) -> dict[str, Any]:
+        """``UpdateExpression``, ``ConditionExpression`` (if any) and both placeholder maps."""
+        clauses = []
+        if self._set:
+            clauses.append("SET " + ", ".join(self._set.values()))
+        removes = [self.name(a) for a in self._remove if a not in self._set]
+        if removes:
+            clauses.append("REMOVE " + ", ".join(removes))
+        if self._add:
+            clauses.append("ADD " + ", ".join(self._add))
+        request: dict[str, Any] = {
+            "UpdateExpression": " ".join(clauses),
+            "ExpressionAttributeNames": {p: a for a, p in self._names.items()},
+        }
+        if self._conditions:
+            request["ConditionExpression"] = " AND ".join(self._conditions)
+        if self._values:
+            request["ExpressionAttributeValues"] = to_wire(self._values)
+        return request
+
+
+BATCH_GET_ATTEMPTS = 6
+
+
+class IncompleteBatch(Exception):
+    """BatchGetItem kept leaving keys unprocessed (throttling): the caller should retry later."""
+
+
+def batch_get(
+    client: Any,
+    table: str,
+    keys: list[Mapping[str, Any]],
+    attributes: Sequence[str],
+    *,
+    sleep: Sleeper,
+    attempts: int = BATCH_GET_ATTEMPTS,
+) -> list[Item]:
+    """The items of up to 100 keys (only ``attributes``), in no particular order.
+
+    DynamoDB may leave keys unprocessed when it throttles, and asks callers to back off before
+    asking for them again: the pause goes through ``sleep``, so tests see it without waiting.
+    """
+    found: list[Item] = []
+    pending = [to_wire(k) for k in keys]
+    placeholders = {f"#p{i}": a for i, a in enumerate(attributes)}
+    for attempt in range(attempts):
+        answer = client.batch_get_item(
+            RequestItems={
+                table: {
+                    "Keys": pending,
+                    "ProjectionExpression": ", ".join(placeholders),
+                    "ExpressionAttributeNames": placeholders,
+                }
+            }
+        )
+        found += [from_wire(raw) or {} for raw in answer.get("Responses", {}).get(table, [])]
+        pending = answer.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+        if not pending:
+            return found
+        if attempt + 1 < attempts:
+            sleep(min(0.05 * 2**attempt, 1.0))
+    raise IncompleteBatch(f"BatchGetItem left {len(pending)} keys unprocessed; retry")

@@ -29,11 +29,19 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, epoch_ms, from_epoch_ms, iso, system_clock
-from vigil.dynamo import Item, is_condition_failure, old_item, to_wire
+from vigil.dynamo import Item, Update, any_of, is_condition_failure, old_item, to_wire
 
-FENCE_ADVANCES = "(attribute_not_exists(fence) OR fence < :token)"
-LEASE_FREE = "(attribute_not_exists(lease_until_ms) OR lease_until_ms < :now_ms)"
 MAX_TOKEN_ATTEMPTS = 4
+
+
+def fence_advances(update: Update, token: int) -> str:
+    """The condition that ``token`` is above the item's fence (or the item has none yet)."""
+    return any_of(update.absent("fence"), update.lt("fence", token))
+
+
+def lease_free(update: Update, now: datetime) -> str:
+    """The condition that the item's lease, if any, has expired at ``now``."""
+    return any_of(update.absent("lease_until_ms"), update.lt("lease_until_ms", epoch_ms(now)))
 
 
 def next_token(now: datetime, floor: int = 0) -> int:
@@ -83,25 +91,22 @@ class LeaseTable:
             now = self._clock()
             token = next_token(now, floor)
             until = now + duration
+            update = Update().set_all(
+                {
+                    "fence": token,
+                    "lease_token": token,
+                    "lease_holder": holder,
+                    "lease_until_ms": epoch_ms(until),
+                    "lease_until": iso(until),
+                }
+            )
+            update.condition(fence_advances(update, token), lease_free(update, now))
             try:
                 self._client.update_item(
                     TableName=self._table,
                     Key=to_wire(key),
-                    UpdateExpression=(
-                        "SET fence = :token, lease_token = :token, lease_holder = :holder, "
-                        "lease_until_ms = :until_ms, lease_until = :until"
-                    ),
-                    ConditionExpression=f"{FENCE_ADVANCES} AND {LEASE_FREE}",
-                    ExpressionAttributeValues=to_wire(
-                        {
-                            ":token": token,
-                            ":holder": holder,
-                            ":until_ms": epoch_ms(until),
-                            ":until": iso(until),
-                            ":now_ms": epoch_ms(now),
-                        }
-                    ),
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    **update.request(),
                 )
                 return Lease(key=key, holder=holder, token=token, until=until)
             except ClientError as error:
@@ -120,15 +125,11 @@ class LeaseTable:
     def renew(self, lease: Lease, duration: timedelta) -> Lease | None:
         """Extend a lease still held under the same token; None if it was lost."""
         until = self._clock() + duration
+        update = Update().set_all({"lease_until_ms": epoch_ms(until), "lease_until": iso(until)})
+        update.condition(update.eq("lease_token", lease.token))
         try:
             self._client.update_item(
-                TableName=self._table,
-                Key=to_wire(lease.key),
-                UpdateExpression="SET lease_until_ms = :until_ms, lease_until = :until",
-                ConditionExpression="lease_token = :token",
-                ExpressionAttributeValues=to_wire(
-                    {":token": lease.token, ":until_ms": epoch_ms(until), ":until": iso(until)}
-                ),
+                TableName=self._table, Key=to_wire(lease.key), **update.request()
             )
         except ClientError as error:
             if is_condition_failure(error):
@@ -138,13 +139,11 @@ class LeaseTable:
 
     def release(self, lease: Lease) -> bool:
         """Give the lease up early; False if another holder had already taken it over."""
+        update = Update().remove("lease_token", "lease_holder", "lease_until_ms", "lease_until")
+        update.condition(update.eq("lease_token", lease.token))
         try:
             self._client.update_item(
-                TableName=self._table,
-                Key=to_wire(lease.key),
-                UpdateExpression="REMOVE lease_token, lease_holder, lease_until_ms, lease_until",
-                ConditionExpression="lease_token = :token",
-                ExpressionAttributeValues=to_wire({":token": lease.token}),
+                TableName=self._table, Key=to_wire(lease.key), **update.request()
             )
         except ClientError as error:
             if is_condition_failure(error):

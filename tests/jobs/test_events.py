@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from vigil.jobs.events import MalformedEvent, parse_tick
+from vigil.events import MalformedEvent
+from vigil.jobs.events import parse_tick
 
 SCHEDULER_EVENT = {
     "vigil": {

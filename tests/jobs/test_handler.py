@@ -10,10 +10,11 @@ import pytest
 
 from tests.jobs.conftest import context
 from vigil.clock import ManualClock
+from vigil.events import MalformedEvent
 from vigil.jobs import scheduled_job
-from vigil.jobs.events import MalformedEvent
 from vigil.jobs.guard import WrongJob
-from vigil.jobs.model import JobSettings, Overlap, SettingsError
+from vigil.jobs.model import JobSettings, Overlap
+from vigil.settings import SettingsError
 
 TICK = "2026-11-22T12:00:00Z"
 

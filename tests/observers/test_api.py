@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from handlers import observers_api
+from vigil.observers.api import ApiSettings
+from vigil.settings import SettingsError
 from vigil_tools.cli import rest_event
 from vigil_tools.lambda_context import LambdaContext
 
@@ -318,3 +320,22 @@ def test_given_a_config_number_dynamodb_cannot_store_when_posted_then_422_and_no
     assert (status, body["error"]) == (422, "invalid_config")
     assert "number" in body["message"]
     assert tables() == ([], [])
+
+
+def test_the_api_environment_is_read_once_and_a_bad_one_names_the_variable() -> None:
+    env = {
+        "VIGIL_OBSERVERS_TABLE": "observers",
+        "VIGIL_IDEMPOTENCY_TABLE": "idempotency",
+        "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
+        "VIGIL_MAX_OBSERVERS": "3",
+    }
+    settings = ApiSettings.from_env(env)
+    assert (settings.max_observers, settings.kinds) == (3, {"ticker": "observers.ticker.run"})
+    for name, bad in [
+        ("VIGIL_MAX_OBSERVERS", "0"),
+        ("VIGIL_MAX_OBSERVERS", "many"),
+        ("VIGIL_OBSERVER_KINDS", "[]"),
+        ("VIGIL_IDEMPOTENCY_TABLE", ""),
+    ]:
+        with pytest.raises(SettingsError, match=name):
+            ApiSettings.from_env({**env, name: bad})

@@ -19,12 +19,12 @@ from vigil.observers.model import Status
 from vigil.observers.registry import Fenced, ObserverRegistry
 from vigil.observers.runtime import (
     ExitCode,
-    InvalidSettings,
     ObserverContext,
     ObserverRuntime,
     RuntimeSettings,
     StopReason,
 )
+from vigil.settings import SettingsError
 
 from . import sample_kinds
 from .test_registry import raw_item, set_status, start_generation
@@ -356,7 +356,7 @@ def test_given_the_container_environment_when_read_then_validated_once() -> None
         ("VIGIL_HEARTBEAT_SECONDS", ""),
         ("VIGIL_HEARTBEAT_SECONDS", "0"),
     ]:
-        with pytest.raises(InvalidSettings):
+        with pytest.raises(SettingsError, match=key):
             RuntimeSettings.from_env({**env, key: value})
 
 

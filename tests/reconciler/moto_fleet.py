@@ -23,7 +23,7 @@ from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import GENERATION_ENV, NAME_ENV, EcsTasks
 from vigil.observers.fleet_store import FleetStore
 from vigil.observers.model import Desired, Observer, Status, to_item
-from vigil.observers.reconciler import Notices, Reconciler
+from vigil.observers.reconciler import Notices, Reconciler, assemble
 from vigil_tools.emulator.template import create_table, synthesized_app
 
 REGION = "us-east-1"
@@ -136,7 +136,7 @@ class MotoFleet:
         self, *, ecs_client: Any = None, dynamodb: Any = None, **options: Any
     ) -> Reconciler:
         table_client = dynamodb or self.dynamodb
-        return Reconciler(
+        return assemble(
             store=FleetStore(table_client, TABLE),
             ecs=self.ecs(ecs_client),
             notices=Notices(self.sqs, self.dlq_url),

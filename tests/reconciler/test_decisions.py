@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -62,6 +63,19 @@ def stopped(
     )
 
 
+def decide(*args: Any) -> list[d.Action]:
+    """The plan's actions as a list, in order (effects, then the write)."""
+    plan = d.decide(*args)
+    assert isinstance(plan, d.Plan)
+    return list(plan.actions)
+
+
+def decide_event(*args: Any) -> list[d.Action]:
+    plan = d.decide_event(*args)
+    assert isinstance(plan, d.Plan)
+    return list(plan.actions)
+
+
 def kinds(actions: list[d.Action]) -> list[type]:
     return [type(a) for a in actions]
 
@@ -73,7 +87,7 @@ def test_a_new_observer_is_started_as_generation_one() -> None:
     # Given a PENDING observer that never ran
     new = record(status=Status.PENDING, generation=0, task_arn=None, heartbeat_at=None)
     # When the reconciler looks at it
-    actions = d.decide(new, None, NOW, SETTINGS)
+    actions = decide(new, None, NOW, SETTINGS)
     # Then it starts generation 1, which is not a restart
     assert actions == [
         d.StartTask(
@@ -89,16 +103,16 @@ def test_a_start_in_flight_is_not_repeated_until_its_retry_time() -> None:
     starting = record(
         status=Status.STARTING, task_arn=None, next_start_at=NOW + timedelta(seconds=5)
     )
-    assert kinds(d.decide(starting, None, NOW, SETTINGS)) == [d.Ignore]
+    assert kinds(decide(starting, None, NOW, SETTINGS)) == [d.Ignore]
     later = NOW + timedelta(seconds=6)
-    assert d.decide(starting, None, later, SETTINGS) == [d.RetryStart(3)]
+    assert decide(starting, None, later, SETTINGS) == [d.RetryStart(3)]
 
 
 # Restarting ------------------------------------------------------------------------------------
 
 
 def test_first_crash_restarts_at_once_with_the_next_generation() -> None:
-    actions = d.decide(record(), stopped(), NOW, SETTINGS)
+    actions = decide(record(), stopped(), NOW, SETTINGS)
     assert len(actions) == 1
     start = actions[0]
     assert isinstance(start, d.StartTask)
@@ -108,7 +122,7 @@ def test_first_crash_restarts_at_once_with_the_next_generation() -> None:
 
 def test_repeated_quick_crashes_back_off() -> None:
     quick = record(started_ago=timedelta(seconds=20), consecutive_failures=2)
-    actions = d.decide(quick, stopped(), NOW, SETTINGS)
+    actions = decide(quick, stopped(), NOW, SETTINGS)
     assert actions == [
         d.Backoff(
             until=NOW + 2 * SETTINGS.backoff_base,
@@ -120,7 +134,7 @@ def test_repeated_quick_crashes_back_off() -> None:
 
 def test_a_crash_after_a_long_healthy_run_resets_the_streak() -> None:
     healthy = record(started_ago=timedelta(hours=3), consecutive_failures=4)
-    (start,) = d.decide(healthy, stopped(), NOW, SETTINGS)
+    (start,) = decide(healthy, stopped(), NOW, SETTINGS)
     assert isinstance(start, d.StartTask) and start.consecutive_failures == 1
 
 
@@ -133,56 +147,56 @@ def test_a_task_that_never_claims_counts_as_a_quick_failure_and_ends_failed() ->
         consecutive_failures=SETTINGS.failure_threshold - 1,
     )
     up = d.TaskState(arn=ARN, last_status="RUNNING", version=4)
-    actions = d.decide(silent, up, NOW, SETTINGS)
+    actions = decide(silent, up, NOW, SETTINGS)
     assert [type(a) for a in actions] == [d.StopTask, d.MarkFailed]
 
 
 def test_the_threshold_of_quick_failures_marks_the_observer_failed() -> None:
     streak = record(started_ago=timedelta(seconds=5), consecutive_failures=4)
-    (failed,) = d.decide(streak, stopped(), NOW, SETTINGS)
+    (failed,) = decide(streak, stopped(), NOW, SETTINGS)
     assert isinstance(failed, d.MarkFailed)
     assert failed.consecutive_failures == 5
     assert "5 consecutive quick failures" in failed.reason and "exit code 1" in failed.reason
 
 
 def test_a_bad_config_exit_fails_at_once() -> None:
-    (failed,) = d.decide(record(), stopped(exit_code=ExitCode.BAD_CONFIGURATION), NOW, SETTINGS)
+    (failed,) = decide(record(), stopped(exit_code=ExitCode.BAD_CONFIGURATION), NOW, SETTINGS)
     assert isinstance(failed, d.MarkFailed) and "bad config" in failed.reason
 
 
 def test_a_task_stopped_by_a_person_restarts_without_counting_a_failure() -> None:
     manual = stopped(exit_code=0, stop_code="UserInitiated")
-    (start,) = d.decide(record(consecutive_failures=2), manual, NOW, SETTINGS)
+    (start,) = decide(record(consecutive_failures=2), manual, NOW, SETTINGS)
     assert isinstance(start, d.StartTask) and start.consecutive_failures == 2
 
 
 def test_a_stale_heartbeat_is_looked_at_then_the_task_is_replaced() -> None:
     silent = record(heartbeat_at=NOW - 3 * SETTINGS.heartbeat_interval - timedelta(seconds=1))
-    assert d.decide(silent, None, NOW, SETTINGS) == [d.Describe(ARN)]
+    assert decide(silent, None, NOW, SETTINGS) == [d.Describe(ARN)]
     up = d.TaskState(arn=ARN, last_status="RUNNING", version=4)
-    stop, start = d.decide(silent, up, NOW, SETTINGS)
+    stop, start = decide(silent, up, NOW, SETTINGS)
     assert stop == d.StopTask(ARN, "no heartbeat")
     assert isinstance(start, d.StartTask) and start.generation == 4
 
 
 def test_a_heartbeat_just_inside_three_intervals_is_fresh() -> None:
     alive = record(heartbeat_at=NOW - 3 * SETTINGS.heartbeat_interval)
-    assert kinds(d.decide(alive, None, NOW, SETTINGS)) == [d.Ignore]
-    assert kinds(d.decide(alive, d.Listed(running=True), NOW, SETTINGS)) == [d.Ignore]
+    assert kinds(decide(alive, None, NOW, SETTINGS)) == [d.Ignore]
+    assert kinds(decide(alive, d.Listed(running=True), NOW, SETTINGS)) == [d.Ignore]
 
 
 def test_a_task_missing_from_the_running_list_is_described() -> None:
-    assert d.decide(record(), d.Listed(running=False), NOW, SETTINGS) == [d.Describe(ARN)]
+    assert decide(record(), d.Listed(running=False), NOW, SETTINGS) == [d.Describe(ARN)]
 
 
 def test_a_restart_request_replaces_the_current_task() -> None:
     asked = record(restart_generation=3)
-    stop, start = d.decide(asked, None, NOW, SETTINGS)
+    stop, start = decide(asked, None, NOW, SETTINGS)
     assert stop == d.StopTask(ARN, "restart requested")
     assert isinstance(start, d.StartTask) and start.generation == 4
     # Once the new generation runs, the same request asks nothing more.
     done = record(restart_generation=3, generation=4)
-    assert kinds(d.decide(done, None, NOW, SETTINGS)) == [d.Ignore]
+    assert kinds(decide(done, None, NOW, SETTINGS)) == [d.Ignore]
 
 
 # Stopping --------------------------------------------------------------------------------------
@@ -190,63 +204,63 @@ def test_a_restart_request_replaces_the_current_task() -> None:
 
 def test_desired_stopped_stops_the_task_then_marks_stopped() -> None:
     wanted_stopped = record(desired=Desired.STOPPED)
-    assert d.decide(wanted_stopped, None, NOW, SETTINGS) == [
+    assert decide(wanted_stopped, None, NOW, SETTINGS) == [
         d.StopTask(ARN, "stop requested"),
         d.MarkStopping(),
     ]
     stopping = record(desired=Desired.STOPPED, status=Status.STOPPING)
-    assert d.decide(stopping, None, NOW, SETTINGS) == [d.StopTask(ARN, "stop requested")]
+    assert decide(stopping, None, NOW, SETTINGS) == [d.StopTask(ARN, "stop requested")]
     done = stopped(exit_code=0, stop_code="UserInitiated")
-    assert d.decide(stopping, done, NOW, SETTINGS) == [d.MarkStopped(done.last_exit(NOW))]
+    assert decide(stopping, done, NOW, SETTINGS) == [d.MarkStopped(done.last_exit(NOW))]
 
 
 def test_a_restart_while_stopping_finishes_the_stop_then_starts_afresh() -> None:
     # Given a stop that was withdrawn by a restart request before the task stopped
     withdrawn = record(status=Status.STOPPING, restart_generation=3)
     # The task is still up: it is stopped (its container would keep running otherwise)
-    assert d.decide(withdrawn, d.Listed(running=True), NOW, SETTINGS) == [
+    assert decide(withdrawn, d.Listed(running=True), NOW, SETTINGS) == [
         d.StopTask(ARN, "stopping before a restart")
     ]
     # Once it stopped, the next generation starts at once
     done = stopped(exit_code=0, stop_code="UserInitiated")
-    (start,) = d.decide(withdrawn, done, NOW, SETTINGS)
+    (start,) = decide(withdrawn, done, NOW, SETTINGS)
     assert isinstance(start, d.StartTask) and start.generation == 4
 
 
 def test_desired_stopped_without_a_task_is_stopped_at_once() -> None:
     pending = record(desired=Desired.STOPPED, status=Status.PENDING, task_arn=None)
-    assert kinds(d.decide(pending, None, NOW, SETTINGS)) == [d.MarkStopped]
+    assert kinds(decide(pending, None, NOW, SETTINGS)) == [d.MarkStopped]
 
 
 # Events ----------------------------------------------------------------------------------------
 
 
 def test_an_event_for_an_older_task_is_stale() -> None:
-    (ignored,) = d.decide_event(record(), stopped(OLD_ARN, generation=2), NOW, SETTINGS)
+    (ignored,) = decide_event(record(), stopped(OLD_ARN, generation=2), NOW, SETTINGS)
     assert isinstance(ignored, d.Ignore) and ignored.stale
 
 
 def test_an_event_not_newer_than_the_recorded_version_is_ignored() -> None:
     late = d.TaskState(arn=ARN, last_status="STOPPED", version=3, exit_code=1)
-    (ignored,) = d.decide_event(record(), late, NOW, SETTINGS)
+    (ignored,) = decide_event(record(), late, NOW, SETTINGS)
     assert isinstance(ignored, d.Ignore) and ignored.stale
 
 
 def test_a_running_event_is_recorded_with_its_version() -> None:
     running = d.TaskState(arn=ARN, last_status="RUNNING", version=4)
-    assert d.decide_event(record(), running, NOW, SETTINGS) == [d.SeeTask(ARN, 4, "RUNNING")]
+    assert decide_event(record(), running, NOW, SETTINGS) == [d.SeeTask(ARN, 4, "RUNNING")]
 
 
 def test_a_live_task_that_is_not_current_is_an_orphan() -> None:
     old = d.TaskState(arn=OLD_ARN, last_status="RUNNING", version=2, observer="btc-usd")
-    (stop,) = d.decide_event(record(), old, NOW, SETTINGS)
+    (stop,) = decide_event(record(), old, NOW, SETTINGS)
     assert isinstance(stop, d.StopTask) and stop.arn == OLD_ARN
 
 
 def test_an_event_adopts_the_task_of_a_start_in_flight() -> None:
     starting = record(status=Status.STARTING, task_arn=None, generation=4)
     event = d.TaskState(arn=ARN, last_status="PROVISIONING", version=1, generation=4)
-    assert d.decide_event(starting, event, NOW, SETTINGS) == [d.SeeTask(ARN, 1, "PROVISIONING")]
+    assert decide_event(starting, event, NOW, SETTINGS) == [d.SeeTask(ARN, 1, "PROVISIONING")]
 
 
 def test_orphans_are_stopped_but_a_young_task_of_the_current_generation_is_spared() -> None:
@@ -346,7 +360,7 @@ def apply(rec: d.Record, actions: list[d.Action]) -> d.Record:
 def test_one_decision_starts_at_most_one_task_for_the_next_generation(
     rec: d.Record, evidence: d.Evidence
 ) -> None:
-    actions = d.decide(rec, evidence, NOW, SETTINGS)
+    actions = decide(rec, evidence, NOW, SETTINGS)
     starts = [a for a in actions if isinstance(a, d.StartTask | d.RetryStart)]
     writes = [a for a in actions if isinstance(a, d.WRITES)]
     assert len(starts) <= 1 and len(writes) <= 1
@@ -363,11 +377,11 @@ def test_one_decision_starts_at_most_one_task_for_the_next_generation(
 def test_deciding_again_after_acting_never_starts_the_same_generation_twice(
     rec: d.Record, evidence: d.Evidence, seconds_later: int
 ) -> None:
-    first = d.decide(rec, evidence, NOW, SETTINGS)
+    first = decide(rec, evidence, NOW, SETTINGS)
     started = {a.generation for a in first if isinstance(a, d.StartTask)}
     after = apply(rec, first)
     # The same evidence delivered again (a duplicate event, a second pass) a moment later.
-    again = d.decide(after, evidence, NOW + timedelta(seconds=seconds_later), SETTINGS)
+    again = decide(after, evidence, NOW + timedelta(seconds=seconds_later), SETTINGS)
     started_again = {a.generation for a in again if isinstance(a, d.StartTask | d.RetryStart)}
     assert not started & started_again
 
@@ -382,7 +396,7 @@ def test_stale_events_change_nothing(rec: d.Record, evidence: d.Evidence, back: 
     older = replace(evidence, arn=rec.observer.task_arn, version=seen - back)
     foreign = replace(evidence, arn=OLD_ARN)
     for event in (older, foreign):
-        actions = d.decide_event(rec, event, NOW, SETTINGS)
+        actions = decide_event(rec, event, NOW, SETTINGS)
         assert not any(isinstance(a, (*d.WRITES, d.StartTask, d.RetryStart)) for a in actions)
         assert all(a.arn == OLD_ARN for a in actions if isinstance(a, d.StopTask))
         assert all(a.stale for a in actions if isinstance(a, d.Ignore))
@@ -404,3 +418,16 @@ def test_last_exit_distinguishes_crash_from_stop() -> None:
     assert not stopped(exit_code=0, stop_code="UserInitiated").last_exit(NOW).crashed
     assert stopped(exit_code=1).last_exit(NOW).crashed
     assert LastExit(stop_code="TaskFailedToStart").crashed
+
+
+@settings(max_examples=300, deadline=None)
+@given(records(), evidences())
+def test_a_plan_holds_at_most_one_write_and_says_when_it_looks_or_starts(
+    rec: d.Record, evidence: d.Evidence
+) -> None:
+    plan = d.decide(rec, evidence, NOW, SETTINGS)
+    assert not any(isinstance(e, d.WRITES) for e in plan.effects)
+    if plan.write is not None:
+        assert plan.actions[-1] == plan.write
+    assert plan.starts == any(isinstance(a, d.StartTask | d.RetryStart) for a in plan.actions)
+    assert (plan.look is not None) == any(isinstance(a, d.Describe) for a in plan.actions)

@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 
-from handlers.reconciler import MalformedEvent, dispatch
+from handlers.reconciler import dispatch
 from tests.reconciler.moto_fleet import CONTAINER, KIND, TABLE, MotoFleet, task_event
 from vigil.dynamo import to_wire
+from vigil.events import MalformedEvent
 from vigil.observers.model import to_item
 from vigil.observers.reconciler import ReconcilerConfig
+from vigil.settings import SettingsError
 
 SCHEDULED = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}}
 
@@ -37,6 +39,21 @@ def test_the_environment_is_validated_once_with_the_variable_named() -> None:
         ReconcilerConfig.from_env({"VIGIL_TASK_DEFINITIONS": "{not json"})
     with pytest.raises(ValueError, match="VIGIL_HEARTBEAT_SECONDS"):
         ReconcilerConfig.from_env({"VIGIL_HEARTBEAT_SECONDS": "2"})
+
+
+def test_every_bad_variable_is_named_at_once_in_one_settings_error() -> None:
+    with pytest.raises(SettingsError) as raised:
+        ReconcilerConfig.from_env(
+            {"VIGIL_HEARTBEAT_SECONDS": "2", "VIGIL_ASSIGN_PUBLIC_IP": "maybe"}
+        )
+    message = str(raised.value)
+    for name in (
+        "VIGIL_OBSERVERS_TABLE",
+        "VIGIL_SUBNETS",
+        "VIGIL_HEARTBEAT_SECONDS",
+        "VIGIL_ASSIGN_PUBLIC_IP",
+    ):
+        assert name in message
 
 
 def test_each_event_shape_reaches_its_pass(fleet: MotoFleet) -> None:

@@ -14,7 +14,8 @@ from typing import Any
 
 from vigil import telemetry
 from vigil.clock import Clock, system_clock
-from vigil.jobs.events import MalformedEvent, parse_tick
+from vigil.events import MalformedEvent
+from vigil.jobs.events import parse_tick
 from vigil.jobs.guard import Body, JobGuard, Result, WrongJob
 from vigil.jobs.model import JobSettings, Outcome
 from vigil.jobs.store import RunStore

@@ -25,10 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
-
-
-class MalformedEvent(ValueError):
-    """The event does not say which tick it is for; nothing was written."""
+from vigil.events import MalformedEvent
 
 
 @dataclass(frozen=True)

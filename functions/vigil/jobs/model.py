@@ -9,6 +9,8 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
+from vigil.settings import Environment
+
 
 class RunStatus(StrEnum):
     RUNNING = "RUNNING"
@@ -40,10 +42,6 @@ class Outcome(StrEnum):
     FENCED = "FENCED"
 
 
-class SettingsError(ValueError):
-    """The function's environment, set by the ScheduledJob construct, is missing or invalid."""
-
-
 @dataclass(frozen=True)
 class JobSettings:
     """What the construct tells the guard through the environment, validated once per container.
@@ -60,38 +58,17 @@ class JobSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> JobSettings:
-        def required(name: str) -> str:
-            value = env.get(name, "").strip()
-            if not value:
-                raise SettingsError(f"environment variable {name} is required")
-            return value
-
-        def seconds(name: str, default: timedelta) -> timedelta:
-            raw = env.get(name)
-            if raw is None or raw == "":
-                return default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise SettingsError(f"{name} must be a number of seconds, got {raw!r}") from None
-            if value < 0:
-                raise SettingsError(f"{name} must not be negative, got {raw!r}")
-            return timedelta(seconds=value)
-
-        overlap = env.get("VIGIL_OVERLAP", Overlap.SKIP.value)
-        try:
-            policy = Overlap(overlap)
-        except ValueError:
-            raise SettingsError(
-                f"VIGIL_OVERLAP must be one of {[p.value for p in Overlap]}, got {overlap!r}"
-            ) from None
+        """Raises :class:`~vigil.settings.SettingsError` naming the variable at fault."""
+        read = Environment(env)
         return cls(
-            job=required("VIGIL_JOB_NAME"),
-            table=required("VIGIL_RUNS_TABLE"),
-            overlap=policy,
-            max_lateness=seconds("VIGIL_MAX_LATENESS_SECONDS", cls.max_lateness),
-            lease_margin=seconds("VIGIL_LEASE_MARGIN_SECONDS", cls.lease_margin),
-            retention=seconds("VIGIL_RETENTION_SECONDS", cls.retention),
+            **read.gather(
+                job=lambda: read.text("VIGIL_JOB_NAME"),
+                table=lambda: read.text("VIGIL_RUNS_TABLE"),
+                overlap=lambda: read.choice("VIGIL_OVERLAP", Overlap, Overlap.SKIP),
+                max_lateness=lambda: read.seconds("VIGIL_MAX_LATENESS_SECONDS", cls.max_lateness),
+                lease_margin=lambda: read.seconds("VIGIL_LEASE_MARGIN_SECONDS", cls.lease_margin),
+                retention=lambda: read.seconds("VIGIL_RETENTION_SECONDS", cls.retention),
+            )
         )
 
 

@@ -13,31 +13,32 @@ returns the items it saw (ALL_OLD), so a suppressed duplicate costs that single 
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vigil.clock import epoch_ms, iso
+from vigil.clock import Sleeper, epoch_ms, iso
 from vigil.contract.jobs import JOBS_INDEX
-from vigil.dynamo import Item, cancellation_reasons, from_wire, to_wire
+from vigil.dynamo import (
+    Item,
+    Update,
+    all_of,
+    any_of,
+    cancellation_reasons,
+    from_wire,
+    to_wire,
+    truncate,
+)
 from vigil.jobs.model import JobHead, Overlap, RunRecord, RunStatus
-from vigil.leases import FENCE_ADVANCES, LEASE_FREE
+from vigil.leases import fence_advances, lease_free
 
 HEAD_SK = "HEAD"
 TICK_PREFIX = "TICK#"
 HEAD_ENTITY = "job"
-ERROR_MESSAGE_LIMIT = 1000
 LEASE_ATTRIBUTES = ("lease_token", "lease_tick", "lease_until_ms", "lease_until", "lease_holder")
-
-RECLAIMABLE = (
-    "attempts = :expected AND (#status = :failed OR "
-    "(#status = :running AND lease_until_ms < :now_ms))"
-)
 
 
 def job_pk(job: str) -> str:
@@ -89,9 +90,7 @@ Reasons = list[tuple[str, Item | None]]
 
 
 class RunStore:
-    def __init__(
-        self, client: Any, table: str, sleep: Callable[[float], None] = time.sleep
-    ) -> None:
+    def __init__(self, client: Any, table: str, sleep: Sleeper = time.sleep) -> None:
         self._client = client
         self._table = table
         self._sleep = sleep
@@ -124,46 +123,41 @@ class RunStore:
 
     def claim(self, claim: Claim) -> Refusal | None:
         """Take the tick and the job's fence (and lease) in one transaction; None means taken."""
-        values: dict[str, Any] = {
-            ":job": claim.job,
-            ":tick": claim.tick,
-            ":token": claim.token,
-            ":now_ms": epoch_ms(claim.now),
-            ":running": RunStatus.RUNNING.value,
-            ":failed": RunStatus.FAILED.value,
-            ":attempt": claim.attempt,
-            ":expected": claim.expected_attempts,
-            ":until_ms": epoch_ms(claim.lease_until),
-            ":until": iso(claim.lease_until),
-            ":started": iso(claim.now),
-            ":ttl": int(claim.expires_at.timestamp()),
-            ":holder": claim.holder,
-            ":execution": claim.execution_id or "",
-            ":entity": HEAD_ENTITY,
-        }
-        tick = self._update(
-            job_pk(claim.job),
-            tick_sk(claim.tick),
-            "SET job = :job, scheduled_at = :tick, #status = :running, attempts = :attempt, "
-            "fencing_token = :token, lease_until_ms = :until_ms, lease_until = :until, "
-            "started_at = :started, expires_at = :ttl, lease_holder = :holder, "
-            "execution_id = :execution "
-            "REMOVE finished_at, duration_ms, error_type, error_message, detail",
-            RECLAIMABLE if claim.expected_attempts else "attribute_not_exists(sk)",
-            values,
+        tick = Update().set_all(
+            {
+                "job": claim.job,
+                "scheduled_at": claim.tick,
+                "status": RunStatus.RUNNING.value,
+                "attempts": claim.attempt,
+                "fencing_token": claim.token,
+                "lease_until_ms": epoch_ms(claim.lease_until),
+                "lease_until": iso(claim.lease_until),
+                "started_at": iso(claim.now),
+                "expires_at": int(claim.expires_at.timestamp()),
+                "lease_holder": claim.holder,
+                "execution_id": claim.execution_id or "",
+            }
         )
-        head_set = "SET entity = :entity, job = :job, fence = :token"
-        head_condition = FENCE_ADVANCES
+        tick.remove("finished_at", "duration_ms", "error_type", "error_message", "detail")
+        tick.condition(_reclaimable(tick, claim.expected_attempts, claim.now))
+        head = Update().set_all({"entity": HEAD_ENTITY, "job": claim.job, "fence": claim.token})
+        head.condition(fence_advances(head, claim.token))
         if claim.overlap is Overlap.SKIP:
-            head_set += (
-                ", lease_token = :token, lease_tick = :tick, lease_until_ms = :until_ms, "
-                "lease_until = :until, lease_holder = :holder"
+            head.set_all(
+                {
+                    "lease_token": claim.token,
+                    "lease_tick": claim.tick,
+                    "lease_until_ms": epoch_ms(claim.lease_until),
+                    "lease_until": iso(claim.lease_until),
+                    "lease_holder": claim.holder,
+                }
             )
-            head_condition += f" AND {LEASE_FREE}"
-        head = self._update(job_pk(claim.job), HEAD_SK, head_set, head_condition, values)
-        for action in (tick, head):
+            head.condition(lease_free(head, claim.now))
+        actions = [self._update(claim.job, tick_sk(claim.tick), tick)]
+        actions.append(self._update(claim.job, HEAD_SK, head))
+        for action in actions:
             action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        reasons = self._transact([tick, head])
+        reasons = self._transact(actions)
         if reasons is None:
             return None
         (tick_code, tick_seen), (head_code, head_seen) = reasons
@@ -191,36 +185,27 @@ class RunStore:
         False means the run was fenced out: a newer claim took the tick (or, under ``skip``, the
         job's lease) after this run's lease expired, and its outcome must not overwrite theirs.
         """
-        values: dict[str, Any] = {
-            ":status": status.value,
-            ":finished": iso(finished_at),
-            ":duration": duration_ms,
-            ":token": token,
-            ":running": RunStatus.RUNNING.value,
-        }
-        tick_sets = ["#status = :status", "finished_at = :finished", "duration_ms = :duration"]
+        record = Update().set_all(
+            {"status": status.value, "finished_at": iso(finished_at), "duration_ms": duration_ms}
+        )
         summary = None
         if error is not None:
-            tick_sets += ["error_type = :etype", "error_message = :emsg"]
-            values |= {":etype": type(error).__name__, ":emsg": _truncate(str(error))}
+            record.set("error_type", type(error).__name__).set(
+                "error_message", truncate(str(error))
+            )
             summary = f"{type(error).__name__}: {error}"
-        record = self._update(
-            job_pk(job),
-            tick_sk(tick),
-            _set_remove(tick_sets, ["lease_until_ms", "lease_until"]),
-            "fencing_token = :token AND #status = :running",
-            values,
+        record.remove("lease_until_ms", "lease_until")
+        record.condition(
+            record.eq("fencing_token", token), record.eq("status", RunStatus.RUNNING.value)
         )
-        sets, removes, head_values = _last_outcome(tick, status, finished_at, summary)
-        head_condition = "attribute_exists(pk)"
+        head = _last_outcome(tick, status, finished_at, summary)
         if overlap is Overlap.SKIP:
-            removes += [*LEASE_ATTRIBUTES]
-            head_condition = "lease_token = :token"
-            head_values[":token"] = token
-        head = self._update(
-            job_pk(job), HEAD_SK, _set_remove(sets, removes), head_condition, head_values
-        )
-        return self._transact([record, head]) is None
+            head.remove(*LEASE_ATTRIBUTES)
+            head.condition(head.eq("lease_token", token))
+        else:
+            head.condition(head.exists("pk"))
+        actions = [self._update(job, tick_sk(tick), record), self._update(job, HEAD_SK, head)]
+        return self._transact(actions) is None
 
     # --- ticks that never run ---------------------------------------------------------------
 
@@ -236,34 +221,22 @@ class RunStore:
         expected_attempts: int = 0,
     ) -> None:
         """Record a SKIPPED or MISSED tick so it is visible, never silent; raises TickTaken."""
-        values: dict[str, Any] = {
-            ":job": job,
-            ":tick": tick,
-            ":status": status.value,
-            ":finished": iso(now),
-            ":detail": detail,
-            ":ttl": int(expires_at.timestamp()),
-            ":zero": 0,
-            ":expected": expected_attempts,
-            ":failed": RunStatus.FAILED.value,
-            ":running": RunStatus.RUNNING.value,
-            ":now_ms": epoch_ms(now),
-        }
-        record = self._update(
-            job_pk(job),
-            tick_sk(tick),
-            "SET job = :job, scheduled_at = :tick, #status = :status, finished_at = :finished, "
-            "detail = :detail, expires_at = :ttl, attempts = if_not_exists(attempts, :zero) "
-            "REMOVE lease_until_ms, lease_until",
-            RECLAIMABLE if expected_attempts else "attribute_not_exists(sk)",
-            values,
+        record = Update().set_all(
+            {
+                "job": job,
+                "scheduled_at": tick,
+                "status": status.value,
+                "finished_at": iso(now),
+                "detail": detail,
+                "expires_at": int(expires_at.timestamp()),
+            }
         )
-        sets, removes, head_values = _last_outcome(tick, status, now, detail)
-        sets += ["entity = :entity", "job = :job"]
-        head_values |= {":entity": HEAD_ENTITY, ":job": job}
-        head = self._update(job_pk(job), HEAD_SK, _set_remove(sets, removes), None, head_values)
-        record["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        reasons = self._transact([record, head])
+        record.set_default("attempts", 0).remove("lease_until_ms", "lease_until")
+        record.condition(_reclaimable(record, expected_attempts, now))
+        head = _last_outcome(tick, status, now, detail).set_all({"entity": HEAD_ENTITY, "job": job})
+        action = self._update(job, tick_sk(tick), record)
+        action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        reasons = self._transact([action, self._update(job, HEAD_SK, head)])
         if reasons is not None:
             raise TickTaken(f"{job} tick {tick} changed while recording {status}", reasons[0][1])
 
@@ -305,42 +278,31 @@ class RunStore:
                 return heads
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
-    def _update(
-        self, pk: str, sk: str, update: str, condition: str | None, values: dict[str, Any]
-    ) -> dict[str, Any]:
-        """One Update action; DynamoDB rejects unused placeholders, so only used ones are sent."""
-        used = set(_PLACEHOLDER.findall(f"{update} {condition or ''}"))
-        action: dict[str, Any] = {
+    def _update(self, job: str, sk: str, update: Update) -> dict[str, Any]:
+        return {
             "TableName": self._table,
-            "Key": to_wire({"pk": pk, "sk": sk}),
-            "UpdateExpression": update,
-            "ExpressionAttributeValues": to_wire({k: v for k, v in values.items() if k in used}),
+            "Key": to_wire({"pk": job_pk(job), "sk": sk}),
+            **update.request(),
         }
-        if condition:
-            action["ConditionExpression"] = condition
-        if "#status" in action["UpdateExpression"] or "#status" in (condition or ""):
-            action["ExpressionAttributeNames"] = {"#status": "status"}
-        return action
 
 
-_PLACEHOLDER = re.compile(r":[a-z_]+")
+def _reclaimable(update: Update, expected_attempts: int, now: datetime) -> str:
+    """A tick record may be claimed (or finalised) when it is new, or when it is still the
+    attempt the claimant saw and that attempt failed or lost its lease."""
+    if not expected_attempts:
+        return update.absent("sk")
+    running = update.eq("status", RunStatus.RUNNING.value)
+    expired = all_of(running, update.lt("lease_until_ms", epoch_ms(now)))
+    return all_of(
+        update.eq("attempts", expected_attempts),
+        any_of(update.eq("status", RunStatus.FAILED.value), expired),
+    )
 
 
-def _last_outcome(
-    tick: str, status: RunStatus, at: datetime, error: str | None
-) -> tuple[list[str], list[str], dict[str, Any]]:
+def _last_outcome(tick: str, status: RunStatus, at: datetime, error: str | None) -> Update:
     """The head's "latest state" fields; an outcome without an error clears the last one."""
-    values: dict[str, Any] = {":last_tick": tick, ":last_status": status.value, ":last_at": iso(at)}
-    sets = ["last_tick = :last_tick", "last_status = :last_status", "last_finished_at = :last_at"]
+    update = Update().set_all({"last_tick": tick, "last_status": status.value})
+    update.set("last_finished_at", iso(at))
     if error:
-        values[":last_error"] = _truncate(error)
-        return [*sets, "last_error = :last_error"], [], values
-    return sets, ["last_error"], values
-
-
-def _set_remove(sets: list[str], removes: list[str]) -> str:
-    return f"SET {', '.join(sets)}" + (f" REMOVE {', '.join(removes)}" if removes else "")
-
-
-def _truncate(text: str) -> str:
-    return text if len(text) <= ERROR_MESSAGE_LIMIT else text[: ERROR_MESSAGE_LIMIT - 1] + "…"
+        return update.set("last_error", truncate(error))
+    return update.remove("last_error")

@@ -51,11 +51,12 @@ from vigil.observers.registry import (
     MAX_PAGE,
     FleetFull,
     InvalidCursor,
+    ObserverCommands,
     ObserverExists,
     ObserverNotFound,
-    ObserverRegistry,
     VersionConflict,
 )
+from vigil.settings import Environment
 
 IDEMPOTENCY_TTL_SECONDS = 24 * 3600
 NAME_RULE = NAME_PATTERN.pattern
@@ -64,10 +65,6 @@ NAME_RULE = NAME_PATTERN.pattern
 class UnknownKind(Exception):
     def __init__(self, kind: str, kinds: Mapping[str, str]) -> None:
         super().__init__(f"kind {kind!r} is not one of {sorted(kinds)}")
-
-
-class InvalidSettings(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -81,27 +78,15 @@ class ApiSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> ApiSettings:
-        keys = (
-            "VIGIL_OBSERVERS_TABLE",
-            "VIGIL_IDEMPOTENCY_TABLE",
-            "VIGIL_OBSERVER_KINDS",
-            "VIGIL_MAX_OBSERVERS",
-        )
-        missing = [key for key in keys if not environ.get(key)]
-        if missing:
-            raise InvalidSettings(f"missing environment variables: {', '.join(missing)}")
-        try:
-            max_observers = int(environ["VIGIL_MAX_OBSERVERS"])
-            kinds = parse_kinds(environ["VIGIL_OBSERVER_KINDS"])
-        except (ValueError, InvalidObserver) as error:
-            raise InvalidSettings(str(error)) from error
-        if max_observers < 1:
-            raise InvalidSettings("VIGIL_MAX_OBSERVERS must be >= 1")
+        """Raises :class:`~vigil.settings.SettingsError` naming the variable at fault."""
+        read = Environment(environ)
         return cls(
-            table=environ["VIGIL_OBSERVERS_TABLE"],
-            idempotency_table=environ["VIGIL_IDEMPOTENCY_TABLE"],
-            kinds=kinds,
-            max_observers=max_observers,
+            **read.gather(
+                table=lambda: read.text("VIGIL_OBSERVERS_TABLE"),
+                idempotency_table=lambda: read.text("VIGIL_IDEMPOTENCY_TABLE"),
+                kinds=lambda: read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
+                max_observers=lambda: read.integer("VIGIL_MAX_OBSERVERS", minimum=1),
+            )
         )
 
 
@@ -175,7 +160,7 @@ _INVALID = (
 
 @dataclass(frozen=True)
 class Services:
-    registry: ObserverRegistry
+    registry: ObserverCommands
     kinds: Mapping[str, str]
     idempotency_store: BasePersistenceLayer
 

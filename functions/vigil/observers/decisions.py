@@ -2,7 +2,9 @@
 
 Everything here is deterministic and free of I/O so the rules can be tested exhaustively (hypothesis)
 without AWS. The reconciler gathers the evidence (the registry record, what ECS says of the task, an
-ECS event), calls :func:`decide`, and carries out the returned actions in order.
+ECS event), calls :func:`decide`, and carries out the returned :class:`Plan`: at most one write of
+the record (the type allows no more) and the effects around it (stop a task, run one again, look
+first, or nothing).
 
 A restart, drawn::
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import get_args
 
 from vigil.contract.observers import ExitCode
 from vigil.observers.model import Desired, LastExit, Observer, Status
@@ -198,21 +201,49 @@ class Ignore:
     """True for a stale or out-of-order ECS event (counted by a metric)."""
 
 
-Action = (
-    Describe
-    | StopTask
-    | StartTask
-    | RetryStart
-    | Backoff
-    | MarkStopping
-    | MarkStopped
-    | MarkFailed
-    | SeeTask
-    | Ignore
-)
+Write = StartTask | Backoff | MarkStopping | MarkStopped | MarkFailed | SeeTask
+"""Actions that change the record."""
+Effect = Describe | StopTask | RetryStart | Ignore
+"""Actions that change nothing in the record: a look, a call to ECS, or a note."""
+Action = Write | Effect
+WRITES: tuple[type, ...] = get_args(Write)
 
-WRITES = (StartTask, Backoff, MarkStopping, MarkStopped, MarkFailed, SeeTask)
-"""Actions that change the record; :func:`decide` returns at most one of them."""
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do for one observer: at most one write of the record, and the effects around it.
+
+    The write is the commit point (a lost race cancels the rest); ``effects`` are listed in the
+    order a person reads them (a stop before the write that follows from it).
+    """
+
+    write: Write | None = None
+    effects: tuple[Effect, ...] = ()
+
+    @property
+    def actions(self) -> tuple[Action, ...]:
+        return (*self.effects, self.write) if self.write is not None else self.effects
+
+    @property
+    def look(self) -> str | None:
+        """The task to describe before deciding, when the plan is only that look."""
+        return next((e.arn for e in self.effects if isinstance(e, Describe)), None)
+
+    @property
+    def starts(self) -> bool:
+        """Whether carrying it out calls RunTask."""
+        return isinstance(self.write, StartTask) or any(
+            isinstance(e, RetryStart) for e in self.effects
+        )
+
+    def after(self, *effects: Effect) -> Plan:
+        """The same plan, preceded by ``effects``."""
+        return Plan(self.write, (*effects, *self.effects))
+
+
+def only(*effects: Effect) -> Plan:
+    """A plan that writes nothing."""
+    return Plan(effects=effects)
 
 
 # Timing ------------------------------------------------------------------------------------------
@@ -247,11 +278,11 @@ def liveness_deadline(record: Record, settings: Settings) -> datetime | None:
 # Decisions ---------------------------------------------------------------------------------------
 
 
-def decide(record: Record, evidence: Evidence, now: datetime, settings: Settings) -> list[Action]:
-    """The actions that bring one observer towards its desired state, given what is known."""
+def decide(record: Record, evidence: Evidence, now: datetime, settings: Settings) -> Plan:
+    """What brings one observer towards its desired state, given what is known."""
     observer = record.observer
     if isinstance(evidence, TaskState) and evidence.arn != observer.task_arn:
-        return [Ignore(f"task {evidence.arn} is not the current task")]
+        return only(Ignore(f"task {evidence.arn} is not the current task"))
     if observer.desired is Desired.STOPPED:
         return _toward_stopped(record, evidence, now, settings)
     return _toward_running(record, evidence, now, settings)
@@ -259,12 +290,12 @@ def decide(record: Record, evidence: Evidence, now: datetime, settings: Settings
 
 def decide_event(
     record: Record | None, event: TaskState, now: datetime, settings: Settings
-) -> list[Action]:
-    """The actions for one ECS Task State Change event (``record`` None: no such observer)."""
+) -> Plan:
+    """What to do for one ECS Task State Change event (``record`` None: no such observer)."""
     if record is None:
         if event.stopped:
-            return [Ignore("task of an unknown observer, already stopped")]
-        return [StopTask(event.arn, "orphan: no such observer")]
+            return only(Ignore("task of an unknown observer, already stopped"))
+        return only(StopTask(event.arn, "orphan: no such observer"))
     observer = record.observer
     current = observer.task_arn == event.arn or (
         observer.task_arn is None
@@ -273,11 +304,11 @@ def decide_event(
     )
     if not current:
         if event.stopped:
-            return [Ignore(f"stale event for {event.arn}: not the current task", stale=True)]
-        return [StopTask(event.arn, f"orphan: {observer.name} runs {observer.task_arn}")]
+            return only(Ignore(f"stale event for {event.arn}: not the current task", stale=True))
+        return only(StopTask(event.arn, f"orphan: {observer.name} runs {observer.task_arn}"))
     seen = record.tracking.task_version if observer.task_arn == event.arn else None
     if seen is not None and event.version is not None and event.version <= seen:
-        return [Ignore(f"out-of-order event: version {event.version} <= {seen}", stale=True)]
+        return only(Ignore(f"out-of-order event: version {event.version} <= {seen}", stale=True))
     adopted = Record(
         observer=_with_task(observer, event.arn),
         tracking=record.tracking,
@@ -286,12 +317,12 @@ def decide_event(
         return decide(adopted, event, now, settings)
     if observer.desired is Desired.STOPPED and observer.status is not Status.STOPPING:
         return decide(adopted, event, now, settings)
-    return [SeeTask(event.arn, event.version, event.last_status)]
+    return Plan(SeeTask(event.arn, event.version, event.last_status))
 
 
 def classify_orphan(
     task: TaskState, record: Record | None, now: datetime, settings: Settings
-) -> Action:
+) -> StopTask | SeeTask | Ignore:
     """A running task that no record names as current: stop it, adopt it, or leave it a moment."""
     if task.stopped:
         return Ignore("already stopped")
@@ -321,56 +352,52 @@ def _with_task(observer: Observer, arn: str) -> Observer:
     return replace(observer, task_arn=arn)
 
 
-def _toward_stopped(
-    record: Record, evidence: Evidence, now: datetime, settings: Settings
-) -> list[Action]:
+def _toward_stopped(record: Record, evidence: Evidence, now: datetime, settings: Settings) -> Plan:
     observer = record.observer
     status = observer.status
     if status is Status.STOPPED:
-        return [Ignore("stopped as desired")]
+        return only(Ignore("stopped as desired"))
     arn = observer.task_arn
     task_may_run = arn is not None and status in (Status.STARTING, Status.RUNNING, Status.STOPPING)
     if not task_may_run:
         # PENDING, FAILED, or STARTING whose RunTask never returned: nothing runs that we know of
         # (a task that does start anyway is an orphan and the sweep stops it).
-        return [MarkStopped(observer.last_exit)]
+        return Plan(MarkStopped(observer.last_exit))
     assert arn is not None
     if isinstance(evidence, TaskState) and evidence.stopped:
-        return [MarkStopped(evidence.last_exit(now))]
+        return Plan(MarkStopped(evidence.last_exit(now)))
     if status is not Status.STOPPING:
-        return [StopTask(arn, "stop requested"), MarkStopping()]
+        return Plan(MarkStopping(), (StopTask(arn, "stop requested"),))
     # STOPPING (the API sets it directly): StopTask is idempotent, so ask until ECS confirms.
     if isinstance(evidence, Listed) and not evidence.running:
-        return [Describe(arn)]
-    return [StopTask(arn, "stop requested")]
+        return only(Describe(arn))
+    return only(StopTask(arn, "stop requested"))
 
 
-def _toward_running(
-    record: Record, evidence: Evidence, now: datetime, settings: Settings
-) -> list[Action]:
+def _toward_running(record: Record, evidence: Evidence, now: datetime, settings: Settings) -> Plan:
     observer = record.observer
     status = observer.status
     if status in (Status.FAILED, Status.STOPPED):
         # Terminal until someone asks again (the API resets status to PENDING on restart).
-        return [Ignore(f"{status.value}: waits for a restart request")]
+        return only(Ignore(f"{status.value}: waits for a restart request"))
     if status is Status.STOPPING:
         # Stop requested then withdrawn (a restart): finish the stop, then start afresh. The
         # container sees RUNNING desired again and would not exit by itself, so it is stopped.
         if observer.task_arn is None:
-            return [_start(observer, now, settings)]
+            return Plan(_start(observer, now, settings))
         if isinstance(evidence, TaskState) and evidence.stopped:
             return _restart(record, evidence, now, settings)
         if isinstance(evidence, Listed) and not evidence.running:
-            return [Describe(observer.task_arn)]
-        return [StopTask(observer.task_arn, "stopping before a restart")]
+            return only(Describe(observer.task_arn))
+        return only(StopTask(observer.task_arn, "stopping before a restart"))
     if status is Status.PENDING:
         if (
             observer.next_start_at
             and now < observer.next_start_at
             and not _restart_requested(observer)
         ):
-            return [Ignore("backing off")]
-        return [_start(observer, now, settings)]
+            return only(Ignore("backing off"))
+        return Plan(_start(observer, now, settings))
     arn = observer.task_arn
     if _restart_requested(observer):
         replaced = LastExit(
@@ -383,31 +410,31 @@ def _toward_running(
             retry_at=now + settings.run_task_retry_base,
             last_exit=replaced if arn else observer.last_exit,
         )
-        return [StopTask(arn, "restart requested"), start] if arn else [start]
+        return Plan(start, (StopTask(arn, "restart requested"),) if arn else ())
     if status is Status.STARTING and arn is None:
         if observer.next_start_at and now < observer.next_start_at:
-            return [Ignore("RunTask in flight or backing off")]
-        return [RetryStart(observer.generation)]
+            return only(Ignore("RunTask in flight or backing off"))
+        return only(RetryStart(observer.generation))
     if arn is None:
         # RUNNING: the container claimed before its starter recorded the ARN (the sweep adopts it).
         deadline = liveness_deadline(record, settings)
         if deadline is not None and now > deadline:
             lost = TaskState(arn="", last_status=MISSING, stopped_reason="no heartbeat")
             return _restart(record, lost, now, settings)
-        return [Ignore("running; its task ARN is not recorded yet")]
+        return only(Ignore("running; its task ARN is not recorded yet"))
     # STARTING with a task, or RUNNING.
     if isinstance(evidence, TaskState):
         if evidence.stopped:
             return _restart(record, evidence, now, settings)
         deadline = liveness_deadline(record, settings)
         if deadline is not None and now > deadline:
-            return [StopTask(arn, "no heartbeat"), *_restart(record, evidence, now, settings)]
-        return [Ignore("task up, heartbeat fresh")]
+            return _restart(record, evidence, now, settings).after(StopTask(arn, "no heartbeat"))
+        return only(Ignore("task up, heartbeat fresh"))
     deadline = liveness_deadline(record, settings)
     stale = deadline is not None and now > deadline
     if stale or (isinstance(evidence, Listed) and not evidence.running):
-        return [Describe(arn)]
-    return [Ignore("heartbeat fresh")]
+        return only(Describe(arn))
+    return only(Ignore("heartbeat fresh"))
 
 
 def _start(observer: Observer, now: datetime, settings: Settings) -> StartTask:
@@ -429,7 +456,7 @@ def _restart_requested(observer: Observer) -> bool:
     )
 
 
-def _restart(record: Record, task: TaskState, now: datetime, settings: Settings) -> list[Action]:
+def _restart(record: Record, task: TaskState, now: datetime, settings: Settings) -> Plan:
     """The current task stopped (or is being stopped for silence): start the next generation."""
     observer = record.observer
     last_exit = task.last_exit(now)
@@ -438,22 +465,22 @@ def _restart(record: Record, task: TaskState, now: datetime, settings: Settings)
         failures = observer.consecutive_failures
     else:
         if task.stopped and last_exit.exit_code == ExitCode.BAD_CONFIGURATION:
-            return [
+            return Plan(
                 MarkFailed(
                     "bad config: the observer exited with code 2",
                     observer.consecutive_failures + 1,
                     last_exit,
                 )
-            ]
+            )
         if not task.stopped:
             last_exit = LastExit(reason="no heartbeat", task_arn=task.arn, at=now)
         failures = _failure_streak(record, last_exit, now, settings)
         if failures >= settings.failure_threshold:
-            return [MarkFailed(_failure_reason(failures, last_exit), failures, last_exit)]
+            return Plan(MarkFailed(_failure_reason(failures, last_exit), failures, last_exit))
     delay = backoff_delay(failures, settings) if last_exit.crashed else timedelta(0)
     if delay > timedelta(0):
-        return [Backoff(now + delay, failures, last_exit)]
-    return [
+        return Plan(Backoff(now + delay, failures, last_exit))
+    return Plan(
         StartTask(
             generation=observer.generation + 1,
             restart=True,
@@ -461,7 +488,7 @@ def _restart(record: Record, task: TaskState, now: datetime, settings: Settings)
             retry_at=now + settings.run_task_retry_base,
             last_exit=last_exit,
         )
-    ]
+    )
 
 
 def _failure_streak(record: Record, last_exit: LastExit, now: datetime, settings: Settings) -> int:

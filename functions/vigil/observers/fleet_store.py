@@ -8,14 +8,13 @@ back in the same round trip and decides again from it (:class:`Conflict`).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from vigil.clock import epoch_ms, from_epoch_ms, iso
-from vigil.dynamo import Item, from_wire, is_condition_failure, old_item, to_wire
+from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, to_wire, truncate
 from vigil.observers.decisions import (
     Backoff,
     MarkFailed,
@@ -26,6 +25,7 @@ from vigil.observers.decisions import (
     StartTask,
     TaskState,
     Tracking,
+    Write,
 )
 from vigil.observers.model import (
     FLEET_INDEX,
@@ -37,8 +37,6 @@ from vigil.observers.model import (
 )
 
 MAX_ATTEMPTS = 4
-
-Write = StartTask | Backoff | MarkStopping | MarkStopped | MarkFailed | SeeTask
 
 
 class Conflict(Exception):
@@ -61,12 +59,6 @@ def record_from_item(item: Mapping[str, Any]) -> Record:
             start_attempts=int(item.get("start_attempts", 0)),
         ),
     )
-
-
-@dataclass
-class _Update:
-    set: dict[str, Any]
-    remove: list[str]
 
 
 class FleetStore:
@@ -119,12 +111,16 @@ class FleetStore:
         generation, no task): if it still holds, one write suffices; otherwise the failed write
         returns the record and it is judged again.
         """
-        update = _Update(
-            set={"task_arn": arn, "start_attempts": 0},
-            remove=["next_start_at", "next_start_at_ms", "last_start_error"],
-        )
+
+        def update() -> Update:
+            return (
+                Update()
+                .set_all({"task_arn": arn, "start_attempts": 0})
+                .remove("next_start_at", "next_start_at_ms", "last_start_error")
+            )
+
         try:
-            self._update(name, written_version, update, now)
+            self._update(name, written_version, update(), now)
             return True
         except Conflict as conflict:
             current = conflict.current
@@ -140,7 +136,7 @@ class FleetStore:
             ):
                 return False
             try:
-                self._update(name, observer.version, update, now)
+                self._update(name, observer.version, update(), now)
                 return True
             except Conflict as conflict:
                 current = conflict.current
@@ -150,44 +146,26 @@ class FleetStore:
         self, record: Record, error: str, retry_at: datetime, now: datetime
     ) -> None:
         """Keep the observer STARTING and say when RunTask is tried again, and why it failed."""
-        update = _Update(
-            set={
+        update = Update().set_all(
+            {
                 "start_attempts": record.tracking.start_attempts + 1,
                 "next_start_at": iso(retry_at),
                 "next_start_at_ms": epoch_ms(retry_at),
-                "last_start_error": error[:1000],
-            },
-            remove=[],
+                "last_start_error": truncate(error),
+            }
         )
         self._update(record.name, record.observer.version, update, now)
 
-    def _update(self, name: str, expected: int, update: _Update, now: datetime) -> None:
-        values: dict[str, Any] = {
-            ":expected": expected,
-            ":next": expected + 1,
-            ":updated_at": iso(now),
-        }
-        names: dict[str, str] = {"#version": "version", "#updated_at": "updated_at"}
-        assignments = ["#version = :next", "#updated_at = :updated_at"]
-        for index, (attribute, value) in enumerate(update.set.items()):
-            names[f"#s{index}"] = attribute
-            values[f":s{index}"] = value
-            assignments.append(f"#s{index} = :s{index}")
-        expression = "SET " + ", ".join(assignments)
-        removals = [a for a in update.remove if a not in update.set]
-        if removals:
-            for index, attribute in enumerate(removals):
-                names[f"#r{index}"] = attribute
-            expression += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removals)))
+    def _update(self, name: str, expected: int, update: Update, now: datetime) -> None:
+        """One write conditional on ``version = expected``, which it advances by one."""
+        update.set_all({"version": expected + 1, "updated_at": iso(now)})
+        update.condition(update.eq("version", expected))
         try:
             self._client.update_item(
                 TableName=self._table,
                 Key=to_wire({"name": name}),
-                UpdateExpression=expression,
-                ConditionExpression="#version = :expected",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=to_wire(values),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **update.request(),
             )
         except ClientError as error:
             if not is_condition_failure(error):
@@ -198,7 +176,8 @@ class FleetStore:
             ) from error
 
 
-def _transition(record: Record, write: Write, now: datetime, seen: TaskState | None) -> _Update:
+def _transition(record: Record, write: Write, now: datetime, seen: TaskState | None) -> Update:
+    """The record's new fields for one decided write (and the newest task state seen)."""
     set_: dict[str, Any] = {}
     remove: list[str] = []
     if (
@@ -260,7 +239,7 @@ def _transition(record: Record, write: Write, now: datetime, seen: TaskState | N
             set_["task_status"] = write.status
             if write.version is not None:
                 set_["task_version"] = write.version
-    return _Update(set=set_, remove=remove)
+    return Update().set_all(set_).remove(*remove)
 
 
 def _set_exit(values: dict[str, Any], last_exit: LastExit | None) -> None:

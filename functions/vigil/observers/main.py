@@ -18,14 +18,9 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
 from vigil import telemetry
-from vigil.observers.registry import ObserverRegistry
-from vigil.observers.runtime import (
-    ExitCode,
-    InvalidSettings,
-    ObserverRuntime,
-    RuntimeSettings,
-    StopReason,
-)
+from vigil.observers.registry import FencedWrites
+from vigil.observers.runtime import ExitCode, ObserverRuntime, RuntimeSettings, StopReason
+from vigil.settings import SettingsError
 
 
 def client_config(heartbeat_seconds: float) -> Config:
@@ -46,11 +41,11 @@ def main(environ: Mapping[str, str] | None = None, client: Any = None) -> int:
         client = client or boto3.client(
             "dynamodb", config=client_config(settings.heartbeat_seconds)
         )
-    except (InvalidSettings, BotoCoreError) as error:
+    except (SettingsError, BotoCoreError) as error:
         log.error("bad configuration", extra={"reason": str(error)})
         return ExitCode.BAD_CONFIGURATION
     runtime = ObserverRuntime(
-        ObserverRegistry(client, settings.table),
+        FencedWrites(client, settings.table),
         name=settings.name,
         generation=settings.generation,
         kinds=settings.kinds,

@@ -34,27 +34,23 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from vigil import telemetry
 from vigil.contract.observers import ExitCode as ExitCode
-from vigil.observers.model import (
-    Desired,
-    InvalidObserver,
-    Observer,
-    parse_kinds,
-    validate_name,
-)
+from vigil.observers.model import Desired, Observer, parse_kinds, validate_name
 from vigil.observers.registry import (
     Fenced,
+    FencedWrites,
     ObserverNotFound,
-    ObserverRegistry,
     RegistryError,
     StopRequested,
 )
+from vigil.settings import Environment
 
 SELF_FENCE_INTERVALS = 2
 """Missed heartbeats after which the container presumes itself replaced (the reconciler waits 3)."""
 DEFAULT_FENCE_GRACE_SECONDS = 2.0
 
-Sleeper = Callable[[threading.Event, float], None]
-"""Waits up to ``seconds``, returning early when the event (stopping) is set."""
+Wait = Callable[[threading.Event, float], None]
+"""Waits up to ``seconds``, returning early when the event (stopping) is set: unlike a plain
+:data:`vigil.clock.Sleeper`, a stop request cuts it short."""
 ObserverFunction = Callable[["ObserverContext"], None]
 
 
@@ -66,10 +62,6 @@ class StopReason(StrEnum):
     SIGTERM = "SIGTERM"
     STOP_REQUESTED = "stop requested"
     FENCED = "fenced"
-
-
-class InvalidSettings(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -84,39 +76,17 @@ class RuntimeSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> RuntimeSettings:
-        missing = [
-            key
-            for key in (
-                "VIGIL_OBSERVERS_TABLE",
-                "VIGIL_OBSERVER_NAME",
-                "VIGIL_OBSERVER_GENERATION",
-                "VIGIL_OBSERVER_KINDS",
-                "VIGIL_HEARTBEAT_SECONDS",  # no default: the reconciler's staleness depends on it
-            )
-            if not environ.get(key)
-        ]
-        if missing:
-            raise InvalidSettings(f"missing environment variables: {', '.join(missing)}")
-        try:
-            generation = int(environ["VIGIL_OBSERVER_GENERATION"])
-            heartbeat = int(environ["VIGIL_HEARTBEAT_SECONDS"])
-        except ValueError as error:
-            raise InvalidSettings(f"generation and heartbeat must be integers: {error}") from error
-        if generation < 1 or heartbeat < 1:
-            raise InvalidSettings(
-                "VIGIL_OBSERVER_GENERATION and VIGIL_HEARTBEAT_SECONDS must be >= 1"
-            )
-        try:
-            name = validate_name(environ["VIGIL_OBSERVER_NAME"])
-            kinds = parse_kinds(environ["VIGIL_OBSERVER_KINDS"])
-        except InvalidObserver as error:
-            raise InvalidSettings(str(error)) from error
+        """Raises :class:`~vigil.settings.SettingsError` naming the variable at fault."""
+        read = Environment(environ)
         return cls(
-            table=environ["VIGIL_OBSERVERS_TABLE"],
-            name=name,
-            generation=generation,
-            heartbeat_seconds=heartbeat,
-            kinds=kinds,
+            **read.gather(
+                table=lambda: read.text("VIGIL_OBSERVERS_TABLE"),
+                name=lambda: read.parsed("VIGIL_OBSERVER_NAME", validate_name),
+                generation=lambda: read.integer("VIGIL_OBSERVER_GENERATION", minimum=1),
+                # No default: the reconciler's staleness depends on it.
+                heartbeat_seconds=lambda: read.integer("VIGIL_HEARTBEAT_SECONDS", minimum=1),
+                kinds=lambda: read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
+            )
         )
 
 
@@ -170,14 +140,14 @@ class ObserverContext:
 class ObserverRuntime:
     def __init__(
         self,
-        registry: ObserverRegistry,
+        registry: FencedWrites,
         *,
         name: str,
         generation: int,
         kinds: Mapping[str, str],
         heartbeat_seconds: float,
         logger: Logger | None = None,
-        sleeper: Sleeper = event_sleeper,
+        sleeper: Wait = event_sleeper,
         monotonic: Callable[[], float] = time.monotonic,
         hard_exit: Callable[[int], None] = os._exit,
         fence_grace_seconds: float = DEFAULT_FENCE_GRACE_SECONDS,

@@ -1,0 +1,173 @@
+"""The reconciler: gathers evidence, asks :mod:`vigil.observers.decisions`, carries the plan out.
+
+Three passes share one executor:
+
+* :class:`~.passes.EventPass` handles one ECS Task State Change event (the fast path of a restart);
+* :class:`~.passes.StreamPass` handles registry changes (a create or a stop acts within seconds);
+* :class:`~.resync.ResyncPass`, once a minute under a fenced lease, reads the whole fleet and
+  looks only at what needs a look, then :class:`~.orphans.OrphanSweep` stops orphans. Nothing is
+  lost to a missed event.
+
+:class:`~.executor.Executor` carries out one plan (the DLQ notice, the record's conditional write,
+StopTask, then RunTask through :class:`~.starter.TaskStarter`, which retries RunTask briefly);
+:class:`~.executor.Settler` decides again after a lost race. Each takes only what it uses.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from vigil.clock import Clock, Sleeper, system_clock
+from vigil.leases import LeaseTable
+from vigil.observers import decisions as d
+from vigil.observers.ecs_tasks import EcsTasks
+from vigil.observers.fleet_store import FleetStore
+from vigil.observers.reconciler.config import ReconcilerConfig
+from vigil.observers.reconciler.executor import Executor, Settler
+from vigil.observers.reconciler.notices import Notices
+from vigil.observers.reconciler.orphans import OrphanSweep
+from vigil.observers.reconciler.passes import (
+    EventPass,
+    StreamPass,
+    changed_records,
+    needs_attention,
+)
+from vigil.observers.reconciler.report import MetricSink, PassReport, no_metrics
+from vigil.observers.reconciler.resync import RESYNC_LEASE_KEY, ResyncPass
+from vigil.observers.reconciler.starter import TaskStarter
+from vigil.telemetry import ObserverMetric
+
+__all__ = [
+    "RESYNC_LEASE_KEY",
+    "MetricSink",
+    "Notices",
+    "PassReport",
+    "Reconciler",
+    "ReconcilerConfig",
+    "assemble",
+    "build_reconciler",
+    "changed_records",
+    "needs_attention",
+    "no_metrics",
+    "powertools_metric",
+]
+
+
+@dataclass(frozen=True)
+class Reconciler:
+    """The three passes, as the Lambda handler dispatches to them."""
+
+    events: EventPass
+    changes: StreamPass
+    resyncs: ResyncPass
+
+    def on_task_event(self, task: d.TaskState) -> PassReport:
+        return self.events.run(task)
+
+    def on_records(self, records: Iterable[d.Record]) -> PassReport:
+        return self.changes.run(records)
+
+    def resync(self, holder: str) -> PassReport | None:
+        return self.resyncs.run(holder)
+
+
+def assemble(
+    *,
+    store: FleetStore,
+    ecs: EcsTasks,
+    notices: Notices,
+    leases: LeaseTable,
+    settings: d.Settings,
+    clock: Clock = system_clock,
+    sleeper: Sleeper = time.sleep,
+    metric: MetricSink = no_metrics,
+    run_task_attempts: int = 3,
+    run_task_pause: float = 0.5,
+    lease_duration: timedelta = timedelta(minutes=5),
+    max_starts_per_pass: int = 1000,
+) -> Reconciler:
+    """Wire the units together on the given adapters (real clients, or moto's in tests)."""
+    starter = TaskStarter(
+        store=store,
+        ecs=ecs,
+        settings=settings,
+        clock=clock,
+        sleeper=sleeper,
+        metric=metric,
+        attempts=run_task_attempts,
+        pause=run_task_pause,
+    )
+    executor = Executor(
+        store=store, ecs=ecs, notices=notices, starter=starter, clock=clock, metric=metric
+    )
+    settler = Settler(executor=executor, ecs=ecs, settings=settings, clock=clock)
+    sweep = OrphanSweep(store=store, ecs=ecs, settings=settings, clock=clock, metric=metric)
+    return Reconciler(
+        events=EventPass(store=store, executor=executor, settings=settings, clock=clock),
+        changes=StreamPass(settler=settler),
+        resyncs=ResyncPass(
+            store=store,
+            ecs=ecs,
+            leases=leases,
+            settler=settler,
+            sweep=sweep,
+            settings=settings,
+            clock=clock,
+            metric=metric,
+            lease_duration=lease_duration,
+            max_starts=max_starts_per_pass,
+        ),
+    )
+
+
+def build_reconciler(
+    config: ReconcilerConfig,
+    *,
+    session: Any = None,
+    clock: Clock = system_clock,
+    metric: MetricSink = no_metrics,
+) -> Reconciler:
+    """The reconciler on real clients; ``session`` is a boto3 Session (tests pass moto's)."""
+    import boto3
+
+    session = session or boto3.session.Session()
+    dynamodb = session.client("dynamodb")
+    return assemble(
+        store=FleetStore(dynamodb, config.table),
+        ecs=EcsTasks(
+            session.client("ecs"),
+            cluster=config.cluster_arn,
+            task_definitions=config.task_definitions,
+            container_name=config.container_name,
+            subnets=config.subnets,
+            security_groups=config.security_groups,
+            assign_public_ip=config.assign_public_ip,
+        ),
+        notices=Notices(session.client("sqs"), config.dlq_url),
+        leases=LeaseTable(dynamodb, config.table, clock),
+        settings=config.decision_settings(),
+        clock=clock,
+        metric=metric,
+        lease_duration=timedelta(seconds=config.lease_seconds),
+    )
+
+
+def powertools_metric(metric: ObserverMetric, kind: str | None, value: float) -> None:
+    """The Lambda's metric sink: EMF through Powertools, with the ``kind`` dimension when known."""
+    from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+    from vigil.telemetry import NAMESPACE, metrics
+
+    unit = (
+        MetricUnit.Milliseconds if metric is ObserverMetric.RECONCILE_DURATION else MetricUnit.Count
+    )
+    # Always the fleet-wide series (alarms use it), and per kind when the kind is known.
+    metrics().add_metric(name=metric.value, unit=unit, value=value)
+    if kind is None:
+        return
+    with single_metric(name=metric.value, unit=unit, value=value, namespace=NAMESPACE) as one:
+        one.add_dimension(name="kind", value=kind)

@@ -1,0 +1,93 @@
+"""The resync pass: once a minute, level-triggered, so nothing is lost to a missed event.
+
+Under a fenced lease, so only one runs at a time, it reads the whole fleet from the index, lists
+the cluster's running tasks (one page per 100), describes only the tasks that need a look (stale
+heartbeat, not listed), and sweeps orphans. Fargate takes about 20 RunTask/s, so a mass start is
+spread over passes (``max_starts``), each within Lambda's time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from vigil.clock import Clock, system_clock
+from vigil.leases import LeaseHeld, LeaseTable
+from vigil.observers import decisions as d
+from vigil.observers.ecs_tasks import EcsTasks
+from vigil.observers.fleet_store import FleetStore
+from vigil.observers.reconciler.executor import Settler
+from vigil.observers.reconciler.orphans import OrphanSweep
+from vigil.observers.reconciler.report import MetricSink, PassReport, isolated, no_metrics
+from vigil.telemetry import ObserverMetric
+
+RESYNC_LEASE_KEY = {"name": "#resync"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResyncPass:
+    store: FleetStore
+    ecs: EcsTasks
+    leases: LeaseTable
+    settler: Settler
+    sweep: OrphanSweep
+    settings: d.Settings
+    clock: Clock = system_clock
+    metric: MetricSink = no_metrics
+    lease_duration: timedelta = timedelta(minutes=5)
+    max_starts: int = 1000
+    """Fargate takes about 20 RunTask/s: a mass start is spread over passes."""
+
+    def run(self, holder: str) -> PassReport | None:
+        """None when another pass holds the lease."""
+        lease = self.leases.acquire(RESYNC_LEASE_KEY, holder, self.lease_duration)
+        if isinstance(lease, LeaseHeld):
+            return None
+        started = time.monotonic()
+        try:
+            return self._pass()
+        finally:
+            self.leases.release(lease)
+            elapsed_ms = (time.monotonic() - started) * 1000
+            self.metric(ObserverMetric.RECONCILE_DURATION, None, elapsed_ms)
+
+    def _pass(self) -> PassReport:
+        report = PassReport()
+        records = list(self.store.fleet())
+        report.observers = len(records)
+        running = set(self.ecs.running())
+        to_describe: dict[str, d.Record] = {}
+        for record in records:
+            arn = record.observer.task_arn
+            evidence: d.Evidence = d.Listed(arn in running) if arn else None
+            plan = d.decide(record, evidence, self.clock(), self.settings)
+            if plan.look is not None:
+                to_describe[plan.look] = record
+                continue
+            if report.started >= self.max_starts and plan.starts:
+                report.note(record.name, d.Ignore("start deferred: this pass started its maximum"))
+                continue
+            with isolated(record.name, report):
+                self.settler.settle(record, evidence, report, first=plan)
+        if to_describe:
+            self._count_stale(to_describe.values())
+            described = self.ecs.describe(to_describe)
+            report.described += len(to_describe)
+            for arn, record in to_describe.items():
+                with isolated(record.name, report):
+                    self.settler.settle(record, described[arn], report)
+        self.sweep.sweep(records, running, report)
+        return report
+
+    def _count_stale(self, records: Iterable[d.Record]) -> None:
+        now = self.clock()
+        stale = sum(
+            1
+            for r in records
+            if r.observer.heartbeat_at is not None
+            and now - r.observer.heartbeat_at > self.settings.stale_after
+        )
+        if stale:
+            self.metric(ObserverMetric.HEARTBEAT_STALE, None, stale)

@@ -1,0 +1,75 @@
+"""RunTask for one generation, retried briefly within the pass; the record says when to retry
+after that. A start never raises: the observer stays STARTING and a later pass tries again with
+the same generation (so the same clientToken, and never a second task)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from vigil.clock import Clock, Sleeper, iso, system_clock
+from vigil.observers import decisions as d
+from vigil.observers.ecs_tasks import EcsTasks, RunTaskFailed
+from vigil.observers.fleet_store import Conflict, FleetStore
+from vigil.observers.reconciler.report import MetricSink, no_metrics
+from vigil.telemetry import ObserverMetric
+
+MAX_DECISION_ROUNDS = 4
+"""How often one observer is decided again after lost races before the pass moves on."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskStarter:
+    store: FleetStore
+    ecs: EcsTasks
+    settings: d.Settings
+    clock: Clock = system_clock
+    sleeper: Sleeper = time.sleep
+    metric: MetricSink = no_metrics
+    attempts: int = 3
+    pause: float = 0.5
+
+    def start(self, record: d.Record, generation: int, written_version: int) -> None:
+        """``written_version``: the record's version as the decision's write left it."""
+        observer = record.observer
+        error: RunTaskFailed | None = None
+        for attempt in range(self.attempts):
+            try:
+                arn = self.ecs.run(
+                    name=observer.name,
+                    kind=observer.kind,
+                    generation=generation,
+                    incarnation=iso(observer.created_at),
+                )
+            except RunTaskFailed as failed:
+                error = failed
+                if not failed.transient or attempt + 1 == self.attempts:
+                    break
+                self.sleeper(self.pause * (2**attempt))
+                continue
+            recorded = self.store.record_task(
+                observer.name, generation, arn, self.clock(), written_version
+            )
+            if not recorded:
+                # The record moved on while the task started (stopped, or a newer generation).
+                self.ecs.stop(arn, "orphan: its generation was superseded while starting")
+            return
+        assert error is not None
+        self.metric(ObserverMetric.RUN_TASK_FAILED, observer.kind, 1)
+        self._note_failure(observer.name, generation, error)
+
+    def _note_failure(self, name: str, generation: int, error: RunTaskFailed) -> None:
+        for _ in range(MAX_DECISION_ROUNDS):
+            current = self.store.get(name)
+            if current is None or current.observer.generation != generation:
+                return
+            if current.observer.task_arn is not None:
+                return
+            attempts = current.tracking.start_attempts + 1
+            now = self.clock()
+            retry_at = now + d.run_task_retry_delay(attempts, self.settings)
+            try:
+                self.store.record_start_failure(current, error.reason, retry_at, now)
+                return
+            except Conflict:
+                continue

@@ -1,0 +1,283 @@
+"""The operators' side of the registry: create, stop, restart and list (the API and the CLI).
+
+Writes are read-modify-write under optimistic concurrency (``version = :expected``), retried a few
+times on a conflict with the reconciler. The fleet maximum is exact: the ``active`` counter on the
+``#fleet`` item counts observers whose desired state is RUNNING and moves in the same transaction
+as the desired state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from vigil.clock import Clock, Sleeper, iso, system_clock
+from vigil.dynamo import (
+    Item,
+    Update,
+    any_of,
+    batch_get,
+    cancellation_reasons,
+    error_code,
+    from_wire,
+    to_wire,
+)
+from vigil.observers.model import (
+    FLEET_COUNTER_NAME,
+    FLEET_INDEX,
+    FLEET_INDEX_ATTRIBUTES,
+    FLEET_PARTITION,
+    Desired,
+    Observer,
+    Status,
+    from_item,
+    is_observer_item,
+    to_item,
+    validate_config,
+    validate_name,
+)
+from vigil.observers.registry.cursor import decode_cursor, encode_cursor
+from vigil.observers.registry.errors import (
+    MAX_OPTIMISTIC_ATTEMPTS,
+    FleetFull,
+    InvalidCursor,
+    ObserverExists,
+    VersionConflict,
+)
+from vigil.observers.registry.table import RegistryTable, key
+
+MAX_PAGE = 100
+"""BatchGetItem's limit, and small enough that 100 configs of 32 KB fit in a Lambda response."""
+REFUSED = "ConditionalCheckFailed"
+LIST_ATTRIBUTES = ("name", "fleet", "config", *FLEET_INDEX_ATTRIBUTES)
+"""What a listed observer carries: everything but its checkpoint."""
+_LIVE_TASK = (Status.STARTING, Status.RUNNING, Status.STOPPING)
+_REARMED = (Status.FAILED, Status.STOPPED)
+
+
+@dataclass(frozen=True)
+class Page:
+    observers: list[Observer]
+    cursor: str | None
+    """Pass back to read the next page; None on the last page."""
+
+
+@dataclass(frozen=True)
+class _Change:
+    sets: dict[str, Any]
+    removes: tuple[str, ...] = ()
+    count: int = 0
+
+
+class ObserverCommands(RegistryTable):
+    def __init__(
+        self,
+        client: Any,
+        table: str,
+        *,
+        clock: Clock = system_clock,
+        max_observers: int | None = None,
+        sleep: Sleeper = time.sleep,
+    ) -> None:
+        super().__init__(client, table, clock=clock)
+        self._max = max_observers
+        self._sleep = sleep
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def list_page(
+        self, *, status: Status | None = None, limit: int = MAX_PAGE, cursor: str | None = None
+    ) -> Page:
+        """One page in name order: keys from the fleet index, full items by BatchGetItem.
+
+        The index holds no config (it stays small for the reconciler's passes), so the page's
+        items are fetched by key, at most 100 per request, without their checkpoints.
+        """
+        limit = max(1, min(limit, MAX_PAGE))
+        start = decode_cursor(cursor)
+        names: list[str] = []
+        while len(names) < limit:
+            request: dict[str, Any] = {
+                "TableName": self._table,
+                "IndexName": FLEET_INDEX,
+                "KeyConditionExpression": "fleet = :fleet",
+                "ExpressionAttributeValues": to_wire({":fleet": FLEET_PARTITION}),
+                "ExpressionAttributeNames": {"#name": "name"},
+                "ProjectionExpression": "#name",
+                # Limit counts evaluated items, so a filtered page can never overshoot.
+                "Limit": limit - len(names),
+            }
+            if status is not None:
+                request["FilterExpression"] = "#status = :status"
+                request["ExpressionAttributeNames"]["#status"] = "status"
+                request["ExpressionAttributeValues"].update(to_wire({":status": status.value}))
+            if start:
+                request["ExclusiveStartKey"] = start
+            try:
+                answer = self._client.query(**request)
+            except ClientError as error:
+                if request.get("ExclusiveStartKey") is not None and (
+                    error_code(error) == "ValidationException"
+                ):
+                    raise InvalidCursor() from error
+                raise
+            names += [str((from_wire(i) or {})["name"]) for i in answer.get("Items", [])]
+            start = answer.get("LastEvaluatedKey")
+            if not start:
+                break
+        observers = self._batch_get(names)
+        return Page(observers=observers, cursor=encode_cursor(start) if start else None)
+
+    def iter_all(self, *, status: Status | None = None) -> Iterator[Observer]:
+        cursor: str | None = None
+        while True:
+            page = self.list_page(status=status, cursor=cursor)
+            yield from page.observers
+            if page.cursor is None:
+                return
+            cursor = page.cursor
+
+    def active_count(self) -> int:
+        item = self._get_item(FLEET_COUNTER_NAME)
+        return int(item.get("active", 0)) if item else 0
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def create(self, name: str, kind: str, config: dict[str, Any]) -> Observer:
+        """Register a new observer (PENDING, desired RUNNING) if the name is free and the fleet
+        has room; both checks and both writes are one transaction."""
+        now = self._clock()
+        observer = Observer(
+            name=validate_name(name),
+            kind=kind,
+            config=validate_config(config),
+            desired=Desired.RUNNING,
+            status=Status.PENDING,
+            created_at=now,
+            updated_at=now,
+        )
+        put = {
+            "Put": {
+                "TableName": self._table,
+                "Item": to_wire(to_item(observer)),
+                "ConditionExpression": "attribute_not_exists(#name)",
+                "ExpressionAttributeNames": {"#name": "name"},
+                "ReturnValuesOnConditionCheckFailure": "NONE",
+            }
+        }
+        try:
+            self._client.transact_write_items(TransactItems=[put, self._count_update(+1)])
+        except ClientError as error:
+            reasons = cancellation_reasons(error)
+            if reasons is None:
+                raise
+            if reasons[0][0] == REFUSED:
+                raise ObserverExists(name) from error
+            if reasons[1][0] == REFUSED:
+                raise self._fleet_full(reasons[1][1]) from error
+            raise
+        return observer
+
+    def request_stop(self, name: str) -> Observer:
+        """Desired STOPPED. With a live task the status becomes STOPPING until the reconciler
+        has stopped it; without one it is STOPPED at once. Idempotent."""
+
+        def change(current: Observer) -> _Change | None:
+            if current.desired is Desired.STOPPED:
+                return None
+            live = current.task_arn is not None and current.status in _LIVE_TASK
+            status = Status.STOPPING if live else Status.STOPPED
+            return _Change(
+                sets={"desired": Desired.STOPPED.value, "status": status.value},
+                removes=("next_start_at", "next_start_at_ms"),
+                count=-1,
+            )
+
+        return self._read_modify_write(name, change)
+
+    def request_restart(self, name: str) -> Observer:
+        """Ask for a fresh task: the reconciler replaces any task of the current generation or
+        older (``restart_generation``), clears backoff and the failure count, and re-arms a FAILED
+        or STOPPED observer (which takes a place in the fleet again)."""
+
+        def change(current: Observer) -> _Change:
+            sets: dict[str, Any] = {
+                "restart_generation": current.generation,
+                "consecutive_failures": 0,
+                "desired": Desired.RUNNING.value,
+            }
+            if current.status in _REARMED:
+                sets["status"] = Status.PENDING.value
+            return _Change(
+                sets=sets,
+                removes=("next_start_at", "next_start_at_ms", "failure_reason"),
+                count=+1 if current.desired is Desired.STOPPED else 0,
+            )
+
+        return self._read_modify_write(name, change)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _read_modify_write(
+        self, name: str, change: Callable[[Observer], _Change | None]
+    ) -> Observer:
+        """Apply ``change(current) -> _Change | None`` under ``version = :expected``, re-reading
+        after a conflict; the fleet counter moves in the same transaction when it must."""
+        for _ in range(MAX_OPTIMISTIC_ATTEMPTS):
+            current = self.get(name)
+            wanted: _Change | None = change(current)
+            if wanted is None:
+                return current
+            update = Update().set_all({**wanted.sets, "updated_at": iso(self._clock())})
+            update.increment("version").remove(*wanted.removes)
+            update.condition(update.eq("version", current.version))
+            items = [{"Update": {"TableName": self._table, "Key": key(name), **update.request()}}]
+            if wanted.count:
+                items.append(self._count_update(wanted.count))
+            try:
+                self._client.transact_write_items(TransactItems=items)
+            except ClientError as error:
+                reasons = cancellation_reasons(error)
+                if reasons is None:
+                    raise
+                if reasons[0][0] == REFUSED:
+                    continue
+                if len(reasons) > 1 and reasons[1][0] == REFUSED:
+                    raise self._fleet_full(reasons[1][1]) from error
+                raise
+            return self.get(name)
+        raise VersionConflict(name)
+
+    def _count_update(self, delta: int) -> dict[str, Any]:
+        """Move the fleet's active count; an increase is refused at the maximum."""
+        update = Update().add("active", delta)
+        extra: dict[str, Any] = {}
+        if delta > 0 and self._max is not None:
+            below = update.lt("active", self._max - delta + 1)
+            update.condition(any_of(update.absent("active"), below))
+            extra["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        request = {"TableName": self._table, "Key": key(FLEET_COUNTER_NAME), **update.request()}
+        return {"Update": request | extra}
+
+    def _fleet_full(self, counter: Item | None) -> FleetFull:
+        assert self._max is not None
+        return FleetFull(self._max, int(counter["active"]) if counter else None)
+
+    def _batch_get(self, names: list[str]) -> list[Observer]:
+        """Full items (minus checkpoints) for up to 100 names, in the order given."""
+        if not names:
+            return []
+        items = batch_get(
+            self._client,
+            self._table,
+            [{"name": n} for n in names],
+            LIST_ATTRIBUTES,
+            sleep=self._sleep,
+        )
+        found = {item["name"]: from_item(item) for item in items if is_observer_item(item)}
+        # An observer deleted between the index read and this one is simply absent.
+        return [found[n] for n in names if n in found]

@@ -1,0 +1,125 @@
+"""The container's side of the registry: claim, heartbeat, checkpoint and exit report.
+
+Every write is fenced by ``generation``: the reconciler bumps the generation when it replaces a
+task, and from then on every write of the old container fails, which is how it learns it was
+replaced. The writes still bump ``version`` so that the read-modify-write writers (operators, the
+reconciler) see the change.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from vigil.clock import epoch_ms, iso
+from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, truncate
+from vigil.observers.model import (
+    Desired,
+    LastExit,
+    Observer,
+    Status,
+    from_item,
+    is_observer_item,
+    validate_checkpoint,
+)
+from vigil.observers.registry.errors import Fenced, GivenUp, StopRequested
+from vigil.observers.registry.table import RegistryTable, key
+
+
+class FencedWrites(RegistryTable):
+    def claim_generation(self, name: str, generation: int) -> Observer:
+        """The container of ``generation`` announces it runs: status RUNNING, first heartbeat.
+
+        Only from STARTING (or RUNNING, a repeated claim): the reconciler records STARTING with
+        the generation, before RunTask, so any other status means it has since given up on this
+        generation (FAILED, PENDING in a backoff, STOPPING, STOPPED).
+        """
+        now = self._clock()
+        update = _beat(Update(), now).set("status", Status.RUNNING.value)
+        update.set("updated_at", iso(now))
+        update.condition(
+            update.eq("desired", Desired.RUNNING.value),
+            update.one_of("status", Status.STARTING.value, Status.RUNNING.value),
+        )
+        try:
+            answer = self._update(name, generation, update, return_values="ALL_NEW")
+        except StopRequested as refused:
+            old = refused.seen
+            if old is not None and old.get("desired") == Desired.RUNNING.value:
+                raise GivenUp(name, generation, str(old.get("status"))) from refused
+            raise
+        return from_item(from_wire(answer["Attributes"]) or {})
+
+    def heartbeat(self, name: str, generation: int) -> Observer:
+        """Prove the container is alive. Returns the record so the caller sees a stop request."""
+        update = _beat(Update(), self._clock())
+        answer = self._update(name, generation, update, return_values="ALL_NEW")
+        return from_item(from_wire(answer["Attributes"]) or {})
+
+    def checkpoint(self, name: str, generation: int, state: dict[str, Any]) -> None:
+        update = Update().set_all(
+            {"checkpoint": validate_checkpoint(state), "checkpoint_at": iso(self._clock())}
+        )
+        self._update(name, generation, update.increment("version"))
+
+    def report_exit(
+        self,
+        name: str,
+        generation: int,
+        *,
+        exit_code: int,
+        reason: str,
+        task_arn: str | None,
+        stopped: bool,
+    ) -> None:
+        """The container's own account of how it ended. ``stopped``: it ended because the
+        registry asked it to, so the observer is STOPPED (unless someone wanted it back since)."""
+        now = self._clock()
+        last_exit = LastExit(
+            exit_code=exit_code, reason=truncate(reason), task_arn=task_arn, at=now
+        )
+        update = Update().set_all({"last_exit": last_exit.to_json(), "updated_at": iso(now)})
+        update.increment("version")
+        if stopped:
+            update.set("status", Status.STOPPED.value)
+            update.condition(update.eq("desired", Desired.STOPPED.value))
+        self._update(name, generation, update)
+
+    def _update(
+        self, name: str, generation: int, update: Update, *, return_values: str = "NONE"
+    ) -> dict[str, Any]:
+        """One write conditional on ``generation`` (and whatever ``update`` adds): raises
+        Fenced when the generation moved on, StopRequested when only the rest failed."""
+        update.condition(update.eq("generation", generation))
+        try:
+            return dict(
+                self._client.update_item(
+                    TableName=self._table,
+                    Key=key(name),
+                    ReturnValues=return_values,
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                    **update.request(),
+                )
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
+            old = old_item(error)
+            _raise_if_fenced(name, generation, old)
+            raise StopRequested(name, seen=old) from error
+
+
+def _beat(update: Update, now: datetime) -> Update:
+    update.set_all({"heartbeat_at": iso(now), "heartbeat_at_ms": epoch_ms(now)})
+    return update.increment("version")
+
+
+def _raise_if_fenced(name: str, generation: int, old: Item | None) -> None:
+    if not is_observer_item(old):
+        raise Fenced(name, generation, None)
+    assert old is not None
+    current = int(old.get("generation", 0))
+    if current != generation:
+        raise Fenced(name, generation, current)
