@@ -30,6 +30,7 @@ from vigil.clock import Clock, iso, system_clock
 from vigil.leases import LeaseHeld, LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks, RunTaskFailed
+from vigil.observers.fleet_gauges import fleet_gauges
 from vigil.observers.fleet_store import Conflict, FleetStore, Write
 from vigil.telemetry import ObserverMetric, logger
 
@@ -38,7 +39,7 @@ MAX_DECISION_ROUNDS = 4
 
 Sleeper = Callable[[float], None]
 MetricSink = Callable[[ObserverMetric, str | None, float], None]
-"""Receives (metric, kind or None, value); counts are 1, the pass duration is in milliseconds."""
+"""Receives (metric, kind or None, value); units in vigil.telemetry.METRIC_UNITS, else counts."""
 
 
 class ReconcilerConfig(BaseModel):
@@ -220,6 +221,8 @@ class Reconciler:
         report = PassReport()
         records = list(self._store.fleet())
         report.observers = len(records)
+        for gauge, value in fleet_gauges(records, self._clock()).items():
+            self._metric(gauge, None, value)
         running = set(self._ecs.running())
         to_describe: dict[str, d.Record] = {}
         for record in records:
@@ -474,11 +477,9 @@ def powertools_metric(metric: ObserverMetric, kind: str | None, value: float) ->
     """The Lambda's metric sink: EMF through Powertools, with the ``kind`` dimension when known."""
     from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-    from vigil.telemetry import NAMESPACE, metrics
+    from vigil.telemetry import METRIC_UNITS, NAMESPACE, metrics
 
-    unit = (
-        MetricUnit.Milliseconds if metric is ObserverMetric.RECONCILE_DURATION else MetricUnit.Count
-    )
+    unit = MetricUnit(METRIC_UNITS.get(metric, MetricUnit.Count.value))
     # Always the fleet-wide series (alarms use it), and per kind when the kind is known.
     metrics().add_metric(name=metric.value, unit=unit, value=value)
     if kind is None:
