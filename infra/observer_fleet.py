@@ -472,20 +472,27 @@ class ObserverFleet(Construct):
             for d in self.task_definitions.values()
         ]
         on_cluster = {"ArnEquals": {"ecs:cluster": self.cluster.cluster_arn}}
+        tasks = stack.format_arn(
+            service="ecs", resource="task", resource_name=f"{self.cluster.cluster_name}/*"
+        )
         role.add_to_role_policy(
             iam.PolicyStatement(actions=["ecs:RunTask"], resources=families, conditions=on_cluster)
         )
         role.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["ecs:StopTask", "ecs:DescribeTasks", "ecs:ListTasks"],
-                resources=["*"],
+                actions=["ecs:StopTask", "ecs:DescribeTasks"],
+                resources=[tasks],
                 conditions=on_cluster,
             )
+        )
+        # ListTasks (a read) has no resource type of its own: "*", narrowed to the cluster.
+        role.add_to_role_policy(
+            iam.PolicyStatement(actions=["ecs:ListTasks"], resources=["*"], conditions=on_cluster)
         )
         role.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["ecs:TagResource"],
-                resources=["*"],
+                resources=[tasks],
                 conditions={"StringEquals": {"ecs:CreateAction": "RunTask"}},
             )
         )
