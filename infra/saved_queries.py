@@ -16,6 +16,16 @@ from constructs import Construct
 
 TICK_PLACEHOLDER = "TICK"
 OBSERVER_PLACEHOLDER = "OBSERVER"
+TICK_FIELDS = [
+    "job",
+    "tick",
+    "delivery",
+    "result.outcome",
+    "result.attempt",
+    "result.fencing_token",
+    "exception_name",
+    "@requestId",
+]
 
 
 def saved_queries(
@@ -29,29 +39,14 @@ def saved_queries(
     queries: list[logs.QueryDefinition] = []
     if job_logs:
         queries.append(
-            logs.QueryDefinition(
+            _story(
                 scope,
                 "TickStory",
-                query_definition_name=f"{prefix}one tick's story",
-                log_groups=list(job_logs),
-                query_string=logs.QueryString(
-                    fields=[
-                        "@timestamp",
-                        "job",
-                        "tick",
-                        "delivery",
-                        "level",
-                        "message",
-                        "result.outcome",
-                        "result.attempt",
-                        "result.fencing_token",
-                        "exception_name",
-                        "@requestId",
-                    ],
-                    filter_statements=[f'tick = "{TICK_PLACEHOLDER}"'],
-                    sort="@timestamp asc",
-                    limit=200,
-                ),
+                f"{prefix}one tick's story",
+                job_logs,
+                key="tick",
+                placeholder=TICK_PLACEHOLDER,
+                fields=TICK_FIELDS,
             )
         )
         queries.append(
@@ -73,28 +68,39 @@ def saved_queries(
         )
     if observer_logs:
         queries.append(
-            logs.QueryDefinition(
+            _story(
                 scope,
                 "ObserverStory",
-                query_definition_name=f"{prefix}one observer's story",
-                log_groups=list(observer_logs),
-                query_string=logs.QueryString(
-                    fields=[
-                        "@timestamp",
-                        "observer",
-                        "generation",
-                        "kind",
-                        "level",
-                        "message",
-                        "action",
-                        "reason",
-                        "task_arn",
-                        "@log",
-                    ],
-                    filter_statements=[f'observer = "{OBSERVER_PLACEHOLDER}"'],
-                    sort="@timestamp asc",
-                    limit=1000,
-                ),
+                f"{prefix}one observer's story",
+                observer_logs,
+                key="observer",
+                placeholder=OBSERVER_PLACEHOLDER,
+                fields=["observer", "generation", "kind", "action", "reason", "task_arn", "@log"],
             )
         )
     return queries
+
+
+def _story(
+    scope: Construct,
+    construct_id: str,
+    name: str,
+    groups: Sequence[logs.ILogGroup],
+    *,
+    key: str,
+    placeholder: str,
+    fields: list[str],
+) -> logs.QueryDefinition:
+    """Every line carrying one value of ``key``, oldest first."""
+    return logs.QueryDefinition(
+        scope,
+        construct_id,
+        query_definition_name=name,
+        log_groups=list(groups),
+        query_string=logs.QueryString(
+            fields=["@timestamp", "level", "message", *fields],
+            filter_statements=[f'{key} = "{placeholder}"'],
+            sort="@timestamp asc",
+            limit=1000,
+        ),
+    )
