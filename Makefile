@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# checkov's dependencies conflict with our boto3 pin: it gets a virtualenv of its own.
+SCAN_VENV := .venv-scan
+SCAN_STAMP := $(SCAN_VENV)/.installed
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_OUTDIR ?= cdk.out
 export PYTHONDONTWRITEBYTECODE := 1
@@ -19,10 +22,16 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt -e ".[demo]"
 	touch $(STAMP)
 
-install: $(STAMP)
+$(SCAN_STAMP): requirements-scan.txt
+	$(PYTHON) -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(SCAN_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-scan.txt
+	touch $(SCAN_STAMP)
 
-## Lint, type-check, then the whole suite (unit, moto integration, CDK assertions).
-test: $(STAMP) check
+install: $(STAMP) $(SCAN_STAMP) node_modules/.bin/cdk
+
+## Lint, type-check, then the whole suite (unit, moto integration, CDK assertions, scanners, cdk synth).
+test: install check
 	$(BIN)/python -m pytest
 
 check: $(STAMP)
@@ -60,4 +69,4 @@ diff: $(STAMP) node_modules/.bin/cdk
 	npx cdk diff --all
 
 clean:
-	rm -rf $(VENV) cdk.out .demo node_modules
+	rm -rf $(VENV) $(SCAN_VENV) cdk.out .demo node_modules

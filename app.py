@@ -8,9 +8,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import App, Duration, Environment
+from aws_cdk import App, Duration, Environment, Validations
+from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
+from infra.nag import suppress_accepted_findings
 from infra.observer_fleet import ObserverFleet, ObserverKind
 from infra.runs_table import JobRunsTable
 from infra.scheduled_job import ScheduledJob
@@ -76,7 +78,7 @@ def build_app(outdir: str | None = None) -> App:
     app = App(outdir=outdir or os.environ.get("CDK_OUTDIR", "cdk.out"), context=context)
     account = os.environ.get("CDK_DEFAULT_ACCOUNT")
     region = os.environ.get("CDK_DEFAULT_REGION", "us-east-1")
-    VigilStack(
+    stack = VigilStack(
         app,
         "Vigil",
         declare_jobs=declare_jobs,
@@ -84,6 +86,10 @@ def build_app(outdir: str | None = None) -> App:
         env=Environment(account=account, region=region),
         description="Vigil: exactly-once scheduled jobs and always-running observers",
     )
+    # cdk-nag's AwsSolutions pack as a validation plugin: a finding interrupts the synth (both
+    # ``python app.py`` and ``cdk synth``); every accepted one is acknowledged in infra.nag.
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    suppress_accepted_findings(stack)
     return app
 
 

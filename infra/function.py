@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
@@ -60,9 +61,19 @@ def vigil_function(
         retention=log_retention,
         removal_policy=RemovalPolicy.DESTROY,
     )
+    # Its own role, allowed to write its own log group only (no AWS-managed basic execution policy,
+    # which lets a function write to every log group of the account).
+    role = iam.Role(
+        scope,
+        f"{construct_id}Role",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description=f"Vigil function {construct_id}: its log group, and what its construct grants",
+    )
+    log_group.grant_write(role)
     return lambda_.Function(
         scope,
         construct_id,
+        role=role,
         runtime=RUNTIME,
         architecture=ARCHITECTURE,
         handler=handler,

@@ -1,4 +1,11 @@
-"""``Monitoring``: the console view of Vigil, one dashboard plus alarms that page on lost work."""
+"""``Monitoring``: the console view of Vigil: one dashboard, alarms that tell an SNS topic, and
+saved Logs Insights queries.
+
+Rows, top to bottom: each job (ticks, dead letters); the fleet (observers by status, desired against
+running, the oldest heartbeat, lifecycle, dead letters); each observer kind's CPU and memory; the
+API; each function (errors, throttles, duration, concurrency). Every alarm in the stack, the fleet's
+included, notifies the topic on ALARM and on OK.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +16,23 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.observer_fleet import ObserverFleet, fleet_metric
+from infra.alarms import alarm_above_zero
+from infra.alerts import alarm_topic, notify
+from infra.dashboard_rows import api_row, function_row, kind_row
+from infra.observer_fleet import ObserverFleet
+from infra.saved_queries import saved_queries
 from infra.scheduled_job import ScheduledJob
 from vigil.contract.metrics import JobMetric, ObserverMetric
+
+MINUTE = Duration.minutes(1)
+FLEET_STATUS_GAUGES = (
+    ObserverMetric.FLEET_PENDING,
+    ObserverMetric.FLEET_STARTING,
+    ObserverMetric.FLEET_RUNNING,
+    ObserverMetric.FLEET_STOPPING,
+    ObserverMetric.FLEET_STOPPED,
+    ObserverMetric.FLEET_FAILED,
+)
 
 
 class Monitoring(Construct):
@@ -25,6 +46,7 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cloudwatch.Alarm] = []
+        self.topic = alarm_topic(self)
         # Dashboard names are unique per account across regions: one per stack and region.
         stack = Stack.of(self)
         self.dashboard = cloudwatch.Dashboard(
@@ -33,8 +55,10 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(
             cloudwatch.TextWidget(
                 markdown="# Vigil\nScheduled jobs: runs, suppressed duplicates, skipped and "
-                "missed ticks, dead-lettered events. Observers: starts, restarts, failures, "
-                "reconcile time. An alarm means work was lost or delayed.",
+                "missed ticks, dead-lettered events. Observers: by status, desired against "
+                "running, heartbeats, restarts, failures; CPU and memory per kind. Then the API "
+                "and every function. An alarm means work was lost or delayed; alarms go to the "
+                "stack's `AlarmTopicArn`.",
                 width=24,
                 height=2,
             )
@@ -43,15 +67,61 @@ class Monitoring(Construct):
             self._add_job(job)
         if fleet is not None:
             self._add_fleet(fleet)
+        self._add_functions(jobs, fleet)
+        self.queries = saved_queries(
+            self,
+            job_logs=[job.function.log_group for job in jobs],
+            observer_logs=[
+                fleet.log_group,
+                fleet.reconciler.log_group,
+                fleet.api_function.log_group,
+            ]
+            if fleet
+            else [],
+        )
+        notify(self.topic, self.alarms)
+
+    def _add_functions(self, jobs: Sequence[ScheduledJob], fleet: ObserverFleet | None) -> None:
+        functions = [(f"job {job.job_name}", job.function) for job in jobs]
+        if fleet is not None:
+            self.dashboard.add_widgets(*api_row(fleet.api))
+            functions += [("reconciler", fleet.reconciler), ("API function", fleet.api_function)]
+        for label, function in functions:
+            self.dashboard.add_widgets(*function_row(label, function))
 
     def _add_fleet(self, fleet: ObserverFleet) -> None:
-        """The fleet owns its alarms; the dashboard shows its lifecycle and its dead letters."""
+        """The fleet owns its alarms; the dashboard shows its state, lifecycle and dead letters."""
         self.alarms.extend(fleet.alarms.values())
+        stale_after = 3 * fleet.heartbeat_seconds
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="observers: desired against running",
+                left=[
+                    fleet.metric(ObserverMetric.FLEET_DESIRED, "Maximum", MINUTE),
+                    fleet.metric(ObserverMetric.FLEET_RUNNING, "Maximum", MINUTE),
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="observers by status",
+                left=[fleet.metric(name, "Maximum", MINUTE) for name in FLEET_STATUS_GAUGES],
+                stacked=True,
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="observers: oldest heartbeat of a RUNNING one (s)",
+                left=[fleet.metric(ObserverMetric.FLEET_OLDEST_HEARTBEAT_AGE, "Maximum", MINUTE)],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(value=stale_after, label="restarted after")
+                ],
+                width=8,
+            ),
+        )
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="observers: lifecycle",
                 left=[
-                    fleet_metric(metric)
+                    fleet.metric(metric)
                     for metric in (
                         ObserverMetric.STARTED,
                         ObserverMetric.RESTARTED,
@@ -70,11 +140,14 @@ class Monitoring(Construct):
                     _depth(fleet.observers_dlq, "gave up"),
                     _depth(fleet.events_dlq, "undelivered task events"),
                     _depth(fleet.stream_dlq, "unprocessed registry changes"),
+                    _depth(fleet.reconciler_failures, "failed reconciler events"),
                 ],
-                right=[fleet_metric(ObserverMetric.RECONCILE_DURATION, "Maximum")],
+                right=[fleet.metric(ObserverMetric.RECONCILE_DURATION, "Maximum")],
                 width=12,
             ),
         )
+        for kind, definition in fleet.task_definitions.items():
+            self.dashboard.add_widgets(*kind_row(kind, fleet.cluster, definition))
 
     def _add_job(self, job: ScheduledJob) -> None:
         name = job.job_name
@@ -118,18 +191,7 @@ class Monitoring(Construct):
         )
 
     def _alarm(self, alarm_id: str, metric: cloudwatch.IMetric, description: str) -> None:
-        self.alarms.append(
-            cloudwatch.Alarm(
-                self,
-                alarm_id,
-                metric=metric,
-                threshold=0,
-                evaluation_periods=1,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                alarm_description=description,
-            )
-        )
+        self.alarms.append(alarm_above_zero(self, alarm_id, metric=metric, description=description))
 
 
 def _depth(queue: sqs.IQueue, label: str) -> cloudwatch.Metric:

@@ -11,6 +11,7 @@ in ``cdk.context.json``.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -26,19 +27,44 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.alarms import alarm_above_zero
 from infra.errors import ConfigurationError
 from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
 from infra.pins import pinned
 from infra.queues import dead_letter_queue
+from infra.removal import data_removal_policy
 from vigil.contract.metrics import NAMESPACE, SERVICE, ObserverMetric, powertools_environment
 from vigil.contract.observers import FLEET_INDEX, FLEET_INDEX_PROJECTION, Desired, Status
 
 OWNER = "ObserverFleet"
+SHORTFALL_MINUTES = 5
+ACCESS_LOG_FIELDS = {
+    "requestId": "$context.requestId",
+    "extendedRequestId": "$context.extendedRequestId",
+    "requestTime": "$context.requestTime",
+    "httpMethod": "$context.httpMethod",
+    "path": "$context.path",
+    "resourcePath": "$context.resourcePath",
+    "status": "$context.status",
+    "responseLength": "$context.responseLength",
+    "responseLatency": "$context.responseLatency",
+    "integrationLatency": "$context.integrationLatency",
+    "integrationError": "$context.integration.error",
+    "sourceIp": "$context.identity.sourceIp",
+    "userAgent": "$context.identity.userAgent",
+    # Who called: the SigV4 identity API Gateway authorized (IAM authorization on every method).
+    "caller": "$context.identity.caller",
+    "user": "$context.identity.user",
+    "userArn": "$context.identity.userArn",
+    "accountId": "$context.identity.accountId",
+}
+"""The API's JSON access log line (``$context`` variables API Gateway fills in per request)."""
 KIND_NAME = re.compile(r"^[a-z0-9-]{1,63}$")
 CONTAINER_NAME = "observer"
 FARGATE_MEMORY: dict[int, range] = {
@@ -85,13 +111,13 @@ class ObserverFleet(Construct):
         vpc_id: str | None = None,
         subnets: ec2.SubnetSelection | None = None,
         assign_public_ip: bool | None = None,
-        container_insights: bool = False,
+        container_insights: bool = True,
         stop_timeout: Duration = Duration.seconds(30),
         failure_threshold: int = 5,
         backoff_base: Duration = Duration.seconds(30),
         backoff_cap: Duration = Duration.minutes(15),
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
-        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        removal_policy: RemovalPolicy | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.kinds = _validate_kinds(kinds)
@@ -111,14 +137,18 @@ class ObserverFleet(Construct):
             {kind: spec.handler for kind, spec in self.kinds.items()}
         )
 
-        self.table = self._build_registry(removal_policy)
-        self.idempotency_table = self._build_idempotency_table()
+        data_policy = removal_policy or data_removal_policy(self)
+        self.log_retention = log_retention
+        self.table = self._build_registry(data_policy)
+        self.idempotency_table = self._build_idempotency_table(data_policy)
         self.observers_dlq = dead_letter_queue(self, "ObserversDlq")
         """FAILED notices: one message per observer that gave up (read it, fix, restart)."""
         self.events_dlq = dead_letter_queue(self, "EventsDlq")
         """ECS events and resync ticks EventBridge could not deliver to the reconciler."""
         self.stream_dlq = dead_letter_queue(self, "StreamDlq")
         """Registry stream batches the reconciler failed on after its retries."""
+        self.reconciler_failures = dead_letter_queue(self, "ReconcilerFailures")
+        """ECS events and resync ticks the reconciler failed on after Lambda's async retries."""
 
         self.vpc, selection, self.assign_public_ip = self._build_network(
             vpc, vpc_id, subnets, assign_public_ip
@@ -185,14 +215,17 @@ class ObserverFleet(Construct):
         )
         return table
 
-    def _build_idempotency_table(self) -> dynamodb.Table:
+    def _build_idempotency_table(self, removal_policy: RemovalPolicy) -> dynamodb.Table:
         return dynamodb.Table(
             self,
             "Idempotency",
             partition_key=dynamodb.Attribute(name="id", type=dynamodb.AttributeType.STRING),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             time_to_live_attribute="expiration",
-            removal_policy=RemovalPolicy.DESTROY,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=removal_policy,
         )
 
     # Network and ECS ----------------------------------------------------------------------------
@@ -325,14 +358,24 @@ class ObserverFleet(Construct):
         return function
 
     def _build_rest_api(self) -> apigateway.LambdaRestApi:
-        """A proxy REST API; IAM (SigV4) authorization on every method, the root included."""
+        """A proxy REST API; IAM (SigV4) authorization on every method, the root included.
+
+        Every request is access-logged as JSON with the caller's IAM identity; the stage throttles.
+        API Gateway writes logs through one role per account and region (``cloud_watch_role``).
+        """
+        self.api_access_logs = logs.LogGroup(
+            self,
+            "ApiAccessLogs",
+            retention=self.log_retention,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
         return apigateway.LambdaRestApi(
             self,
             "Api",
             handler=self.api_function,
             proxy=True,
             description="Vigil observers",
-            cloud_watch_role=False,
+            cloud_watch_role=True,
             default_method_options=apigateway.MethodOptions(
                 authorization_type=apigateway.AuthorizationType.IAM
             ),
@@ -341,6 +384,8 @@ class ObserverFleet(Construct):
                 tracing_enabled=True,
                 throttling_rate_limit=50,
                 throttling_burst_limit=100,
+                access_log_destination=apigateway.LogGroupLogDestination(self.api_access_logs),
+                access_log_format=apigateway.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS)),
             ),
         )
 
@@ -348,7 +393,7 @@ class ObserverFleet(Construct):
         self, failure_threshold: int, backoff_base: Duration, backoff_cap: Duration
     ) -> lambda_.Function:
         timeout = Duration.minutes(3)
-        return vigil_function(
+        function = vigil_function(
             self,
             "Reconciler",
             handler="handlers.reconciler.handler",
@@ -374,6 +419,14 @@ class ObserverFleet(Construct):
                 "VIGIL_RESYNC_LEASE_SECONDS": str(int(timeout.to_seconds()) + 60),
             },
         )
+        # EventBridge invokes asynchronously: after Lambda's retries a failed event is kept (the
+        # destination record holds the event and the error), never only logged.
+        function.configure_async_invoke(
+            on_failure=destinations.SqsDestination(self.reconciler_failures),
+            retry_attempts=2,
+            max_event_age=Duration.hours(1),
+        )
+        return function
 
     def _grant_reconciler(self) -> None:
         """Least privilege: this fleet's table, task definitions, cluster, roles and queue."""
@@ -392,20 +445,27 @@ class ObserverFleet(Construct):
             for d in self.task_definitions.values()
         ]
         on_cluster = {"ArnEquals": {"ecs:cluster": self.cluster.cluster_arn}}
+        tasks = stack.format_arn(
+            service="ecs", resource="task", resource_name=f"{self.cluster.cluster_name}/*"
+        )
         role.add_to_role_policy(
             iam.PolicyStatement(actions=["ecs:RunTask"], resources=families, conditions=on_cluster)
         )
         role.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["ecs:StopTask", "ecs:DescribeTasks", "ecs:ListTasks"],
-                resources=["*"],
+                actions=["ecs:StopTask", "ecs:DescribeTasks"],
+                resources=[tasks],
                 conditions=on_cluster,
             )
+        )
+        # ListTasks (a read) has no resource type of its own: "*", narrowed to the cluster.
+        role.add_to_role_policy(
+            iam.PolicyStatement(actions=["ecs:ListTasks"], resources=["*"], conditions=on_cluster)
         )
         role.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["ecs:TagResource"],
-                resources=["*"],
+                resources=[tasks],
                 conditions={"StringEquals": {"ecs:CreateAction": "RunTask"}},
             )
         )
@@ -467,46 +527,91 @@ class ObserverFleet(Construct):
 
     def _build_alarms(self) -> dict[str, cloudwatch.Alarm]:
         alarms = {
-            name: cloudwatch.Alarm(
+            name: alarm_above_zero(
                 self,
                 f"{name}Alarm",
-                alarm_description=f"Vigil observers: messages on {name}",
+                description=f"Vigil observers: messages on {name}",
                 metric=queue.metric_approximate_number_of_messages_visible(
                     period=Duration.minutes(1), statistic="Maximum"
                 ),
-                threshold=0,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                evaluation_periods=1,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
             for name, queue in (
                 ("ObserversDlq", self.observers_dlq),
                 ("EventsDlq", self.events_dlq),
                 ("StreamDlq", self.stream_dlq),
+                ("ReconcilerFailures", self.reconciler_failures),
             )
         }
-        self.failed_metric = fleet_metric(ObserverMetric.FAILED)
-        alarms["ObserversFailed"] = cloudwatch.Alarm(
+        self.failed_metric = self.metric(ObserverMetric.FAILED)
+        alarms["ObserversFailed"] = alarm_above_zero(
             self,
             "ObserversFailedAlarm",
-            alarm_description="Vigil observers: an observer gave up (FAILED)",
+            description="Vigil observers: an observer gave up (FAILED)",
             metric=self.failed_metric,
-            threshold=0,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        alarms["ObserversInFailed"] = alarm_above_zero(
+            self,
+            "ObserversInFailedAlarm",
+            description="Vigil observers: at least one observer is FAILED; fix it, then restart it",
+            metric=self.metric(ObserverMetric.FLEET_FAILED, "Maximum", Duration.minutes(1)),
+        )
+        alarms["FleetShortfall"] = alarm_above_zero(
+            self,
+            "FleetShortfallAlarm",
+            description=f"Vigil observers: fewer running than desired for {SHORTFALL_MINUTES} "
+            "minutes (starts failing, crash loops, capacity)",
+            metric=self.shortfall_metric(),
+            periods=SHORTFALL_MINUTES,
+        )
+        alarms["ReconcilerErrors"] = alarm_above_zero(
+            self,
+            "ReconcilerErrorsAlarm",
+            description="Vigil observers: the reconciler function failed (see its logs)",
+            metric=self.reconciler.metric_errors(period=Duration.minutes(5), statistic="Sum"),
+        )
+        alarms["Api5xx"] = alarm_above_zero(
+            self,
+            "Api5xxAlarm",
+            description="Vigil observers API: server errors (5XX)",
+            metric=self.api.metric_server_error(period=Duration.minutes(5), statistic="Sum"),
         )
         return alarms
 
+    # Monitoring handles -------------------------------------------------------------------------
 
-def fleet_metric(metric: ObserverMetric, statistic: str = "Sum") -> cloudwatch.Metric:
+    def metric(
+        self, metric: ObserverMetric, statistic: str = "Sum", period: Duration = Duration.minutes(5)
+    ) -> cloudwatch.Metric:
+        """A fleet-wide metric the reconciler emits."""
+        return fleet_metric(metric, statistic, period)
+
+    def shortfall_metric(self) -> cloudwatch.MathExpression:
+        """Observers wanted running minus observers running, as each resync saw them."""
+        return cloudwatch.MathExpression(
+            expression="desired - running",
+            using_metrics={
+                "desired": self.metric(
+                    ObserverMetric.FLEET_DESIRED, "Maximum", Duration.minutes(1)
+                ),
+                "running": self.metric(
+                    ObserverMetric.FLEET_RUNNING, "Maximum", Duration.minutes(1)
+                ),
+            },
+            label="running below desired",
+            period=Duration.minutes(1),
+        )
+
+
+def fleet_metric(
+    metric: ObserverMetric, statistic: str = "Sum", period: Duration = Duration.minutes(5)
+) -> cloudwatch.Metric:
     """A fleet-wide Powertools metric the API, reconciler or containers emit."""
     return cloudwatch.Metric(
         namespace=NAMESPACE,
         metric_name=str(metric),  # a plain str: jsii would take an Enum for its own
         dimensions_map={"service": SERVICE},
         statistic=statistic,
-        period=Duration.minutes(5),
+        period=period,
     )
 
 

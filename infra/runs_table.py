@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
+from infra.removal import data_removal_policy
 from vigil.contract.jobs import JOBS_INDEX
 
 
@@ -24,7 +24,7 @@ class JobRunsTable(Construct):
                 point_in_time_recovery_enabled=True
             ),
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=data_removal_policy(self),
         )
         self.table.add_global_secondary_index(
             index_name=JOBS_INDEX,

@@ -38,6 +38,12 @@ class VigilStack(Stack):
         """What the ``vigil jobs`` commands need to find, read from the deployed stack."""
         CfnOutput(self, "JobRunsTableName", value=self.runs.table.table_name)
         CfnOutput(
+            self,
+            "AlarmTopicArn",
+            description="Every alarm notifies this topic on ALARM and OK; subscribe to it",
+            value=self.monitoring.topic.topic_arn,
+        )
+        CfnOutput(
             self, "DashboardName", value=self.monitoring.dashboard.dashboard_name or "unnamed"
         )
         CfnOutput(

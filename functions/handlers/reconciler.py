@@ -52,6 +52,7 @@ def dispatch(event: Any, request_id: str, target: Reconciler, cluster_arn: str) 
         ):
             raise MalformedEvent("Records must be DynamoDB stream records")
         report = target.on_records(changed_records(records))
+        _log_actions(report)
         log.info("stream pass", extra={"observers": report.observers, "started": report.started})
         return {"pass": "stream", "observers": report.observers}
     kind = event.get("detail-type")
@@ -69,6 +70,7 @@ def dispatch(event: Any, request_id: str, target: Reconciler, cluster_arn: str) 
             )
             return {"pass": "event", "ignored": True}
         report = target.on_task_event(task_state(detail))
+        _log_actions(report)
         log.info("event pass", extra={"task": detail["taskArn"], "actions": _names(report)})
         return {"pass": "event", "actions": _names(report)}
     if event.get("source") in ("aws.events", "aws.scheduler") and kind == "Scheduled Event":
@@ -76,6 +78,7 @@ def dispatch(event: Any, request_id: str, target: Reconciler, cluster_arn: str) 
         if resync is None:
             log.info("resync skipped: another pass holds the lease")
             return {"pass": "resync", "skipped": True}
+        _log_actions(resync)
         log.info(
             "resync pass",
             extra={
@@ -90,6 +93,20 @@ def dispatch(event: Any, request_id: str, target: Reconciler, cluster_arn: str) 
         f"unrecognised event (source={event.get('source')!r}, detail-type={kind!r}): "
         "expected an ECS Task State Change, a Scheduled Event or DynamoDB stream records"
     )
+
+
+def _log_actions(report: Any) -> None:
+    """One line per action, keyed by observer: the reconciler's side of an observer's story."""
+    for name, action in report.actions:
+        log.info(
+            "action",
+            extra={
+                "observer": name,
+                "action": type(action).__name__,
+                "generation": getattr(action, "generation", None),
+                "reason": getattr(action, "reason", None),
+            },
+        )
 
 
 def _names(report: Any) -> list[str]:

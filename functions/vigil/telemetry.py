@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import Metrics
 
+from vigil.contract.metrics import METRIC_UNITS as METRIC_UNITS
 from vigil.contract.metrics import NAMESPACE as NAMESPACE
 from vigil.contract.metrics import SERVICE as SERVICE
 from vigil.contract.metrics import JobMetric as JobMetric

@@ -108,7 +108,7 @@ def test_each_kind_has_a_task_definition_with_container_memory(
 def test_queues_are_encrypted(built: tuple[Template, ObserverFleet, Stack]) -> None:
     template, _, _ = built
     queues = template.find_resources("AWS::SQS::Queue")
-    assert len(queues) == 3
+    assert len(queues) == 4  # observers, events, stream, reconciler failures
     assert all(q["Properties"]["SqsManagedSseEnabled"] is True for q in queues.values())
 
 

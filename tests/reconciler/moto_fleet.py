@@ -144,7 +144,10 @@ class MotoFleet:
             settings=self.settings,
             clock=self.clock,
             sleeper=self.sleeps.append,
-            metric=lambda metric, kind, value: self.metrics.append((metric.value, kind, value)),
+            metric=options.pop(
+                "metric",
+                lambda metric, kind, value: self.metrics.append((metric.value, kind, value)),
+            ),
             **options,
         )
 

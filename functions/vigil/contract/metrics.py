@@ -45,3 +45,19 @@ class ObserverMetric(StrEnum):
     HEARTBEAT_STALE = "ObserverHeartbeatStale"
     FENCED = "ObserverFenced"
     RECONCILE_DURATION = "ReconcilePassDuration"
+    # Gauges every resync emits for the whole fleet (vigil.observers.fleet_gauges).
+    FLEET_DESIRED = "FleetDesiredRunning"
+    FLEET_PENDING = "FleetPending"
+    FLEET_STARTING = "FleetStarting"
+    FLEET_RUNNING = "FleetRunning"
+    FLEET_STOPPING = "FleetStopping"
+    FLEET_STOPPED = "FleetStopped"
+    FLEET_FAILED = "FleetFailed"
+    FLEET_OLDEST_HEARTBEAT_AGE = "FleetOldestHeartbeatAge"
+
+
+METRIC_UNITS: dict[str, str] = {
+    ObserverMetric.RECONCILE_DURATION: "Milliseconds",
+    ObserverMetric.FLEET_OLDEST_HEARTBEAT_AGE: "Seconds",
+}
+"""CloudWatch units of the metrics that are not counts."""

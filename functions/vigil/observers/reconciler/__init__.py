@@ -160,11 +160,9 @@ def powertools_metric(metric: ObserverMetric, kind: str | None, value: float) ->
     """The Lambda's metric sink: EMF through Powertools, with the ``kind`` dimension when known."""
     from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-    from vigil.telemetry import NAMESPACE, metrics
+    from vigil.telemetry import METRIC_UNITS, NAMESPACE, metrics
 
-    unit = (
-        MetricUnit.Milliseconds if metric is ObserverMetric.RECONCILE_DURATION else MetricUnit.Count
-    )
+    unit = MetricUnit(METRIC_UNITS.get(metric, MetricUnit.Count.value))
     # Always the fleet-wide series (alarms use it), and per kind when the kind is known.
     metrics().add_metric(name=metric.value, unit=unit, value=value)
     if kind is None:

@@ -17,6 +17,7 @@ from vigil.clock import Clock, system_clock
 from vigil.leases import LeaseHeld, LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
+from vigil.observers.fleet_gauges import fleet_gauges
 from vigil.observers.fleet_store import FleetStore
 from vigil.observers.reconciler.executor import Settler
 from vigil.observers.reconciler.orphans import OrphanSweep
@@ -57,6 +58,8 @@ class ResyncPass:
         report = PassReport()
         records = list(self.store.fleet())
         report.observers = len(records)
+        for gauge, value in fleet_gauges(records, self.clock()).items():
+            self.metric(gauge, None, value)
         running = set(self.ecs.running())
         to_describe: dict[str, d.Record] = {}
         for record in records:

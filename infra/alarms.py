@@ -1,0 +1,28 @@
+"""The one alarm shape Vigil uses: something that should be zero is not (lost or delayed work)."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+
+def alarm_above_zero(
+    scope: Construct,
+    construct_id: str,
+    *,
+    metric: cloudwatch.IMetric,
+    description: str,
+    periods: int = 1,
+) -> cloudwatch.Alarm:
+    """ALARM when every one of ``periods`` consecutive periods is above zero; no data is fine."""
+    return cloudwatch.Alarm(
+        scope,
+        construct_id,
+        metric=metric,
+        threshold=0,
+        evaluation_periods=periods,
+        datapoints_to_alarm=periods,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        alarm_description=description,
+    )

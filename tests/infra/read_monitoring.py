@@ -1,0 +1,61 @@
+"""What the synthesized dashboard and alarms read, parsed out of the template for assertions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from vigil_tools.emulator.template import Synthesized
+
+Series = tuple[str, str, frozenset[tuple[str, str]]]
+"""(namespace, metric name, dimensions) of one metric a widget or alarm reads."""
+
+
+def _text(value: Any) -> str:
+    """A Fn::Join'ed dashboard body as text, each reference replaced by a marker."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(_text(part) for part in parts)
+    return "<" + json.dumps(value, separators=(",", ":")).replace('"', "") + ">"
+
+
+def dashboard_widgets(synthesized: Synthesized) -> list[dict[str, Any]]:
+    (dashboard,) = synthesized.resources("AWS::CloudWatch::Dashboard").values()
+    widgets: list[dict[str, Any]] = json.loads(_text(dashboard["Properties"]["DashboardBody"]))[
+        "widgets"
+    ]
+    return widgets
+
+
+def widget_series(widget: dict[str, Any]) -> list[Series]:
+    found = []
+    for row in widget.get("properties", {}).get("metrics", []):
+        values = [v for v in row if isinstance(v, str)]
+        if len(values) >= 2:
+            dims = frozenset(zip(values[2::2], values[3::2], strict=True))
+            found.append((values[0], values[1], dims))
+    return found
+
+
+def alarm_series(alarm: dict[str, Any]) -> list[Series]:
+    props = alarm["Properties"]
+    stats = [props] if "MetricName" in props else []
+    stats += [q["MetricStat"]["Metric"] for q in props.get("Metrics", []) if "MetricStat" in q]
+    return [
+        (
+            stat["Namespace"],
+            stat["MetricName"],
+            frozenset((d["Name"], _text(d["Value"])) for d in stat.get("Dimensions", [])),
+        )
+        for stat in stats
+    ]
+
+
+def series_read(synthesized: Synthesized, namespace: str) -> set[Series]:
+    """Every series of a namespace the dashboard or an alarm reads."""
+    read = {s for w in dashboard_widgets(synthesized) for s in widget_series(w)}
+    for alarm in synthesized.resources("AWS::CloudWatch::Alarm").values():
+        read.update(alarm_series(alarm))
+    return {s for s in read if s[0] == namespace}

@@ -1,0 +1,249 @@
+"""The console an operator gets: alarms that notify, a dashboard that covers everything, queries,
+access logs, retained data, retention on every log group, and IAM wildcards only where unavoidable."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack
+from aws_cdk.assertions import Match, Template
+
+from infra.errors import ConfigurationError
+from infra.monitoring import Monitoring
+from infra.queues import dead_letter_queue
+from infra.runs_table import JobRunsTable
+from tests.infra.read_monitoring import dashboard_widgets, widget_series
+from vigil_tools.emulator.template import Synthesized
+
+
+def logical_id(synthesized: Synthesized, resource_type: str, path_part: str) -> str:
+    (found,) = [
+        key
+        for key, r in synthesized.resources(resource_type).items()
+        if path_part in r["Metadata"]["aws:cdk:path"]
+    ]
+    return found
+
+
+def test_every_alarm_tells_the_topic_on_alarm_and_on_ok(synthesized: Synthesized) -> None:
+    (topic,) = synthesized.resources("AWS::SNS::Topic")
+    alarms = synthesized.resources("AWS::CloudWatch::Alarm")
+    assert len(alarms) >= 15
+    for alarm in alarms.values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic}]
+        assert alarm["Properties"]["OKActions"] == [{"Ref": topic}]
+    outputs = synthesized.template["Outputs"]
+    assert outputs["AlarmTopicArn"]["Value"] == {"Ref": topic}
+    (policy,) = synthesized.resources("AWS::SNS::TopicPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert any(s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"} for s in statements)
+
+
+def test_an_alarm_email_from_context_subscribes_and_a_bad_one_fails_the_synth() -> None:
+    stack = Stack(App(context={"alarmEmail": "ops@example.com"}), "Mailed")
+    Monitoring(stack, "Monitoring", jobs=[])
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"}
+    )
+    quiet = Stack(App(), "Quiet")
+    Monitoring(quiet, "Monitoring", jobs=[])
+    Template.from_stack(quiet).resource_count_is("AWS::SNS::Subscription", 0)
+    with pytest.raises(ConfigurationError, match="alarmEmail"):
+        Monitoring(Stack(App(context={"alarmEmail": "nobody"}), "Bad"), "Monitoring", jobs=[])
+
+
+def test_the_new_alarms_watch_failed_observers_shortfall_reconciler_and_api(
+    synthesized: Synthesized,
+) -> None:
+    alarms = {
+        r["Metadata"]["aws:cdk:path"].split("/")[-2]: r["Properties"]
+        for r in synthesized.resources("AWS::CloudWatch::Alarm").values()
+    }
+    assert alarms["ObserversInFailedAlarm"]["MetricName"] == "FleetFailed"
+    shortfall = alarms["FleetShortfallAlarm"]
+    assert shortfall["EvaluationPeriods"] == shortfall["DatapointsToAlarm"] == 5
+    (expression,) = [q for q in shortfall["Metrics"] if "Expression" in q]
+    assert expression["Expression"] == "desired - running"
+    names = {
+        q["MetricStat"]["Metric"]["MetricName"]
+        for q in shortfall["Metrics"]
+        if "Id" in q and "MetricStat" in q
+    }
+    assert names == {"FleetDesiredRunning", "FleetRunning"}
+    assert alarms["ReconcilerErrorsAlarm"]["MetricName"] == "Errors"
+    assert alarms["Api5xxAlarm"]["MetricName"] == "5XXError"
+    assert alarms["ReconcilerFailuresAlarm"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
+
+
+def test_the_reconcilers_failed_events_go_to_a_queue(synthesized: Synthesized) -> None:
+    reconciler = logical_id(synthesized, "AWS::Lambda::Function", "Observers/Reconciler/")
+    queue = logical_id(synthesized, "AWS::SQS::Queue", "Observers/ReconcilerFailures/")
+    (config,) = [
+        c["Properties"]
+        for c in synthesized.resources("AWS::Lambda::EventInvokeConfig").values()
+        if c["Properties"]["FunctionName"] == {"Ref": reconciler}
+    ]
+    assert config["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [queue, "Arn"]}
+
+
+def test_the_dashboard_covers_every_job_function_queue_kind_the_api_and_the_fleet(
+    synthesized: Synthesized,
+) -> None:
+    widgets = dashboard_widgets(synthesized)
+    titles = {w["properties"].get("title") for w in widgets}
+    for job in ("cleanup", "daily-report"):
+        assert {f"{job}: ticks", f"{job}: dead letters"} <= titles
+    for label in ("job cleanup", "job daily-report", "reconciler", "API function"):
+        assert {
+            f"{label}: invocations, errors, throttles",
+            f"{label}: duration (ms)",
+            f"{label}: concurrent executions",
+        } <= titles
+    assert {
+        "observers: desired against running",
+        "observers by status",
+        "observers: oldest heartbeat of a RUNNING one (s)",
+        "observers API: requests, 4XX, 5XX",
+        "observers API: latency (ms)",
+        "kind ticker: CPU (units)",
+        "kind ticker: memory (MiB)",
+    } <= titles
+    series = [s for w in widgets for s in widget_series(w)]
+    read = {name for _, name, _ in series}
+    for function in synthesized.resources("AWS::Lambda::Function"):
+        dims = {d for _, name, dims in series if name == "Duration" for d in dims}
+        assert ("FunctionName", f"<{{Ref:{function}}}>") in dims
+    queue_dims = {d for _, name, dims in series for d in dims if d[0] == "QueueName"}
+    for queue in synthesized.resources("AWS::SQS::Queue"):
+        assert ("QueueName", f"<{{Fn::GetAtt:[{queue},QueueName]}}>") in queue_dims
+    assert {
+        "Errors",
+        "Throttles",
+        "ConcurrentExecutions",
+        "5XXError",
+        "4XXError",
+        "Latency",
+    } <= read
+    assert {"CpuUtilized", "MemoryUtilized"} <= read
+    stats = json.dumps(widgets)
+    assert '"stat":"p50"' in stats.replace(" ", "") and '"stat":"p99"' in stats.replace(" ", "")
+
+
+def test_the_cluster_runs_container_insights(synthesized: Synthesized) -> None:
+    (cluster,) = synthesized.resources("AWS::ECS::Cluster").values()
+    assert {"Name": "containerInsights", "Value": "enabled"} in cluster["Properties"][
+        "ClusterSettings"
+    ]
+
+
+def test_saved_queries_for_a_tick_an_observer_and_the_last_errors(
+    synthesized: Synthesized,
+) -> None:
+    queries = {
+        q["Properties"]["Name"]: q["Properties"]
+        for q in synthesized.resources("AWS::Logs::QueryDefinition").values()
+    }
+    assert set(queries) == {
+        "Vigil/one tick's story",
+        "Vigil/one observer's story",
+        "Vigil/last errors per job",
+    }
+    job_logs = {
+        logical_id(synthesized, "AWS::Logs::LogGroup", f"{job}/FunctionLogs")
+        for job in ("Cleanup", "DailyReport")
+    }
+    for name in ("Vigil/one tick's story", "Vigil/last errors per job"):
+        groups = {g["Ref"] for g in queries[name]["LogGroupNames"]}
+        assert groups == job_logs
+    assert 'filter tick = "TICK"' in queries["Vigil/one tick's story"]["QueryString"]
+    assert "by job" in queries["Vigil/last errors per job"]["QueryString"]
+    observer = queries["Vigil/one observer's story"]
+    assert 'filter observer = "OBSERVER"' in observer["QueryString"]
+    assert "generation" in observer["QueryString"]
+    groups = {g["Ref"] for g in observer["LogGroupNames"]}
+    assert logical_id(synthesized, "AWS::Logs::LogGroup", "Observers/TaskLogs") in groups
+    assert logical_id(synthesized, "AWS::Logs::LogGroup", "Observers/ReconcilerLogs") in groups
+
+
+def test_the_api_logs_every_request_as_json_with_the_caller_and_throttles(
+    synthesized: Synthesized,
+) -> None:
+    (stage,) = synthesized.resources("AWS::ApiGateway::Stage").values()
+    access = stage["Properties"]["AccessLogSetting"]
+    logs = logical_id(synthesized, "AWS::Logs::LogGroup", "Observers/ApiAccessLogs")
+    assert access["DestinationArn"] == {"Fn::GetAtt": [logs, "Arn"]}
+    line = json.loads(access["Format"])
+    assert line["userArn"] == "$context.identity.userArn"
+    assert line["caller"] == "$context.identity.caller"
+    assert line["status"] == "$context.status" and "requestId" in line
+    (settings,) = stage["Properties"]["MethodSettings"]
+    assert settings["ThrottlingRateLimit"] == 50 and settings["ThrottlingBurstLimit"] == 100
+    assert synthesized.resources("AWS::ApiGateway::Account"), "the logging role API Gateway needs"
+
+
+def test_every_log_group_has_a_retention(synthesized: Synthesized) -> None:
+    groups = synthesized.resources("AWS::Logs::LogGroup")
+    assert len(groups) >= 6
+    assert all(g["Properties"]["RetentionInDays"] > 0 for g in groups.values())
+    for function in synthesized.resources("AWS::Lambda::Function").values():
+        assert "LogGroup" in function["Properties"]["LoggingConfig"]
+
+
+def test_every_table_has_point_in_time_recovery_and_data_is_retained(
+    synthesized: Synthesized,
+) -> None:
+    tables = synthesized.resources("AWS::DynamoDB::Table")
+    assert len(tables) == 3
+    for table in tables.values():
+        spec = table["Properties"]["PointInTimeRecoverySpecification"]
+        assert spec["PointInTimeRecoveryEnabled"] is True
+    for resource in [*tables.values(), *synthesized.resources("AWS::SQS::Queue").values()]:
+        assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain"
+
+
+def test_a_throwaway_stack_deletes_its_data_with_it() -> None:
+    stack = Stack(App(context={"throwaway": "true"}), "Throwaway")
+    JobRunsTable(stack, "JobRuns")
+    dead_letter_queue(stack, "Dlq")
+    template = Template.from_stack(stack)
+    for resource_type in ("AWS::DynamoDB::Table", "AWS::SQS::Queue"):
+        template.all_resources(resource_type, {"DeletionPolicy": "Delete"})
+
+
+ALLOWED_ON_ANY_RESOURCE = {
+    "xray:PutTraceSegments",  # X-Ray has no resource-level permissions
+    "xray:PutTelemetryRecords",
+    "dynamodb:ListStreams",  # the stream event source
+    "ecs:ListTasks",  # a read, narrowed by an ecs:cluster condition
+    "ecr:GetAuthorizationToken",  # image pulls
+}
+
+
+def test_resource_star_only_where_the_service_has_no_resource_level_permissions(
+    synthesized: Synthesized,
+) -> None:
+    for policy in synthesized.resources("AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            resources = statement["Resource"]
+            if resources == "*" or (isinstance(resources, list) and "*" in resources):
+                actions = statement["Action"]
+                actions = actions if isinstance(actions, list) else [actions]
+                assert set(actions) <= ALLOWED_ON_ANY_RESOURCE, statement
+
+
+def test_functions_write_only_their_own_log_group(synthesized: Synthesized) -> None:
+    roles = synthesized.resources("AWS::IAM::Role").values()
+    managed: list[Any] = [m for r in roles for m in r["Properties"].get("ManagedPolicyArns", [])]
+    assert not any("AWSLambdaBasicExecutionRole" in json.dumps(m) for m in managed)
+    Template.from_json(synthesized.template).has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Action": ["logs:CreateLogStream", "logs:PutLogEvents"]})]
+                )
+            }
+        },
+    )

@@ -1,0 +1,173 @@
+"""The metrics the dashboard and alarms read are the ones the code emits: names, namespace, dimensions.
+
+Each metric is emitted through the real code on moto (a resync for the fleet's gauges, the job
+handler for ticks, the reconciler's Powertools sink for the rest), the EMF lines are read back, and
+every Vigil series the synthesized dashboard and alarms read must be among them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.infra.read_monitoring import Series, series_read
+from tests.reconciler.moto_fleet import MotoFleet
+from vigil import telemetry
+from vigil.jobs import scheduled_job
+from vigil.observers.fleet_gauges import fleet_gauges
+from vigil.observers.model import Status
+from vigil.observers.reconciler import powertools_metric
+from vigil.telemetry import METRIC_UNITS, JobMetric, ObserverMetric
+from vigil_tools.emulator.template import Synthesized, create_table
+
+TICK = "2026-11-22T12:00:00Z"
+
+
+class Context:
+    aws_request_id = "r-1"
+    function_name = "cleanup"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:cleanup"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def emitted(output: str) -> dict[Series, set[str]]:
+    """Series -> units, from the EMF lines Powertools printed (dimension values kept)."""
+    found: dict[Series, set[str]] = {}
+    for line in output.splitlines():
+        if '"_aws"' not in line:
+            continue
+        document = json.loads(line)
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            for dimensions in directive["Dimensions"]:
+                dims = frozenset((name, str(document[name])) for name in dimensions)
+                for metric in directive["Metrics"]:
+                    series = (directive["Namespace"], metric["Name"], dims)
+                    found.setdefault(series, set()).add(metric.get("Unit", "None"))
+    return found
+
+
+@pytest.fixture
+def fresh_metrics() -> Iterator[None]:
+    telemetry.metrics().clear_metrics()
+    yield
+    telemetry.metrics().clear_metrics()
+
+
+def test_every_gauge_a_resync_emits_is_one_the_dashboard_reads(
+    fleet: MotoFleet, capsys: pytest.CaptureFixture[str], fresh_metrics: None
+) -> None:
+    # Given a fleet with a RUNNING observer 40 s past its heartbeat, a FAILED and a STOPPED one
+    alive, _ = fleet.running_task("alive", 1)
+    fleet.put(replace(alive, heartbeat_at=fleet.clock() - timedelta(seconds=40)))
+    fleet.put(fleet.observer("broken", status=Status.FAILED))
+    # When a resync runs with the Lambda's real metric sink
+    report = fleet.reconciler(metric=powertools_metric).resync(holder="r-1")
+    assert report is not None
+    telemetry.metrics().flush_metrics()
+    series = emitted(capsys.readouterr().out)
+    # Then each gauge is emitted once, fleet-wide, with its unit, and the values are the fleet's
+    gauges = {s: u for s, u in series.items() if s[1].startswith("Fleet")}
+    fleet_wide = frozenset({("service", "vigil")})
+    assert {s[1] for s in gauges} == {
+        m.value for m in ObserverMetric if m.value.startswith("Fleet")
+    }
+    assert all(s[0] == "Vigil" and s[2] == fleet_wide for s in gauges)
+    assert gauges[("Vigil", "FleetOldestHeartbeatAge", fleet_wide)] == {"Seconds"}
+    assert gauges[("Vigil", "FleetRunning", fleet_wide)] == {"Count"}
+
+
+def test_the_gauges_count_by_status_and_age_only_running_heartbeats(fleet: MotoFleet) -> None:
+    now = fleet.clock()
+    records = [
+        _record(fleet, "a", Status.RUNNING, heartbeat_at=now - timedelta(seconds=70)),
+        _record(fleet, "b", Status.RUNNING, heartbeat_at=now - timedelta(seconds=10)),
+        _record(fleet, "c", Status.STOPPED, heartbeat_at=now - timedelta(days=2)),
+        _record(fleet, "d", Status.PENDING),
+    ]
+    gauges = fleet_gauges(records, now)
+    assert gauges[ObserverMetric.FLEET_RUNNING] == 2
+    assert gauges[ObserverMetric.FLEET_STOPPED] == gauges[ObserverMetric.FLEET_PENDING] == 1
+    assert gauges[ObserverMetric.FLEET_FAILED] == 0
+    assert gauges[ObserverMetric.FLEET_DESIRED] == 4
+    assert gauges[ObserverMetric.FLEET_OLDEST_HEARTBEAT_AGE] == 70
+    assert fleet_gauges([], now)[ObserverMetric.FLEET_OLDEST_HEARTBEAT_AGE] == 0
+
+
+def _record(fleet: MotoFleet, name: str, status: Status, **fields: Any) -> Any:
+    from vigil.observers.decisions import Record
+
+    return Record(fleet.observer(name, status=status, **fields))
+
+
+def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
+    fleet: MotoFleet,
+    synthesized: Synthesized,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fresh_metrics: None,
+) -> None:
+    # The fleet: a resync (gauges, pass duration), then every other fleet metric once via the sink
+    fleet.running_task("alive", 1)
+    assert fleet.reconciler(metric=powertools_metric).resync(holder="r-1") is not None
+    for metric in ObserverMetric:
+        if not metric.value.startswith("Fleet"):
+            powertools_metric(metric, "ticker", 1)
+    telemetry.metrics().flush_metrics()
+    # A job: a run, a duplicate, a late tick, a failed run and a malformed event
+    table = create_table(synthesized, fleet.dynamodb, "Vigil/JobRuns", "job-runs")
+    for name, value in {
+        "VIGIL_JOB_NAME": "cleanup",
+        "VIGIL_RUNS_TABLE": table,
+        "VIGIL_OVERLAP": "skip",
+        "VIGIL_MAX_LATENESS_SECONDS": "120",
+    }.items():
+        monkeypatch.setenv(name, value)
+    handler = scheduled_job(lambda run: None, client=fleet.dynamodb, clock=fleet.clock)
+
+    def fail(run: Any) -> None:
+        raise RuntimeError("boom")
+
+    failing = scheduled_job(fail, client=fleet.dynamodb, clock=fleet.clock)
+    on_time = fleet.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+    late = (fleet.clock() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    earlier = (fleet.clock() - timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    handler(_event(on_time), Context())
+    handler(_event(on_time), Context())
+    handler(_event(late), Context())
+    with pytest.raises(RuntimeError):
+        failing(_event(earlier), Context())
+    with pytest.raises(ValueError):
+        handler({"nonsense": True}, Context())
+    series = emitted(capsys.readouterr().out)
+
+    # Every metric the dashboard or an alarm reads in the Vigil namespace ...
+    read = series_read(synthesized, "Vigil")
+    known = {m.value for m in (*JobMetric, *ObserverMetric)}
+    assert read and {name for _, name, _ in read} <= known
+    # ... is emitted under that name with those dimension names (job values per deployed job)
+    shapes = {(ns, name, frozenset(k for k, _ in dims)) for ns, name, dims in series}
+    emitted_names = {name for _, name, _ in series}
+    for namespace, name, dims in read:
+        if name in emitted_names:
+            assert (namespace, name, frozenset(k for k, _ in dims)) in shapes, name
+    job_read = {name for _, name, dims in read if any(k == "job" for k, _ in dims)}
+    fleet_read = {name for _, name, dims in read if not any(k == "job" for k, _ in dims)}
+    assert fleet_read <= emitted_names, fleet_read - emitted_names
+    driven = {"JobRunSucceeded", "JobDuplicateSuppressed", "JobTickMissed", "JobRunFailed"}
+    assert driven | {"JobEventMalformed"} <= emitted_names
+    assert job_read - emitted_names <= {"JobTickSkipped", "JobRunFenced"}
+    units = {name: u for (_, name, _), u in series.items()}
+    for metric, unit in METRIC_UNITS.items():
+        assert units[metric] == {unit}
+
+
+def _event(scheduled_time: str) -> dict[str, Any]:
+    return {"vigil": {"job": "cleanup", "scheduled_time": scheduled_time, "execution_id": "e"}}
