@@ -40,6 +40,17 @@ RECLAIMABLE = (
 )
 
 
+RERUNNABLE = (
+    "attribute_not_exists(sk) OR (attempts = :expected AND "
+    "(#status IN (:failed, :missed, :skipped, :paused) OR "
+    "(#status = :running AND lease_until_ms < :now_ms)))"
+)
+"""An operator's rerun (``--at``, backfill) may take over any record but a SUCCEEDED or live one."""
+
+PAUSE_OVER = "(attribute_not_exists(paused_until_ms) OR paused_until_ms <= :now_ms)"
+"""On the head, with the claim's clock: the one condition a pause adds to the claim's write."""
+
+
 def job_pk(job: str) -> str:
     return f"JOB#{job}"
 
@@ -61,6 +72,9 @@ class Claim:
     expires_at: datetime
     holder: str
     execution_id: str | None
+    trigger: str = "schedule"
+    requested_by: str | None = None
+    rerun: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,20 +154,30 @@ class RunStore:
             ":holder": claim.holder,
             ":execution": claim.execution_id or "",
             ":entity": HEAD_ENTITY,
+            ":missed": RunStatus.MISSED.value,
+            ":skipped": RunStatus.SKIPPED.value,
+            ":paused": RunStatus.PAUSED.value,
+            ":trigger": claim.trigger,
+            ":by": claim.requested_by or "",
         }
+        if claim.rerun:
+            tick_condition = RERUNNABLE
+        else:
+            tick_condition = RECLAIMABLE if claim.expected_attempts else "attribute_not_exists(sk)"
         tick = self._update(
             job_pk(claim.job),
             tick_sk(claim.tick),
             "SET job = :job, scheduled_at = :tick, #status = :running, attempts = :attempt, "
             "fencing_token = :token, lease_until_ms = :until_ms, lease_until = :until, "
             "started_at = :started, expires_at = :ttl, lease_holder = :holder, "
-            "execution_id = :execution "
-            "REMOVE finished_at, duration_ms, error_type, error_message, detail",
-            RECLAIMABLE if claim.expected_attempts else "attribute_not_exists(sk)",
+            "execution_id = :execution, #trigger = :trigger"
+            + (", requested_by = :by" if claim.requested_by else "")
+            + " REMOVE finished_at, duration_ms, error_type, error_message, detail, duration_flag",
+            tick_condition,
             values,
         )
         head_set = "SET entity = :entity, job = :job, fence = :token"
-        head_condition = FENCE_ADVANCES
+        head_condition = f"{FENCE_ADVANCES} AND {PAUSE_OVER}"
         if claim.overlap is Overlap.SKIP:
             head_set += (
                 ", lease_token = :token, lease_tick = :tick, lease_until_ms = :until_ms, "
@@ -185,6 +209,7 @@ class RunStore:
         finished_at: datetime,
         duration_ms: int,
         error: BaseException | None = None,
+        duration_flag: str | None = None,
     ) -> bool:
         """Record the outcome and release the lease, only if this run still holds the tick.
 
@@ -204,6 +229,9 @@ class RunStore:
             tick_sets += ["error_type = :etype", "error_message = :emsg"]
             values |= {":etype": type(error).__name__, ":emsg": _truncate(str(error))}
             summary = f"{type(error).__name__}: {error}"
+        if duration_flag:
+            tick_sets.append("duration_flag = :flag")
+            values[":flag"] = duration_flag
         record = self._update(
             job_pk(job),
             tick_sk(tick),
@@ -318,8 +346,9 @@ class RunStore:
         }
         if condition:
             action["ConditionExpression"] = condition
-        if "#status" in action["UpdateExpression"] or "#status" in (condition or ""):
-            action["ExpressionAttributeNames"] = {"#status": "status"}
+        names = {n: n[1:] for n in ("#status", "#trigger") if n in f"{update} {condition or ''}"}
+        if names:
+            action["ExpressionAttributeNames"] = names
         return action
 
 
