@@ -115,6 +115,18 @@ class Monitoring(Construct):
             job.metric("JobTickMissed"),
             f"Job {name}: ticks arrived later than the maximum lateness and did not run.",
         )
+        self._alarm(
+            f"{name}-never-delivered",
+            job.metric("JobTickNeverDelivered"),
+            f"Job {name}: expected ticks never arrived (schedule disabled or deleted, target "
+            "broken, account throttled); the audit recorded them MISSED.",
+        )
+        for variable, metric, what in (
+            ("VIGIL_MAX_DURATION_SECONDS", "JobRunTooLong", "took longer than max_duration"),
+            ("VIGIL_MIN_DURATION_SECONDS", "JobRunTooShort", "finished under min_duration"),
+        ):
+            if variable in job.duration_limits:
+                self._alarm(f"{name}-{metric}", job.metric(metric), f"Job {name}: a run {what}.")
 
     def _alarm(self, alarm_id: str, metric: cloudwatch.IMetric, description: str) -> None:
         self.alarms.append(

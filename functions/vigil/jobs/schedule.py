@@ -224,8 +224,14 @@ class Schedule:
         raise InvalidSchedule(f"{expression!r} is not a rate(), cron() or at() expression")
 
     @property
+    def period(self) -> timedelta | None:
+        """A rate()'s step; None for cron() and at()."""
+        parsed = self._parsed()
+        return parsed if isinstance(parsed, timedelta) else None
+
+    @property
     def needs_anchor(self) -> bool:
-        return isinstance(self._parsed(), timedelta)
+        return self.period is not None
 
     def between(
         self, start: datetime, end: datetime, anchor: datetime | None = None
