@@ -47,6 +47,11 @@ class AsyncInvocation:
         return bool(self.attempts) and self.attempts[-1].ok
 
 
+@dataclass(frozen=True)
+class _Answer:
+    status_code: int
+
+
 class LocalLambda:
     def __init__(
         self,
@@ -62,6 +67,10 @@ class LocalLambda:
         self._advance = advance
         self._log_dir = log_dir
         self._handlers: dict[str, Callable[[Any, Any], Any]] = {}
+        self.pending: list[tuple[str, Any]] = []
+        # A function that invokes another asynchronously (jobs control sending a manual tick):
+        # Lambda queues the event and answers 202; here it waits in ``pending`` for run_pending().
+        session.events.register("before-call.lambda.Invoke", self._queue_async_invoke)
         if str(FUNCTIONS_DIR) not in sys.path:
             sys.path.insert(0, str(FUNCTIONS_DIR))
 
@@ -90,6 +99,20 @@ class LocalLambda:
                 return Invocation(
                     ok=False, error_type=type(error).__name__, error_message=str(error)
                 )
+
+    def _queue_async_invoke(self, params: dict[str, Any], **_: Any) -> Any:
+        if params.get("InvocationType") != "Event":
+            return None
+        self.pending.append((params["FunctionName"], json.loads(params.get("Payload") or b"{}")))
+        return _Answer(202), {"StatusCode": 202, "ResponseMetadata": {"HTTPStatusCode": 202}}
+
+    def run_pending(self) -> list[AsyncInvocation]:
+        """Deliver the queued asynchronous invocations, in order (retries and DLQ included)."""
+        done = []
+        while self.pending:
+            function, event = self.pending.pop(0)
+            done.append(self.invoke_async(function, event))
+        return done
 
     def _handler(self, path: str) -> Callable[[Any, Any], Any]:
         """Each LocalLambda is a fresh set of containers: modules are imported anew the first time."""
