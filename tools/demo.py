@@ -23,6 +23,7 @@ from typing import Any
 
 from freezegun import freeze_time
 
+from tools.demo_control import simulate_control
 from tools.demo_observers import simulate as simulate_observers
 from tools.emulator.account import LocalAccount, local_account
 from tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
@@ -107,10 +108,11 @@ def simulate() -> dict[str, Any]:
             f"Schedules: {', '.join(f'{s.name} [{s.expression} {s.time_zone}]' for s in schedules)}\n"
         )
 
+        jobs = [s for s in schedules if "scheduled-time" in s.input_template]
         timeline = sorted(
             (
                 (moment, schedule)
-                for schedule in schedules
+                for schedule in jobs
                 for moment in occurrences(schedule, START, START + WINDOW)
             ),
             key=lambda pair: (pair[0], pair[1].name),
@@ -124,6 +126,9 @@ def simulate() -> dict[str, Any]:
         _malformed(account, runtime, schedules, journal)
         _redrive_all(account, runtime, journal)
         facts = _summary(account, journal, fault)
+        facts["control"] = simulate_control(
+            account, runtime, schedules, frozen.move_to, START + WINDOW + timedelta(minutes=10)
+        )
         facts["observers"] = simulate_observers(account, runtime, frozen, log_dir=LOG_DIR)
         return facts
 

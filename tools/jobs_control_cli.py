@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo
 
 from tools.tables import render_table
 from vigil.jobs.control import scheduled_anchor
+from vigil.jobs.events import tick_key
 from vigil.jobs.schedule import Schedule
 
 API_COMMANDS = frozenset({"run", "pause", "resume", "backfill"})
@@ -81,25 +82,34 @@ def run_api_command(
         return 0
     if args.command == "run":
         body = {k: v for k, v in (("at", args.at), ("overlap", args.overlap)) if v}
+        before = _record_or_none(call, job, _key(args.at)) if args.at else None
         accepted = call("POST", f"/jobs/{job}/runs", body=body)
         out.write(f"accepted: {job} tick {accepted['tick']} ({accepted['trigger']})\n")
         if not args.wait:
             return 0
-        record = wait_for(call, job, accepted["tick"], args.timeout, sleep)
+        record = wait_for(call, job, accepted["tick"], args.timeout, sleep, before)
         out.write(f"{job} {record['tick']}: {_outcome(record)}\n")
         return 0 if record["status"] == "SUCCEEDED" else 1
     return _backfill(args, call, out, sleep)
 
 
 def wait_for(
-    call: Call, job: str, tick: str, timeout: float, sleep: Callable[[float], None]
+    call: Call,
+    job: str,
+    tick: str,
+    timeout: float,
+    sleep: Callable[[float], None],
+    before: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Poll the tick's record until it is final (or FAILED: Lambda may still retry it)."""
+    """Poll the tick's record until it is final (or FAILED: Lambda may still retry it) and,
+    for a tick run again, until it is no longer the record it was before the request (a
+    SUCCEEDED one is the answer either way: the tick never runs twice)."""
     waited = 0.0
     while True:
         record = _record_or_none(call, job, tick)
-        if record and record["status"] in FINAL:
-            return record
+        if record is not None and record["status"] in FINAL:
+            if record != before or record["status"] == "SUCCEEDED":
+                return record
         if waited >= timeout:
             raise RunNotFinished(f"{job} tick {tick} not final after {timeout:.0f} s")
         sleep(2.0)
@@ -135,8 +145,9 @@ def _backfill(
 
     def one(tick: str) -> dict[str, Any]:
         body = {"at": tick, "backfill": True, **({"overlap": args.overlap} if args.overlap else {})}
+        before = _record_or_none(call, job, tick)
         call("POST", f"/jobs/{job}/runs", body=body)
-        return wait_for(call, job, tick, args.timeout, sleep)
+        return wait_for(call, job, tick, args.timeout, sleep, before)
 
     with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
         for record in pool.map(one, ticks):
@@ -145,6 +156,14 @@ def _backfill(
     succeeded = sum(1 for r in done if r["status"] == "SUCCEEDED")
     out.write(f"backfill of {job}: {succeeded}/{len(ticks)} succeeded\n")
     return 0 if succeeded == len(ticks) else 1
+
+
+def _key(at: str) -> str:
+    """The tick key the API will use for ``--at`` (whole seconds, UTC)."""
+    try:
+        return tick_key(datetime.fromisoformat(at).astimezone(UTC))
+    except ValueError:
+        return at  # the API refuses it, naming the field
 
 
 def _outcome(record: dict[str, Any]) -> str:

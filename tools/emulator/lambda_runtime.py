@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
@@ -101,9 +102,12 @@ class LocalLambda:
                 )
 
     def _queue_async_invoke(self, params: dict[str, Any], **_: Any) -> Any:
-        if params.get("InvocationType") != "Event":
+        """``params`` is the serialized request: the invocation type is a header, the function
+        a path segment (``/2015-03-31/functions/<name>/invocations``)."""
+        if params.get("headers", {}).get("X-Amz-Invocation-Type") != "Event":
             return None
-        self.pending.append((params["FunctionName"], json.loads(params.get("Payload") or b"{}")))
+        function = urllib.parse.unquote(params["url_path"].split("/")[3])
+        self.pending.append((function, json.loads(params.get("body") or b"{}")))
         return _Answer(202), {"StatusCode": 202, "ResponseMetadata": {"HTTPStatusCode": 202}}
 
     def run_pending(self) -> list[AsyncInvocation]:

@@ -51,6 +51,7 @@ from vigil.jobs.model import FINAL_STATUSES, JobHead, RunRecord
 from vigil.jobs.store import RunStore
 
 JOB_RULE = r"^[a-z0-9][a-z0-9-]{0,47}$"
+JobName = Annotated[str, Path(pattern=JOB_RULE)]
 Invoke = Callable[[str, dict[str, Any]], None]
 """Invoke a job's function asynchronously (``InvocationType=Event``) with an event."""
 
@@ -138,7 +139,6 @@ def record_json(record: RunRecord) -> dict[str, Any]:
 def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
     jobs, control, runs = services.jobs, services.control, services.runs
-    JobName = Annotated[str, Path(pattern=JOB_RULE)]
 
     def now_ms() -> int:
         return int(services.clock().timestamp() * 1000)
