@@ -107,9 +107,9 @@ def wait_for(
     waited = 0.0
     while True:
         record = _record_or_none(call, job, tick)
-        if record is not None and record["status"] in FINAL:
-            if record != before or record["status"] == "SUCCEEDED":
-                return record
+        final = record is not None and record["status"] in FINAL
+        if final and record is not None and (record != before or record["status"] == "SUCCEEDED"):
+            return record
         if waited >= timeout:
             raise RunNotFinished(f"{job} tick {tick} not final after {timeout:.0f} s")
         sleep(2.0)
