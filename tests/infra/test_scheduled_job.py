@@ -153,7 +153,11 @@ def test_alarms_watch_dead_letters_and_missed_ticks(
         for alarm in synthesized.resources("AWS::CloudWatch::Alarm").values()
         if alarm["Properties"]["AlarmDescription"].startswith("Job ")
     ]
-    assert len(job_alarms) == 3 * 2, "failed runs, undelivered and missed ticks, per job"
+    assert len(job_alarms) == 4 * 2, "failed runs, undelivered, missed and never-delivered ticks"
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {"MetricName": "JobTickNeverDelivered", "Namespace": "Vigil", "Threshold": 0},
+    )
     template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
     template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
@@ -187,6 +191,12 @@ VALID: dict[str, Any] = {"handler": "jobs.cleanup.handler", "schedule": "rate(5 
         ({"handler": "cleanup"}, "handler", "package.module.function"),
         ({"job_name": "Bad_Name"}, "job_name", "must match"),
         ({"retention": Duration.days(7)}, "retention", "at least 14 days"),
+        ({"max_duration": Duration.minutes(2)}, "max_duration", "to the timeout"),
+        (
+            {"max_duration": Duration.seconds(30), "min_duration": Duration.seconds(30)},
+            "min_duration",
+            "below max_duration",
+        ),
     ],
 )
 def test_invalid_parameters_fail_the_synth_naming_the_job_and_the_parameter(
