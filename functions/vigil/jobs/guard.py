@@ -82,6 +82,13 @@ class Result:
 Body = Callable[[Run], Any]
 
 
+_NOT_RUN = {
+    Verdict.PAUSED: (RunStatus.PAUSED, Outcome.PAUSED),
+    Verdict.SKIP: (RunStatus.SKIPPED, Outcome.SKIPPED),
+}
+"""Refused claims that are recorded final, visibly, and not run."""
+
+
 class JobGuard:
     def __init__(self, settings: JobSettings, store: RunStore, clock: Clock = system_clock) -> None:
         self.settings = settings
@@ -144,37 +151,24 @@ class JobGuard:
                 return Result(job, tick.key, Outcome.DUPLICATE, reason=decision.reason)
             if decision.verdict is Verdict.BUSY:
                 raise TickBusy(f"{job} tick {tick.key}: {decision.reason}")
-            if decision.verdict is Verdict.PAUSED:
+            if decision.verdict in _NOT_RUN:
+                status, outcome = _NOT_RUN[decision.verdict]
                 try:
                     self._store.record_final(
                         job=job,
                         tick=tick.key,
-                        status=RunStatus.PAUSED,
+                        status=status,
                         now=now,
                         expires_at=expires_at,
                         detail=decision.reason,
                         expected_attempts=decision.terms.expected_attempts,
                     )
                 except TickTaken:
-                    if not tick.manual:
+                    # The record moved: claim again. But an operator's rerun of a paused job's
+                    # recorded tick leaves that record as it was, and is not run.
+                    if not (tick.manual and outcome is Outcome.PAUSED):
                         continue
-                    # An operator's rerun of a recorded tick: the record stays as it was.
-                    return Result(job, tick.key, Outcome.PAUSED, reason=decision.reason)
-                return Result(job, tick.key, Outcome.PAUSED, reason=decision.reason)
-            if decision.verdict is Verdict.SKIP:
-                try:
-                    self._store.record_final(
-                        job=job,
-                        tick=tick.key,
-                        status=RunStatus.SKIPPED,
-                        now=now,
-                        expires_at=expires_at,
-                        detail=decision.reason,
-                        expected_attempts=decision.terms.expected_attempts,
-                    )
-                except TickTaken:
-                    continue
-                return Result(job, tick.key, Outcome.SKIPPED, reason=decision.reason)
+                return Result(job, tick.key, outcome, reason=decision.reason)
             terms = decision.terms
         raise ClaimContention(
             f"{job} tick {tick.key}: state changed under {MAX_CLAIM_ATTEMPTS} claims in a row"
