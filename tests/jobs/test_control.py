@@ -325,17 +325,17 @@ class TestAudit:
         guard = make_guard(job="report")
         clock.set(datetime(2026, 10, 24, 23, 30, 5, tzinfo=UTC))
         deliver(guard, tick_at(datetime(2026, 10, 24, 23, 30, tzinfo=UTC), "report"), Body())
-        # The schedule stops firing; an hour and a half later the audit looks.
-        clock.set(datetime(2026, 10, 25, 1, 33, tzinfo=UTC))
-        found = audit({"report": job}, control, runs, clock())
-        assert (
-            [f.tick for f in found]
-            == [
-                "2026-10-25T00:00:00Z",  # 02:00 CEST
-                "2026-10-25T00:30:00Z",  # 02:30 CEST; the repeated 02:00/02:30 CET do not fire
-                "2026-10-25T01:30:00Z",  # 02:30 CET? no: 03:00 CET is 02:00 UTC; 01:30 UTC is 02:30 CET
-            ][: len(found)]
-        )
+        # The schedule stops firing; the audit's passes go on every 30 minutes.
+        found = []
+        for moment in ("00:35", "01:05", "01:35", "02:05"):
+            hour, minute = map(int, moment.split(":"))
+            clock.set(datetime(2026, 10, 25, hour, minute, tzinfo=UTC))
+            found += audit({"report": job}, control, runs, clock())
+        assert [f.tick for f in found] == [
+            "2026-10-25T00:00:00Z",  # 02:00 CEST
+            "2026-10-25T00:30:00Z",  # 02:30 CEST; 02:00 and 02:30 CET (01:00, 01:30 UTC) repeat
+            "2026-10-25T02:00:00Z",  # 03:00 CET
+        ]
         records = {r.tick: r for r in store.history("report")}
         for finding in found:
             assert records[finding.tick].status is RunStatus.MISSED

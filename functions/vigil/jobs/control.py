@@ -290,7 +290,7 @@ def never_delivered(
 ) -> list[datetime]:
     """Expected ticks in the audit window that have no record at all, oldest first."""
     start, end = audit_window(spec, now)
-    start = max(start, audit_since)
+    start = max(start, audit_since + timedelta(microseconds=1))  # strictly after first sight
     if start >= end:
         return []
     if spec.schedule.needs_anchor:
