@@ -18,6 +18,8 @@ import boto3
 from moto import mock_aws
 
 from vigil.clock import ManualClock
+from vigil.jobs.control import PauseTerms
+from vigil.jobs.control_store import ControlStore
 from vigil.jobs.events import Tick
 from vigil.jobs.guard import JobGuard
 from vigil.jobs.model import JobSettings, Overlap
@@ -81,12 +83,24 @@ def _vigil_rows(synth: Synthesized) -> dict[str, float]:
         late = moment + timedelta(minutes=4)
         clock.set(late + timedelta(minutes=30))
         missed.append(calls.measure(lambda m=late: deliver(m)))
+    # The same job paused (open-ended): each delivery is refused by the claim's own condition.
+    ControlStore(client, table).pause(
+        "bench", PauseTerms("benchmark", clock(), None), "arn:aws:iam::000000000000:user/bench"
+    )
+    paused, paused_duplicate = [], []
+    for i in range(REPEATS):
+        moment = TICK + timedelta(days=1, minutes=10 * i)
+        clock.set(moment + timedelta(seconds=1))
+        paused.append(calls.measure(lambda m=moment: deliver(m)))
+        paused_duplicate.append(calls.measure(lambda m=moment: deliver(m)))
     return {
         "first delivery (claim + finish)": _mean(first),
         "duplicate delivery": _mean(duplicate),
         "retry of a failed tick": _mean(retry),
         "tick skipped by overlap": _mean(skipped),
         "late tick recorded MISSED": _mean(missed),
+        "delivery to a paused job (recorded PAUSED)": _mean(paused),
+        "duplicate of a PAUSED tick": _mean(paused_duplicate),
     }
 
 
@@ -151,7 +165,9 @@ def run(synth: Synthesized | None = None) -> str:
     lines.append(
         "\nPowertools has no overlap policy, lateness, fencing or run history, so its rows stop at "
         "the two cases it handles. A retry first tries to claim a new tick and learns the attempt "
-        "count from the refusal, hence one request more than a first delivery. A Vigil claim or finish is one `TransactWriteItems` of two "
+        "count from the refusal, hence one request more than a first delivery. The pause is a condition "
+        "on the head update the claim already makes, so an unpaused job's rows are unchanged; a paused "
+        "delivery is the refused claim plus the PAUSED record. A Vigil claim or finish is one `TransactWriteItems` of two "
         "items, billed as 2 transactional writes per item (4 WCU for items under 1 KB)."
     )
     return "\n".join(lines)

@@ -189,6 +189,20 @@ class Monitoring(Construct):
             job.metric(JobMetric.MISSED),
             f"Job {name}: ticks arrived later than the maximum lateness and did not run.",
         )
+        self._alarm(
+            f"{name}-never-delivered",
+            job.metric(JobMetric.NEVER_DELIVERED),
+            f"Job {name}: expected ticks never arrived (schedule disabled or deleted, target "
+            "broken, account throttled); the audit recorded them MISSED.",
+        )
+        for variable, metric, what in (
+            ("VIGIL_MAX_DURATION_SECONDS", JobMetric.TOO_LONG, "took longer than max_duration"),
+            ("VIGIL_MIN_DURATION_SECONDS", JobMetric.TOO_SHORT, "finished under min_duration"),
+        ):
+            if variable in job.duration_limits:
+                self._alarm(
+                    f"{name}-{metric.value}", job.metric(metric), f"Job {name}: a run {what}."
+                )
 
     def _alarm(self, alarm_id: str, metric: cloudwatch.IMetric, description: str) -> None:
         self.alarms.append(alarm_above_zero(self, alarm_id, metric=metric, description=description))

@@ -66,6 +66,8 @@ class ScheduledJob(Construct):
         job_name: str | None = None,
         description: str | None = None,
         runs_table: dynamodb.ITable | None = None,
+        max_duration: Duration | None = None,
+        min_duration: Duration | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         checked = self._validate(
@@ -86,7 +88,11 @@ class ScheduledJob(Construct):
         )
         self.job_name = checked.name
         self.schedule_expression = schedule
+        self.time_zone = time_zone
         self.overlap = overlap
+        self.max_lateness_seconds = int(max_lateness.to_seconds())
+        self.retention_seconds = int(retention.to_seconds())
+        self.duration_limits = _duration_limits(construct_id, timeout, max_duration, min_duration)
         self.runs_table = runs_table or _shared_runs_table(self)
         self.failed_runs = dead_letter_queue(self, "FailedRuns")
         self.undelivered = dead_letter_queue(self, "Undelivered")
@@ -107,6 +113,8 @@ class ScheduledJob(Construct):
                 min(checked.max_event_age, int(LAMBDA_MAX_EVENT_AGE.to_seconds()))
             ),
         )
+        for variable, seconds in self.duration_limits.items():
+            self.function.add_environment(variable, str(seconds))
         self._warn_if_retries_arrive_too_late(checked.timeout, max_lateness, retry_attempts)
         self._grant_runs_table()
         self.schedule = self._build_schedule(
@@ -278,6 +286,27 @@ class ScheduledJob(Construct):
             statistic=statistic,
             period=Duration.minutes(5),
         )
+
+
+def _duration_limits(
+    construct_id: str, timeout: Duration, longest: Duration | None, shortest: Duration | None
+) -> dict[str, int]:
+    """``max_duration`` / ``min_duration`` as the guard's environment; checked at synth."""
+    limits: dict[str, int] = {}
+    owner = f"ScheduledJob {construct_id!r}"
+    if longest is not None:
+        seconds = int(longest.to_seconds())
+        if not 1 <= seconds <= timeout.to_seconds():
+            raise ConfigurationError(owner, "max_duration", "must be from 1 s to the timeout")
+        limits["VIGIL_MAX_DURATION_SECONDS"] = seconds
+    if shortest is not None:
+        seconds = int(shortest.to_seconds())
+        if seconds < 1 or (longest is not None and seconds >= longest.to_seconds()):
+            raise ConfigurationError(
+                owner, "min_duration", "must be at least 1 s and below max_duration"
+            )
+        limits["VIGIL_MIN_DURATION_SECONDS"] = seconds
+    return limits
 
 
 def _shared_runs_table(scope: Construct) -> dynamodb.ITable:

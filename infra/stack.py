@@ -8,6 +8,7 @@ from typing import Any
 from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 
+from infra.jobs_control import JobsControl
 from infra.monitoring import Monitoring
 from infra.observer_fleet import ObserverFleet
 from infra.runs_table import JobRunsTable
@@ -31,12 +32,20 @@ class VigilStack(Stack):
         self.runs = JobRunsTable(self, "JobRuns")
         self.jobs = list(declare_jobs(self, self.runs))
         self.observers = declare_observers(self) if declare_observers else None
+        self.jobs_control = JobsControl(
+            self,
+            "JobsControl",
+            jobs=self.jobs,
+            runs_table=self.runs.table,
+            api=self.observers.api if self.observers else None,
+        )
         self.monitoring = Monitoring(self, "Monitoring", jobs=self.jobs, fleet=self.observers)
         self._outputs()
 
     def _outputs(self) -> None:
         """What the ``vigil jobs`` commands need to find, read from the deployed stack."""
         CfnOutput(self, "JobRunsTableName", value=self.runs.table.table_name)
+        CfnOutput(self, "JobsApiEndpoint", value=self.jobs_control.api.url)
         CfnOutput(
             self,
             "AlarmTopicArn",
@@ -55,6 +64,8 @@ class VigilStack(Stack):
                     job.job_name: {
                         "function": job.function.function_name,
                         "failed_runs": job.failed_runs.queue_url,
+                        "schedule": job.schedule_expression,
+                        "time_zone": job.time_zone,
                     }
                     for job in self.jobs
                 }

@@ -4,7 +4,8 @@
     vigil observers create NAME --kind K [--config JSON|@file] [--idempotency-key K]
     vigil observers list [--status S]
     vigil observers get NAME | stop NAME | restart NAME
-    vigil jobs list | history JOB | redrive JOB      (see vigil_tools/jobs_cli.py)
+    vigil jobs list | history JOB | redrive JOB | next JOB       (see vigil_tools/jobs_cli.py)
+    vigil jobs run | pause | resume | backfill JOB ...          (see vigil_tools/jobs_control_cli.py)
 
 Observer requests are signed with SigV4 (service ``execute-api``) using the usual AWS credential chain, and
 go to ``--endpoint`` or ``VIGIL_API_URL`` (the stage URL). The transport is injectable: tests and
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vigil.contract.observers import Status
-from vigil_tools import jobs_cli
+from vigil_tools import jobs_cli, jobs_control_cli
 from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.tables import render_table
 
@@ -247,6 +248,9 @@ class ObserversClient:
         text = answer.body.decode(errors="replace")[:500]
         raise ApiError(answer.status, "http_error", text or "no body")
 
+    call = _call
+    """Any route of the API (the jobs commands use it)."""
+
 
 def _segment(name: str) -> str:
     return urllib.parse.quote(name, safe="")
@@ -304,7 +308,7 @@ def main(
     env = os.environ if environ is None else environ
     try:
         args = build_parser().parse_args(argv)
-        if args.group == "jobs":
+        if args.group == "jobs" and args.command not in jobs_control_cli.API_COMMANDS:
             return _jobs(args, session, out, err)
         config = _parse_config(args.config) if args.command == "create" else {}
         if transport is None:
@@ -312,6 +316,8 @@ def main(
             if not endpoint:
                 raise Unreachable("no API endpoint: pass --endpoint or set VIGIL_API_URL")
             transport = SigV4Transport(endpoint, region=args.region)
+        if args.group == "jobs":
+            return jobs_control_cli.run_api_command(args, ObserversClient(transport).call, out)
         result = _run(ObserversClient(transport), args, config)
     except _Usage as usage:
         print(usage, file=err)
@@ -322,6 +328,9 @@ def main(
     except Unreachable as unreachable:
         print(f"error: {unreachable}", file=err)
         return EXIT_UNREACHABLE
+    except jobs_control_cli.RunNotFinished as waiting:
+        print(f"error: {waiting}", file=err)
+        return EXIT_API_ERROR
     print(json.dumps(result, indent=2) if args.json else _human(args.command, result), file=out)
     return EXIT_OK
 

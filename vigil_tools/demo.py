@@ -26,6 +26,7 @@ from typing import Any
 from freezegun import freeze_time
 
 from vigil.jobs.store import RunStore
+from vigil_tools.demo_control import simulate_control
 from vigil_tools.demo_observers import simulate as simulate_observers
 from vigil_tools.emulator.account import LocalAccount, local_account
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
@@ -129,10 +130,11 @@ def simulate(project: Project | None = None) -> dict[str, Any]:
             f"Schedules: {', '.join(f'{s.name} [{s.expression} {s.time_zone}]' for s in schedules)}\n"
         )
 
+        jobs = [s for s in schedules if "scheduled-time" in s.input_template]
         timeline = sorted(
             (
                 (moment, schedule)
-                for schedule in schedules
+                for schedule in jobs
                 for moment in occurrences(schedule, START, START + WINDOW)
             ),
             key=lambda pair: (pair[0], pair[1].name),
@@ -146,6 +148,9 @@ def simulate(project: Project | None = None) -> dict[str, Any]:
         _malformed(account, runtime, schedules, journal)
         _redrive_all(account, runtime, journal)
         facts = _summary(account, journal, fault, log_dir)
+        facts["control"] = simulate_control(
+            account, runtime, schedules, frozen.move_to, START + WINDOW + timedelta(minutes=10)
+        )
         facts["observers"] = simulate_observers(account, runtime, frozen, log_dir=log_dir)
         return facts
 

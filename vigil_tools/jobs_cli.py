@@ -3,6 +3,8 @@
     vigil jobs list [--stack Vigil]
     vigil jobs history JOB [--limit 20]
     vigil jobs redrive JOB [--limit 100]
+    vigil jobs next JOB [-n 5]
+    vigil jobs run | pause | resume | backfill ...   (through the API: tools/jobs_control_cli.py)
 
 These talk to AWS directly with the usual credential chain (read the runs table, read and delete
 dead-lettered messages, invoke the job's function asynchronously).
@@ -12,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from vigil.jobs.model import JobHead
 from vigil.jobs.store import RunStore
+from vigil_tools import jobs_control_cli
 from vigil_tools.redrive import redrive
 from vigil_tools.tables import render_table
 
@@ -61,6 +66,7 @@ def add_parser(groups: Any) -> None:
     again = commands.add_parser("redrive", help="hand dead-lettered events back to the job")
     again.add_argument("job")
     again.add_argument("--limit", type=_positive, default=100)
+    jobs_control_cli.add_commands(commands, _positive)
 
 
 def run(
@@ -73,6 +79,7 @@ def run(
     store = RunStore(session.client("dynamodb"), catalog.runs_table)
     if args.command == "list":
         heads = {head.job: head for head in store.heads()}
+        now_ms = int(time.time() * 1000)
         rows = [
             [
                 name,
@@ -81,13 +88,18 @@ def run(
                 f"tick {head.lease_tick} until {head.lease_until}"
                 if head and head.lease_tick
                 else "-",
+                _pause(head, now_ms),
             ]
             for name in sorted(catalog.jobs)
             for head in [heads.get(name)]
         ]
-        out.write(render_table(["JOB", "LAST TICK", "LAST STATUS", "LEASE"], rows) + "\n")
+        header = ["JOB", "LAST TICK", "LAST STATUS", "LEASE", "PAUSED"]
+        out.write(render_table(header, rows) + "\n")
         return 0
     job = catalog.job(args.job)
+    if args.command == "next":
+        last = [r.tick for r in store.history(args.job, limit=20)]
+        return jobs_control_cli.print_next(args.job, job, last, args.n, out)
     if args.command == "history":
         rows = [
             [
@@ -117,6 +129,14 @@ def run(
     )
     out.write(f"redrove {len(done)} event(s) of {args.job} to {job['function']}\n")
     return 0
+
+
+def _pause(head: JobHead | None, now_ms: int) -> str:
+    """Who paused, why, since and until when; "-" when not paused."""
+    if head is None or not head.paused_at(now_ms):
+        return "-"
+    until = head.paused_until or "resumed"
+    return f"by {head.paused_by} since {head.paused_since} until {until}: {head.pause_reason}"
 
 
 def _positive(raw: str) -> int:

@@ -168,6 +168,9 @@ class Update:
     def lt(self, attribute: str, value: Any) -> str:
         return f"{self.name(attribute)} < {self.value(value)}"
 
+    def le(self, attribute: str, value: Any) -> str:
+        return f"{self.name(attribute)} <= {self.value(value)}"
+
     def one_of(self, attribute: str, *values: Any) -> str:
         return f"{self.name(attribute)} IN ({', '.join(self.value(v) for v in values)})"
 

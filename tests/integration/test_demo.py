@@ -40,3 +40,13 @@ def test_the_throttled_report_ran_once_from_the_redrive(facts: dict[str, Any]) -
 def test_the_poison_event_stays_dead_lettered(facts: dict[str, Any]) -> None:
     assert facts["queues"]["CleanupFailedRuns"] >= 1
     assert facts["queues"]["CleanupUndelivered"] == 0
+
+
+def test_job_control_act_pauses_runs_now_catches_a_never_delivered_tick_and_backfills(
+    facts: dict[str, Any],
+) -> None:
+    control = facts["control"]
+    assert control["paused"] == "PAUSED"
+    assert "SUCCEEDED" in control["run_now"]
+    assert control["never_delivered"][0] == "cleanup 2026-11-23T07:05:00Z"
+    assert "backfill of cleanup: 5/5 succeeded" in control["backfill"]

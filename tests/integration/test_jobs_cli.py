@@ -47,7 +47,7 @@ def test_list_shows_every_job_and_its_latest_state(deployed: Any) -> None:
     code, out = vigil_jobs(deployed[0], None, "list")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["JOB", "LAST", "TICK", "LAST", "STATUS", "LEASE"]
+    assert lines[0].split() == ["JOB", "LAST", "TICK", "LAST", "STATUS", "LEASE", "PAUSED"]
     assert any(line.startswith("cleanup") and "2026-11-23T06:05:00Z" in line for line in lines)
     assert any(line.startswith("daily-report") for line in lines)
 

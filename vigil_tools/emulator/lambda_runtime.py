@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stdout
@@ -47,6 +48,11 @@ class AsyncInvocation:
         return bool(self.attempts) and self.attempts[-1].ok
 
 
+@dataclass(frozen=True)
+class _Answer:
+    status_code: int
+
+
 class LocalLambda:
     def __init__(
         self,
@@ -64,6 +70,10 @@ class LocalLambda:
         self._advance = advance
         self._log_dir = log_dir
         self._handlers: dict[str, Callable[[Any, Any], Any]] = {}
+        self.pending: list[tuple[str, Any]] = []
+        # A function that invokes another asynchronously (jobs control sending a manual tick):
+        # Lambda queues the event and answers 202; here it waits in ``pending`` for run_pending().
+        session.events.register("before-call.lambda.Invoke", self._queue_async_invoke)
         functions = str(functions_dir or find_project().functions)
         if functions not in sys.path:
             sys.path.insert(0, functions)
@@ -93,6 +103,23 @@ class LocalLambda:
                 return Invocation(
                     ok=False, error_type=type(error).__name__, error_message=str(error)
                 )
+
+    def _queue_async_invoke(self, params: dict[str, Any], **_: Any) -> Any:
+        """``params`` is the serialized request: the invocation type is a header, the function
+        a path segment (``/2015-03-31/functions/<name>/invocations``)."""
+        if params.get("headers", {}).get("X-Amz-Invocation-Type") != "Event":
+            return None
+        function = urllib.parse.unquote(params["url_path"].split("/")[3])
+        self.pending.append((function, json.loads(params.get("body") or b"{}")))
+        return _Answer(202), {"StatusCode": 202, "ResponseMetadata": {"HTTPStatusCode": 202}}
+
+    def run_pending(self) -> list[AsyncInvocation]:
+        """Deliver the queued asynchronous invocations, in order (retries and DLQ included)."""
+        done = []
+        while self.pending:
+            function, event = self.pending.pop(0)
+            done.append(self.invoke_async(function, event))
+        return done
 
     def _handler(self, path: str) -> Callable[[Any, Any], Any]:
         """Each LocalLambda is a fresh set of containers: modules are imported anew the first time."""

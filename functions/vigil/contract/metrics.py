@@ -29,6 +29,10 @@ class JobMetric(StrEnum):
     DURATION = "JobRunDuration"
     LATENESS = "JobTickLateness"
     MALFORMED = "JobEventMalformed"
+    PAUSED = "JobTickPaused"
+    NEVER_DELIVERED = "JobTickNeverDelivered"
+    TOO_LONG = "JobRunTooLong"
+    TOO_SHORT = "JobRunTooShort"
 
 
 class ObserverMetric(StrEnum):

@@ -6,11 +6,13 @@ the proposed token and, under the ``skip`` policy, no live lease). When DynamoDB
 refused update returns the item it saw, and this module decides from those alone, so no extra read
 is ever needed:
 
-* the tick is final (SUCCEEDED, SKIPPED, MISSED) or running under another invocation's live lease
+* the tick is final (SUCCEEDED, SKIPPED, MISSED, PAUSED; for an operator's rerun only SUCCEEDED)
+  or running under another invocation's live lease
   -> DUPLICATE;
 * it runs under a live lease taken by this same invocation: Lambda retries an asynchronous
   invocation under its request id, so the earlier attempt crashed (or this is the async queue's
   own duplicate) -> BUSY: fail, so Lambda retries later, or dead-letters it, instead of losing it;
+* the job is paused (its head's ``paused_until_ms`` is ahead of the claim's clock) -> PAUSED;
 * another tick holds the job's live lease and the policy is ``skip`` -> SKIP;
 * otherwise the state moved (a failed or expired run to take over, a fence ahead of our clock)
   -> RETRY with the expectations corrected from what was seen.
@@ -19,9 +21,10 @@ is ever needed:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
+from vigil.clock import epoch_ms
 from vigil.dynamo import Item
 from vigil.jobs.model import FINAL_STATUSES, Overlap, RunStatus
 from vigil.leases import fence_of, lease_is_live
@@ -32,6 +35,12 @@ class Verdict(StrEnum):
     DUPLICATE = "DUPLICATE"
     SKIP = "SKIP"
     BUSY = "BUSY"
+    PAUSED = "PAUSED"
+
+
+def pause_is_live(head: Item | None, now: datetime) -> bool:
+    """The head carries a pause that has not ended yet (the claim's condition, read back)."""
+    return bool(head and int(head.get("paused_until_ms", 0)) > epoch_ms(now))
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,7 @@ def resolve_conflict(
     head_refused: bool,
     head_seen: Item | None,
     now: datetime,
+    rerun: bool = False,
 ) -> Decision:
     new_terms = terms
     if tick_refused:
@@ -67,7 +77,7 @@ def resolve_conflict(
             new_terms = replace(new_terms, expected_attempts=0)
         else:
             status = RunStatus(tick_seen["status"])
-            if status in FINAL_STATUSES:
+            if status is RunStatus.SUCCEEDED or (status in FINAL_STATUSES and not rerun):
                 return Decision(Verdict.DUPLICATE, terms, f"tick already {status.value}")
             if status is RunStatus.RUNNING and lease_is_live(tick_seen, now):
                 if tick_seen.get("lease_holder") == holder:
@@ -83,6 +93,13 @@ def resolve_conflict(
                     f"tick is running under token {tick_seen.get('fencing_token')}",
                 )
             new_terms = replace(new_terms, expected_attempts=int(tick_seen.get("attempts", 0)))
+    if head_refused and pause_is_live(head_seen, now):
+        assert head_seen is not None
+        return Decision(
+            Verdict.PAUSED,
+            new_terms,
+            f"job paused by {head_seen.get('paused_by')}: {head_seen.get('pause_reason')}",
+        )
     if head_refused:
         fence = fence_of(head_seen)
         if fence >= token:
@@ -96,3 +113,24 @@ def resolve_conflict(
                 f"(lease until {head_seen.get('lease_until')})",
             )
     return Decision(Verdict.RETRY, new_terms, "state moved; claiming again with what was seen")
+
+
+class DurationFlag(StrEnum):
+    TOO_LONG = "TOO_LONG"
+    TOO_SHORT = "TOO_SHORT"
+
+
+def duration_flag(
+    duration: timedelta,
+    *,
+    succeeded: bool,
+    max_duration: timedelta | None,
+    min_duration: timedelta | None,
+) -> DurationFlag | None:
+    """A run longer than ``max_duration`` (whatever its outcome) or a success faster than
+    ``min_duration`` (it probably did nothing) is flagged; unset limits flag nothing."""
+    if max_duration is not None and duration > max_duration:
+        return DurationFlag.TOO_LONG
+    if succeeded and min_duration is not None and duration < min_duration:
+        return DurationFlag.TOO_SHORT
+    return None

@@ -15,6 +15,7 @@ from typing import Any
 from vigil import telemetry
 from vigil.clock import Clock, system_clock
 from vigil.events import MalformedEvent
+from vigil.jobs.decisions import DurationFlag
 from vigil.jobs.events import parse_tick
 from vigil.jobs.guard import Body, JobGuard, Result, WrongJob
 from vigil.jobs.model import JobSettings, Outcome
@@ -98,6 +99,11 @@ _OUTCOME_METRIC = {
     Outcome.SKIPPED: JobMetric.SKIPPED,
     Outcome.MISSED: JobMetric.MISSED,
     Outcome.FENCED: JobMetric.FENCED,
+    Outcome.PAUSED: JobMetric.PAUSED,
+}
+_FLAG_METRIC = {
+    DurationFlag.TOO_LONG: JobMetric.TOO_LONG,
+    DurationFlag.TOO_SHORT: JobMetric.TOO_SHORT,
 }
 
 
@@ -106,6 +112,9 @@ _WORTH_A_WARNING = frozenset({Outcome.MISSED, Outcome.SKIPPED, Outcome.FENCED})
 
 def _record(result: Result) -> None:
     telemetry.metrics().add_metric(name=_OUTCOME_METRIC[result.outcome], unit="Count", value=1)
+    if result.duration_flag:
+        metric = _FLAG_METRIC[result.duration_flag]
+        telemetry.metrics().add_metric(name=metric, unit="Count", value=1)
     logger = telemetry.logger()
     log = logger.warning if result.outcome in _WORTH_A_WARNING else logger.info
     log(f"tick {result.outcome.value.lower()}", extra={"result": result.to_json()})

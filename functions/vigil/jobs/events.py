@@ -9,6 +9,14 @@ Accepted shapes:
                "attempt": "<aws.scheduler.attempt-number>"}}
 
 * An EventBridge scheduled rule (``"detail-type": "Scheduled Event"`` with its ``time``).
+* A manual tick, sent by the jobs-control function (run now, run a given tick, backfill) through
+  the same asynchronous invocation as a scheduled delivery::
+
+    {"vigil": {"job": "cleanup", "scheduled_time": "2026-11-22T12:00:00.412Z",
+               "trigger": "now" | "at" | "backfill", "requested_by": "<caller ARN>",
+               "overlap": "allow"}}
+
+  A run-now tick keeps its milliseconds, so its key never equals a scheduled tick's.
 * A Lambda on-failure destination record (``requestPayload`` holds one of the above), so a message
   taken from a job's dead-letter queue can be redriven as it is.
 
@@ -20,12 +28,25 @@ of running a job for an invented tick.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
 from vigil.events import MalformedEvent
+
+
+class Trigger(StrEnum):
+    """Who asked for a tick: the schedule, or an operator through the jobs-control API."""
+
+    SCHEDULE = "schedule"
+    NOW = "now"
+    """Run now: a fresh tick of its own (millisecond key)."""
+    AT = "at"
+    """Run a given scheduled tick again (one recorded MISSED, FAILED, PAUSED or SKIPPED)."""
+    BACKFILL = "backfill"
+    """Run a past scheduled tick that has no SUCCEEDED record."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +56,20 @@ class Tick:
     source: str
     execution_id: str | None = None
     delivery_attempt: int | None = None
+    trigger: Trigger = Trigger.SCHEDULE
+    requested_by: str | None = None
+    overlap: str | None = None
+    """An operator's override of the job's overlap policy (only ``allow``)."""
+
+    @property
+    def manual(self) -> bool:
+        """Asked for by an operator: runs whatever its lateness, like a redrive."""
+        return self.trigger is not Trigger.SCHEDULE
+
+    @property
+    def rerun(self) -> bool:
+        """A scheduled tick run again on request: any record but SUCCEEDED may be taken over."""
+        return self.trigger in (Trigger.AT, Trigger.BACKFILL)
 
     @property
     def redriven(self) -> bool:
@@ -43,8 +78,14 @@ class Tick:
 
     @property
     def key(self) -> str:
-        """Sortable text of the scheduled time, whole seconds (a schedule never ticks faster)."""
-        return self.scheduled_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        """Sortable text of the scheduled time, whole seconds (a schedule never ticks faster);
+        a run-now tick adds milliseconds, so it can never take a scheduled tick's key."""
+        return tick_key(self.scheduled_at, self.trigger is Trigger.NOW)
+
+
+def tick_key(moment: datetime, with_ms: bool = False) -> str:
+    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{moment.microsecond // 1000:03d}Z" if with_ms else f"{text}Z"
 
 
 def parse_tick(event: Any) -> Tick:
@@ -70,13 +111,7 @@ def parse_tick(event: Any) -> Tick:
 
 def _redriven(record: dict[str, Any]) -> Tick:
     inner = parse_tick(record["requestPayload"])
-    return Tick(
-        job=inner.job,
-        scheduled_at=inner.scheduled_at,
-        source=f"redrive:{inner.source}",
-        execution_id=inner.execution_id,
-        delivery_attempt=inner.delivery_attempt,
-    )
+    return replace(inner, source=f"redrive:{inner.source}")
 
 
 def _from_scheduler(payload: Any) -> Tick:
@@ -91,16 +126,39 @@ def _from_scheduler(payload: Any) -> Tick:
     except (TypeError, ValueError):
         raise MalformedEvent(f"'attempt' must be a number, got {attempt!r}") from None
     execution_id = payload.get("execution_id")
+    trigger = _trigger(payload)
+    scheduled_at = _timestamp(
+        payload.get("scheduled_time"), "scheduled_time", keep_ms=trigger is Trigger.NOW
+    )
     return Tick(
         job=job,
-        scheduled_at=_timestamp(payload.get("scheduled_time"), "scheduled_time"),
-        source="scheduler",
+        scheduled_at=scheduled_at,
+        source="scheduler" if trigger is Trigger.SCHEDULE else f"manual:{trigger.value}",
         execution_id=str(execution_id) if execution_id else None,
         delivery_attempt=delivery_attempt,
+        trigger=trigger,
+        requested_by=str(payload["requested_by"]) if payload.get("requested_by") else None,
+        overlap=_overlap(payload.get("overlap")),
     )
 
 
-def _timestamp(value: Any, field: str) -> datetime:
+def _trigger(payload: dict[str, Any]) -> Trigger:
+    raw = payload.get("trigger", Trigger.SCHEDULE.value)
+    try:
+        return Trigger(raw)
+    except ValueError:
+        raise MalformedEvent(f"'trigger' must be one of {[t.value for t in Trigger]}") from None
+
+
+def _overlap(raw: Any) -> str | None:
+    if raw in (None, ""):
+        return None
+    if raw != "allow":
+        raise MalformedEvent(f"'overlap' may only override to 'allow', got {raw!r}")
+    return "allow"
+
+
+def _timestamp(value: Any, field: str, keep_ms: bool = False) -> datetime:
     if not isinstance(value, str) or not value:
         raise MalformedEvent(f"'{field}' is missing or not a string")
     if value.startswith("<aws."):
@@ -111,4 +169,7 @@ def _timestamp(value: Any, field: str) -> datetime:
         raise MalformedEvent(f"'{field}' is not an ISO 8601 timestamp: {value!r}") from None
     if moment.tzinfo is None:
         raise MalformedEvent(f"'{field}' has no time zone: {value!r}")
-    return moment.astimezone(UTC).replace(microsecond=0)
+    moment = moment.astimezone(UTC)
+    if keep_ms:
+        return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+    return moment.replace(microsecond=0)

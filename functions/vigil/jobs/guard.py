@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from vigil.clock import Clock, system_clock
-from vigil.jobs.decisions import ClaimTerms, Verdict, resolve_conflict
+from vigil.jobs.decisions import ClaimTerms, DurationFlag, Verdict, duration_flag, resolve_conflict
 from vigil.jobs.events import Tick
-from vigil.jobs.model import JobSettings, Outcome, RunStatus
+from vigil.jobs.model import JobSettings, Outcome, Overlap, RunStatus
 from vigil.jobs.store import Claim, RunStore, TickTaken
 from vigil.leases import lease_is_live, next_token
 
@@ -64,8 +64,10 @@ class Result:
     attempt: int = 0
     fencing_token: int | None = None
     reason: str = ""
+    duration_flag: DurationFlag | None = None
 
     def to_json(self) -> dict[str, Any]:
+        flag = {"duration_flag": self.duration_flag.value} if self.duration_flag else {}
         return {
             "job": self.job,
             "tick": self.tick,
@@ -73,10 +75,18 @@ class Result:
             "attempt": self.attempt,
             "fencing_token": self.fencing_token,
             "reason": self.reason,
+            **flag,
         }
 
 
 Body = Callable[[Run], Any]
+
+
+_NOT_RUN = {
+    Verdict.PAUSED: (RunStatus.PAUSED, Outcome.PAUSED),
+    Verdict.SKIP: (RunStatus.SKIPPED, Outcome.SKIPPED),
+}
+"""Refused claims that are recorded final, visibly, and not run."""
 
 
 class JobGuard:
@@ -95,9 +105,10 @@ class JobGuard:
         now = self._clock()
         lateness = now - tick.scheduled_at
         expires_at = now + self.settings.retention
-        # An operator's redrive is deliberate: it runs whatever the lateness.
-        if lateness > self.settings.max_lateness and not tick.redriven:
+        # An operator's redrive or manual tick is deliberate: it runs whatever the lateness.
+        if lateness > self.settings.max_lateness and not (tick.redriven or tick.manual):
             return self._too_late(tick, lateness, now, expires_at)
+        overlap = Overlap.ALLOW if tick.overlap == Overlap.ALLOW.value else self.settings.overlap
 
         terms = ClaimTerms()
         for _ in range(MAX_CLAIM_ATTEMPTS):
@@ -109,7 +120,7 @@ class JobGuard:
                 token=token,
                 attempt=terms.expected_attempts + 1,
                 expected_attempts=terms.expected_attempts,
-                overlap=self.settings.overlap,
+                overlap=overlap,
                 now=now,
                 lease_until=now
                 + timedelta(milliseconds=remaining_ms())
@@ -117,6 +128,9 @@ class JobGuard:
                 expires_at=expires_at,
                 holder=holder,
                 execution_id=tick.execution_id,
+                trigger=tick.trigger.value,
+                requested_by=tick.requested_by,
+                rerun=tick.rerun,
             )
             refusal = self._store.claim(claim)
             if refusal is None:
@@ -124,32 +138,37 @@ class JobGuard:
             decision = resolve_conflict(
                 terms=terms,
                 token=token,
-                overlap=self.settings.overlap,
+                overlap=overlap,
                 holder=holder,
                 tick_refused=refusal.tick_refused,
                 tick_seen=refusal.tick_seen,
                 head_refused=refusal.head_refused,
                 head_seen=refusal.head_seen,
                 now=now,
+                rerun=tick.rerun,
             )
             if decision.verdict is Verdict.DUPLICATE:
                 return Result(job, tick.key, Outcome.DUPLICATE, reason=decision.reason)
             if decision.verdict is Verdict.BUSY:
                 raise TickBusy(f"{job} tick {tick.key}: {decision.reason}")
-            if decision.verdict is Verdict.SKIP:
+            if decision.verdict in _NOT_RUN:
+                status, outcome = _NOT_RUN[decision.verdict]
                 try:
                     self._store.record_final(
                         job=job,
                         tick=tick.key,
-                        status=RunStatus.SKIPPED,
+                        status=status,
                         now=now,
                         expires_at=expires_at,
                         detail=decision.reason,
                         expected_attempts=decision.terms.expected_attempts,
                     )
                 except TickTaken:
-                    continue
-                return Result(job, tick.key, Outcome.SKIPPED, reason=decision.reason)
+                    # The record moved: claim again. But an operator's rerun of a paused job's
+                    # recorded tick leaves that record as it was, and is not run.
+                    if not (tick.manual and outcome is Outcome.PAUSED):
+                        continue
+                return Result(job, tick.key, outcome, reason=decision.reason)
             terms = decision.terms
         raise ClaimContention(
             f"{job} tick {tick.key}: state changed under {MAX_CLAIM_ATTEMPTS} claims in a row"
@@ -197,25 +216,34 @@ class JobGuard:
         except BaseException as error:  # SystemExit too: the lease must not outlive a dead run
             self._finish(claim, RunStatus.FAILED, started, error)
             raise
-        recorded = self._finish(claim, RunStatus.SUCCEEDED, started, None)
+        recorded, flag = self._finish(claim, RunStatus.SUCCEEDED, started, None)
         outcome = Outcome.SUCCEEDED if recorded else Outcome.FENCED
         reason = "" if recorded else "a newer run took the tick over; outcome not recorded"
-        return Result(claim.job, claim.tick, outcome, claim.attempt, claim.token, reason)
+        return Result(claim.job, claim.tick, outcome, claim.attempt, claim.token, reason, flag)
 
     def _finish(
         self, claim: Claim, status: RunStatus, started: datetime, error: BaseException | None
-    ) -> bool:
+    ) -> tuple[bool, DurationFlag | None]:
         finished = self._clock()
-        return self._store.finish(
+        duration = max(finished - started, timedelta(0))
+        flag = duration_flag(
+            duration,
+            succeeded=status is RunStatus.SUCCEEDED,
+            max_duration=self.settings.max_duration,
+            min_duration=self.settings.min_duration,
+        )
+        recorded = self._store.finish(
             job=claim.job,
             tick=claim.tick,
             token=claim.token,
             overlap=claim.overlap,
             status=status,
             finished_at=finished,
-            duration_ms=max(0, int((finished - started).total_seconds() * 1000)),
+            duration_ms=int(duration.total_seconds() * 1000),
             error=error,
+            duration_flag=flag.value if flag else None,
         )
+        return recorded, flag
 
 
 def describe(result: Result) -> str:

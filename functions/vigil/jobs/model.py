@@ -18,9 +18,13 @@ class RunStatus(StrEnum):
     FAILED = "FAILED"
     SKIPPED = "SKIPPED"
     MISSED = "MISSED"
+    PAUSED = "PAUSED"
+    """Delivered while the job was paused: not run, not failed, not dead-lettered."""
 
 
-FINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.SKIPPED, RunStatus.MISSED})
+FINAL_STATUSES = frozenset(
+    {RunStatus.SUCCEEDED, RunStatus.SKIPPED, RunStatus.MISSED, RunStatus.PAUSED}
+)
 """A tick in one of these states never runs again, whatever is delivered later."""
 
 
@@ -40,6 +44,7 @@ class Outcome(StrEnum):
     MISSED = "MISSED"
     DUPLICATE = "DUPLICATE"
     FENCED = "FENCED"
+    PAUSED = "PAUSED"
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,8 @@ class JobSettings:
     max_lateness: timedelta = timedelta(minutes=5)
     lease_margin: timedelta = timedelta(seconds=30)
     retention: timedelta = timedelta(days=30)
+    max_duration: timedelta | None = None
+    min_duration: timedelta | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> JobSettings:
@@ -68,8 +75,15 @@ class JobSettings:
                 max_lateness=lambda: read.seconds("VIGIL_MAX_LATENESS_SECONDS", cls.max_lateness),
                 lease_margin=lambda: read.seconds("VIGIL_LEASE_MARGIN_SECONDS", cls.lease_margin),
                 retention=lambda: read.seconds("VIGIL_RETENTION_SECONDS", cls.retention),
+                max_duration=lambda: _optional_seconds(read, "VIGIL_MAX_DURATION_SECONDS"),
+                min_duration=lambda: _optional_seconds(read, "VIGIL_MIN_DURATION_SECONDS"),
             )
         )
+
+
+def _optional_seconds(read: Environment, name: str) -> timedelta | None:
+    """A duration flag the construct sets only when the job declares it."""
+    return read.seconds(name, timedelta(0)) if read.text(name, "") else None
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,9 @@ class RunRecord:
     error_type: str | None
     error_message: str | None
     detail: str | None
+    trigger: str | None = None
+    requested_by: str | None = None
+    duration_flag: str | None = None
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> RunRecord:
@@ -102,6 +119,9 @@ class RunRecord:
             error_type=item.get("error_type"),
             error_message=item.get("error_message"),
             detail=item.get("detail"),
+            trigger=item.get("trigger"),
+            requested_by=item.get("requested_by"),
+            duration_flag=item.get("duration_flag"),
         )
 
 
@@ -117,6 +137,15 @@ class JobHead:
     last_status: RunStatus | None
     last_finished_at: str | None
     last_error: str | None
+    paused_by: str | None = None
+    pause_reason: str | None = None
+    paused_since: str | None = None
+    paused_until: str | None = None
+    paused_until_ms: int | None = None
+
+    def paused_at(self, now_ms: int) -> bool:
+        """Paused at that moment: the pause's end (a far-future sentinel when open-ended) is ahead."""
+        return self.paused_until_ms is not None and self.paused_until_ms > now_ms
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> JobHead:
@@ -129,4 +158,9 @@ class JobHead:
             last_status=RunStatus(item["last_status"]) if item.get("last_status") else None,
             last_finished_at=item.get("last_finished_at"),
             last_error=item.get("last_error"),
+            paused_by=item.get("paused_by"),
+            pause_reason=item.get("pause_reason"),
+            paused_since=item.get("paused_since"),
+            paused_until=item.get("paused_until"),
+            paused_until_ms=int(item["paused_until_ms"]) if "paused_until_ms" in item else None,
         )

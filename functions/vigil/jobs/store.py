@@ -62,6 +62,9 @@ class Claim:
     expires_at: datetime
     holder: str
     execution_id: str | None
+    trigger: str = "schedule"
+    requested_by: str | None = None
+    rerun: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,12 +139,18 @@ class RunStore:
                 "expires_at": int(claim.expires_at.timestamp()),
                 "lease_holder": claim.holder,
                 "execution_id": claim.execution_id or "",
+                "trigger": claim.trigger,
             }
         )
-        tick.remove("finished_at", "duration_ms", "error_type", "error_message", "detail")
-        tick.condition(_reclaimable(tick, claim.expected_attempts, claim.now))
+        if claim.requested_by:
+            tick.set("requested_by", claim.requested_by)
+        tick.remove(
+            "finished_at", "duration_ms", "error_type", "error_message", "detail", "duration_flag"
+        )
+        reclaim = _rerunnable if claim.rerun else _reclaimable
+        tick.condition(reclaim(tick, claim.expected_attempts, claim.now))
         head = Update().set_all({"entity": HEAD_ENTITY, "job": claim.job, "fence": claim.token})
-        head.condition(fence_advances(head, claim.token))
+        head.condition(fence_advances(head, claim.token), pause_over(head, claim.now))
         if claim.overlap is Overlap.SKIP:
             head.set_all(
                 {
@@ -179,6 +188,7 @@ class RunStore:
         finished_at: datetime,
         duration_ms: int,
         error: BaseException | None = None,
+        duration_flag: str | None = None,
     ) -> bool:
         """Record the outcome and release the lease, only if this run still holds the tick.
 
@@ -194,6 +204,8 @@ class RunStore:
                 "error_message", truncate(str(error))
             )
             summary = f"{type(error).__name__}: {error}"
+        if duration_flag:
+            record.set("duration_flag", duration_flag)
         record.remove("lease_until_ms", "lease_until")
         record.condition(
             record.eq("fencing_token", token), record.eq("status", RunStatus.RUNNING.value)
@@ -297,6 +309,30 @@ def _reclaimable(update: Update, expected_attempts: int, now: datetime) -> str:
         update.eq("attempts", expected_attempts),
         any_of(update.eq("status", RunStatus.FAILED.value), expired),
     )
+
+
+def _rerunnable(update: Update, expected_attempts: int, now: datetime) -> str:
+    """An operator's rerun (``--at``, backfill) may take over any record but a SUCCEEDED or live
+    one: FAILED, MISSED, SKIPPED and PAUSED ticks may run once more."""
+    final_but_not_done = update.one_of(
+        "status",
+        RunStatus.FAILED.value,
+        RunStatus.MISSED.value,
+        RunStatus.SKIPPED.value,
+        RunStatus.PAUSED.value,
+    )
+    expired = all_of(
+        update.eq("status", RunStatus.RUNNING.value), update.lt("lease_until_ms", epoch_ms(now))
+    )
+    return any_of(
+        update.absent("sk"),
+        all_of(update.eq("attempts", expected_attempts), any_of(final_but_not_done, expired)),
+    )
+
+
+def pause_over(update: Update, now: datetime) -> str:
+    """On the head, with the claim's clock: the one condition a pause adds to the claim's write."""
+    return any_of(update.absent("paused_until_ms"), update.le("paused_until_ms", epoch_ms(now)))
 
 
 def _last_outcome(tick: str, status: RunStatus, at: datetime, error: str | None) -> Update:

@@ -2,7 +2,7 @@
 
 Requests are validated (``enable_validation``) before any logic runs, and every error, whether a
 validation failure or a domain exception, becomes ``{"error": code, "message": ...}`` in one
-place (``_error_response``). Nothing is written for a rejected request: validation happens first,
+place (``vigil.http_answers``). Nothing is written for a rejected request: validation happens first,
 and the registry's writes are single conditional requests.
 
 ``POST /observers`` honours an ``Idempotency-Key`` header through Powertools' idempotency utility:
@@ -13,7 +13,6 @@ import time and tests inject moto-backed clients.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -40,6 +39,12 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from vigil import __version__, telemetry
+from vigil.http_answers import (
+    caller_of,
+    domain_error_response,
+    error_body,
+    validation_response,
+)
 from vigil.observers.model import (
     NAME_PATTERN,
     InvalidObserver,
@@ -181,14 +186,6 @@ _MESSAGES = {
 }
 
 
-def error_body(status: HTTPStatus, code: str, message: str, **extra: Any) -> Response[str]:
-    return Response(
-        status_code=int(status),
-        content_type=content_types.APPLICATION_JSON,
-        body=json.dumps({"error": code, "message": message, **extra}),
-    )
-
-
 def build_app(services: Services) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
     registry = services.registry
@@ -246,9 +243,8 @@ def build_app(services: Services) -> APIGatewayRestResolver:
         if idempotency_key:
             if app.lambda_context is not None:
                 config.register_lambda_context(app.lambda_context)
-            identity = app.current_event.request_context.identity
             keyed = {
-                "caller": identity.user_arn or identity.caller or "anonymous",
+                "caller": caller_of(app.current_event.request_context),
                 "key": idempotency_key,
                 "request": request.model_dump(),
             }
@@ -312,9 +308,9 @@ def build_app(services: Services) -> APIGatewayRestResolver:
             HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "send application/json"
         )
 
-    app.exception_handler(RequestValidationError)(_validation_response)
+    app.exception_handler(RequestValidationError)(validation_response)
     app.exception_handler(RequestUnsupportedContentType)(unsupported)
-    app.exception_handler(list(_DOMAIN_ERRORS))(_error_response)
+    app.exception_handler(list(_DOMAIN_ERRORS))(domain_error_response(_DOMAIN_ERRORS, _MESSAGES))
 
     @app.not_found
     def no_route(error: Exception) -> Response[str]:
@@ -339,35 +335,6 @@ def openapi_json(app: APIGatewayRestResolver) -> str:
         },
         security=[{"sigv4": []}],
     )
-
-
-def _error_response(error: Exception) -> Response[str]:
-    for cls in type(error).__mro__:
-        if cls in _DOMAIN_ERRORS:
-            status, code = _DOMAIN_ERRORS[cls]
-            return error_body(status, code, _MESSAGES.get(code, str(error)))
-    raise error  # pragma: no cover - only registered classes reach here
-
-
-def _validation_response(error: RequestValidationError) -> Response[str]:
-    """One error per request: the first problem decides the code, all of them are listed."""
-    problems = list(error.errors())
-    if any(p.get("type") == "json_invalid" for p in problems):
-        detail = problems[0].get("ctx", {}).get("error", "")
-        return error_body(HTTPStatus.BAD_REQUEST, "invalid_json", f"body is not JSON: {detail}")
-    details = [{"field": _field(p), "problem": str(p.get("msg", ""))} for p in problems]
-    first = details[0]["field"] if details else "request"
-    code = "invalid_body" if first == "body" else f"invalid_{first.replace('-', '_').lower()}"
-    message = "; ".join(f"{d['field']}: {d['problem']}" for d in details)
-    return error_body(HTTPStatus.UNPROCESSABLE_ENTITY, code, message, details=details)
-
-
-def _field(problem: Mapping[str, Any]) -> str:
-    """``("body", "config", "x")`` -> ``config``; ``("body",)`` -> ``body``."""
-    location = [str(part) for part in problem.get("loc", ()) if not isinstance(part, int)]
-    if len(location) > 1 and location[1] in ("request",):
-        location = [location[0], *location[2:]]
-    return location[1] if len(location) > 1 else (location[0] if location else "request")
 
 
 def _count(metric: telemetry.ObserverMetric, kind: str) -> None:

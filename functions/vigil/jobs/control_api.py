@@ -1,0 +1,238 @@
+"""The jobs management API: run now, run a tick, pause, resume, plan a backfill.
+
+IAM-authorized like the observers API (same REST API when the app has a fleet); the caller's
+identity (``requestContext.identity.userArn``) is recorded on what a request changes. Handlers are
+thin: decisions are in ``control.py``, DynamoDB requests in ``control_store.py``, and every
+domain error becomes an HTTP answer through ``_DOMAIN_ERRORS`` (``vigil.http_answers``). A refused
+request writes nothing and invokes nothing: every check runs before the one write or invocation.
+
+A manual run is sent to the job's function exactly as the scheduler sends a tick (an asynchronous
+invocation of the same event format), so the guard decides it: once, fenced, recorded, retried
+and dead-lettered like any tick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from vigil.clock import Clock, system_clock
+from vigil.http_answers import (
+    caller_of,
+    domain_error_response,
+    error_body,
+    validation_response,
+)
+from vigil.jobs.control import (
+    InvalidRequest,
+    JobPaused,
+    JobSpec,
+    NotPaused,
+    UnknownJob,
+    backfill_plan,
+    backfill_range,
+    find_job,
+    is_paused,
+    parse_time,
+    pause_terms,
+    run_terms,
+    scheduled_anchor,
+)
+from vigil.jobs.control_store import ControlStore
+from vigil.jobs.events import tick_key
+from vigil.jobs.model import FINAL_STATUSES, JobHead, RunRecord
+from vigil.jobs.store import RunStore
+
+JOB_RULE = r"^[a-z0-9][a-z0-9-]{0,47}$"
+JobName = Annotated[str, Path(pattern=JOB_RULE)]
+Invoke = Callable[[str, dict[str, Any]], None]
+"""Invoke a job's function asynchronously (``InvocationType=Event``) with an event."""
+
+
+class TickNotFound(LookupError):
+    pass
+
+
+_DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
+    UnknownJob: (HTTPStatus.NOT_FOUND, "job_not_found"),
+    TickNotFound: (HTTPStatus.NOT_FOUND, "tick_not_found"),
+    InvalidRequest: (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_<field>"),
+    JobPaused: (HTTPStatus.CONFLICT, "job_paused"),
+    NotPaused: (HTTPStatus.CONFLICT, "not_paused"),
+}
+
+
+def _code(error: Exception, code: str) -> str:
+    return f"invalid_{error.field}" if isinstance(error, InvalidRequest) else code
+
+
+class RunRequest(BaseModel):
+    """``POST /jobs/{job}/runs``: nothing for run now; ``at`` for a given tick."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: Annotated[str | None, Field(description="A scheduled tick (ISO 8601 with zone)")] = None
+    overlap: Annotated[str | None, Field(description="'allow' to ignore a skip policy")] = None
+    backfill: bool = False
+
+
+class PauseRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Annotated[str, Field(description="Why; shown by vigil jobs list")] = ""
+    until: Annotated[str | None, Field(description="When it ends by itself (ISO 8601)")] = None
+
+
+@dataclass(frozen=True)
+class ControlServices:
+    jobs: Mapping[str, JobSpec]
+    control: ControlStore
+    runs: RunStore
+    invoke: Invoke
+    clock: Clock = system_clock
+
+
+def head_json(spec: JobSpec, head: JobHead | None, now_ms: int) -> dict[str, Any]:
+    paused = bool(head and head.paused_at(now_ms))
+    return {
+        "job": spec.name,
+        "schedule": spec.schedule.expression,
+        "time_zone": spec.schedule.time_zone,
+        "overlap": spec.overlap,
+        "last_tick": head.last_tick if head else None,
+        "last_status": head.last_status.value if head and head.last_status else None,
+        "paused": paused,
+        "pause": {
+            "by": head.paused_by,
+            "reason": head.pause_reason,
+            "since": head.paused_since,
+            "until": head.paused_until,
+        }
+        if paused and head
+        else None,
+    }
+
+
+def record_json(record: RunRecord) -> dict[str, Any]:
+    return {
+        "job": record.job,
+        "tick": record.tick,
+        "status": record.status.value,
+        "final": record.status in FINAL_STATUSES,
+        "attempts": record.attempts,
+        "trigger": record.trigger,
+        "requested_by": record.requested_by,
+        "duration_ms": record.duration_ms,
+        "duration_flag": record.duration_flag,
+        "error": f"{record.error_type}: {record.error_message}" if record.error_type else None,
+        "detail": record.detail,
+    }
+
+
+def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
+    app = APIGatewayRestResolver(enable_validation=True)
+    jobs, control, runs = services.jobs, services.control, services.runs
+
+    def now_ms() -> int:
+        return int(services.clock().timestamp() * 1000)
+
+    def caller() -> str:
+        return caller_of(app.current_event.request_context)
+
+    @app.get("/jobs", summary="Every declared job, its latest state and its pause")
+    def list_jobs() -> dict[str, Any]:
+        heads = {head.job: head for head in runs.heads()}
+        return {"jobs": [head_json(s, heads.get(n), now_ms()) for n, s in sorted(jobs.items())]}
+
+    @app.get("/jobs/<job>", summary="One job")
+    def get_job(job: JobName) -> dict[str, Any]:
+        spec = find_job(jobs, job)
+        return head_json(spec, runs.head(job), now_ms())
+
+    @app.post("/jobs/<job>/runs", summary="Run now, or run a given tick, through the guard")
+    def post_run(
+        job: JobName, request: Annotated[RunRequest, Body(embed=False)]
+    ) -> Response[dict[str, Any]]:
+        spec = find_job(jobs, job)
+        now = services.clock()
+        head = runs.head(job)
+        if is_paused(head, now):
+            raise JobPaused(
+                f"job {job} is paused ({head.pause_reason if head else ''}); resume it first"
+            )
+        recorded = False
+        anchor = None
+        if request.at is not None:
+            key = tick_key(parse_time("at", request.at))
+            recorded = control.record(job, key) is not None
+            if spec.schedule.needs_anchor and not recorded:
+                anchor = scheduled_anchor(control.latest_keys(job))
+        terms = run_terms(
+            spec,
+            at=request.at,
+            overlap=request.overlap,
+            backfill=request.backfill,
+            requested_by=caller(),
+            now=now,
+            anchor=anchor,
+            recorded=recorded,
+        )
+        services.invoke(spec.function, terms.event())
+        body = {"job": job, "tick": terms.key, "trigger": terms.trigger.value}
+        return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
+
+    @app.get("/jobs/<job>/runs/<tick>", summary="One tick's record (poll until final)")
+    def get_run(job: JobName, tick: Annotated[str, Path(max_length=40)]) -> dict[str, Any]:
+        find_job(jobs, job)
+        record = control.record(job, tick)
+        if record is None:
+            raise TickNotFound(f"no record of {job} tick {tick} (yet)")
+        return record_json(record)
+
+    @app.post("/jobs/<job>/pause", summary="Pause: deliveries are recorded PAUSED, not run")
+    def post_pause(
+        job: JobName, request: Annotated[PauseRequest, Body(embed=False)]
+    ) -> dict[str, Any]:
+        spec = find_job(jobs, job)
+        terms = pause_terms(request.reason, request.until, services.clock())
+        return head_json(spec, control.pause(job, terms, caller()), now_ms())
+
+    @app.post("/jobs/<job>/resume", summary="End a pause now")
+    def post_resume(job: JobName) -> dict[str, Any]:
+        spec = find_job(jobs, job)
+        return head_json(spec, control.resume(job, caller(), services.clock()), now_ms())
+
+    @app.get("/jobs/<job>/backfill", summary="The ticks a backfill would run (no SUCCEEDED record)")
+    def get_backfill(
+        job: JobName,
+        start: Annotated[str, Query(alias="from")],
+        end: Annotated[str, Query(alias="to")],
+    ) -> dict[str, Any]:
+        spec = find_job(jobs, job)
+        first, last = backfill_range(spec, start, end, services.clock())
+        statuses = control.statuses(job, tick_key(first), tick_key(last))
+        anchor = None
+        if spec.schedule.needs_anchor:
+            anchor = scheduled_anchor(list(statuses) + control.latest_keys(job))
+        return backfill_plan(spec, first, last, statuses, anchor).to_json()
+
+    app.exception_handler(RequestValidationError)(validation_response)
+    app.exception_handler(list(_DOMAIN_ERRORS))(
+        domain_error_response(_DOMAIN_ERRORS, code_of=_code)
+    )
+
+    @app.not_found
+    def no_route(error: Exception) -> Response[str]:
+        event = app.current_event
+        return error_body(
+            HTTPStatus.NOT_FOUND, "no_such_route", f"no route for {event.http_method} {event.path}"
+        )
+
+    return app

@@ -1,0 +1,142 @@
+"""``JobsControl``: the jobs routes of the management API and the never-delivered audit.
+
+One function (``handlers.jobs_control.handler``) serves both, separate from the observers API
+function (least privilege: it touches only the runs-table items of the declared jobs and invokes
+only their functions). Its routes join the observers' REST API when the app has a fleet (one
+endpoint, one IAM policy for operators); without a fleet it gets a REST API of its own. The audit
+runs on its own EventBridge schedule, so it works whether or not a fleet (and its minute resync)
+exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_scheduler_targets as targets
+from constructs import Construct
+
+from infra.function import vigil_function
+from infra.queues import dead_letter_queue
+from infra.scheduled_job import ScheduledJob
+
+AUDIT_EVERY = Duration.minutes(5)
+JOBS_INDEX = "jobs-index"
+
+
+class JobsControl(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        jobs: Sequence[ScheduledJob],
+        runs_table: dynamodb.ITable,
+        api: apigateway.RestApi | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function = self._build_function(jobs, runs_table)
+        self._grant(jobs, runs_table)
+        self.api = api or self._build_rest_api()
+        self._add_routes(self.api)
+        self.audit_schedule = self._build_audit_schedule()
+
+    def _build_function(
+        self, jobs: Sequence[ScheduledJob], runs_table: dynamodb.ITable
+    ) -> lambda_.Function:
+        catalog = {
+            job.job_name: {
+                "function": job.function.function_name,
+                "schedule": job.schedule_expression,
+                "time_zone": job.time_zone,
+                "overlap": job.overlap,
+                "max_lateness_seconds": job.max_lateness_seconds,
+                "retention_seconds": job.retention_seconds,
+            }
+            for job in jobs
+        }
+        return vigil_function(
+            self,
+            "Function",
+            handler="handlers.jobs_control.handler",
+            description="Vigil jobs control: run now, pause, backfill plans, never-delivered audit",
+            timeout=Duration.minutes(1),
+            environment={
+                "VIGIL_RUNS_TABLE": runs_table.table_name,
+                "VIGIL_JOBS": Stack.of(self).to_json_string(catalog),
+            },
+        )
+
+    def _grant(self, jobs: Sequence[ScheduledJob], runs_table: dynamodb.ITable) -> None:
+        """Only the declared jobs' items (and the jobs index), only their functions."""
+        if not jobs:
+            return
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"],
+                resources=[runs_table.table_arn],
+                conditions={
+                    "ForAllValues:StringEquals": {
+                        "dynamodb:LeadingKeys": [f"JOB#{job.job_name}" for job in jobs]
+                    }
+                },
+            )
+        )
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Query"], resources=[f"{runs_table.table_arn}/index/{JOBS_INDEX}"]
+            )
+        )
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"],
+                resources=[job.function.function_arn for job in jobs],
+            )
+        )
+
+    def _build_rest_api(self) -> apigateway.RestApi:
+        """Without an observer fleet: the same kind of API, IAM on every method."""
+        return apigateway.RestApi(
+            self,
+            "Api",
+            description="Vigil jobs",
+            cloud_watch_role=False,
+            default_method_options=apigateway.MethodOptions(
+                authorization_type=apigateway.AuthorizationType.IAM
+            ),
+            deploy_options=apigateway.StageOptions(
+                stage_name="v1",
+                tracing_enabled=True,
+                throttling_rate_limit=50,
+                throttling_burst_limit=100,
+            ),
+        )
+
+    def _add_routes(self, api: apigateway.RestApi) -> None:
+        """``/jobs`` and ``/jobs/{proxy+}``: more specific than the observers' ``/{proxy+}``."""
+        integration = apigateway.LambdaIntegration(self.function)
+        iam_only = apigateway.MethodOptions(authorization_type=apigateway.AuthorizationType.IAM)
+        resource = api.root.add_resource("jobs")
+        resource.add_method("GET", integration, authorization_type=iam_only.authorization_type)
+        resource.add_proxy(default_integration=integration, default_method_options=iam_only)
+
+    def _build_audit_schedule(self) -> scheduler.Schedule:
+        return scheduler.Schedule(
+            self,
+            "Audit",
+            schedule=scheduler.ScheduleExpression.rate(AUDIT_EVERY),
+            description="Vigil: record expected job ticks that were never delivered",
+            time_window=scheduler.TimeWindow.off(),
+            target=targets.LambdaInvoke(
+                self.function,
+                input=scheduler.ScheduleTargetInput.from_object({"vigil-audit": True}),
+                retry_attempts=2,
+                max_event_age=Duration.minutes(5),
+                dead_letter_queue=dead_letter_queue(self, "AuditUndelivered"),
+            ),
+        )

@@ -1,0 +1,371 @@
+"""Job control through the API and the guard, on moto with an injected clock.
+
+Each manual request goes through ``build_control_app`` as API Gateway delivers it; the event it
+sends to the job's function is then handed to the guard, exactly as Lambda would run it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.jobs.conftest import Body, GuardFactory, deliver, tick_at
+from vigil.clock import ManualClock
+from vigil.jobs.audit import NEVER_DELIVERED, audit
+from vigil.jobs.control import JobSpec
+from vigil.jobs.control_api import ControlServices, build_control_app
+from vigil.jobs.control_store import ControlStore
+from vigil.jobs.events import parse_tick
+from vigil.jobs.guard import JobGuard
+from vigil.jobs.model import Outcome, Overlap, RunStatus
+from vigil.jobs.schedule import Schedule
+from vigil.jobs.store import RunStore
+from vigil_tools.cli import rest_event
+from vigil_tools.lambda_context import LambdaContext
+
+NOW = datetime(2026, 11, 22, 12, 2, 0, tzinfo=UTC)
+TICK = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+OPERATOR = "arn:aws:iam::123456789012:user/operator"
+
+
+class Api:
+    """The jobs routes with moto behind them; ``sent`` holds what would be invoked."""
+
+    def __init__(self, dynamodb: Any, table: str, clock: ManualClock, jobs: dict[str, JobSpec]):
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.services = ControlServices(
+            jobs=jobs,
+            control=ControlStore(dynamodb, table),
+            runs=RunStore(dynamodb, table),
+            invoke=lambda function, event: self.sent.append((function, event)),
+            clock=clock,
+        )
+        self.app = build_control_app(self.services)
+
+    def __call__(self, method: str, path: str, body: Any = None, **query: str) -> tuple[int, Any]:
+        event = rest_event(
+            method,
+            path,
+            query=query or None,
+            headers={"Content-Type": "application/json"},
+            body=json.dumps(body) if body is not None else None,
+            caller_arn=OPERATOR,
+        )
+        answer = self.app.resolve(event, LambdaContext())
+        return int(answer["statusCode"]), json.loads(answer["body"] or "null")
+
+
+def spec(name: str = "cleanup", schedule: str = "cron(*/5 * * * ? *)", tz: str = "UTC") -> JobSpec:
+    return JobSpec(
+        name=name,
+        function=f"fn-{name}",
+        schedule=Schedule(schedule, tz),
+        overlap="skip",
+        max_lateness=timedelta(minutes=2),
+        retention=timedelta(days=30),
+    )
+
+
+@pytest.fixture
+def api(dynamodb: Any, runs_table: str, clock: ManualClock) -> Api:
+    clock.set(NOW)
+    return Api(dynamodb, runs_table, clock, {"cleanup": spec()})
+
+
+def run_sent(api: Api, guard: JobGuard, body: Body) -> list[Any]:
+    """Lambda runs what the API sent, through the guard."""
+    results = [deliver(guard, parse_tick(event), body) for _, event in api.sent]
+    api.sent.clear()
+    return results
+
+
+class TestPause:
+    def test_a_paused_job_records_its_deliveries_paused_and_runs_nothing(
+        self, api: Api, make_guard: GuardFactory, store: RunStore
+    ) -> None:
+        status, state = api("POST", "/jobs/cleanup/pause", {"reason": "migrating the DB"})
+        assert status == 200
+        assert state["pause"] == {
+            "by": OPERATOR,
+            "reason": "migrating the DB",
+            "since": "2026-11-22T12:02:00.000Z",
+            "until": None,
+        }
+        guard, body = make_guard(), Body()
+        result = deliver(guard, tick_at(TICK + timedelta(minutes=5)), body)
+        assert result.outcome is Outcome.PAUSED
+        assert "migrating the DB" in result.reason
+        assert (
+            deliver(guard, tick_at(TICK + timedelta(minutes=5)), body).outcome is Outcome.DUPLICATE
+        )
+        assert body.calls == []
+        [record] = store.history("cleanup")
+        assert record.status is RunStatus.PAUSED
+        head = store.head("cleanup")
+        assert head is not None and head.pause_reason == "migrating the DB"
+
+    def test_resume_ends_the_pause_and_the_next_tick_runs(
+        self, api: Api, make_guard: GuardFactory, clock: ManualClock
+    ) -> None:
+        api("POST", "/jobs/cleanup/pause", {"reason": "maintenance"})
+        assert api("POST", "/jobs/cleanup/resume")[0] == 200
+        assert api("GET", "/jobs/cleanup")[1]["paused"] is False
+        body = Body()
+        assert deliver(make_guard(), tick_at(NOW), body).outcome is Outcome.SUCCEEDED
+        status, error = api("POST", "/jobs/cleanup/resume")
+        assert (status, error["error"]) == (409, "not_paused")
+
+    def test_a_pause_ends_by_itself_at_until_even_between_two_deliveries_of_a_tick(
+        self, api: Api, make_guard: GuardFactory, clock: ManualClock
+    ) -> None:
+        until = NOW + timedelta(seconds=30)
+        api("POST", "/jobs/cleanup/pause", {"reason": "short", "until": until.isoformat()})
+        guard, body = make_guard(), Body()
+        tick = tick_at(NOW)
+        clock.set(until - timedelta(seconds=1))
+        assert deliver(guard, tick, body).outcome is Outcome.PAUSED
+        clock.set(until + timedelta(seconds=1))
+        # The tick was decided while paused: a later copy is a duplicate, not a second chance.
+        assert deliver(guard, tick, body).outcome is Outcome.DUPLICATE
+        # The next tick runs: the pause is over with no resume.
+        assert (
+            deliver(guard, tick_at(NOW + timedelta(minutes=5)), body).outcome is Outcome.SUCCEEDED
+        )
+        assert len(body.calls) == 1
+
+    def test_a_run_in_progress_when_the_job_is_paused_finishes_normally(
+        self, api: Api, make_guard: GuardFactory
+    ) -> None:
+        body = Body(during=lambda run: api("POST", "/jobs/cleanup/pause", {"reason": "now"}))
+        assert deliver(make_guard(), tick_at(NOW), body).outcome is Outcome.SUCCEEDED
+
+    @pytest.mark.parametrize(
+        ("request_body", "code"),
+        [
+            ({"reason": "  "}, "invalid_reason"),
+            ({}, "invalid_reason"),
+            ({"reason": "x", "until": "2026-11-22T12:00:00Z"}, "invalid_until"),
+            ({"reason": "x", "until": "tomorrow"}, "invalid_until"),
+        ],
+    )
+    def test_bad_pauses_are_422_naming_the_field_and_write_nothing(
+        self, api: Api, store: RunStore, request_body: dict[str, str], code: str
+    ) -> None:
+        status, error = api("POST", "/jobs/cleanup/pause", request_body)
+        assert (status, error["error"]) == (422, code)
+        assert store.head("cleanup") is None
+
+
+class TestRun:
+    def test_run_now_is_202_with_its_own_tick_marked_manual_with_who_asked(
+        self, api: Api, make_guard: GuardFactory, store: RunStore
+    ) -> None:
+        status, accepted = api("POST", "/jobs/cleanup/runs", {})
+        assert status == 202
+        assert accepted == {"job": "cleanup", "tick": "2026-11-22T12:02:00.000Z", "trigger": "now"}
+        [(function, _)] = api.sent
+        assert function == "fn-cleanup"
+        [result] = run_sent(api, make_guard(), Body())
+        assert result.outcome is Outcome.SUCCEEDED
+        [record] = store.history("cleanup")
+        assert (record.tick, record.trigger, record.requested_by) == (
+            accepted["tick"],
+            "now",
+            OPERATOR,
+        )
+        status, polled = api("GET", f"/jobs/cleanup/runs/{accepted['tick']}")
+        assert (status, polled["status"], polled["final"]) == (200, "SUCCEEDED", True)
+
+    def test_run_at_a_missed_tick_runs_it_once_more_and_never_a_second_success(
+        self, api: Api, make_guard: GuardFactory, clock: ManualClock, store: RunStore
+    ) -> None:
+        guard, body = make_guard(), Body()
+        clock.set(TICK + timedelta(minutes=6))  # later than max_lateness: MISSED
+        assert deliver(guard, tick_at(TICK), body).outcome is Outcome.MISSED
+        for _ in range(2):
+            assert api("POST", "/jobs/cleanup/runs", {"at": "2026-11-22T12:00:00Z"})[0] == 202
+        outcomes = [r.outcome for r in run_sent(api, guard, body)]
+        assert outcomes == [Outcome.SUCCEEDED, Outcome.DUPLICATE]
+        assert len(body.calls) == 1
+        assert store.history("cleanup")[0].trigger == "at"
+
+    def test_run_now_racing_a_scheduled_delivery_of_the_same_tick_runs_it_once(
+        self, api: Api, make_guard: GuardFactory
+    ) -> None:
+        """The operator re-runs tick T while the scheduler's delivery of T is running."""
+        guard, body = make_guard(overlap=Overlap.ALLOW), Body()
+
+        def operator_asks(_run: Any) -> None:
+            api("POST", "/jobs/cleanup/runs", {"at": "2026-11-22T12:00:00Z"})
+            [result] = run_sent(api, guard, Body())
+            assert result.outcome is Outcome.DUPLICATE
+
+        scheduled = Body(during=operator_asks)
+        assert deliver(guard, tick_at(TICK), scheduled).outcome is Outcome.SUCCEEDED
+        api("POST", "/jobs/cleanup/runs", {"at": "2026-11-22T12:00:00Z"})
+        assert [r.outcome for r in run_sent(api, guard, body)] == [Outcome.DUPLICATE]
+        assert len(scheduled.calls) == 1 and body.calls == []
+
+    def test_run_now_with_overlap_allow_runs_beside_a_live_tick_of_a_skip_job(
+        self, api: Api, make_guard: GuardFactory, clock: ManualClock
+    ) -> None:
+        guard = make_guard(overlap=Overlap.SKIP)
+        inner: list[Any] = []
+
+        def operator_asks(_run: Any) -> None:
+            api("POST", "/jobs/cleanup/runs", {})
+            clock.advance(1)
+            api("POST", "/jobs/cleanup/runs", {"overlap": "allow"})
+            inner.extend(run_sent(api, guard, Body()))
+
+        deliver(guard, tick_at(TICK), Body(during=operator_asks))
+        assert [r.outcome for r in inner] == [Outcome.SKIPPED, Outcome.SUCCEEDED]
+
+    @pytest.mark.parametrize(
+        ("path", "request_body", "status", "code"),
+        [
+            ("/jobs/nope/runs", {}, 404, "job_not_found"),
+            ("/jobs/cleanup/runs", {"at": "2026-11-22T12:01:00Z"}, 422, "invalid_at"),
+            ("/jobs/cleanup/runs", {"at": "2026-11-22T13:00:00Z"}, 422, "invalid_at"),
+            ("/jobs/cleanup/runs", {"at": "2026-01-01T00:00:00Z"}, 422, "invalid_at"),
+            ("/jobs/cleanup/runs", {"overlap": "skip"}, 422, "invalid_overlap"),
+            ("/jobs/cleanup/pause", {"reason": "x"}, 200, None),
+        ],
+    )
+    def test_bad_runs_are_refused_and_send_nothing(
+        self, api: Api, path: str, request_body: dict[str, str], status: int, code: str | None
+    ) -> None:
+        answer, body = api("POST", path, request_body)
+        assert answer == status
+        if code:
+            assert body["error"] == code
+        assert api.sent == []
+
+    def test_a_paused_job_refuses_manual_runs(self, api: Api) -> None:
+        api("POST", "/jobs/cleanup/pause", {"reason": "x"})
+        status, error = api("POST", "/jobs/cleanup/runs", {})
+        assert (status, error["error"]) == (409, "job_paused")
+        assert api.sent == []
+
+
+class TestBackfill:
+    def test_plan_lists_expected_ticks_without_success_and_racing_the_schedule_runs_each_once(
+        self, api: Api, make_guard: GuardFactory, clock: ManualClock
+    ) -> None:
+        guard, live = make_guard(), Body()
+        clock.set(TICK - timedelta(minutes=10) + timedelta(seconds=1))
+        deliver(guard, tick_at(TICK - timedelta(minutes=10)), live)  # SUCCEEDED
+        clock.set(TICK + timedelta(seconds=1))
+        status, plan = api(
+            "GET",
+            "/jobs/cleanup/backfill",
+            **{"from": "2026-11-22T11:45:00Z", "to": "2026-11-22T12:00:00Z"},
+        )
+        assert status == 200
+        assert plan["expected"] == 4
+        ticks = [t["tick"] for t in plan["ticks"]]
+        assert ticks == ["2026-11-22T11:45:00Z", "2026-11-22T11:55:00Z", "2026-11-22T12:00:00Z"]
+        # The live delivery of 12:00 runs while the backfill sends the same tick.
+        backfilled = Body()
+
+        def backfill_runs(_run: Any) -> None:
+            for tick in ticks:
+                api(
+                    "POST", "/jobs/cleanup/runs", {"at": tick, "backfill": True, "overlap": "allow"}
+                )
+            run_sent(api, guard, backfilled)
+
+        assert (
+            deliver(guard, tick_at(TICK), Body(during=backfill_runs)).outcome is Outcome.SUCCEEDED
+        )
+        assert sorted(r.scheduled_at.strftime("%H:%M") for r in backfilled.calls) == [
+            "11:45",
+            "11:55",
+        ]
+        status, again = api(
+            "GET",
+            "/jobs/cleanup/backfill",
+            **{"from": "2026-11-22T11:45:00Z", "to": "2026-11-22T12:00:00Z"},
+        )
+        assert again["ticks"] == []
+
+    @pytest.mark.parametrize(
+        ("start", "end", "code"),
+        [
+            ("2026-11-22T12:00:00Z", "2026-11-22T13:00:00Z", "invalid_to"),
+            ("2026-11-23T12:00:00Z", "2026-11-24T13:00:00Z", "invalid_from"),
+            ("2026-09-01T00:00:00Z", "2026-11-22T12:00:00Z", "invalid_from"),
+            ("2026-11-22T12:00:00Z", "2026-11-22T11:00:00Z", "invalid_to"),
+        ],
+    )
+    def test_bad_ranges_are_422_naming_the_field(
+        self, api: Api, start: str, end: str, code: str
+    ) -> None:
+        status, error = api("GET", "/jobs/cleanup/backfill", **{"from": start, "to": end})
+        assert (status, error["error"]) == (422, code)
+
+
+class TestAudit:
+    def test_ticks_never_delivered_are_recorded_missed_across_a_dst_change(
+        self,
+        dynamodb: Any,
+        runs_table: str,
+        clock: ManualClock,
+        store: RunStore,
+        make_guard: GuardFactory,
+    ) -> None:
+        """Half-hourly in Prague over the night clocks go back: 02:00 and 02:30 fire once."""
+        job = spec("report", "cron(*/30 * * * ? *)", "Europe/Prague")
+        control, runs = ControlStore(dynamodb, runs_table), RunStore(dynamodb, runs_table)
+        clock.set(datetime(2026, 10, 24, 23, 0, tzinfo=UTC))
+        assert audit({"report": job}, control, runs, clock()) == []  # first sight: starts counting
+        guard = make_guard(job="report")
+        clock.set(datetime(2026, 10, 24, 23, 30, 5, tzinfo=UTC))
+        deliver(guard, tick_at(datetime(2026, 10, 24, 23, 30, tzinfo=UTC), "report"), Body())
+        # The schedule stops firing; the audit's passes go on every 30 minutes.
+        found = []
+        for moment in ("00:35", "01:05", "01:35", "02:05"):
+            hour, minute = map(int, moment.split(":"))
+            clock.set(datetime(2026, 10, 25, hour, minute, tzinfo=UTC))
+            found += audit({"report": job}, control, runs, clock())
+        assert [f.tick for f in found] == [
+            "2026-10-25T00:00:00Z",  # 02:00 CEST
+            "2026-10-25T00:30:00Z",  # 02:30 CEST; 02:00 and 02:30 CET (01:00, 01:30 UTC) repeat
+            "2026-10-25T02:00:00Z",  # 03:00 CET
+        ]
+        records = {r.tick: r for r in store.history("report")}
+        for finding in found:
+            assert records[finding.tick].status is RunStatus.MISSED
+            assert records[finding.tick].detail == NEVER_DELIVERED
+        assert "2026-10-24T23:00:00Z" not in records  # before the audit knew the job
+        assert audit({"report": job}, control, runs, clock()) == []  # idempotent
+
+    def test_paused_periods_are_not_counted(
+        self, dynamodb: Any, runs_table: str, clock: ManualClock, api: Api
+    ) -> None:
+        control, runs = ControlStore(dynamodb, runs_table), RunStore(dynamodb, runs_table)
+        jobs = {"cleanup": spec()}
+        clock.set(TICK - timedelta(minutes=30))
+        audit(jobs, control, runs, clock())
+        api("POST", "/jobs/cleanup/pause", {"reason": "holiday"})
+        clock.set(TICK - timedelta(minutes=12))
+        api("POST", "/jobs/cleanup/resume")
+        clock.set(TICK + timedelta(minutes=3))
+        found = [f.tick[11:16] for f in audit(jobs, control, runs, clock())]
+        # 11:30 ... 12:00 were expected; 11:30-11:45 fall in the pause (11:30 to 11:48).
+        assert found == ["11:50", "11:55", "12:00"]
+
+
+def test_a_run_longer_than_max_duration_is_flagged_in_its_record(
+    make_guard: GuardFactory, clock: ManualClock, store: RunStore
+) -> None:
+    guard = make_guard(max_duration=timedelta(seconds=10), min_duration=timedelta(seconds=1))
+    clock.set(TICK)
+    slow = deliver(guard, tick_at(TICK), Body(during=lambda run: clock.advance(11)))
+    fast = deliver(guard, tick_at(TICK + timedelta(minutes=5)), Body())
+    assert (slow.duration_flag, fast.duration_flag) == ("TOO_LONG", "TOO_SHORT")
+    flags = {r.tick: r.duration_flag for r in store.history("cleanup")}
+    assert flags == {"2026-11-22T12:00:00Z": "TOO_LONG", "2026-11-22T12:05:00Z": "TOO_SHORT"}
