@@ -25,7 +25,7 @@ from typing import Any
 
 from moto import mock_aws
 
-from tests.reconciler.moto_fleet import (
+from tests.helpers.moto_fleet import (
     TABLE,
     MotoFleet,
     default_task_transitions,

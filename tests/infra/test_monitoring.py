@@ -14,7 +14,7 @@ from infra.errors import ConfigurationError
 from infra.monitoring import Monitoring
 from infra.queues import dead_letter_queue
 from infra.runs_table import JobRunsTable
-from tests.infra.read_monitoring import dashboard_widgets, widget_series
+from tests.helpers.monitoring import dashboard_widgets, widget_series
 from vigil_tools.emulator.template import Synthesized
 
 

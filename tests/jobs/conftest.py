@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import pytest
 
+from tests.helpers.jobs import GuardFactory
 from vigil.clock import ManualClock
-from vigil.jobs.events import Tick
-from vigil.jobs.guard import JobGuard, Result, Run
+from vigil.jobs.guard import JobGuard
 from vigil.jobs.model import JobSettings, Overlap
 from vigil.jobs.store import RunStore
 from vigil_tools.emulator.template import Synthesized, create_tables, logical_id_of
-from vigil_tools.lambda_context import LambdaContext
 
 
 @pytest.fixture
@@ -26,9 +25,6 @@ def runs_table(dynamodb: Any, synthesized: Synthesized) -> str:
 @pytest.fixture
 def store(dynamodb: Any, runs_table: str) -> RunStore:
     return RunStore(dynamodb, runs_table)
-
-
-GuardFactory = Callable[..., JobGuard]
 
 
 @pytest.fixture
@@ -45,80 +41,3 @@ def make_guard(dynamodb: Any, runs_table: str, clock: ManualClock) -> GuardFacto
         return JobGuard(resolved, store, clock_ or clock)
 
     return make
-
-
-def tick_at(moment: datetime, job: str | None = "cleanup") -> Tick:
-    return Tick(job=job, scheduled_at=moment, source="scheduler")
-
-
-class Body:
-    """A job body that records its calls and can fail or run code mid-run."""
-
-    def __init__(self, fail: int = 0, during: Callable[[Run], Any] | None = None) -> None:
-        self.calls: list[Run] = []
-        self._fail = fail
-        self._during = during
-
-    def __call__(self, run: Run) -> None:
-        self.calls.append(run)
-        if self._during:
-            self._during(run)
-        if len(self.calls) <= self._fail:
-            raise RuntimeError(f"boom #{len(self.calls)}")
-
-
-def deliver(guard: JobGuard, tick: Tick, body: Body, remaining: int = 60_000) -> Result:
-    return guard.execute(tick, body, remaining_ms=lambda: remaining, holder=str(id(body)))
-
-
-def context(remaining: int = 60_000) -> LambdaContext:
-    return LambdaContext(remaining_ms=lambda: remaining)
-
-
-LEASE = timedelta(seconds=60 + 30)
-
-
-class CrashAfterClaim:
-    """A DynamoDB client for a process that dies right after its claim: nothing else is written."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self._transactions = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-    def transact_write_items(self, **kwargs: Any) -> Any:
-        self._transactions += 1
-        if self._transactions > 1:
-            raise SystemExit("the process was killed")
-        return self._client.transact_write_items(**kwargs)
-
-
-class ConflictsFirst:
-    """A DynamoDB client whose first N transactions collide with another one (real DynamoDB
-    cancels them with ``TransactionConflict``; moto, which serializes requests, never does)."""
-
-    def __init__(self, client: Any, conflicts: int) -> None:
-        self._client = client
-        self.conflicts = conflicts
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-    def transact_write_items(self, **kwargs: Any) -> Any:
-        if self.conflicts > 0:
-            self.conflicts -= 1
-            from botocore.exceptions import ClientError
-
-            raise ClientError(
-                {
-                    "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
-                    "CancellationReasons": [
-                        {"Code": "TransactionConflict"},
-                        {"Code": "None"},
-                    ],
-                },
-                "TransactWriteItems",
-            )
-        return self._client.transact_write_items(**kwargs)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.jobs.conftest import Body, GuardFactory, deliver, tick_at
+from tests.helpers.jobs import Body, GuardFactory, deliver, tick_at
 from vigil.clock import ManualClock
 from vigil.jobs.audit import NEVER_DELIVERED, audit
 from vigil.jobs.control import JobSpec

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.jobs.conftest import (
+from tests.helpers.jobs import (
     Body,
     ConflictsFirst,
     CrashAfterClaim,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.jobs.conftest import context
+from tests.helpers.jobs import context
 from vigil.clock import ManualClock
 from vigil.events import MalformedEvent
 from vigil.jobs import scheduled_job

@@ -8,26 +8,14 @@ from typing import Any
 import pytest
 
 from handlers import observers_api
+from tests.helpers.observers import (
+    IDEMPOTENCY_TABLE,
+    REGISTRY_TABLE,
+    create_idempotency_table,
+    create_registry_table,
+)
 from vigil.clock import ManualClock
 from vigil.observers.registry import ObserverRegistry
-from vigil_tools.emulator.template import create_table, synthesized_app
-
-REGISTRY_PATH = "Vigil/Observers/Registry"
-IDEMPOTENCY_PATH = "Vigil/Observers/Idempotency"
-REGISTRY_TABLE = "vigil-observers"
-IDEMPOTENCY_TABLE = "vigil-idempotency"
-
-
-def create_registry_table(client: Any, name: str = REGISTRY_TABLE) -> None:
-    create_table(synthesized_app(), client, REGISTRY_PATH, name)
-
-
-def create_idempotency_table(client: Any, name: str = IDEMPOTENCY_TABLE) -> None:
-    create_table(synthesized_app(), client, IDEMPOTENCY_PATH, name)
-
-
-def scan_all(client: Any, table: str) -> list[dict[str, Any]]:
-    return list(client.scan(TableName=table, ConsistentRead=True).get("Items", []))
 
 
 @pytest.fixture

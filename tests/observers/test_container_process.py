@@ -20,9 +20,9 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from tests.helpers.observers import create_registry_table
 from vigil.observers.registry import ObserverRegistry
 
-from .conftest import create_registry_table
 from .test_registry import raw_item, start_generation
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"

@@ -11,11 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 
+from tests.helpers.observers import create_registry_table
 from vigil.clock import ManualClock
 from vigil.observers.model import Desired
 from vigil.observers.registry import FleetFull, ObserverExists, ObserverNotFound, ObserverRegistry
-
-from .conftest import create_registry_table
 
 MAX = 3
 NAMES = st.sampled_from(["a", "b", "c", "d", "e"])

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.helpers.observers import scan_all
 from vigil.clock import ManualClock
 from vigil.dynamo import from_wire, to_wire
 from vigil.observers.model import FLEET_COUNTER_NAME, Desired, InvalidObserver, Status
@@ -22,8 +23,6 @@ from vigil.observers.registry import (
     StopRequested,
     VersionConflict,
 )
-
-from .conftest import scan_all
 
 
 def start_generation(client: Any, table: str, name: str, generation: int, task: str) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.reconciler.moto_fleet import MotoFleet, default_task_transitions
+from tests.helpers.moto_fleet import MotoFleet, default_task_transitions
 from vigil.clock import ManualClock
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from handlers.reconciler import dispatch
-from tests.reconciler.moto_fleet import CONTAINER, KIND, TABLE, MotoFleet, task_event
+from tests.helpers.moto_fleet import CONTAINER, KIND, TABLE, MotoFleet, task_event
 from vigil.dynamo import to_wire
 from vigil.events import MalformedEvent
 from vigil.observers.model import to_item

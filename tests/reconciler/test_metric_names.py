@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.infra.read_monitoring import Series, series_read
-from tests.reconciler.moto_fleet import MotoFleet
+from tests.helpers.monitoring import Series, series_read
+from tests.helpers.moto_fleet import MotoFleet
 from vigil import telemetry
 from vigil.jobs import scheduled_job
 from vigil.observers.fleet_gauges import fleet_gauges

@@ -9,29 +9,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from tests.reconciler.moto_fleet import TABLE, MotoFleet, task_event
+from tests.helpers.moto_fleet import TABLE, MotoFleet, running, stream, task_event
 from vigil.dynamo import to_wire
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import started_by, task_state
 from vigil.observers.model import Desired, Status, to_item
 from vigil.observers.reconciler import changed_records
-
-
-def running(fleet: MotoFleet) -> list[str]:
-    return list(
-        fleet.ecs_client.list_tasks(cluster=fleet.cluster_arn, desiredStatus="RUNNING")["taskArns"]
-    )
-
-
-def stream(new: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
-    change: dict[str, Any] = {"NewImage": to_wire(new)}
-    if old is not None:
-        change["OldImage"] = to_wire(old)
-    return {
-        "eventSource": "aws:dynamodb",
-        "eventName": "MODIFY" if old else "INSERT",
-        "dynamodb": change,
-    }
 
 
 def crash(

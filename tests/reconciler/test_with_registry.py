@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.reconciler.moto_fleet import TABLE, MotoFleet, task_event
-from tests.reconciler.test_reconciler import running, stream
+from tests.helpers.moto_fleet import TABLE, MotoFleet, running, stream, task_event
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.reconciler import changed_records
 from vigil.observers.registry import Fenced, ObserverRegistry

@@ -285,3 +285,20 @@ def task_event(
         "resources": [arn],
         "detail": detail,
     }
+
+
+def running(fleet: MotoFleet) -> list[str]:
+    return list(
+        fleet.ecs_client.list_tasks(cluster=fleet.cluster_arn, desiredStatus="RUNNING")["taskArns"]
+    )
+
+
+def stream(new: dict[str, Any], old: dict[str, Any] | None = None) -> dict[str, Any]:
+    change: dict[str, Any] = {"NewImage": to_wire(new)}
+    if old is not None:
+        change["OldImage"] = to_wire(old)
+    return {
+        "eventSource": "aws:dynamodb",
+        "eventName": "MODIFY" if old else "INSERT",
+        "dynamodb": change,
+    }
