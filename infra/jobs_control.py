@@ -17,11 +17,13 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as targets
 from constructs import Construct
 
 from infra.function import vigil_function
+from infra.management_api import access_log_group, management_api_options
 from infra.queues import dead_letter_queue
 from infra.scheduled_job import ScheduledJob
 
@@ -100,21 +102,10 @@ class JobsControl(Construct):
         )
 
     def _build_rest_api(self) -> apigateway.RestApi:
-        """Without an observer fleet: the same kind of API, IAM on every method."""
+        """Without an observer fleet: the same kind of API, IAM on every method, access-logged."""
+        self.api_access_logs = access_log_group(self, logs.RetentionDays.ONE_MONTH)
         return apigateway.RestApi(
-            self,
-            "Api",
-            description="Vigil jobs",
-            cloud_watch_role=False,
-            default_method_options=apigateway.MethodOptions(
-                authorization_type=apigateway.AuthorizationType.IAM
-            ),
-            deploy_options=apigateway.StageOptions(
-                stage_name="v1",
-                tracing_enabled=True,
-                throttling_rate_limit=50,
-                throttling_burst_limit=100,
-            ),
+            self, "Api", description="Vigil jobs", **management_api_options(self.api_access_logs)
         )
 
     def _add_routes(self, api: apigateway.RestApi) -> None:

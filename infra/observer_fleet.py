@@ -11,7 +11,6 @@ in ``cdk.context.json``.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +35,7 @@ from infra.alarms import alarm_above_zero
 from infra.errors import ConfigurationError
 from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
+from infra.management_api import access_log_group, management_api_options
 from infra.pins import pinned
 from infra.queues import dead_letter_queue
 from infra.removal import data_removal_policy
@@ -44,27 +44,6 @@ from vigil.contract.observers import FLEET_INDEX, FLEET_INDEX_PROJECTION, Desire
 
 OWNER = "ObserverFleet"
 SHORTFALL_MINUTES = 5
-ACCESS_LOG_FIELDS = {
-    "requestId": "$context.requestId",
-    "extendedRequestId": "$context.extendedRequestId",
-    "requestTime": "$context.requestTime",
-    "httpMethod": "$context.httpMethod",
-    "path": "$context.path",
-    "resourcePath": "$context.resourcePath",
-    "status": "$context.status",
-    "responseLength": "$context.responseLength",
-    "responseLatency": "$context.responseLatency",
-    "integrationLatency": "$context.integrationLatency",
-    "integrationError": "$context.integration.error",
-    "sourceIp": "$context.identity.sourceIp",
-    "userAgent": "$context.identity.userAgent",
-    # Who called: the SigV4 identity API Gateway authorized (IAM authorization on every method).
-    "caller": "$context.identity.caller",
-    "user": "$context.identity.user",
-    "userArn": "$context.identity.userArn",
-    "accountId": "$context.identity.accountId",
-}
-"""The API's JSON access log line (``$context`` variables API Gateway fills in per request)."""
 KIND_NAME = re.compile(r"^[a-z0-9-]{1,63}$")
 CONTAINER_NAME = "observer"
 FARGATE_MEMORY: dict[int, range] = {
@@ -363,30 +342,14 @@ class ObserverFleet(Construct):
         Every request is access-logged as JSON with the caller's IAM identity; the stage throttles.
         API Gateway writes logs through one role per account and region (``cloud_watch_role``).
         """
-        self.api_access_logs = logs.LogGroup(
-            self,
-            "ApiAccessLogs",
-            retention=self.log_retention,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        self.api_access_logs = access_log_group(self, self.log_retention)
         return apigateway.LambdaRestApi(
             self,
             "Api",
             handler=self.api_function,
             proxy=True,
             description="Vigil observers",
-            cloud_watch_role=True,
-            default_method_options=apigateway.MethodOptions(
-                authorization_type=apigateway.AuthorizationType.IAM
-            ),
-            deploy_options=apigateway.StageOptions(
-                stage_name="v1",
-                tracing_enabled=True,
-                throttling_rate_limit=50,
-                throttling_burst_limit=100,
-                access_log_destination=apigateway.LogGroupLogDestination(self.api_access_logs),
-                access_log_format=apigateway.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS)),
-            ),
+            **management_api_options(self.api_access_logs),
         )
 
     def _build_reconciler(

@@ -80,3 +80,7 @@ def test_without_a_fleet_the_jobs_get_an_api_of_their_own(tmp_path: Any) -> None
     assert "JobsApiEndpoint" in template["Outputs"]
     alarms = [r for r in resources if r["Type"] == "AWS::CloudWatch::Alarm"]
     assert any(a["Properties"].get("MetricName") == "JobRunTooLong" for a in alarms)
+    # The same security baseline as the observers' API: access logs with the caller, throttling.
+    (stage,) = [r for r in resources if r["Type"] == "AWS::ApiGateway::Stage"]
+    assert "caller" in stage["Properties"]["AccessLogSetting"]["Format"]
+    assert stage["Properties"]["MethodSettings"][0]["ThrottlingRateLimit"] == 50
