@@ -44,8 +44,12 @@ class JobsControl(Construct):
         super().__init__(scope, construct_id)
         self.function = self._build_function(jobs, runs_table)
         self._grant(jobs, runs_table)
+        self.owns_api = api is None
+        """True when the stack has no fleet and these routes have an API of their own."""
         self.api = api or self._build_rest_api()
         self._add_routes(self.api)
+        self.audit_undelivered = dead_letter_queue(self, "AuditUndelivered")
+        """Audit ticks the scheduler could not deliver (alarmed: the dead man's switch is off)."""
         self.audit_schedule = self._build_audit_schedule()
 
     def _build_function(
@@ -128,6 +132,6 @@ class JobsControl(Construct):
                 input=scheduler.ScheduleTargetInput.from_object({"vigil-audit": True}),
                 retry_attempts=2,
                 max_event_age=Duration.minutes(5),
-                dead_letter_queue=dead_letter_queue(self, "AuditUndelivered"),
+                dead_letter_queue=self.audit_undelivered,
             ),
         )

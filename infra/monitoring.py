@@ -19,6 +19,7 @@ from constructs import Construct
 from infra.alarms import alarm_above_zero
 from infra.alerts import alarm_topic, notify
 from infra.dashboard_rows import api_row, function_row, kind_row
+from infra.jobs_control import JobsControl
 from infra.observer_fleet import ObserverFleet
 from infra.saved_queries import saved_queries
 from infra.scheduled_job import ScheduledJob
@@ -43,6 +44,7 @@ class Monitoring(Construct):
         *,
         jobs: Sequence[ScheduledJob],
         fleet: ObserverFleet | None = None,
+        control: JobsControl | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cloudwatch.Alarm] = []
@@ -67,7 +69,7 @@ class Monitoring(Construct):
             self._add_job(job)
         if fleet is not None:
             self._add_fleet(fleet)
-        self._add_functions(jobs, fleet)
+        self._add_functions(jobs, fleet, control)
         self.queries = saved_queries(
             self,
             job_logs=[job.function.log_group for job in jobs],
@@ -81,11 +83,33 @@ class Monitoring(Construct):
         )
         notify(self.topic, self.alarms)
 
-    def _add_functions(self, jobs: Sequence[ScheduledJob], fleet: ObserverFleet | None) -> None:
+    def _add_functions(
+        self,
+        jobs: Sequence[ScheduledJob],
+        fleet: ObserverFleet | None,
+        control: JobsControl | None,
+    ) -> None:
         functions = [(f"job {job.job_name}", job.function) for job in jobs]
         if fleet is not None:
             self.dashboard.add_widgets(*api_row(fleet.api))
             functions += [("reconciler", fleet.reconciler), ("API function", fleet.api_function)]
+        if control is not None:
+            if control.owns_api:
+                self.dashboard.add_widgets(*api_row(control.api))
+            functions.append(("jobs control", control.function))
+            self.dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title="jobs audit: undelivered",
+                    left=[_depth(control.audit_undelivered, "undelivered audits")],
+                    width=8,
+                )
+            )
+            self._alarm(
+                "jobs-audit-undelivered",
+                _depth(control.audit_undelivered, "undelivered audits"),
+                "Jobs audit: EventBridge Scheduler could not invoke the audit; never-delivered "
+                "ticks are not being detected.",
+            )
         for label, function in functions:
             self.dashboard.add_widgets(*function_row(label, function))
 

@@ -39,7 +39,9 @@ class VigilStack(Stack):
             runs_table=self.runs.table,
             api=self.observers.api if self.observers else None,
         )
-        self.monitoring = Monitoring(self, "Monitoring", jobs=self.jobs, fleet=self.observers)
+        self.monitoring = Monitoring(
+            self, "Monitoring", jobs=self.jobs, fleet=self.observers, control=self.jobs_control
+        )
         self._outputs()
 
     def _outputs(self) -> None:
