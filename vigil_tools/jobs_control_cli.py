@@ -162,7 +162,7 @@ def _key(at: str) -> str:
     """The tick key the API will use for ``--at`` (whole seconds, UTC)."""
     try:
         return tick_key(datetime.fromisoformat(at).astimezone(UTC))
-    except ValueError:
+    except (ValueError, OverflowError):
         return at  # the API refuses it, naming the field
 
 

@@ -369,3 +369,124 @@ def test_a_run_longer_than_max_duration_is_flagged_in_its_record(
     assert (slow.duration_flag, fast.duration_flag) == ("TOO_LONG", "TOO_SHORT")
     flags = {r.tick: r.duration_flag for r in store.history("cleanup")}
     assert flags == {"2026-11-22T12:00:00Z": "TOO_LONG", "2026-11-22T12:05:00Z": "TOO_SHORT"}
+
+
+# --- defects found by the adversarial review, each reproduced before its fix ---------------
+
+
+def test_backfill_of_a_missed_tick_while_the_live_tick_runs_is_skipped_not_an_error(
+    api: Api, make_guard: GuardFactory, clock: ManualClock, store: RunStore
+) -> None:
+    """Backfill racing the live schedule under the default ``skip`` policy: the backfilled tick
+    (recorded MISSED) meets the live tick's lease. It should be SKIPPED (runnable again later);
+    instead record_final's ``_reclaimable`` refuses to overwrite MISSED, the guard loops and raises
+    ClaimContention, Lambda retries and dead-letters it, and the CLI waits until its timeout."""
+    guard = make_guard()
+    clock.set(TICK - timedelta(minutes=5) + timedelta(minutes=10))  # 5 min late: MISSED
+    assert deliver(guard, tick_at(TICK - timedelta(minutes=5)), Body()).outcome is Outcome.MISSED
+    clock.set(TICK + timedelta(seconds=1))
+    outcomes = []
+
+    def backfill_meanwhile(_run: Any) -> None:
+        request = {"at": "2026-11-22T11:55:00Z", "backfill": True}
+        status, _ = api("POST", "/jobs/cleanup/runs", request)
+        assert status == 202
+        outcomes.extend(r.outcome for r in run_sent(api, guard, Body()))
+
+    live = deliver(guard, tick_at(TICK), Body(during=backfill_meanwhile))
+    assert live.outcome is Outcome.SUCCEEDED
+    assert outcomes == [Outcome.SKIPPED]
+
+
+def test_a_time_zone_change_restarts_the_audit_like_an_expression_change(
+    dynamodb: Any, runs_table: str, clock: ManualClock, make_guard: GuardFactory
+) -> None:
+    """``mark_audited`` keys the audit's start on the expression only: moving a job from
+    Europe/Paris to UTC (same expression) keeps the old start, so the new zone's tick that fell
+    before the redeploy is recorded MISSED "never delivered"."""
+    control, runs = ControlStore(dynamodb, runs_table), RunStore(dynamodb, runs_table)
+    paris = {"cleanup": spec(schedule="cron(0 9 * * ? *)", tz="Europe/Paris")}
+    clock.set(datetime(2026, 11, 22, 6, 0, tzinfo=UTC))
+    audit(paris, control, runs, clock())  # first sight
+    clock.set(datetime(2026, 11, 22, 8, 0, 5, tzinfo=UTC))  # 09:00 in Paris, delivered
+    deliver(make_guard(), tick_at(datetime(2026, 11, 22, 8, 0, tzinfo=UTC)), Body())
+    # Redeployed at 09:10Z with time_zone="UTC": its first tick is tomorrow 09:00Z.
+    utc = {"cleanup": spec(schedule="cron(0 9 * * ? *)", tz="UTC")}
+    clock.set(datetime(2026, 11, 22, 9, 10, tzinfo=UTC))
+    assert audit(utc, control, runs, clock()) == []
+
+
+def test_a_failed_run_longer_than_max_duration_emits_the_too_long_metric(
+    monkeypatch: pytest.MonkeyPatch,
+    runs_table: str,
+    dynamodb: Any,
+    clock: ManualClock,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``duration_flag`` flags a too-long run "whatever its outcome" and the guard writes the flag
+    into a FAILED record, but the decorator emits JobRunTooLong only on the success path: a run
+    that hangs for too long and then fails (the usual case) never reaches the alarm."""
+    import json
+
+    from tests.helpers.jobs import context
+    from vigil.jobs import scheduled_job
+
+    monkeypatch.setenv("VIGIL_JOB_NAME", "cleanup")
+    monkeypatch.setenv("VIGIL_RUNS_TABLE", runs_table)
+    monkeypatch.setenv("VIGIL_MAX_LATENESS_SECONDS", "120")
+    monkeypatch.setenv("VIGIL_MAX_DURATION_SECONDS", "10")
+    clock.set(TICK)
+
+    def body(run: Any) -> None:
+        clock.advance(11)
+        raise TimeoutError("downstream hung")
+
+    handler = scheduled_job(body, client=dynamodb, clock=clock)
+    event = {"vigil": {"job": "cleanup", "scheduled_time": "2026-11-22T12:00:00Z"}}
+    with pytest.raises(TimeoutError):
+        handler(event, context())
+    [record] = RunStore(dynamodb, runs_table).history("cleanup")
+    assert record.duration_flag == "TOO_LONG"  # the record is flagged...
+    out = capsys.readouterr().out
+    names = [
+        metric["Name"]
+        for line in out.splitlines()
+        if '"_aws"' in line
+        for metric in json.loads(line)["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+    ]
+    assert "JobRunTooLong" in names  # ...but the metric (and so the alarm) is not
+
+
+def _raw(api: Api, method: str, path: str, raw_body: str | None) -> tuple[int, Any]:
+    import json
+
+    from vigil_tools.cli import rest_event
+    from vigil_tools.lambda_context import LambdaContext
+
+    event = rest_event(
+        method,
+        path,
+        headers={"Content-Type": "application/json"},
+        body=raw_body,
+        caller_arn="arn:aws:iam::123456789012:user/operator",
+    )
+    answer = api.app.resolve(event, LambdaContext())
+    return int(answer["statusCode"]), json.loads(answer["body"] or "null")
+
+
+@pytest.mark.parametrize(
+    ("path", "raw"),
+    [
+        ("/jobs/cleanup/pause", '{"reason": "x", "until": "0001-01-01T00:00:00+01:00"}'),
+        ("/jobs/cleanup/pause", '{"reason": "x", "until": "9999-12-31T23:59:59-01:00"}'),
+        ("/jobs/cleanup/runs", '{"at": "0001-01-01T00:30:00+01:00"}'),
+    ],
+)
+def test_times_out_of_datetime_range_are_422_not_a_500(
+    api: Api, store: RunStore, path: str, raw: str
+) -> None:
+    """``parse_time`` catches ValueError, but ``astimezone(UTC)`` of a time at the edge of
+    datetime's range raises OverflowError: an unhandled exception (500) instead of a 422."""
+    status, _ = _raw(api, "POST", path, raw)
+    assert status == 422, status
+    assert store.head("cleanup") is None and api.sent == []

@@ -42,8 +42,10 @@ def _audit_job(
 ) -> list[Finding]:
     item = control.head_item(spec.name)
     since = (item or {}).get("audit_since")
-    if since is None or (item or {}).get("audit_schedule") != spec.schedule.expression:
-        control.mark_audited(spec.name, spec.schedule.expression, now)
+    # The expression and its time zone: either changing moves every tick, so counting restarts.
+    schedule = f"{spec.schedule.expression} in {spec.schedule.time_zone}"
+    if since is None or (item or {}).get("audit_schedule") != schedule:
+        control.mark_audited(spec.name, schedule, now)
         return []  # ticks before the audit knew the job (or its schedule) are not counted
     head = JobHead.from_item(item) if item and "job" in item else None
     start, _ = audit_window(spec, now)

@@ -106,7 +106,10 @@ def parse_time(field: str, raw: str) -> datetime:
         raise InvalidRequest(field, f"{raw!r} is not an ISO 8601 time") from None
     if moment.tzinfo is None:
         raise InvalidRequest(field, f"{raw!r} has no time zone (add Z or an offset)")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise InvalidRequest(field, f"{raw!r} is outside the times Vigil can represent") from None
 
 
 # --- pause -------------------------------------------------------------------------------------

@@ -85,8 +85,11 @@ def _handle(guard: JobGuard, body: Body, event: Any, context: Any) -> dict[str, 
         metrics.add_metric(name=JobMetric.MALFORMED, unit="Count", value=1)
         logger.exception("rejected an event for another job; it goes to the dead-letter queue")
         raise
-    except Exception:
+    except Exception as error:
         metrics.add_metric(name=JobMetric.FAILED, unit="Count", value=1)
+        flag = getattr(error, "vigil_duration_flag", None)
+        if isinstance(flag, DurationFlag):
+            metrics.add_metric(name=_FLAG_METRIC[flag], unit="Count", value=1)
         logger.exception("job run failed; Lambda retries or dead-letters the event")
         raise
     _record(result)

@@ -9,6 +9,7 @@ Flow of one delivery::
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -162,6 +163,7 @@ class JobGuard:
                         expires_at=expires_at,
                         detail=decision.reason,
                         expected_attempts=decision.terms.expected_attempts,
+                        rerun=tick.rerun,
                     )
                 except TickTaken:
                     # The record moved: claim again. But an operator's rerun of a paused job's
@@ -214,7 +216,12 @@ class JobGuard:
         try:
             body(run)
         except BaseException as error:  # SystemExit too: the lease must not outlive a dead run
-            self._finish(claim, RunStatus.FAILED, started, error)
+            _, flag = self._finish(claim, RunStatus.FAILED, started, error)
+            if flag is not None:
+                # A run that hung past max_duration and then failed is the usual too-long run:
+                # the handler counts the flag on its way out, as it does for a success.
+                with contextlib.suppress(AttributeError):
+                    error.vigil_duration_flag = flag  # type: ignore[attr-defined]
             raise
         recorded, flag = self._finish(claim, RunStatus.SUCCEEDED, started, None)
         outcome = Outcome.SUCCEEDED if recorded else Outcome.FENCED

@@ -231,8 +231,12 @@ class RunStore:
         expires_at: datetime,
         detail: str,
         expected_attempts: int = 0,
+        rerun: bool = False,
     ) -> None:
-        """Record a SKIPPED or MISSED tick so it is visible, never silent; raises TickTaken."""
+        """Record a SKIPPED or MISSED tick so it is visible, never silent; raises TickTaken.
+
+        An operator's rerun (``--at``, backfill) may replace what it was allowed to claim (a
+        MISSED, SKIPPED or PAUSED record), so the refusal it meets is recorded over it."""
         record = Update().set_all(
             {
                 "job": job,
@@ -244,7 +248,8 @@ class RunStore:
             }
         )
         record.set_default("attempts", 0).remove("lease_until_ms", "lease_until")
-        record.condition(_reclaimable(record, expected_attempts, now))
+        replaceable = _rerunnable if rerun else _reclaimable
+        record.condition(replaceable(record, expected_attempts, now))
         head = _last_outcome(tick, status, now, detail).set_all({"entity": HEAD_ENTITY, "job": job})
         action = self._update(job, tick_sk(tick), record)
         action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
