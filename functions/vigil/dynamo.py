@@ -9,6 +9,7 @@ placeholder is ever sent unused (DynamoDB rejects those).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -90,6 +91,9 @@ def any_of(*conditions: str) -> str:
 
 def all_of(*conditions: str) -> str:
     return "(" + " AND ".join(conditions) + ")"
+
+
+_VALUE = re.compile(r":v\d+\b")
 
 
 class Update:
@@ -198,8 +202,16 @@ class Update:
         }
         if self._conditions:
             request["ConditionExpression"] = " AND ".join(self._conditions)
-        if self._values:
-            request["ExpressionAttributeValues"] = to_wire(self._values)
+        # A clause replaced by a later one (an attribute set twice) leaves its value behind:
+        # DynamoDB refuses a placeholder no expression uses, so send only the used ones.
+        used = set(
+            _VALUE.findall(
+                f"{request['UpdateExpression']} {request.get('ConditionExpression', '')}"
+            )
+        )
+        values = {p: v for p, v in self._values.items() if p in used}
+        if values:
+            request["ExpressionAttributeValues"] = to_wire(values)
         return request
 
 

@@ -55,7 +55,9 @@ class Environment:
 
     def parsed(self, name: str, parse: Callable[[str], T], default: T | None = None) -> T:
         """``parse(value)``; its ValueError becomes a SettingsError naming the variable."""
-        if default is not None and not self._env.get(name, "").strip():
+        # Absent means the default; present but empty is a mistake worth refusing (an empty
+        # VIGIL_ASSIGN_PUBLIC_IP must not quietly mean a public IP).
+        if default is not None and name not in self._env:
             return default
         raw = self.text(name)
         try:

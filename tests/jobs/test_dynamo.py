@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -108,3 +109,11 @@ def test_a_batch_still_unprocessed_after_the_last_attempt_is_an_error() -> None:
     with pytest.raises(IncompleteBatch, match="1 keys unprocessed"):
         batch_get(Throttled(times=99), "t", keys, ["name"], sleep=pauses.append, attempts=2)
     assert pauses == [0.05]
+
+
+def test_setting_an_attribute_twice_sends_no_unused_value() -> None:
+    """Found in review: the first value stayed in the request and DynamoDB refuses unused ones."""
+    request = Update().set("status", "RUNNING").set("status", "FAILED").request()
+    text = request["UpdateExpression"] + " " + request.get("ConditionExpression", "")
+    assert set(request["ExpressionAttributeValues"]) == set(re.findall(r":v\d+", text))
+    assert request["ExpressionAttributeValues"] == {":v1": {"S": "FAILED"}}

@@ -7,6 +7,8 @@ from enum import StrEnum
 
 import pytest
 
+from vigil.jobs.model import JobSettings
+from vigil.observers.reconciler.config import ReconcilerConfig
 from vigil.settings import Environment, SettingsError
 
 
@@ -61,3 +63,26 @@ def test_gather_reports_every_bad_variable_at_once() -> None:
     with pytest.raises(SettingsError) as raised:
         read.gather(a=lambda: read.text("A"), b=lambda: read.integer("B", minimum=0))
     assert "A is required" in str(raised.value) and "B: must be an integer" in str(raised.value)
+
+
+RECONCILER_ENV = {
+    "VIGIL_OBSERVERS_TABLE": "t",
+    "VIGIL_CLUSTER_ARN": "c",
+    "VIGIL_TASK_DEFINITIONS": '{"ticker": "td"}',
+    "VIGIL_CONTAINER_NAME": "observer",
+    "VIGIL_SUBNETS": "subnet-1",
+    "VIGIL_SECURITY_GROUPS": "sg-1",
+    "VIGIL_OBSERVERS_DLQ_URL": "https://sqs/q",
+    "VIGIL_HEARTBEAT_SECONDS": "30",
+}
+
+
+def test_an_empty_overlap_is_refused_not_taken_for_the_default() -> None:
+    env = {"VIGIL_JOB_NAME": "j", "VIGIL_RUNS_TABLE": "t", "VIGIL_OVERLAP": ""}
+    with pytest.raises(SettingsError, match="VIGIL_OVERLAP"):
+        JobSettings.from_env(env)
+
+
+def test_an_empty_assign_public_ip_is_refused_not_taken_for_a_public_ip() -> None:
+    with pytest.raises(SettingsError, match="VIGIL_ASSIGN_PUBLIC_IP"):
+        ReconcilerConfig.from_env({**RECONCILER_ENV, "VIGIL_ASSIGN_PUBLIC_IP": ""})
