@@ -13,8 +13,13 @@ def alarm_above_zero(
     metric: cloudwatch.IMetric,
     description: str,
     periods: int = 1,
+    gauge: bool = False,
 ) -> cloudwatch.Alarm:
-    """ALARM when every one of ``periods`` consecutive periods is above zero; no data is fine."""
+    """ALARM when every one of ``periods`` consecutive periods is above zero; no data is fine.
+
+    A ``gauge`` (a state only some passes report, like the fleet's counts) keeps its last state
+    through a period without data instead of reading the gap as zero and sending a false OK.
+    """
     return cloudwatch.Alarm(
         scope,
         construct_id,
@@ -23,6 +28,8 @@ def alarm_above_zero(
         evaluation_periods=periods,
         datapoints_to_alarm=periods,
         comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        treat_missing_data=cloudwatch.TreatMissingData.IGNORE
+        if gauge
+        else cloudwatch.TreatMissingData.NOT_BREACHING,
         alarm_description=description,
     )

@@ -17,6 +17,7 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as targets
@@ -49,7 +50,13 @@ class JobsControl(Construct):
         self.api = api or self._build_rest_api()
         self._add_routes(self.api)
         self.audit_undelivered = dead_letter_queue(self, "AuditUndelivered")
-        """Audit ticks the scheduler could not deliver (alarmed: the dead man's switch is off)."""
+        """Audits the scheduler could not deliver, or that failed after Lambda's retries (alarmed:
+        while it fills, never-delivered ticks go unnoticed)."""
+        self.function.configure_async_invoke(
+            on_failure=destinations.SqsDestination(self.audit_undelivered),
+            retry_attempts=2,
+            max_event_age=Duration.hours(1),
+        )
         self.audit_schedule = self._build_audit_schedule()
 
     def _build_function(
@@ -109,7 +116,10 @@ class JobsControl(Construct):
         """Without an observer fleet: the same kind of API, IAM on every method, access-logged."""
         self.api_access_logs = access_log_group(self, logs.RetentionDays.ONE_MONTH)
         return apigateway.RestApi(
-            self, "Api", description="Vigil jobs", **management_api_options(self.api_access_logs)
+            self,
+            "Api",
+            description="Vigil jobs",
+            **management_api_options(self.api_access_logs, f"{Stack.of(self).stack_name}-jobs"),
         )
 
     def _add_routes(self, api: apigateway.RestApi) -> None:

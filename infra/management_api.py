@@ -43,11 +43,16 @@ def access_log_group(scope: Construct, retention: logs.RetentionDays) -> logs.Lo
     )
 
 
-def management_api_options(access_logs: logs.ILogGroup) -> dict[str, Any]:
+def management_api_options(access_logs: logs.ILogGroup, name: str) -> dict[str, Any]:
     """RestApi keyword arguments: SigV4 (IAM) on every method, the root included; every request
     access-logged as JSON with the caller's IAM identity; the stage throttled. API Gateway writes
-    logs through one role per account and region (``cloud_watch_role``)."""
+    logs through one role per account and region (``cloud_watch_role``).
+
+    ``name`` must be unique in the account and region: API Gateway's metrics (and so the 5XX alarm
+    and the dashboard row) are keyed by the API's name, and a second stack must not share them.
+    """
     return {
+        "rest_api_name": name,
         "cloud_watch_role": True,
         "default_method_options": apigateway.MethodOptions(
             authorization_type=apigateway.AuthorizationType.IAM

@@ -80,7 +80,7 @@ ACCEPTED: tuple[Accepted, ...] = (
         "AmazonAPIGatewayPushToCloudWatchLogs]",
         "API Gateway's account-level logging role, with the policy AWS documents for it; "
         "access logs need it",
-        _path_has("Observers/Api/CloudWatchRole"),
+        _path_has("/Api/CloudWatchRole"),
     ),
     Accepted(
         "AwsSolutions-L1",

@@ -349,7 +349,9 @@ class ObserverFleet(Construct):
             handler=self.api_function,
             proxy=True,
             description="Vigil observers",
-            **management_api_options(self.api_access_logs),
+            **management_api_options(
+                self.api_access_logs, f"{Stack.of(self).stack_name}-observers"
+            ),
         )
 
     def _build_reconciler(
@@ -517,6 +519,7 @@ class ObserverFleet(Construct):
             "ObserversInFailedAlarm",
             description="Vigil observers: at least one observer is FAILED; fix it, then restart it",
             metric=self.metric(ObserverMetric.FLEET_FAILED, "Maximum", Duration.minutes(1)),
+            gauge=True,
         )
         alarms["FleetShortfall"] = alarm_above_zero(
             self,
@@ -525,6 +528,7 @@ class ObserverFleet(Construct):
             "minutes (starts failing, crash loops, capacity)",
             metric=self.shortfall_metric(),
             periods=SHORTFALL_MINUTES,
+            gauge=True,
         )
         alarms["ReconcilerErrors"] = alarm_above_zero(
             self,
