@@ -93,8 +93,13 @@ def test_the_lambda_asset_imports_on_its_own_against_the_pinned_powertools(
         for path in asset.rglob("*.py")
     )
     assert "handlers.reconciler" in modules
+    # What the test virtualenv has but Lambda does not (the runtime gives boto3, the layer gives
+    # Powertools, pydantic and the X-Ray SDK): an import of any of these must fail here too.
+    absent = ["croniter", "moto", "aws_cdk", "constructs", "jsii", "packaging", "freezegun"]
+    absent += ["hypothesis", "pytest", "vigil_tools", "infra"]
     probe = (
         "import importlib, json, sys\n"
+        f"for name in {absent!r}: sys.modules[name] = None\n"
         "import aws_lambda_powertools.shared.version as pv\n"
         "loaded = {}\n"
         "for name in json.loads(sys.argv[1]):\n"

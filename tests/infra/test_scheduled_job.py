@@ -53,8 +53,8 @@ def test_each_schedule_retries_dead_letters_and_passes_the_scheduled_time(
 def test_failed_runs_go_to_an_sqs_on_failure_destination(
     template: Template, synthesized: Synthesized
 ) -> None:
-    # Two jobs and the observers' reconciler (an on-failure destination of its own).
-    template.resource_count_is("AWS::Lambda::EventInvokeConfig", 3)
+    # Two jobs, the observers' reconciler and the jobs' audit (each a destination of its own).
+    template.resource_count_is("AWS::Lambda::EventInvokeConfig", 4)
     template.all_resources_properties(
         "AWS::Lambda::EventInvokeConfig",
         {"DestinationConfig": {"OnFailure": {"Destination": Match.any_value()}}},
@@ -63,7 +63,7 @@ def test_failed_runs_go_to_an_sqs_on_failure_destination(
         c["Properties"]["MaximumRetryAttempts"]
         for c in synthesized.resources("AWS::Lambda::EventInvokeConfig").values()
     )
-    assert retries == [0, 2, 2], "cleanup is not retried; the daily report and reconciler twice"
+    assert retries == [0, 2, 2, 2], "cleanup is not retried; the report, reconciler, audit twice"
 
 
 def test_retries_that_would_arrive_too_late_to_run_are_a_synth_warning() -> None:
