@@ -39,6 +39,7 @@ from infra.management_api import access_log_group, management_api_options
 from infra.pins import pinned
 from infra.queues import dead_letter_queue
 from infra.removal import data_removal_policy
+from vigil.contract.hosts import HOSTS_KEY, HOSTS_TABLE_ENV
 from vigil.contract.metrics import NAMESPACE, SERVICE, ObserverMetric, powertools_environment
 from vigil.contract.observers import FLEET_INDEX, FLEET_INDEX_PROJECTION, Desired, Status
 
@@ -120,6 +121,7 @@ class ObserverFleet(Construct):
         self.log_retention = log_retention
         self.table = self._build_registry(data_policy)
         self.idempotency_table = self._build_idempotency_table(data_policy)
+        self.hosts_table = self._build_hosts_table(data_policy)
         self.observers_dlq = dead_letter_queue(self, "ObserversDlq")
         """FAILED notices: one message per observer that gave up (read it, fix, restart)."""
         self.events_dlq = dead_letter_queue(self, "EventsDlq")
@@ -207,6 +209,19 @@ class ObserverFleet(Construct):
             removal_policy=removal_policy,
         )
 
+    def _build_hosts_table(self, removal_policy: RemovalPolicy) -> dynamodb.Table:
+        """One item per pooled host task; a scan of it is the healthy reconciler pass."""
+        return dynamodb.Table(
+            self,
+            "Hosts",
+            partition_key=dynamodb.Attribute(name=HOSTS_KEY, type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=removal_policy,
+        )
+
     # Network and ECS ----------------------------------------------------------------------------
 
     def _build_network(
@@ -248,6 +263,13 @@ class ObserverFleet(Construct):
             iam.PolicyStatement(
                 actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
                 resources=[self.table.table_arn],
+            )
+        )
+        # A host reads and heartbeats its own item (conditioned on its task ARN).
+        task_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
+                resources=[self.hosts_table.table_arn],
             )
         )
         execution_role = iam.Role(
@@ -293,6 +315,7 @@ class ObserverFleet(Construct):
                 "VIGIL_OBSERVERS_TABLE": self.table.table_name,
                 "VIGIL_OBSERVER_KINDS": self.kinds_json,
                 "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
+                HOSTS_TABLE_ENV: self.hosts_table.table_name,
             },
         )
         return definition
@@ -367,6 +390,7 @@ class ObserverFleet(Construct):
             memory_size=1024,
             environment={
                 "VIGIL_OBSERVERS_TABLE": self.table.table_name,
+                HOSTS_TABLE_ENV: self.hosts_table.table_name,
                 "VIGIL_CLUSTER_ARN": self.cluster.cluster_arn,
                 "VIGIL_TASK_DEFINITIONS": Stack.of(self).to_json_string(
                     {k: d.task_definition_arn for k, d in self.task_definitions.items()}
@@ -401,6 +425,18 @@ class ObserverFleet(Construct):
             iam.PolicyStatement(
                 actions=["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"],
                 resources=[self.table.table_arn, f"{self.table.table_arn}/index/{FLEET_INDEX}"],
+            )
+        )
+        role.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:Scan",
+                    "dynamodb:Query",
+                ],
+                resources=[self.hosts_table.table_arn],
             )
         )
         families = [

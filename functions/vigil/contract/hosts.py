@@ -1,0 +1,86 @@
+"""Pooled observer hosts: the names the hosts table, the host process and the reconciler share.
+
+A pooled kind's Fargate task is a *host*: one process that runs up to ``slots`` observers, each in
+its own child process. The hosts table has one item per host task (key ``host_id``), small enough
+that a scan of it is the healthy reconciler pass (O(hosts), not O(observers)).
+
+Who writes what (each write is conditional, so a zombie or a stale reconciler changes nothing):
+
+* The reconciler creates the item (STARTING) before RunTask, assigns observers to it (``assigned``:
+  name -> generation), marks it DRAINING, LOST or STOPPED, and sets ``task_arn`` once ECS answers.
+* The host writes only ``heartbeat_at_ms`` and ``running`` (name -> {generation, state}), in ONE
+  UpdateItem per heartbeat interval conditioned on its own ``task_arn`` and a live status, with
+  ``ReturnValues=ALL_NEW``: the answer's ``assigned`` map is what it must run. A refused heartbeat
+  means the host was replaced (a zombie): it stops every child and exits ``ExitCode.FENCED``.
+* When a child exits, the host reports it with one write on that observer's registry item
+  (``HOST_EXIT``), conditioned on the observer's ``generation`` and ``host``; the reconciler treats it
+  as it treats a dedicated task's STOPPED event.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Placement(StrEnum):
+    """How a kind's observers get tasks."""
+
+    DEDICATED = "dedicated"
+    """One Fargate task per observer (the observer's own record is its liveness)."""
+    POOLED = "pooled"
+    """Up to ``slots_per_host`` observers per Fargate task (the host's item is their liveness)."""
+
+
+class HostStatus(StrEnum):
+    """A host's status (the hosts table's ``status``)."""
+
+    STARTING = "STARTING"
+    """Item written, RunTask asked for; no heartbeat yet."""
+    RUNNING = "RUNNING"
+    """Heartbeating; takes new observers while it has free slots."""
+    DRAINING = "DRAINING"
+    """Takes no new observers; its observers are handed over, then the task is stopped."""
+    LOST = "LOST"
+    """Missed 3 heartbeats or its task stopped: its observers were moved; its heartbeat is refused."""
+    STOPPED = "STOPPED"
+    """Drained and its task stopped."""
+
+
+LIVE_HOST_STATUSES = (HostStatus.STARTING, HostStatus.RUNNING, HostStatus.DRAINING)
+"""Statuses whose heartbeat is accepted."""
+
+HOST_ID_ENV = "VIGIL_HOST_ID"
+"""Set by the reconciler's RunTask override on a host task (a dedicated task gets the observer's
+name and generation instead)."""
+HOSTS_TABLE_ENV = "VIGIL_HOSTS_TABLE"
+"""The hosts table's name, in the container's and the reconciler's environment."""
+HOST_SLOTS_ENV = "VIGIL_HOST_SLOTS"
+"""K: how many observers the host runs at most (the kind's ``slots_per_host``)."""
+PLACEMENTS_ENV = "VIGIL_OBSERVER_PLACEMENTS"
+"""JSON: kind -> {"placement", "slots_per_host", "headroom", "max_unavailable", "capacity"}."""
+
+HOSTS_KEY = "host_id"
+HOST_ATTRIBUTES = (
+    "kind",
+    "status",
+    "task_arn",
+    "task_definition",
+    "slots",
+    "assigned",
+    "running",
+    "heartbeat_at_ms",
+    "created_at_ms",
+    "status_reason",
+    "version",
+)
+"""Every attribute of a host item besides its key; ``assigned`` and ``running`` are maps keyed by
+observer name (``assigned[name]`` is a generation; ``running[name]`` is {"generation", "state"})."""
+
+OBSERVER_HOST = "host"
+"""On an observer's registry item: the host id its current generation is placed on (absent for
+dedicated observers)."""
+OBSERVER_TASK_DEFINITION = "task_definition"
+"""On an observer's registry item: the task definition ARN (with revision) its generation runs."""
+HOST_EXIT = "host_exit"
+"""On an observer's registry item, written by its host when the child exits: {"generation",
+"exit_code" (an ``ExitCode``), "reason", "at_ms"}."""
