@@ -85,7 +85,10 @@ def _vigil_rows(synth: Synthesized) -> dict[str, float]:
         missed.append(calls.measure(lambda m=late: deliver(m)))
     # The same job paused (open-ended): each delivery is refused by the claim's own condition.
     ControlStore(client, table).pause(
-        "bench", PauseTerms("benchmark", clock(), None), "arn:aws:iam::000000000000:user/bench"
+        "bench",
+        PauseTerms("benchmark", clock(), None),
+        "arn:aws:iam::000000000000:user/bench",
+        timedelta(days=1),
     )
     paused, paused_duplicate = [], []
     for i in range(REPEATS):

@@ -27,6 +27,7 @@ from infra.function import vigil_function
 from infra.management_api import access_log_group, management_api_options
 from infra.queues import dead_letter_queue
 from infra.scheduled_job import ScheduledJob
+from vigil.contract.jobs import IDEMPOTENCY_PK
 
 AUDIT_EVERY = Duration.minutes(5)
 JOBS_INDEX = "jobs-index"
@@ -70,6 +71,7 @@ class JobsControl(Construct):
                 "overlap": job.overlap,
                 "max_lateness_seconds": job.max_lateness_seconds,
                 "retention_seconds": job.retention_seconds,
+                "retry_attempts": job.retry_attempts,
             }
             for job in jobs
         }
@@ -97,6 +99,21 @@ class JobsControl(Construct):
                     "ForAllValues:StringEquals": {
                         "dynamodb:LeadingKeys": [f"JOB#{job.job_name}" for job in jobs]
                     }
+                },
+            )
+        )
+        # Idempotency-Key answers of POST /jobs/{job}/runs, kept by Powertools in one partition.
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:DeleteItem",
+                ],
+                resources=[runs_table.table_arn],
+                conditions={
+                    "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [IDEMPOTENCY_PK]}
                 },
             )
         )

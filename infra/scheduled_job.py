@@ -92,6 +92,7 @@ class ScheduledJob(Construct):
         self.overlap = overlap
         self.max_lateness_seconds = int(max_lateness.to_seconds())
         self.retention_seconds = int(retention.to_seconds())
+        self.retry_attempts = retry_attempts
         self.duration_limits = _duration_limits(construct_id, timeout, max_duration, min_duration)
         self.runs_table = runs_table or _shared_runs_table(self)
         self.failed_runs = dead_letter_queue(self, "FailedRuns")

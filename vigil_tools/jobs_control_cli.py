@@ -101,13 +101,17 @@ def wait_for(
     sleep: Callable[[float], None],
     before: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Poll the tick's record until it is final (or FAILED: Lambda may still retry it) and,
+    """Poll the tick's record until it is final (a FAILED attempt Lambda will retry is not) and,
     for a tick run again, until it is no longer the record it was before the request (a
     SUCCEEDED one is the answer either way: the tick never runs twice)."""
     waited = 0.0
     while True:
         record = _record_or_none(call, job, tick)
-        final = record is not None and record["status"] in FINAL
+        final = (
+            record is not None
+            and record["status"] in FINAL
+            and not record.get("retries_left")  # absent from an older API: final as before
+        )
         if final and record is not None and (record != before or record["status"] == "SUCCEEDED"):
             return record
         if waited >= timeout:

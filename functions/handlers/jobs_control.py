@@ -15,10 +15,12 @@ from typing import Any
 import boto3
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from vigil import telemetry
-from vigil.jobs.audit import audit
+from vigil.contract.jobs import IDEMPOTENCY_PK
+from vigil.jobs.audit import AuditIncomplete, Finding, audit
 from vigil.jobs.control import JobSpec, parse_catalog
 from vigil.jobs.control_api import ControlServices, build_control_app
 from vigil.jobs.control_store import ControlStore
@@ -63,28 +65,46 @@ def services() -> ControlServices:
             control=ControlStore(dynamodb, settings.table),
             runs=RunStore(dynamodb, settings.table),
             invoke=invoke,
+            idempotency_store=DynamoDBPersistenceLayer(
+                table_name=settings.table,
+                key_attr="pk",
+                sort_key_attr="sk",
+                static_pk_value=IDEMPOTENCY_PK,
+                expiry_attr="expires_at",
+                boto3_client=dynamodb,
+            ),
         )
     return _services
 
 
 def handle(event: dict[str, Any], context: Any, built: ControlServices) -> dict[str, Any]:
     if AUDIT_EVENT_KEY in event:
-        findings = audit(built.jobs, built.control, built.runs, built.clock())
-        for finding in findings:
-            logger.warning("tick never delivered", extra={"job": finding.job, "tick": finding.tick})
-            with single_metric(
-                name=telemetry.JobMetric.NEVER_DELIVERED,
-                unit=MetricUnit.Count,
-                value=1,
-                namespace=telemetry.NAMESPACE,
-            ) as emitted:
-                emitted.add_dimension(name="service", value=telemetry.SERVICE)
-                emitted.add_dimension(name="job", value=finding.job)
+        try:
+            findings = audit(built.jobs, built.control, built.runs, built.clock())
+        except AuditIncomplete as incomplete:
+            _report(incomplete.findings)
+            for job, error in incomplete.failures.items():
+                logger.error("audit failed", extra={"job": job, "error": repr(error)})
+            raise  # the invocation fails: kept by its on-failure destination, and alarmed
+        _report(findings)
         return {"never_delivered": [f"{f.job} {f.tick}" for f in findings]}
     global _app
     if _app is None or _app[0] is not built:
         _app = (built, build_control_app(built))
     return _app[1].resolve(event, context)
+
+
+def _report(findings: list[Finding]) -> None:
+    for finding in findings:
+        logger.warning("tick never delivered", extra={"job": finding.job, "tick": finding.tick})
+        with single_metric(
+            name=telemetry.JobMetric.NEVER_DELIVERED,
+            unit=MetricUnit.Count,
+            value=1,
+            namespace=telemetry.NAMESPACE,
+        ) as emitted:
+            emitted.add_dimension(name="service", value=telemetry.SERVICE)
+            emitted.add_dimension(name="job", value=finding.job)
 
 
 @logger.inject_lambda_context(correlation_id_path="requestContext.requestId")

@@ -169,6 +169,9 @@ class Update:
     def eq(self, attribute: str, value: Any) -> str:
         return f"{self.name(attribute)} = {self.value(value)}"
 
+    def ne(self, attribute: str, value: Any) -> str:
+        return f"{self.name(attribute)} <> {self.value(value)}"
+
     def lt(self, attribute: str, value: Any) -> str:
         return f"{self.name(attribute)} < {self.value(value)}"
 

@@ -44,6 +44,10 @@ class Environment:
             raise SettingsError("; ".join(problems))
         return values
 
+    def present(self, name: str) -> bool:
+        """Set at all, even to nothing (which the typed reads then refuse)."""
+        return name in self._env
+
     def text(self, name: str, default: str | None = None) -> str:
         """The stripped value; required unless a default is given."""
         value = self._env.get(name, "").strip()

@@ -11,19 +11,22 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
 from tests.helpers.jobs import Body, GuardFactory, deliver, tick_at
 from vigil.clock import ManualClock
-from vigil.jobs.audit import NEVER_DELIVERED, audit
-from vigil.jobs.control import JobSpec
+from vigil.contract.jobs import IDEMPOTENCY_PK
+from vigil.jobs.audit import NEVER_DELIVERED, AuditIncomplete, audit
+from vigil.jobs.control import JobSpec, pause_terms
 from vigil.jobs.control_api import ControlServices, build_control_app
-from vigil.jobs.control_store import ControlStore
+from vigil.jobs.control_store import ControlStore, PauseChanged
 from vigil.jobs.events import parse_tick
 from vigil.jobs.guard import JobGuard
 from vigil.jobs.model import Outcome, Overlap, RunStatus
-from vigil.jobs.schedule import Schedule
+from vigil.jobs.schedule import InvalidSchedule, Schedule
 from vigil.jobs.store import RunStore
-from vigil_tools.cli import rest_event
+from vigil_tools.cli import ApiError, rest_event
+from vigil_tools.jobs_control_cli import wait_for
 from vigil_tools.lambda_context import LambdaContext
 
 NOW = datetime(2026, 11, 22, 12, 2, 0, tzinfo=UTC)
@@ -34,23 +37,46 @@ OPERATOR = "arn:aws:iam::123456789012:user/operator"
 class Api:
     """The jobs routes with moto behind them; ``sent`` holds what would be invoked."""
 
-    def __init__(self, dynamodb: Any, table: str, clock: ManualClock, jobs: dict[str, JobSpec]):
+    def __init__(
+        self,
+        dynamodb: Any,
+        table: str,
+        clock: ManualClock,
+        jobs: dict[str, JobSpec],
+        keyed: bool = False,
+    ):
         self.sent: list[tuple[str, dict[str, Any]]] = []
+        store = DynamoDBPersistenceLayer(
+            table_name=table,
+            key_attr="pk",
+            sort_key_attr="sk",
+            static_pk_value=IDEMPOTENCY_PK,
+            expiry_attr="expires_at",
+            boto3_client=dynamodb,
+        )
         self.services = ControlServices(
             jobs=jobs,
             control=ControlStore(dynamodb, table),
             runs=RunStore(dynamodb, table),
             invoke=lambda function, event: self.sent.append((function, event)),
             clock=clock,
+            idempotency_store=store if keyed else None,
         )
         self.app = build_control_app(self.services)
 
-    def __call__(self, method: str, path: str, body: Any = None, **query: str) -> tuple[int, Any]:
+    def __call__(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        **query: str,
+    ) -> tuple[int, Any]:
         event = rest_event(
             method,
             path,
             query=query or None,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **(headers or {})},
             body=json.dumps(body) if body is not None else None,
             caller_arn=OPERATOR,
         )
@@ -490,3 +516,158 @@ def test_times_out_of_datetime_range_are_422_not_a_500(
     status, _ = _raw(api, "POST", path, raw)
     assert status == 422, status
     assert store.head("cleanup") is None and api.sent == []
+
+
+# --- the gaps left open at the last stop, each reproduced before its fix -----------------------
+
+
+def test_re_pausing_a_paused_job_keeps_when_the_pause_began(
+    dynamodb: Any, runs_table: str, clock: ManualClock, api: Api
+) -> None:
+    """Changing a pause's reason or end used to overwrite ``paused_since``: the first part of the
+    pause was then audited as never delivered."""
+    control, runs = ControlStore(dynamodb, runs_table), RunStore(dynamodb, runs_table)
+    jobs = {"cleanup": spec()}
+    clock.set(TICK - timedelta(minutes=30))
+    audit(jobs, control, runs, clock())
+    api("POST", "/jobs/cleanup/pause", {"reason": "upstream down"})
+    clock.set(TICK - timedelta(minutes=20))
+    status, body = api("POST", "/jobs/cleanup/pause", {"reason": "still down, vendor ticket 42"})
+    assert status == 200
+    assert body["pause"]["since"] == "2026-11-22T11:30:00.000Z"
+    assert body["pause"]["reason"] == "still down, vendor ticket 42"
+    clock.set(TICK - timedelta(minutes=12))
+    api("POST", "/jobs/cleanup/resume")
+    clock.set(TICK + timedelta(minutes=3))
+    assert [f.tick[11:16] for f in audit(jobs, control, runs, clock())] == [
+        "11:50",
+        "11:55",
+        "12:00",
+    ]
+
+
+def test_every_pause_in_the_audit_window_is_skipped_not_only_the_latest(
+    dynamodb: Any, runs_table: str, clock: ManualClock, api: Api
+) -> None:
+    control, runs = ControlStore(dynamodb, runs_table), RunStore(dynamodb, runs_table)
+    jobs = {"cleanup": spec()}
+    clock.set(TICK - timedelta(minutes=50))
+    audit(jobs, control, runs, clock())
+    for start, end in ((45, 36), (25, 16)):  # 11:15-11:24 and 11:35-11:44 paused
+        clock.set(TICK - timedelta(minutes=start))
+        assert api("POST", "/jobs/cleanup/pause", {"reason": "maintenance"})[0] == 200
+        clock.set(TICK - timedelta(minutes=end))
+        assert api("POST", "/jobs/cleanup/resume")[0] == 200
+    clock.set(TICK + timedelta(minutes=3))
+    found = [f.tick[11:16] for f in audit(jobs, control, runs, clock())]
+    assert found == ["11:25", "11:30", "11:45", "11:50", "11:55", "12:00"]
+
+
+def test_an_empty_until_is_refused_not_read_as_a_pause_without_end(api: Api) -> None:
+    status, error = api("POST", "/jobs/cleanup/pause", {"reason": "x", "until": ""})
+    assert (status, error["error"]) == (422, "invalid_until")
+    status, body = api("GET", "/jobs")
+    assert body["jobs"][0]["paused"] is False
+
+
+def test_one_job_that_cannot_be_audited_does_not_hide_another_jobs_missing_ticks(
+    dynamodb: Any, runs_table: str, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    control, runs = ControlStore(dynamodb, runs_table), RunStore(dynamodb, runs_table)
+    jobs = {"broken": spec("broken"), "cleanup": spec()}
+    clock.set(TICK - timedelta(minutes=30))
+    audit(jobs, control, runs, clock())
+    real = control.statuses
+
+    def statuses(job: str, first: str, last: str) -> dict[str, str]:
+        if job == "broken":
+            raise RuntimeError("throttled")
+        return real(job, first, last)
+
+    monkeypatch.setattr(control, "statuses", statuses)
+    clock.set(TICK + timedelta(minutes=3))
+    with pytest.raises(AuditIncomplete) as raised:
+        audit(jobs, control, runs, clock())
+    assert list(raised.value.failures) == ["broken"]
+    assert "broken" in str(raised.value) and "throttled" in str(raised.value)
+    assert {f.job for f in raised.value.findings} == {"cleanup"}
+    records = {r.tick: r.status for r in runs.history("cleanup")}
+    assert records["2026-11-22T12:00:00Z"] is RunStatus.MISSED
+
+
+def test_two_operators_pausing_at_once_cannot_lose_the_pause_start(
+    dynamodb: Any, runs_table: str, clock: ManualClock
+) -> None:
+    """The pause is written conditioned on the pause read: a stale writer gets a clear 409."""
+    control = ControlStore(dynamodb, runs_table)
+    clock.set(TICK)
+    control.pause("cleanup", pause_terms("first", None, clock()), OPERATOR, timedelta(days=1))
+    stale = control._head  # the second operator read before the first one's change
+
+    def read_before(job: str) -> Any:
+        return None
+
+    control._head = read_before  # type: ignore[method-assign]
+    with pytest.raises(PauseChanged):
+        control.pause("cleanup", pause_terms("second", None, clock()), OPERATOR, timedelta(1))
+    control._head = stale  # type: ignore[method-assign]
+    head = control._head("cleanup")
+    assert head is not None and head.pause_reason == "first"
+
+
+@pytest.mark.parametrize("expression", ["cron(0 22-2 * * ? *)", "cron(0 9 ? * FRI-MON *)"])
+def test_a_range_that_wraps_around_is_refused_with_the_spelling_that_works(
+    expression: str,
+) -> None:
+    with pytest.raises(InvalidSchedule, match="wraps around: write it as"):
+        Schedule(expression).next_after(TICK, 1)
+
+
+def test_a_failed_attempt_lambda_will_retry_is_not_final_and_wait_keeps_polling(
+    api: Api, make_guard: GuardFactory
+) -> None:
+    """``--wait`` used to stop at the first FAILED attempt and exit 1 while Lambda retried the
+    run (and the retry succeeded)."""
+    guard, body = make_guard(), Body(fail=1)
+    status, accepted = api("POST", "/jobs/cleanup/runs", {})
+    assert status == 202
+    event = api.sent[0][1]
+    seen: list[dict[str, Any]] = []
+
+    def call(method: str, path: str, body: Any = None) -> Any:
+        status, answer = api(method, path, body)
+        if status != 200:
+            raise ApiError(status, answer["error"], answer["message"])
+        seen.append(answer)
+        return answer
+
+    with pytest.raises(RuntimeError, match="boom"):  # attempt 1 fails; Lambda will retry it
+        deliver(guard, parse_tick(event), body)
+    retried: list[float] = []
+
+    def sleep(seconds: float) -> None:  # Lambda's retry lands while the CLI waits
+        retried.append(seconds)
+        deliver(guard, parse_tick(event), body)
+
+    record = wait_for(call, "cleanup", accepted["tick"], timeout=60, sleep=sleep)
+    assert (seen[0]["status"], seen[0]["final"], seen[0]["retries_left"]) == ("FAILED", False, 2)
+    assert record["status"] == "SUCCEEDED" and len(retried) == 1
+
+
+def test_a_retried_run_request_with_the_same_idempotency_key_starts_one_run(
+    dynamodb: Any, runs_table: str, clock: ManualClock
+) -> None:
+    """Without a key, a client that retries a POST after a timeout starts a second manual run."""
+    clock.set(NOW)
+    api = Api(dynamodb, runs_table, clock, {"cleanup": spec()}, keyed=True)
+    first = api("POST", "/jobs/cleanup/runs", {}, headers={"Idempotency-Key": "k1"})
+    clock.advance(1)
+    again = api("POST", "/jobs/cleanup/runs", {}, headers={"Idempotency-Key": "k1"})
+    assert first == again and first[0] == 202
+    assert len(api.sent) == 1
+    other = api(
+        "POST", "/jobs/cleanup/runs", {"overlap": "allow"}, headers={"Idempotency-Key": "k1"}
+    )
+    assert (other[0], other[1]["error"]) == (422, "idempotency_key_reused")
+    assert api("POST", "/jobs/cleanup/runs", {}, headers={"Idempotency-Key": "k2"})[0] == 202
+    assert len(api.sent) == 2

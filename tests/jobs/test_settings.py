@@ -86,3 +86,11 @@ def test_an_empty_overlap_is_refused_not_taken_for_the_default() -> None:
 def test_an_empty_assign_public_ip_is_refused_not_taken_for_a_public_ip() -> None:
     with pytest.raises(SettingsError, match="VIGIL_ASSIGN_PUBLIC_IP"):
         ReconcilerConfig.from_env({**RECONCILER_ENV, "VIGIL_ASSIGN_PUBLIC_IP": ""})
+
+
+def test_an_empty_max_duration_is_refused_not_taken_for_no_flag() -> None:
+    env = {"VIGIL_JOB_NAME": "j", "VIGIL_RUNS_TABLE": "t", "VIGIL_MAX_DURATION_SECONDS": ""}
+    with pytest.raises(SettingsError, match="VIGIL_MAX_DURATION_SECONDS"):
+        JobSettings.from_env(env)
+    absent = JobSettings.from_env({"VIGIL_JOB_NAME": "j", "VIGIL_RUNS_TABLE": "t"})
+    assert absent.max_duration is None and absent.min_duration is None

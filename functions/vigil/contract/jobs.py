@@ -6,3 +6,7 @@ JOBS_INDEX = "jobs-index"
 """The runs table's sparse index (``entity``, ``job``) over the jobs' head items."""
 SCHEDULER_INPUT_KEY = "vigil"
 """The key of the object a job's schedule puts in its target input (``{"vigil": {...}}``)."""
+IDEMPOTENCY_PK = "IDEMPOTENCY#jobs-control"
+"""Partition of the jobs API's ``Idempotency-Key`` answers in the runs table (Powertools' records,
+expired by the table's TTL like the history); the control function may write only there and in
+the declared jobs' partitions."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from vigil.jobs.control import JobSpec, audit_window, never_delivered, scheduled_anchor
+from vigil.jobs.control import JobSpec, audit_window, head_pause, never_delivered, scheduled_anchor
 from vigil.jobs.control_store import ControlStore
 from vigil.jobs.events import tick_key
 from vigil.jobs.model import JobHead, RunStatus
@@ -28,12 +28,32 @@ class Finding:
     tick: str
 
 
+class AuditIncomplete(Exception):
+    """Some jobs could not be audited; the others were, and their findings are recorded.
+
+    Raised after the whole pass, so one job's fault (an unreadable head, a throttled query) never
+    hides another job's missing ticks; the caller reports the findings, then fails (alarmed).
+    """
+
+    def __init__(self, findings: list[Finding], failures: dict[str, Exception]) -> None:
+        names = ", ".join(f"{job}: {error!r}" for job, error in failures.items())
+        super().__init__(f"audit failed for {len(failures)} job(s): {names}")
+        self.findings = findings
+        self.failures = failures
+
+
 def audit(
     jobs: Mapping[str, JobSpec], control: ControlStore, runs: RunStore, now: datetime
 ) -> list[Finding]:
     findings: list[Finding] = []
+    failures: dict[str, Exception] = {}
     for spec in jobs.values():
-        findings += _audit_job(spec, control, runs, now)
+        try:
+            findings += _audit_job(spec, control, runs, now)
+        except Exception as error:  # isolated per job, raised together below
+            failures[spec.name] = error
+    if failures:
+        raise AuditIncomplete(findings, failures)
     return findings
 
 
@@ -53,11 +73,13 @@ def _audit_job(
     lower = start - (spec.schedule.period or timedelta(0))
     keys = list(control.statuses(spec.name, tick_key(lower), tick_key(now)))
     last = [head.last_tick] if head and head.last_tick else []
+    pauses = control.pauses(spec.name)
+    latest = head_pause(head)
     missing = never_delivered(
         spec,
         now=now,
         audit_since=datetime.fromisoformat(since),
-        head=head,
+        pauses=[*pauses, latest] if latest else pauses,
         recorded=set(keys),
         anchor=scheduled_anchor(keys + last),
     )

@@ -20,7 +20,7 @@ Each one either returns what to do or raises a domain error the API maps to an H
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -70,6 +70,8 @@ class JobSpec:
     overlap: str
     max_lateness: timedelta
     retention: timedelta
+    retry_attempts: int = 2
+    """Lambda's asynchronous retries of a failed run: a FAILED record is final only after them."""
 
     @classmethod
     def from_json(cls, name: str, raw: Mapping[str, Any]) -> JobSpec:
@@ -80,6 +82,7 @@ class JobSpec:
             overlap=str(raw.get("overlap", "skip")),
             max_lateness=timedelta(seconds=float(raw.get("max_lateness_seconds", 300))),
             retention=timedelta(seconds=float(raw.get("retention_seconds", 30 * 86400))),
+            retry_attempts=int(raw.get("retry_attempts", 2)),
         )
 
 
@@ -132,7 +135,7 @@ def pause_terms(reason: str | None, until: str | None, now: datetime) -> PauseTe
         raise InvalidRequest("reason", "a pause needs a reason (who reads the list must know why)")
     if len(text) > REASON_LIMIT:
         raise InvalidRequest("reason", f"at most {REASON_LIMIT} characters")
-    end = parse_time("until", until) if until else None
+    end = parse_time("until", until) if until is not None else None  # "" is a mistake, not "never"
     if end is not None and end <= now:
         raise InvalidRequest("until", f"{until} is not in the future")
     return PauseTerms(reason=text, since=now, until=end)
@@ -288,27 +291,28 @@ def never_delivered(
     *,
     now: datetime,
     audit_since: datetime,
-    head: JobHead | None,
+    pauses: Sequence[tuple[datetime, datetime]],
     recorded: set[str],
     anchor: datetime | None,
 ) -> list[datetime]:
-    """Expected ticks in the audit window that have no record at all, oldest first."""
+    """Expected ticks in the audit window that have no record at all and fell in no pause
+    (each ``[since, until)``), oldest first."""
     start, end = audit_window(spec, now)
     start = max(start, audit_since + timedelta(microseconds=1))  # strictly after first sight
     if start >= end:
         return []
     if spec.schedule.needs_anchor:
         anchor = anchor or audit_since
-    paused = _last_pause(head)
     return [
         tick
         for tick in spec.schedule.between(start, end, anchor)
-        if tick_key(tick) not in recorded and not (paused and paused[0] <= tick < paused[1])
+        if tick_key(tick) not in recorded and not any(a <= tick < b for a, b in pauses)
     ]
 
 
-def _last_pause(head: JobHead | None) -> tuple[datetime, datetime] | None:
-    """The head keeps its last pause (a resume only moves its end), so the audit can skip it."""
+def head_pause(head: JobHead | None) -> tuple[datetime, datetime] | None:
+    """The pause the head carries (a resume only moves its end): also known to a job paused
+    before pauses had records of their own."""
     if head is None or head.paused_since is None or head.paused_until_ms is None:
         return None
     return datetime.fromisoformat(head.paused_since), from_epoch_ms(head.paused_until_ms)

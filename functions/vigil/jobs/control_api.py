@@ -20,9 +20,11 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.utilities.idempotency import BasePersistenceLayer
 from pydantic import BaseModel, ConfigDict, Field
 
+from vigil import idempotent_requests
 from vigil.clock import Clock, system_clock
 from vigil.http_answers import (
     caller_of,
@@ -30,6 +32,7 @@ from vigil.http_answers import (
     error_body,
     validation_response,
 )
+from vigil.idempotent_requests import HEADER_DESCRIPTION, KeyedOnce
 from vigil.jobs.control import (
     InvalidRequest,
     JobPaused,
@@ -45,9 +48,9 @@ from vigil.jobs.control import (
     run_terms,
     scheduled_anchor,
 )
-from vigil.jobs.control_store import ControlStore
+from vigil.jobs.control_store import ControlStore, PauseChanged
 from vigil.jobs.events import tick_key
-from vigil.jobs.model import FINAL_STATUSES, JobHead, RunRecord
+from vigil.jobs.model import FINAL_STATUSES, JobHead, RunRecord, RunStatus
 from vigil.jobs.store import RunStore
 
 JOB_RULE = r"^[a-z0-9][a-z0-9-]{0,47}$"
@@ -66,6 +69,8 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     InvalidRequest: (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_<field>"),
     JobPaused: (HTTPStatus.CONFLICT, "job_paused"),
     NotPaused: (HTTPStatus.CONFLICT, "not_paused"),
+    PauseChanged: (HTTPStatus.CONFLICT, "pause_changed"),
+    **idempotent_requests.ERRORS,
 }
 
 
@@ -97,6 +102,8 @@ class ControlServices:
     runs: RunStore
     invoke: Invoke
     clock: Clock = system_clock
+    idempotency_store: BasePersistenceLayer | None = None
+    """Where ``Idempotency-Key`` answers are kept (the runs table, under IDEMPOTENCY_PK)."""
 
 
 def head_json(spec: JobSpec, head: JobHead | None, now_ms: int) -> dict[str, Any]:
@@ -120,12 +127,20 @@ def head_json(spec: JobSpec, head: JobHead | None, now_ms: int) -> dict[str, Any
     }
 
 
-def record_json(record: RunRecord) -> dict[str, Any]:
+def record_json(record: RunRecord, spec: JobSpec) -> dict[str, Any]:
+    # A failed attempt is retried by Lambda while attempts remain (scheduled and manual runs
+    # alike are asynchronous invocations): the tick is not final until they are spent.
+    retries_left = (
+        max(0, spec.retry_attempts + 1 - record.attempts)
+        if record.status is RunStatus.FAILED
+        else 0
+    )
     return {
         "job": record.job,
         "tick": record.tick,
         "status": record.status.value,
-        "final": record.status in FINAL_STATUSES,
+        "final": record.status in FINAL_STATUSES and not retries_left,
+        "retries_left": retries_left,
         "attempts": record.attempts,
         "trigger": record.trigger,
         "requested_by": record.requested_by,
@@ -156,10 +171,7 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
         spec = find_job(jobs, job)
         return head_json(spec, runs.head(job), now_ms())
 
-    @app.post("/jobs/<job>/runs", summary="Run now, or run a given tick, through the guard")
-    def post_run(
-        job: JobName, request: Annotated[RunRequest, Body(embed=False)]
-    ) -> Response[dict[str, Any]]:
+    def start_run(job: str, request: RunRequest) -> dict[str, Any]:
         spec = find_job(jobs, job)
         now = services.clock()
         head = runs.head(job)
@@ -185,16 +197,41 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
             recorded=recorded,
         )
         services.invoke(spec.function, terms.event())
-        body = {"job": job, "tick": terms.key, "trigger": terms.trigger.value}
+        return {"job": job, "tick": terms.key, "trigger": terms.trigger.value}
+
+    start_once = (
+        KeyedOnce(
+            app,
+            lambda keyed: start_run(keyed["job"], RunRequest.model_validate(keyed["run"])),
+            services.idempotency_store,
+        )
+        if services.idempotency_store
+        else None
+    )
+
+    @app.post("/jobs/<job>/runs", summary="Run now, or run a given tick, through the guard")
+    def post_run(
+        job: JobName,
+        request: Annotated[RunRequest, Body(embed=False)],
+        idempotency_key: Annotated[
+            str | None,
+            Header(alias="Idempotency-Key", max_length=255, description=HEADER_DESCRIPTION),
+        ] = None,
+    ) -> Response[dict[str, Any]]:
+        find_job(jobs, job)  # an unknown job is refused before the idempotency store is touched
+        if idempotency_key and start_once:
+            body = start_once(idempotency_key, {"job": job, "run": request.model_dump()})
+        else:
+            body = start_run(job, request)
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
 
     @app.get("/jobs/<job>/runs/<tick>", summary="One tick's record (poll until final)")
     def get_run(job: JobName, tick: Annotated[str, Path(max_length=40)]) -> dict[str, Any]:
-        find_job(jobs, job)
+        spec = find_job(jobs, job)
         record = control.record(job, tick)
         if record is None:
             raise TickNotFound(f"no record of {job} tick {tick} (yet)")
-        return record_json(record)
+        return record_json(record, spec)
 
     @app.post("/jobs/<job>/pause", summary="Pause: deliveries are recorded PAUSED, not run")
     def post_pause(
@@ -202,12 +239,14 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
     ) -> dict[str, Any]:
         spec = find_job(jobs, job)
         terms = pause_terms(request.reason, request.until, services.clock())
-        return head_json(spec, control.pause(job, terms, caller()), now_ms())
+        head = control.pause(job, terms, caller(), spec.retention)
+        return head_json(spec, head, now_ms())
 
     @app.post("/jobs/<job>/resume", summary="End a pause now")
     def post_resume(job: JobName) -> dict[str, Any]:
         spec = find_job(jobs, job)
-        return head_json(spec, control.resume(job, caller(), services.clock()), now_ms())
+        head = control.resume(job, caller(), services.clock(), spec.retention)
+        return head_json(spec, head, now_ms())
 
     @app.get("/jobs/<job>/backfill", summary="The ticks a backfill would run (no SUCCEEDED record)")
     def get_backfill(
@@ -225,7 +264,7 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
 
     app.exception_handler(RequestValidationError)(validation_response)
     app.exception_handler(list(_DOMAIN_ERRORS))(
-        domain_error_response(_DOMAIN_ERRORS, code_of=_code)
+        domain_error_response(_DOMAIN_ERRORS, idempotent_requests.MESSAGES, code_of=_code)
     )
 
     @app.not_found

@@ -82,8 +82,9 @@ class JobSettings:
 
 
 def _optional_seconds(read: Environment, name: str) -> timedelta | None:
-    """A duration flag the construct sets only when the job declares it."""
-    return read.seconds(name, timedelta(0)) if read.text(name, "") else None
+    """A duration flag the construct sets only when the job declares it: absent is "no flag",
+    present but empty is refused like any other setting."""
+    return read.seconds(name, timedelta(0)) if read.present(name) else None
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,10 @@ def _numbers(field: str, low: int, high: int, names: dict[str, int] | None = Non
         elif "-" in span:
             a, b = span.split("-", 1)
             first, last = number(a), number(b)
+            if last < first:
+                # EventBridge does not document ranges that wrap around; a schedule Vigil cannot
+                # evaluate could never be audited, so it is refused, with the unambiguous spelling.
+                raise InvalidSchedule(f"{span!r} wraps around: write it as {a}-{high},{low}-{b}")
         else:
             first = number(span)
             last = high if step_text else first

@@ -92,6 +92,29 @@ CONFLICT_BACKOFF_S = 0.05
 Reasons = list[tuple[str, Item | None]]
 
 
+def transact_updates(client: Any, actions: list[dict[str, Any]], sleep: Sleeper) -> Reasons | None:
+    """Run a transaction of updates; the cancellation reasons if a condition refused it, else None.
+
+    DynamoDB also cancels a transaction that collides with another one on the same item
+    (``TransactionConflict``), which concurrent deliveries of one job do; botocore does not
+    retry those. A cancelled transaction applied nothing, so it is retried here, briefly.
+    """
+    for attempt in range(CONFLICT_ATTEMPTS):
+        try:
+            client.transact_write_items(TransactItems=[{"Update": action} for action in actions])
+            return None
+        except ClientError as error:
+            reasons = cancellation_reasons(error)
+            if reasons is None:
+                raise
+            if any(code == REFUSED for code, _ in reasons):
+                return reasons
+            if attempt == CONFLICT_ATTEMPTS - 1:
+                raise
+            sleep(CONFLICT_BACKOFF_S * 2**attempt)
+    raise AssertionError("unreachable")
+
+
 class RunStore:
     def __init__(self, client: Any, table: str, sleep: Sleeper = time.sleep) -> None:
         self._client = client
@@ -99,28 +122,7 @@ class RunStore:
         self._sleep = sleep
 
     def _transact(self, actions: list[dict[str, Any]]) -> Reasons | None:
-        """Run a transaction; the cancellation reasons if a condition refused it, else None.
-
-        DynamoDB also cancels a transaction that collides with another one on the same item
-        (``TransactionConflict``), which concurrent deliveries of one job do; botocore does not
-        retry those. A cancelled transaction applied nothing, so it is retried here, briefly.
-        """
-        for attempt in range(CONFLICT_ATTEMPTS):
-            try:
-                self._client.transact_write_items(
-                    TransactItems=[{"Update": action} for action in actions]
-                )
-                return None
-            except ClientError as error:
-                reasons = cancellation_reasons(error)
-                if reasons is None:
-                    raise
-                if any(code == REFUSED for code, _ in reasons):
-                    return reasons
-                if attempt == CONFLICT_ATTEMPTS - 1:
-                    raise
-                self._sleep(CONFLICT_BACKOFF_S * 2**attempt)
-        raise AssertionError("unreachable")
+        return transact_updates(self._client, actions, self._sleep)
 
     # --- the two requests of a normal run -------------------------------------------------
 

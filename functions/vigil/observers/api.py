@@ -27,24 +27,16 @@ from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
-from aws_lambda_powertools.utilities.idempotency import (
-    BasePersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyValidationError,
-)
+from aws_lambda_powertools.utilities.idempotency import BasePersistenceLayer
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from vigil import __version__, telemetry
+from vigil import __version__, idempotent_requests, telemetry
 from vigil.http_answers import (
-    caller_of,
     domain_error_response,
     error_body,
     validation_response,
 )
+from vigil.idempotent_requests import HEADER_DESCRIPTION, KeyedOnce
 from vigil.observers.model import (
     NAME_PATTERN,
     InvalidObserver,
@@ -63,7 +55,6 @@ from vigil.observers.registry import (
 )
 from vigil.settings import Environment
 
-IDEMPOTENCY_TTL_SECONDS = 24 * 3600
 NAME_RULE = NAME_PATTERN.pattern
 
 
@@ -177,23 +168,14 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     VersionConflict: (HTTPStatus.CONFLICT, "version_conflict"),
     InvalidCursor: (HTTPStatus.BAD_REQUEST, "invalid_cursor"),
     UnknownKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "unknown_kind"),
-    IdempotencyValidationError: (HTTPStatus.UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
-    IdempotencyAlreadyInProgressError: (HTTPStatus.CONFLICT, "request_in_progress"),
+    **idempotent_requests.ERRORS,
 }
-_MESSAGES = {
-    "idempotency_key_reused": "this Idempotency-Key was already used with a different body",
-    "request_in_progress": "a request with this Idempotency-Key is still in progress; retry",
-}
+_MESSAGES = idempotent_requests.MESSAGES
 
 
 def build_app(services: Services) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
     registry = services.registry
-    config = IdempotencyConfig(
-        event_key_jmespath="[caller, key]",
-        payload_validation_jmespath="request",
-        expires_after_seconds=IDEMPOTENCY_TTL_SECONDS,
-    )
 
     def create(request: CreateObserver) -> dict[str, Any]:
         if request.kind not in services.kinds:
@@ -202,14 +184,10 @@ def build_app(services: Services) -> APIGatewayRestResolver:
         _count(telemetry.ObserverMetric.CREATED, request.kind)
         return observer.to_json()
 
-    def create_keyed(keyed: dict[str, Any]) -> dict[str, Any]:
-        return create(CreateObserver.model_validate(keyed["request"]))
-
-    create_once = idempotent_function(
-        create_keyed,
-        data_keyword_argument="keyed",
-        persistence_store=services.idempotency_store,
-        config=config,
+    create_once = KeyedOnce(
+        app,
+        lambda request: create(CreateObserver.model_validate(request)),
+        services.idempotency_store,
     )
 
     @app.get("/kinds", summary="The observer kinds this fleet can run")
@@ -234,21 +212,14 @@ def build_app(services: Services) -> APIGatewayRestResolver:
             Header(
                 alias="Idempotency-Key",
                 max_length=255,
-                description="Same key and body: the first answer again",
+                description=HEADER_DESCRIPTION,
             ),
         ] = None,
     ) -> Response[dict[str, Any]]:
         if request.kind not in services.kinds:  # refused before the idempotency store is touched
             raise UnknownKind(request.kind, services.kinds)
         if idempotency_key:
-            if app.lambda_context is not None:
-                config.register_lambda_context(app.lambda_context)
-            keyed = {
-                "caller": caller_of(app.current_event.request_context),
-                "key": idempotency_key,
-                "request": request.model_dump(),
-            }
-            body: dict[str, Any] = create_once(keyed=keyed)
+            body = create_once(idempotency_key, request.model_dump())
         else:
             body = create(request)
         return Response(HTTPStatus.CREATED, content_types.APPLICATION_JSON, body)
