@@ -337,6 +337,26 @@ class TestOverlap:
         assert deliver(guard, tick_at(TICK), first, remaining=600_000).outcome is Outcome.SUCCEEDED
         assert second.calls[0].fencing_token > first.calls[0].fencing_token
 
+    def test_given_allow_when_an_older_tick_finishes_last_then_the_head_keeps_the_newest(
+        self, make_guard: GuardFactory, clock: ManualClock, store: RunStore
+    ) -> None:
+        """The head's last_* used to go back in time: the older tick's late finish overwrote
+        the newer tick's outcome."""
+        guard = make_guard(overlap=Overlap.ALLOW)
+        next_tick = TICK + timedelta(minutes=5)
+
+        def slow(run: Any) -> None:
+            clock.set(next_tick)
+            with pytest.raises(RuntimeError):  # the newer tick fails while the older one runs
+                deliver(guard, tick_at(next_tick), Body(fail=1))
+
+        deliver(guard, tick_at(TICK), Body(during=slow), remaining=600_000)
+        head = store.head("cleanup")
+        assert head is not None
+        assert (head.last_tick, head.last_status) == ("2026-11-22T12:05:00Z", RunStatus.FAILED)
+        records = {r.tick: r.status for r in store.history("cleanup")}
+        assert records["2026-11-22T12:00:00Z"] is RunStatus.SUCCEEDED  # still recorded
+
 
 class TestLateRetriesAndRedrives:
     def test_a_retry_of_a_failed_tick_after_the_limit_fails_so_it_reaches_the_dlq(

@@ -28,6 +28,7 @@ from vigil.dynamo import (
     all_of,
     any_of,
     cancellation_reasons,
+    is_condition_failure,
     from_wire,
     to_wire,
     truncate,
@@ -217,9 +218,26 @@ class RunStore:
             head.remove(*LEASE_ATTRIBUTES)
             head.condition(head.eq("lease_token", token))
         else:
-            head.condition(head.exists("pk"))
+            # Under ``allow`` an older tick may finish after a newer one: the head's last_* keep
+            # the newest tick's outcome instead of going back in time.
+            head.condition(
+                head.exists("pk"), any_of(head.absent("last_tick"), head.le("last_tick", tick))
+            )
         actions = [self._update(job, tick_sk(tick), record), self._update(job, HEAD_SK, head)]
-        return self._transact(actions) is None
+        reasons = self._transact(actions)
+        if reasons is None:
+            return True
+        (record_code, _), (head_code, _) = reasons
+        if overlap is Overlap.SKIP or record_code == REFUSED or head_code != REFUSED:
+            return False
+        # Only the head refused (a newer tick is already its last): record the outcome alone.
+        try:
+            self._client.update_item(**self._update(job, tick_sk(tick), record))
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False
+            raise
+        return True
 
     # --- ticks that never run ---------------------------------------------------------------
 
