@@ -28,8 +28,8 @@ from vigil.dynamo import (
     all_of,
     any_of,
     cancellation_reasons,
-    is_condition_failure,
     from_wire,
+    is_condition_failure,
     to_wire,
     truncate,
 )
