@@ -8,8 +8,10 @@ day-of-week is ``?``; ``at(yyyy-mm-ddThh:mm:ss)``.
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from vigil.jobs.schedule import InvalidSchedule, Schedule
 
 _RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
 _CRON = re.compile(r"^cron\((.+)\)$")
@@ -68,6 +70,22 @@ def validate_schedule(expression: str) -> str | None:
             return f"{expression!r}: {error}"
         return None
     return f"{expression!r}: must start with rate(, cron( or at("
+
+
+def evaluable(expression: str, time_zone: str) -> str | None:
+    """None if Vigil's own evaluator (the audit, backfill, ``vigil jobs next``) reads the schedule
+    as EventBridge will and a cron() fires at least once more; else why not. A schedule the
+    audit cannot evaluate could stop firing unnoticed, so synth refuses it."""
+    try:
+        schedule = Schedule(expression, time_zone)
+        if schedule.needs_anchor:  # rate(): parsed, and fires for as long as it exists
+            return None
+        upcoming = schedule.next_after(datetime.now(UTC), 1)
+    except InvalidSchedule as error:
+        return str(error)
+    if expression.startswith("cron(") and not upcoming:
+        return f"{expression!r} never fires (no matching date from now to the end of its years)"
+    return None
 
 
 def validate_time_zone(name: str) -> str | None:

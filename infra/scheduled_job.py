@@ -20,7 +20,7 @@ from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
 from infra.queues import DLQ_RETENTION_DAYS, dead_letter_queue
 from infra.runs_table import JobRunsTable
-from infra.schedule_expressions import validate_schedule, validate_time_zone
+from infra.schedule_expressions import evaluable, validate_schedule, validate_time_zone
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
 from vigil.contract.metrics import NAMESPACE, SERVICE, JobMetric
 
@@ -159,6 +159,8 @@ class ScheduledJob(Construct):
             raise fail("schedule", problem)
         if problem := validate_time_zone(time_zone):
             raise fail("time_zone", problem)
+        if problem := evaluable(schedule, time_zone):
+            raise fail("schedule", problem)
         if overlap not in OVERLAP_POLICIES:
             raise fail("overlap", f"{overlap!r} is not one of {', '.join(OVERLAP_POLICIES)}")
         seconds = int(timeout.to_seconds())
