@@ -1,6 +1,9 @@
 # The one command layer: every command the README gives goes through here.
 SHELL := /bin/bash
-PYTHON ?= python3
+# Lambda and the observer image run Python 3.12: the suite runs on it too where this machine has it
+# (on PATH, or installed by pyenv); otherwise python3, and pytest's header says what that proves.
+LAMBDA_PYTHON := 3.12
+PYTHON ?= $(or $(shell command -v python$(LAMBDA_PYTHON)),$(lastword $(wildcard $(HOME)/.pyenv/versions/$(LAMBDA_PYTHON).*/bin/python$(LAMBDA_PYTHON))),python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed

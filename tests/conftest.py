@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -15,6 +16,24 @@ from moto import mock_aws
 from vigil.clock import ManualClock
 
 REGION = "us-east-1"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Which Python this run proves: the runtime Lambda and the observer image run, or another."""
+    terminalreporter.write_line(_runtime_line())
+
+
+def _runtime_line() -> str:
+    from infra.function import RUNTIME
+
+    lambda_version = RUNTIME.name.removeprefix("python")
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if here == lambda_version:
+        return f"vigil: Python {here}, the version Lambda and the observer image run"
+    return (
+        f"vigil: WARNING: Python {here}, but Lambda and the observer image run {lambda_version}: "
+        f"this run does not prove the deployed runtime (install Python {lambda_version})"
+    )
 
 
 @pytest.fixture(autouse=True)
