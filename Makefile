@@ -3,7 +3,8 @@ SHELL := /bin/bash
 # Lambda and the observer image run Python 3.12: the suite runs on it too where this machine has it
 # (on PATH, or installed by pyenv); otherwise python3, and pytest's header says what that proves.
 LAMBDA_PYTHON := 3.12
-PYTHON ?= $(or $(shell command -v python$(LAMBDA_PYTHON)),$(lastword $(wildcard $(HOME)/.pyenv/versions/$(LAMBDA_PYTHON).*/bin/python$(LAMBDA_PYTHON))),python3)
+# (A pyenv shim can exist without running: each candidate must start.)
+PYTHON ?= $(or $(shell for p in $(HOME)/.pyenv/versions/$(LAMBDA_PYTHON).*/bin/python$(LAMBDA_PYTHON) python$(LAMBDA_PYTHON); do "$$p" -c '' 2>/dev/null && { command -v "$$p"; break; }; done),python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
