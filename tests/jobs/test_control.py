@@ -671,3 +671,66 @@ def test_a_retried_run_request_with_the_same_idempotency_key_starts_one_run(
     assert (other[0], other[1]["error"]) == (422, "idempotency_key_reused")
     assert api("POST", "/jobs/cleanup/runs", {}, headers={"Idempotency-Key": "k2"})[0] == 202
     assert len(api.sent) == 2
+
+
+# --- found by the adversarial review of the gaps' fixes, each reproduced before its fix --------
+
+
+def _caller(api: Api) -> Any:
+    def call(method: str, path: str, body: Any = None) -> Any:
+        status, answer = api(method, path, body)
+        if status >= 300:
+            raise ApiError(status, answer["error"], answer["message"])
+        return answer
+
+    return call
+
+
+def test_wait_on_a_rerun_of_a_failed_tick_does_not_stop_at_its_first_failed_attempt(
+    api: Api, make_guard: GuardFactory
+) -> None:
+    """The rerun of a tick that failed 3 times is a new invocation with its own retries:
+    ``retries_left`` used to count the tick's attempts since it was first scheduled (0 left)."""
+    guard, body = make_guard(), Body(fail=4)
+    for _ in range(3):  # the scheduled delivery and Lambda's 2 retries all fail
+        with pytest.raises(RuntimeError, match="boom"):
+            deliver(guard, tick_at(TICK), body)
+    call = _caller(api)
+    before = call("GET", "/jobs/cleanup/runs/2026-11-22T12:00:00Z")
+    assert (before["status"], before["retries_left"], before["attempts"]) == ("FAILED", 0, 3)
+    call("POST", "/jobs/cleanup/runs", {"at": "2026-11-22T12:00:00Z"})
+    [(_, event)] = api.sent
+    with pytest.raises(RuntimeError, match="boom"):  # the rerun's first attempt fails
+        deliver(guard, parse_tick(event), body)
+    retried: list[float] = []
+
+    def sleep(seconds: float) -> None:  # Lambda retries the failed rerun while the CLI waits
+        retried.append(seconds)
+        deliver(guard, parse_tick(event), body)
+
+    record = wait_for(call, "cleanup", "2026-11-22T12:00:00Z", 60, sleep, before)
+    assert record["status"] == "SUCCEEDED" and record["attempts"] == 5 and len(retried) == 1
+
+
+def test_a_pause_until_within_retention_of_the_end_of_time_is_answered_not_a_500(
+    api: Api,
+) -> None:
+    status, body = api(
+        "POST", "/jobs/cleanup/pause", {"reason": "forever", "until": "9999-12-30T00:00:00Z"}
+    )
+    assert status == 200 and body["paused"] is True
+
+
+def test_a_failed_tick_whose_retries_would_arrive_too_late_has_no_retries_left(
+    api: Api, make_guard: GuardFactory, clock: ManualClock
+) -> None:
+    """Lambda's retries of a scheduled tick after ``max_lateness`` are refused as too late and
+    never run: the record must not promise them (``--wait`` would wait out its timeout)."""
+    guard, body = make_guard(max_lateness=timedelta(minutes=2)), Body(fail=1)
+    with pytest.raises(RuntimeError, match="boom"):
+        deliver(guard, tick_at(TICK), body)  # 12:02, within max_lateness: attempt 1 fails
+    status, record = api("GET", "/jobs/cleanup/runs/2026-11-22T12:00:00Z")
+    assert (record["retries_left"], record["final"]) == (2, False)  # a retry now would run
+    clock.set(TICK + timedelta(minutes=2, seconds=1))  # any retry from now on is refused
+    status, record = api("GET", "/jobs/cleanup/runs/2026-11-22T12:00:00Z")
+    assert (record["retries_left"], record["final"]) == (0, True)

@@ -224,10 +224,19 @@ def _output_to(path: Path | None, service: str | None) -> Iterator[None]:
         ]
 
     for handler in handlers():
-        handler.setStream(stream)
+        _point(handler, stream)
     try:
         with redirect_stdout(stream):
             yield
     finally:
         for handler in handlers():
-            handler.setStream(stream)
+            _point(handler, stream)
+
+
+def _point(handler: logging.StreamHandler[Any], stream: Any) -> None:
+    """``setStream`` flushes the old stream first: one closed since (a test's captured stdout
+    the logger was created with) is replaced without it."""
+    if getattr(handler.stream, "closed", False):
+        handler.stream = stream
+    else:
+        handler.setStream(stream)

@@ -157,6 +157,9 @@ class RunTerms:
     trigger: Trigger
     requested_by: str
     overlap: str | None
+    request_id: str | None = None
+    """The API request that asked (API Gateway's request id): Lambda's retries of its invocation
+    carry it too, so the guard can count that request's attempts apart from earlier ones."""
 
     @property
     def key(self) -> str:
@@ -172,6 +175,8 @@ class RunTerms:
         }
         if self.overlap:
             payload["overlap"] = self.overlap
+        if self.request_id:
+            payload["request_id"] = self.request_id
         return {SCHEDULER_INPUT_KEY: payload}
 
 
@@ -185,6 +190,7 @@ def run_terms(
     now: datetime,
     anchor: datetime | None,
     recorded: bool,
+    request_id: str | None = None,
 ) -> RunTerms:
     """``recorded``: the tick already has a record (a rate() tick needs no anchor then)."""
     if overlap not in (None, "allow"):
@@ -193,7 +199,7 @@ def run_terms(
         if backfill:
             raise InvalidRequest("at", "a backfill run names its tick")
         moment = now.replace(microsecond=now.microsecond // 1000 * 1000)
-        return RunTerms(spec.name, moment, Trigger.NOW, requested_by, overlap)
+        return RunTerms(spec.name, moment, Trigger.NOW, requested_by, overlap, request_id)
     moment = parse_time("at", at)
     if moment > now:
         raise InvalidRequest("at", f"{at} is in the future; it will be delivered by the schedule")
@@ -204,7 +210,7 @@ def run_terms(
             "at", f"{at} is not a tick of {spec.schedule.expression} ({spec.schedule.time_zone})"
         )
     trigger = Trigger.BACKFILL if backfill else Trigger.AT
-    return RunTerms(spec.name, moment, trigger, requested_by, overlap)
+    return RunTerms(spec.name, moment, trigger, requested_by, overlap, request_id)
 
 
 def _is_tick(schedule: Schedule, moment: datetime, anchor: datetime | None) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -49,7 +50,7 @@ from vigil.jobs.control import (
     scheduled_anchor,
 )
 from vigil.jobs.control_store import ControlStore, PauseChanged
-from vigil.jobs.events import tick_key
+from vigil.jobs.events import Trigger, tick_key
 from vigil.jobs.model import FINAL_STATUSES, JobHead, RunRecord, RunStatus
 from vigil.jobs.store import RunStore
 
@@ -127,20 +128,31 @@ def head_json(spec: JobSpec, head: JobHead | None, now_ms: int) -> dict[str, Any
     }
 
 
-def record_json(record: RunRecord, spec: JobSpec) -> dict[str, Any]:
-    # A failed attempt is retried by Lambda while attempts remain (scheduled and manual runs
-    # alike are asynchronous invocations): the tick is not final until they are spent.
-    retries_left = (
-        max(0, spec.retry_attempts + 1 - record.attempts)
-        if record.status is RunStatus.FAILED
-        else 0
-    )
+def retries_left(record: RunRecord, spec: JobSpec, now: datetime) -> int:
+    """Lambda's retries still to come for a FAILED tick: scheduled and manual runs alike are
+    asynchronous invocations, so the tick is not final until they are spent. Counted from the
+    attempt the latest request began at; none for a scheduled tick past ``max_lateness``, whose
+    retries the guard refuses as too late."""
+    if record.status is not RunStatus.FAILED:
+        return 0
+    scheduled = record.trigger in (None, Trigger.SCHEDULE.value)
+    if scheduled and now > datetime.fromisoformat(record.tick) + spec.max_lateness:
+        return 0
+    used = record.attempts - record.first_attempt + 1
+    return max(0, spec.retry_attempts + 1 - used)
+
+
+def record_json(record: RunRecord, spec: JobSpec, now: datetime) -> dict[str, Any]:
+    left = retries_left(record, spec, now)
     return {
         "job": record.job,
         "tick": record.tick,
         "status": record.status.value,
-        "final": record.status in FINAL_STATUSES and not retries_left,
-        "retries_left": retries_left,
+        # FAILED may be claimed again (a retry, a redrive, a rerun), but with no retry to come
+        # it is where the tick stays until someone acts.
+        "final": record.status in FINAL_STATUSES
+        or (record.status is RunStatus.FAILED and not left),
+        "retries_left": left,
         "attempts": record.attempts,
         "trigger": record.trigger,
         "requested_by": record.requested_by,
@@ -195,6 +207,7 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
             now=now,
             anchor=anchor,
             recorded=recorded,
+            request_id=app.current_event.request_context.request_id,
         )
         services.invoke(spec.function, terms.event())
         return {"job": job, "tick": terms.key, "trigger": terms.trigger.value}
@@ -231,7 +244,7 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
         record = control.record(job, tick)
         if record is None:
             raise TickNotFound(f"no record of {job} tick {tick} (yet)")
-        return record_json(record, spec)
+        return record_json(record, spec, services.clock())
 
     @app.post("/jobs/<job>/pause", summary="Pause: deliveries are recorded PAUSED, not run")
     def post_pause(

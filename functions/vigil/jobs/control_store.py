@@ -230,5 +230,9 @@ class ControlStore:
 
 
 def _expiry(end: datetime, retention: timedelta) -> int:
-    """A pause's record outlives its end by the history's retention (DynamoDB TTL, seconds)."""
-    return int((end + retention).timestamp())
+    """A pause's record outlives its end by the history's retention (DynamoDB TTL, seconds);
+    an end near the last representable time keeps its record for good."""
+    try:
+        return int((end + retention).timestamp())
+    except OverflowError:
+        return int(end.timestamp())

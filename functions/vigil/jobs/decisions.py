@@ -49,6 +49,10 @@ class ClaimTerms:
 
     expected_attempts: int = 0
     token_floor: int = 0
+    first_attempt: int = 1
+    """The tick's attempt at which this delivery's request began (1 for a schedule's delivery; an
+    operator's rerun of a tick tried 3 times begins at 4), so Lambda's retries left are counted
+    per request."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ def resolve_conflict(
     head_seen: Item | None,
     now: datetime,
     rerun: bool = False,
+    request_id: str | None = None,
 ) -> Decision:
     new_terms = terms
     if tick_refused:
@@ -92,7 +97,10 @@ def resolve_conflict(
                     terms,
                     f"tick is running under token {tick_seen.get('fencing_token')}",
                 )
-            new_terms = replace(new_terms, expected_attempts=int(tick_seen.get("attempts", 0)))
+            seen = int(tick_seen.get("attempts", 0))
+            same_request = tick_seen.get("request_id") == request_id
+            first = int(tick_seen.get("first_attempt", 1)) if same_request else seen + 1
+            new_terms = replace(new_terms, expected_attempts=seen, first_attempt=first)
     if head_refused and pause_is_live(head_seen, now):
         assert head_seen is not None
         return Decision(

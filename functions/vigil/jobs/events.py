@@ -60,6 +60,8 @@ class Tick:
     requested_by: str | None = None
     overlap: str | None = None
     """An operator's override of the job's overlap policy (only ``allow``)."""
+    request_id: str | None = None
+    """The management API request behind a manual tick (see ``RunTerms.request_id``)."""
 
     @property
     def manual(self) -> bool:
@@ -139,6 +141,7 @@ def _from_scheduler(payload: Any) -> Tick:
         trigger=trigger,
         requested_by=str(payload["requested_by"]) if payload.get("requested_by") else None,
         overlap=_overlap(payload.get("overlap")),
+        request_id=str(payload["request_id"]) if payload.get("request_id") else None,
     )
 
 

@@ -132,6 +132,8 @@ class JobGuard:
                 trigger=tick.trigger.value,
                 requested_by=tick.requested_by,
                 rerun=tick.rerun,
+                request_id=tick.request_id,
+                first_attempt=terms.first_attempt,
             )
             refusal = self._store.claim(claim)
             if refusal is None:
@@ -147,6 +149,7 @@ class JobGuard:
                 head_seen=refusal.head_seen,
                 now=now,
                 rerun=tick.rerun,
+                request_id=tick.request_id,
             )
             if decision.verdict is Verdict.DUPLICATE:
                 return Result(job, tick.key, Outcome.DUPLICATE, reason=decision.reason)

@@ -105,6 +105,8 @@ class RunRecord:
     trigger: str | None = None
     requested_by: str | None = None
     duration_flag: str | None = None
+    first_attempt: int = 1
+    """The attempt at which the latest request for this tick began (see ``ClaimTerms``)."""
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> RunRecord:
@@ -123,6 +125,7 @@ class RunRecord:
             trigger=item.get("trigger"),
             requested_by=item.get("requested_by"),
             duration_flag=item.get("duration_flag"),
+            first_attempt=int(item.get("first_attempt", 1)),
         )
 
 

@@ -66,6 +66,8 @@ class Claim:
     trigger: str = "schedule"
     requested_by: str | None = None
     rerun: bool = False
+    request_id: str | None = None
+    first_attempt: int = 1
 
 
 @dataclass(frozen=True)
@@ -143,10 +145,15 @@ class RunStore:
                 "lease_holder": claim.holder,
                 "execution_id": claim.execution_id or "",
                 "trigger": claim.trigger,
+                "first_attempt": claim.first_attempt,
             }
         )
         if claim.requested_by:
             tick.set("requested_by", claim.requested_by)
+        if claim.request_id:
+            tick.set("request_id", claim.request_id)
+        else:
+            tick.remove("request_id")
         tick.remove(
             "finished_at", "duration_ms", "error_type", "error_message", "detail", "duration_flag"
         )
