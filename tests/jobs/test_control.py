@@ -730,7 +730,7 @@ def test_a_failed_tick_whose_retries_would_arrive_too_late_has_no_retries_left(
     with pytest.raises(RuntimeError, match="boom"):
         deliver(guard, tick_at(TICK), body)  # 12:02, within max_lateness: attempt 1 fails
     status, record = api("GET", "/jobs/cleanup/runs/2026-11-22T12:00:00Z")
-    assert (record["retries_left"], record["final"]) == (2, False)  # a retry now would run
+    assert (status, record["retries_left"], record["final"]) == (200, 2, False)  # would run
     clock.set(TICK + timedelta(minutes=2, seconds=1))  # any retry from now on is refused
     status, record = api("GET", "/jobs/cleanup/runs/2026-11-22T12:00:00Z")
-    assert (record["retries_left"], record["final"]) == (0, True)
+    assert (status, record["retries_left"], record["final"]) == (200, 0, True)
