@@ -74,18 +74,22 @@ def validate_schedule(expression: str) -> str | None:
 
 def evaluable(expression: str, time_zone: str) -> str | None:
     """None if Vigil's own evaluator (the audit, backfill, ``vigil jobs next``) reads the schedule
-    as EventBridge will and a cron() fires at least once more; else why not. A schedule the
-    audit cannot evaluate could stop firing unnoticed, so synth refuses it."""
+    as EventBridge will; else why not. A schedule the audit cannot evaluate could stop firing
+    unnoticed, so synth refuses it."""
     try:
-        schedule = Schedule(expression, time_zone)
-        if schedule.needs_anchor:  # rate(): parsed, and fires for as long as it exists
-            return None
-        upcoming = schedule.next_after(datetime.now(UTC), 1)
+        Schedule(expression, time_zone)  # parses the expression and the zone, or refuses them
     except InvalidSchedule as error:
         return str(error)
-    if expression.startswith("cron(") and not upcoming:
-        return f"{expression!r} never fires (no matching date from now to the end of its years)"
     return None
+
+
+def never_fires_again(expression: str, time_zone: str) -> bool:
+    """A cron() with no matching time from now on (``30 2``, years in the past). Depends on the
+    clock, so it warns rather than fails: a schedule that has run its course must not block
+    every later deploy of the app."""
+    if not expression.startswith("cron("):
+        return False
+    return not Schedule(expression, time_zone).next_after(datetime.now(UTC), 1)
 
 
 def validate_time_zone(name: str) -> str | None:

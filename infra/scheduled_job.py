@@ -20,7 +20,12 @@ from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
 from infra.queues import DLQ_RETENTION_DAYS, dead_letter_queue
 from infra.runs_table import JobRunsTable
-from infra.schedule_expressions import evaluable, validate_schedule, validate_time_zone
+from infra.schedule_expressions import (
+    evaluable,
+    never_fires_again,
+    validate_schedule,
+    validate_time_zone,
+)
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
 from vigil.contract.metrics import NAMESPACE, SERVICE, JobMetric
 
@@ -117,6 +122,12 @@ class ScheduledJob(Construct):
         for variable, seconds in self.duration_limits.items():
             self.function.add_environment(variable, str(seconds))
         self._warn_if_retries_arrive_too_late(checked.timeout, max_lateness, retry_attempts)
+        if never_fires_again(schedule, time_zone):
+            Annotations.of(self).add_warning_v2(
+                "vigil:never-fires",
+                f"job {self.job_name}: {schedule} ({time_zone}) never fires again: remove the job "
+                "or fix its schedule",
+            )
         self._grant_runs_table()
         self.schedule = self._build_schedule(
             schedule=schedule,

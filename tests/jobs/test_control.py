@@ -734,3 +734,23 @@ def test_a_failed_tick_whose_retries_would_arrive_too_late_has_no_retries_left(
     clock.set(TICK + timedelta(minutes=2, seconds=1))  # any retry from now on is refused
     status, record = api("GET", "/jobs/cleanup/runs/2026-11-22T12:00:00Z")
     assert (status, record["retries_left"], record["final"]) == (200, 0, True)
+
+
+def test_an_audit_finding_for_an_older_tick_does_not_move_the_head_back(
+    dynamodb: Any, runs_table: str, clock: ManualClock, make_guard: GuardFactory, store: RunStore
+) -> None:
+    """``record_final`` used to write the head's last_* unconditionally: ``vigil jobs list``
+    then showed the audit's older MISSED tick as the job's latest."""
+    control, runs = ControlStore(dynamodb, runs_table), RunStore(dynamodb, runs_table)
+    jobs = {"cleanup": spec()}
+    clock.set(TICK - timedelta(minutes=12))
+    audit(jobs, control, runs, clock())
+    clock.set(TICK + timedelta(seconds=5))
+    deliver(make_guard(), tick_at(TICK), Body())  # 12:00 delivered; 11:50 and 11:55 never were
+    clock.set(TICK + timedelta(minutes=3))
+    assert [f.tick[11:16] for f in audit(jobs, control, runs, clock())] == ["11:50", "11:55"]
+    head = store.head("cleanup")
+    assert head is not None
+    assert (head.last_tick, head.last_status) == ("2026-11-22T12:00:00Z", RunStatus.SUCCEEDED)
+    records = {r.tick: r.status for r in store.history("cleanup")}
+    assert records["2026-11-22T11:55:00Z"] is RunStatus.MISSED

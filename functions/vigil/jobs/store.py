@@ -30,6 +30,7 @@ from vigil.dynamo import (
     cancellation_reasons,
     from_wire,
     is_condition_failure,
+    old_item,
     to_wire,
     truncate,
 )
@@ -224,27 +225,11 @@ class RunStore:
         if overlap is Overlap.SKIP:
             head.remove(*LEASE_ATTRIBUTES)
             head.condition(head.eq("lease_token", token))
-        else:
-            # Under ``allow`` an older tick may finish after a newer one: the head's last_* keep
-            # the newest tick's outcome instead of going back in time.
-            head.condition(
-                head.exists("pk"), any_of(head.absent("last_tick"), head.le("last_tick", tick))
-            )
-        actions = [self._update(job, tick_sk(tick), record), self._update(job, HEAD_SK, head)]
-        reasons = self._transact(actions)
-        if reasons is None:
-            return True
-        (record_code, _), (head_code, _) = reasons
-        if overlap is Overlap.SKIP or record_code == REFUSED or head_code != REFUSED:
-            return False
-        # Only the head refused (a newer tick is already its last): record the outcome alone.
-        try:
-            self._client.update_item(**self._update(job, tick_sk(tick), record))
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise
-        return True
+            actions = [self._update(job, tick_sk(tick), record), self._update(job, HEAD_SK, head)]
+            return self._transact(actions) is None
+        head.condition(head.exists("pk"))
+        written, _ = self._record_and_head(job, tick, record, head)
+        return written
 
     # --- ticks that never run ---------------------------------------------------------------
 
@@ -278,11 +263,33 @@ class RunStore:
         replaceable = _rerunnable if rerun else _reclaimable
         record.condition(replaceable(record, expected_attempts, now))
         head = _last_outcome(tick, status, now, detail).set_all({"entity": HEAD_ENTITY, "job": job})
+        written, seen = self._record_and_head(job, tick, record, head)
+        if not written:
+            raise TickTaken(f"{job} tick {tick} changed while recording {status}", seen)
+
+    def _record_and_head(
+        self, job: str, tick: str, record: Update, head: Update
+    ) -> tuple[bool, Item | None]:
+        """Write the tick's record and the head's last_* together, but never move the head back
+        to an older tick (an older tick under ``allow``, an audit's or a backfill's record): then
+        the record is written alone, one request more in that case only. Returns whether the
+        record was written and, if not, the record its condition refused (None if absent)."""
+        head.condition(any_of(head.absent("last_tick"), head.le("last_tick", tick)))
         action = self._update(job, tick_sk(tick), record)
         action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         reasons = self._transact([action, self._update(job, HEAD_SK, head)])
-        if reasons is not None:
-            raise TickTaken(f"{job} tick {tick} changed while recording {status}", reasons[0][1])
+        if reasons is None:
+            return True, None
+        (record_code, record_seen), (head_code, _) = reasons
+        if record_code == REFUSED or head_code != REFUSED:
+            return False, record_seen
+        try:
+            self._client.update_item(**action)
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False, old_item(error)
+            raise
+        return True, None
 
     # --- reads for people -------------------------------------------------------------------
 
