@@ -44,6 +44,7 @@ def add_commands(commands: Any, positive: Callable[[str], int]) -> None:
     run.add_argument("--overlap", choices=["allow"], help="ignore the job's skip policy")
     run.add_argument("--wait", action="store_true", help="wait until the tick is final")
     run.add_argument("--timeout", type=positive, default=900, help="seconds --wait waits")
+    run.add_argument("--idempotency-key", help="retrying with the same key starts no second run")
     pause = commands.add_parser("pause", help="pause a job: deliveries are recorded PAUSED")
     pause.add_argument("job")
     pause.add_argument("--reason", required=True)
@@ -70,7 +71,9 @@ def run_api_command(
 ) -> int:
     job = args.job
     if args.command == "pause":
-        body = {"reason": args.reason, **({"until": args.until} if args.until else {})}
+        # An empty --until reaches the API, which refuses it: it must not mean "no end".
+        end = {"until": args.until} if args.until is not None else {}
+        body = {"reason": args.reason, **end}
         state = call("POST", f"/jobs/{job}/pause", body=body)
         pause = state["pause"] or {}
         until = pause.get("until") or "resumed"
@@ -83,7 +86,9 @@ def run_api_command(
     if args.command == "run":
         body = {k: v for k, v in (("at", args.at), ("overlap", args.overlap)) if v}
         before = _record_or_none(call, job, _key(args.at)) if args.at else None
-        accepted = call("POST", f"/jobs/{job}/runs", body=body)
+        key = args.idempotency_key
+        headers = {"Idempotency-Key": key} if key else None
+        accepted = call("POST", f"/jobs/{job}/runs", body=body, headers=headers)
         out.write(f"accepted: {job} tick {accepted['tick']} ({accepted['trigger']})\n")
         if not args.wait:
             return 0

@@ -6,6 +6,7 @@ sends to the job's function is then handed to the guard, exactly as Lambda would
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,7 +27,7 @@ from vigil.jobs.model import Outcome, Overlap, RunStatus
 from vigil.jobs.schedule import InvalidSchedule, Schedule
 from vigil.jobs.store import RunStore
 from vigil_tools.cli import ApiError, rest_event
-from vigil_tools.jobs_control_cli import wait_for
+from vigil_tools.jobs_control_cli import run_api_command, wait_for
 from vigil_tools.lambda_context import LambdaContext
 
 NOW = datetime(2026, 11, 22, 12, 2, 0, tzinfo=UTC)
@@ -754,3 +755,31 @@ def test_an_audit_finding_for_an_older_tick_does_not_move_the_head_back(
     assert (head.last_tick, head.last_status) == ("2026-11-22T12:00:00Z", RunStatus.SUCCEEDED)
     records = {r.tick: r.status for r in store.history("cleanup")}
     assert records["2026-11-22T11:55:00Z"] is RunStatus.MISSED
+
+
+def _cli(api: Api, *argv: str) -> tuple[int, str]:
+    """``vigil jobs ...`` parsed as the CLI parses it, sent through the API harness."""
+    from vigil_tools.cli import build_parser
+
+    def call(method: str, path: str, **kwargs: Any) -> Any:
+        status, answer = api(method, path, kwargs.get("body"), headers=kwargs.get("headers"))
+        if status >= 300:
+            raise ApiError(status, answer["error"], answer["message"])
+        return answer
+
+    out = io.StringIO()
+    code = run_api_command(build_parser().parse_args(["jobs", *argv]), call, out)
+    return code, out.getvalue()
+
+
+def test_the_cli_sends_its_idempotency_key_and_an_empty_until(
+    dynamodb: Any, runs_table: str, clock: ManualClock
+) -> None:
+    clock.set(NOW)
+    api = Api(dynamodb, runs_table, clock, {"cleanup": spec()}, keyed=True)
+    for _ in range(2):
+        assert _cli(api, "run", "cleanup", "--idempotency-key", "retry-safe")[0] == 0
+    assert len(api.sent) == 1
+    with pytest.raises(ApiError) as refused:
+        _cli(api, "pause", "cleanup", "--reason", "x", "--until", "")
+    assert refused.value.code == "invalid_until"
