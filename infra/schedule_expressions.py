@@ -11,7 +11,7 @@ import re
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from vigil.jobs.schedule import InvalidSchedule, Schedule
+from vigil.contract.schedule import InvalidSchedule, Schedule
 
 _RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
 _CRON = re.compile(r"^cron\((.+)\)$")

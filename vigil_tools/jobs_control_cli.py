@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 from zoneinfo import ZoneInfo
 
+from vigil.contract.schedule import Schedule
 from vigil.jobs.control import scheduled_anchor
 from vigil.jobs.events import tick_key
-from vigil.jobs.schedule import Schedule
 from vigil_tools.tables import render_table
 
 API_COMMANDS = frozenset({"run", "pause", "resume", "backfill"})

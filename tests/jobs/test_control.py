@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from tests.helpers.jobs import Body, GuardFactory, deliver, tick_at
 from vigil.clock import ManualClock
 from vigil.contract.jobs import IDEMPOTENCY_PK
+from vigil.contract.schedule import InvalidSchedule, Schedule
 from vigil.jobs.audit import NEVER_DELIVERED, AuditIncomplete, audit
 from vigil.jobs.control import JobSpec, pause_terms
 from vigil.jobs.control_api import ControlServices, build_control_app
@@ -24,7 +25,6 @@ from vigil.jobs.control_store import ControlStore, PauseChanged
 from vigil.jobs.events import parse_tick
 from vigil.jobs.guard import JobGuard
 from vigil.jobs.model import Outcome, Overlap, RunStatus
-from vigil.jobs.schedule import InvalidSchedule, Schedule
 from vigil.jobs.store import RunStore
 from vigil_tools.cli import ApiError, rest_event
 from vigil_tools.jobs_control_cli import run_api_command, wait_for

@@ -9,7 +9,7 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vigil.jobs.schedule import InvalidSchedule, Schedule
+from vigil.contract.schedule import InvalidSchedule, Schedule
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

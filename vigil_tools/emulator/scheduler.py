@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from vigil.jobs.schedule import Schedule as ScheduleExpression
+from vigil.contract.schedule import Schedule as ScheduleExpression
 
 
 @dataclass(frozen=True)

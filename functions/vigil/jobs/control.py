@@ -27,9 +27,9 @@ from typing import Any
 
 from vigil.clock import epoch_ms, from_epoch_ms
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
+from vigil.contract.schedule import InvalidSchedule, Schedule
 from vigil.jobs.events import Trigger, tick_key
 from vigil.jobs.model import JobHead, RunStatus
-from vigil.jobs.schedule import InvalidSchedule, Schedule
 
 OPEN_ENDED_MS = epoch_ms(datetime(9999, 12, 31, tzinfo=UTC))
 """``paused_until_ms`` of a pause without ``--until``: one number keeps the claim's condition one."""

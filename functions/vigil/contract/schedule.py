@@ -1,7 +1,7 @@
 """EventBridge Scheduler expressions, evaluated: when a job's schedule fires.
 
-One evaluator for everything that must agree with the scheduler: the audit of ticks that never
-arrived, the check that a ``run --at`` time is a tick, backfill's expected ticks, ``vigil jobs
+One evaluator for everything that must agree with the scheduler: ``cdk synth``'s check that a
+schedule can be evaluated (hence its place in the contract), the audit of ticks that never arrived, the check that a ``run --at`` time is a tick, backfill's expected ticks, ``vigil jobs
 next`` and the local emulator. Standard library only (``zoneinfo``), so it ships in the Lambda
 asset as it is.
 
