@@ -57,13 +57,18 @@ def mark_host(client: Any, table: str, host_id: str, **fields: Any) -> None:
         UpdateExpression="SET " + ", ".join(f"{n} = :{n[1:]}" for n in names),
         ExpressionAttributeNames=names,
         ExpressionAttributeValues=to_wire(
-            {f":{n[1:]}": getattr(v, "value", v) for n, v in zip(names, fields.values(), strict=True)}
+            {
+                f":{n[1:]}": getattr(v, "value", v)
+                for n, v in zip(names, fields.values(), strict=True)
+            }
         ),
     )
 
 
 def host_item(client: Any, table: str, host_id: str) -> dict[str, Any]:
-    item = from_wire(client.get_item(TableName=table, Key=to_wire({HOSTS_KEY: host_id})).get("Item"))
+    item = from_wire(
+        client.get_item(TableName=table, Key=to_wire({HOSTS_KEY: host_id})).get("Item")
+    )
     assert item is not None
     return item
 
@@ -79,6 +84,12 @@ def place(client: Any, table: str, name: str, generation: int, host_id: str) -> 
         ),
         ExpressionAttributeNames={"#s": "status", "#h": OBSERVER_HOST},
         ExpressionAttributeValues=to_wire(
-            {":gen": generation, ":task": TASK_ARN, ":starting": "STARTING", ":host": host_id, ":one": 1}
+            {
+                ":gen": generation,
+                ":task": TASK_ARN,
+                ":starting": "STARTING",
+                ":host": host_id,
+                ":one": 1,
+            }
         ),
     )
