@@ -12,7 +12,16 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.helpers.hosts import TASK_ARN, assign, host_item, mark_host, place, put_host
+from tests.helpers.hosts import (
+    TASK_ARN,
+    FakeChild,
+    FakeLauncher,
+    assign,
+    host_item,
+    mark_host,
+    place,
+    put_host,
+)
 from tests.helpers.moto_fleet import CallCounter
 from tests.helpers.observers import HOSTS_TABLE, create_hosts_table
 from vigil.clock import ManualClock
@@ -28,40 +37,6 @@ from .test_registry import raw_item
 
 INTERVAL = 10.0
 STOP_TIMEOUT = 5.0
-
-
-class FakeChild:
-    def __init__(self, name: str, generation: int) -> None:
-        self.name = name
-        self.generation = generation
-        self.exitcode: int | None = None
-        self.signals: list[str] = []
-        self.sentinel = -1
-
-    def stop(self) -> None:
-        self.signals.append("TERM")
-
-    def fence(self) -> None:
-        self.signals.append("USR1")
-
-    def kill(self) -> None:
-        self.signals.append("KILL")
-        self.exitcode = -9
-
-
-class FakeLauncher:
-    def __init__(self) -> None:
-        self.started: list[FakeChild] = []
-
-    def start(self, name: str, generation: int) -> FakeChild:
-        self.started.append(FakeChild(name, generation))
-        return self.started[-1]
-
-    def child(self, name: str) -> FakeChild:
-        return [c for c in self.started if c.name == name][-1]
-
-    def pairs(self) -> list[tuple[str, int]]:
-        return [(c.name, c.generation) for c in self.started]
 
 
 class Host:

@@ -35,6 +35,8 @@ PRELOADED = (
     "vigil.observers.host.children",
 )
 """Imported once in the forkserver, shared by every child."""
+WARM = "vigil.observers.host.warm"
+"""Imported last: the shared botocore session, then a frozen GC (see that module)."""
 _HANDLED = (signal.SIGTERM, signal.SIGUSR1)
 
 
@@ -128,7 +130,8 @@ class ProcessLauncher:
             kind_modules = {target.rpartition(".")[0] for target in config.kinds.values()}
             # Takes effect when the server starts (the first child); a module that fails to
             # import there is skipped by multiprocessing and imported by the child itself.
-            self._context.set_forkserver_preload([*PRELOADED, *preload, *sorted(kind_modules)])
+            modules = [*PRELOADED, *preload, *sorted(kind_modules), WARM]
+            self._context.set_forkserver_preload(modules)
 
     def start(self, name: str, generation: int) -> ProcessChild:
         process = self._context.Process(  # type: ignore[attr-defined]
@@ -157,11 +160,13 @@ def _run(config: ChildConfig, name: str, generation: int) -> int:
     import boto3
 
     from vigil import telemetry
+    from vigil.observers.host import warm
     from vigil.observers.main import client_config
     from vigil.observers.registry import FencedWrites
     from vigil.observers.runtime import ObserverRuntime, StopReason
 
-    client = boto3.client("dynamodb", config=client_config(config.heartbeat_seconds))
+    session = boto3.session.Session(botocore_session=warm.SESSION)
+    client = session.client("dynamodb", config=client_config(config.heartbeat_seconds))
     runtime = ObserverRuntime(
         FencedWrites(client, config.table),
         name=name,
