@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import subprocess
 import sys
@@ -36,7 +35,12 @@ from moto.server import ThreadedMotoServer
 
 from tests.helpers.hosts import TASK_ARN, FakeLauncher, assign, host_item, place, put_host
 from tests.helpers.moto_fleet import CallCounter
-from tests.helpers.observers import HOSTS_TABLE, create_hosts_table, create_registry_table
+from tests.helpers.observers import (
+    HOSTS_TABLE,
+    create_hosts_table,
+    create_registry_table,
+    start_container,
+)
 from vigil.clock import ManualClock, system_clock
 from vigil.observers.host.heartbeat_store import HeartbeatStore
 from vigil.observers.host.supervisor import HostSupervisor
@@ -148,26 +152,14 @@ def _tickers(client: Any, table: str, names: list[str]) -> ObserverRegistry:
     return registry
 
 
-def _container(endpoint: str, table: str, **extra: str) -> subprocess.Popen[bytes]:
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": f"{ROOT / 'functions'}",
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "VIGIL_OBSERVERS_TABLE": table,
-        "VIGIL_OBSERVER_KINDS": json.dumps(KINDS),
-        "VIGIL_HEARTBEAT_SECONDS": "5",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        **extra,
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "vigil.observers.main"],
-        cwd=ROOT / "functions",
-        env=env,
+def _container(endpoint: str, table: str, **variables: str) -> subprocess.Popen[str]:
+    return start_container(
+        endpoint,
+        table,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        VIGIL_HEARTBEAT_SECONDS="5",
+        VIGIL_OBSERVER_KINDS=json.dumps(KINDS),
+        **variables,
     )
 
 
@@ -175,7 +167,7 @@ def _all_counted(registry: ObserverRegistry, names: list[str], at_least: int) ->
     return all(int((registry.get(n).checkpoint or {}).get("count", 0)) >= at_least for n in names)
 
 
-def _wait(condition: Callable[[], bool], process: subprocess.Popen[bytes]) -> None:
+def _wait(condition: Callable[[], bool], process: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -186,7 +178,7 @@ def _wait(condition: Callable[[], bool], process: subprocess.Popen[bytes]) -> No
     raise RuntimeError(f"not ready within {DEADLINE_S} s")
 
 
-def _end(process: subprocess.Popen[bytes]) -> None:
+def _end(process: subprocess.Popen[str]) -> None:
     process.send_signal(signal.SIGTERM)
     try:
         process.wait(timeout=30)

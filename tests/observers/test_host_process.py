@@ -10,10 +10,8 @@ starts. The entry point runs as a subprocess, as ECS runs it.
 from __future__ import annotations
 
 import multiprocessing.connection
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,10 +19,14 @@ from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from tests.helpers.hosts import TASK_ARN, assign, host_item, mark_host, place, put_host
-from tests.helpers.observers import create_hosts_table, create_registry_table
+from tests.helpers.observers import (
+    create_hosts_table,
+    create_registry_table,
+    start_container,
+    wait_for,
+)
 from vigil.contract.hosts import HOST_EXIT, HostStatus
 from vigil.contract.observers import ExitCode
 from vigil.observers.host.children import ChildConfig, ProcessLauncher
@@ -32,22 +34,11 @@ from vigil.observers.host.heartbeat_store import HeartbeatStore
 from vigil.observers.host.supervisor import HostSupervisor
 from vigil.observers.registry import ObserverRegistry
 
-from .test_container_process import _one_request_at_a_time
 from .test_registry import raw_item
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 30.0
 KINDS = {"sample": "tests.observers.sample_kinds.misbehave", "ticker": "observers.ticker.run"}
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    _one_request_at_a_time(server)
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 @pytest.fixture
@@ -164,45 +155,14 @@ def test_given_misbehaving_children_when_they_fail_then_only_they_end_and_are_re
 
 def spawn_host(endpoint: str, tables: tuple[str, str], **overrides: str) -> subprocess.Popen[str]:
     registry_table, hosts_table = tables
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": f"{ROOT / 'functions'}:{ROOT}",
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
+    variables = {
         "VIGIL_HOST_ID": "h1",
         "VIGIL_TASK_ARN": TASK_ARN,
         "VIGIL_HOSTS_TABLE": hosts_table,
         "VIGIL_HOST_SLOTS": "4",
         "VIGIL_HOST_STOP_TIMEOUT_SECONDS": "5",
-        "VIGIL_OBSERVERS_TABLE": registry_table,
-        "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
-        "VIGIL_HEARTBEAT_SECONDS": "1",
-        "POWERTOOLS_METRICS_DISABLED": "true",
     }
-    env.update(overrides)
-    env = {k: v for k, v in env.items() if v}
-    return subprocess.Popen(
-        [sys.executable, "-m", "vigil.observers.main"],
-        cwd=ROOT / "functions",
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def wait_for(condition: Callable[[], bool], process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        if process.poll() is not None:
-            pytest.fail(f"host exited early ({process.returncode}):\n{process.stdout.read()}")  # type: ignore[union-attr]
-        time.sleep(0.1)
-    process.kill()
-    pytest.fail(f"condition not met within {DEADLINE_S} s:\n{process.communicate()[0]}")
+    return start_container(endpoint, registry_table, **{**variables, **overrides})
 
 
 def tickers(client: Any, tables: tuple[str, str], names: list[str]) -> ObserverRegistry:
@@ -220,7 +180,7 @@ def test_given_a_host_running_tickers_when_sigterm_arrives_then_each_hands_over_
 ) -> None:
     registry = tickers(client, tables, ["t-1", "t-2"])
     process = spawn_host(endpoint, tables)
-    wait_for(lambda: all(count(registry, n) >= 2 for n in ("t-1", "t-2")), process)
+    wait_for(lambda: all(count(registry, n) >= 2 for n in ("t-1", "t-2")), process, DEADLINE_S)
 
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=DEADLINE_S)
@@ -246,7 +206,7 @@ def test_given_a_zombie_host_when_it_next_beats_then_every_child_stops_and_it_ex
 ) -> None:
     registry = tickers(client, tables, ["t-1", "t-2"])
     process = spawn_host(endpoint, tables)
-    wait_for(lambda: all(count(registry, n) >= 1 for n in ("t-1", "t-2")), process)
+    wait_for(lambda: all(count(registry, n) >= 1 for n in ("t-1", "t-2")), process, DEADLINE_S)
 
     mark_host(client, tables[1], "h1", **change)
     output, _ = process.communicate(timeout=DEADLINE_S)
