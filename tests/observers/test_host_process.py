@@ -10,8 +10,10 @@ starts. The entry point runs as a subprocess, as ECS runs it.
 from __future__ import annotations
 
 import multiprocessing.connection
+import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -222,8 +224,6 @@ def test_given_a_zombie_host_when_it_next_beats_then_every_child_stops_and_it_ex
     ("overrides", "named"),
     [
         ({"VIGIL_HOST_SLOTS": "0"}, "VIGIL_HOST_SLOTS: must be >= 1"),
-        ({"VIGIL_HOSTS_TABLE": ""}, "VIGIL_HOSTS_TABLE is required"),
-        ({"VIGIL_TASK_ARN": ""}, "ECS_CONTAINER_METADATA_URI_V4 is required"),
         (
             {"VIGIL_TASK_ARN": "", "ECS_CONTAINER_METADATA_URI_V4": "http://127.0.0.1:9"},
             "cannot read the task ARN from http://127.0.0.1:9/task",
@@ -238,3 +238,20 @@ def test_given_a_bad_host_environment_when_started_then_exit_2_naming_it(
 
     assert process.returncode == 2, output
     assert "bad host configuration" in output and named in output
+
+
+def test_given_the_image_dependencies_only_when_importing_the_host_then_it_loads() -> None:
+    """The Dockerfile installs boto3 and Powertools only: the host and its forkserver preload too."""
+    blocked = "import sys; sys.modules['pydantic'] = None; sys.modules['aws_xray_sdk'] = None; "
+    probe = blocked + "import vigil.observers.host.entry, vigil.observers.host.warm"
+
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT / "functions",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.environ.get("PATH", ""), "AWS_DEFAULT_REGION": "us-east-1"},
+    )
+
+    assert result.returncode == 0, result.stderr
