@@ -42,7 +42,14 @@ STOP_TIMEOUT = 5.0
 class Host:
     """A supervisor on moto's tables, stepped by the test."""
 
-    def __init__(self, client: Any, registry_table: str, clock: ManualClock, slots: int) -> None:
+    def __init__(
+        self,
+        client: Any,
+        registry_table: str,
+        clock: ManualClock,
+        slots: int,
+        stop_timeout: float = STOP_TIMEOUT,
+    ) -> None:
         self.client = client
         self.clock = clock
         self.launcher = FakeLauncher()
@@ -53,7 +60,7 @@ class Host:
             ObserverRegistry(client, registry_table, clock=clock),
             slots=slots,
             heartbeat_seconds=INTERVAL,
-            stop_timeout_seconds=STOP_TIMEOUT,
+            stop_timeout_seconds=stop_timeout,
             fence_grace_seconds=1.0,
         )
 
@@ -314,3 +321,25 @@ def test_plan_when_not_accepting_stops_all_and_starts_nothing() -> None:
 )
 def test_describe_exit(exitcode: int, code: ExitCode, reason: str) -> None:
     assert describe_exit(exitcode) == (code, reason)
+
+
+def test_given_a_child_already_stopping_when_the_host_is_fenced_then_it_is_fenced_too(
+    dynamodb: Any, registry_table: str, clock: ManualClock
+) -> None:
+    create_hosts_table(dynamodb)
+    put_host(dynamodb, HOSTS_TABLE, "h1")
+    host = Host(dynamodb, registry_table, clock, slots=5, stop_timeout=60)
+    placed(host, registry_table, {"a": 1, "b": 1})
+    host.step()
+    assign(host.client, HOSTS_TABLE, "h1", {"b": 1})
+    host.step(INTERVAL)
+    mark_host(host.client, HOSTS_TABLE, "h1", status=HostStatus.LOST)
+
+    host.step(INTERVAL)
+    host.step(1.0)  # the fence grace, shorter than the stop timeout a still had
+    host.step(0.1)
+
+    assert host.launcher.child("a").signals == ["TERM", "USR1", "KILL"]
+    assert host.launcher.child("b").signals == ["USR1", "KILL"]
+    assert host.supervisor.children == {}
+    assert all(HOST_EXIT not in raw_item(host.client, registry_table, n) for n in "ab")

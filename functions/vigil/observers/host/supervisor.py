@@ -39,6 +39,7 @@ from vigil.observers.host.plan import ChildView, plan
 from vigil.observers.host.settings import DEFAULT_STOP_TIMEOUT_SECONDS
 from vigil.observers.runtime import DEFAULT_FENCE_GRACE_SECONDS, SELF_FENCE_INTERVALS
 
+FENCED_WHY = "host fenced"
 Wait = Callable[[Sequence[int], float], None]
 """Waits up to ``seconds`` for one of the sentinels (a child's exit) or a signal."""
 
@@ -58,6 +59,8 @@ class _Slot:
     """Set once told to stop (or fenced): kill it if it is still there then."""
     why: str | None = None
     """Why the host told it to stop."""
+    waiting: float = 0.0
+    """How long the host gives it (the stop timeout, or the fence grace)."""
     killed_after: float | None = None
 
 
@@ -143,12 +146,14 @@ class HostSupervisor:
         )
         for name in step.forget:
             del self._finished[name]
-        for name in step.stop:
-            if self._fenced is not None:
-                self._fence_child(name, now)
-            else:
-                why = "host shutting down" if self._shutdown else "no longer assigned"
-                self._stop_child(name, now, why)
+        if self._fenced is not None:
+            # Every child, also one already told to stop: fenced, it writes nothing more.
+            for name, slot in self._children.items():
+                if slot.why != FENCED_WHY:
+                    self._fence_child(name, now)
+        for name in step.stop if self._fenced is None else ():
+            why = "host shutting down" if self._shutdown else "no longer assigned"
+            self._stop_child(name, now, why)
         for name, generation in step.start:
             self._start(name, generation)
         if step.no_slot:
@@ -206,24 +211,25 @@ class HostSupervisor:
 
     def _stop_child(self, name: str, now: float, why: str) -> None:
         slot = self._children[name]
-        slot.deadline, slot.why = now + self._stop_timeout, why
+        slot.deadline, slot.why, slot.waiting = now + self._stop_timeout, why, self._stop_timeout
         self.logger.info("stopping child", extra={"observer": name, "reason": why})
         slot.child.stop()
 
     def _fence_child(self, name: str, now: float) -> None:
         slot = self._children[name]
-        slot.deadline, slot.why = now + self._fence_grace, "host fenced"
+        deadline = now + self._fence_grace
+        slot.deadline = deadline if slot.deadline is None else min(slot.deadline, deadline)
+        slot.why, slot.waiting = FENCED_WHY, self._fence_grace
         slot.child.fence()
 
     def _kill_overdue(self, now: float) -> None:
         for name, slot in self._children.items():
             if slot.deadline is not None and now >= slot.deadline and slot.killed_after is None:
-                waited = self._fence_grace if self._fenced else self._stop_timeout
                 self.logger.warning(
                     "child ignored the stop: killing it",
-                    extra={"observer": name, "waited_s": waited},
+                    extra={"observer": name, "waited_s": slot.waiting},
                 )
-                slot.killed_after = waited
+                slot.killed_after = slot.waiting
                 slot.child.kill()
 
     def _reap(self) -> None:
