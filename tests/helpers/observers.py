@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from vigil_tools.emulator.template import create_table, synthesized_app
 
@@ -12,6 +20,7 @@ HOSTS_PATH = "Vigil/Observers/Hosts"
 REGISTRY_TABLE = "vigil-observers"
 HOSTS_TABLE = "vigil-hosts"
 IDEMPOTENCY_TABLE = "vigil-idempotency"
+FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 
 
 def create_registry_table(client: Any, name: str = REGISTRY_TABLE) -> None:
@@ -29,3 +38,47 @@ def create_hosts_table(client: Any, name: str = HOSTS_TABLE) -> None:
 
 def scan_all(client: Any, table: str) -> list[dict[str, Any]]:
     return list(client.scan(TableName=table, ConsistentRead=True).get("Items", []))
+
+
+def wait_for(
+    condition: Callable[[], bool], process: subprocess.Popen[str], deadline_s: float = 20.0
+) -> None:
+    """Poll ``condition`` (a container's writes) until true; fail with the container's output if
+    it exits first or the deadline passes."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if process.poll() is not None:
+            pytest.fail(f"container exited early ({process.returncode}):\n{process.stdout.read()}")  # type: ignore[union-attr]
+        time.sleep(0.1)
+    process.kill()
+    pytest.fail(f"condition not met within {deadline_s} s:\n{process.communicate()[0]}")
+
+
+def start_container(
+    endpoint: str, table: str, *, stdout: int = subprocess.PIPE, **variables: str
+) -> subprocess.Popen[str]:
+    """``python -m vigil.observers.main`` as ECS runs it (the image's files only), its AWS calls
+    sent to a moto server; ``variables`` add to the task definition's environment (an empty
+    value leaves the variable out)."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "VIGIL_OBSERVERS_TABLE": table,
+        "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
+        "VIGIL_HEARTBEAT_SECONDS": "1",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        **variables,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "vigil.observers.main"],
+        cwd=FUNCTIONS,
+        env={k: v for k, v in env.items() if v},
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )

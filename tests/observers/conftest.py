@@ -1,11 +1,15 @@
-"""Registry and idempotency tables created from the synthesized template: the deployed shape."""
+"""Registry and idempotency tables created from the synthesized template: the deployed shape;
+and a moto server for the tests that run the container's entry point as a process."""
 
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from moto.server import ThreadedMotoServer
 
 from handlers import observers_api
 from tests.helpers.observers import (
@@ -42,3 +46,29 @@ def api_env(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VIGIL_OBSERVER_KINDS", json.dumps(API_KINDS))
     monkeypatch.setenv("VIGIL_MAX_OBSERVERS", "2")
     monkeypatch.setattr(observers_api, "_app", None)
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    _one_request_at_a_time(server)
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def _one_request_at_a_time(server: ThreadedMotoServer) -> None:
+    """moto applies a request non-atomically (NOTES.md); DynamoDB applies each atomically. The
+    container's heartbeat thread and the test write concurrently, so requests take a lock.
+    moto offers no hook for this: wrap the WSGI app of its werkzeug server."""
+    wsgi = server._server
+    assert wsgi is not None
+    app = wsgi.app
+    lock = threading.Lock()
+
+    def locked(environ: Any, start_response: Any) -> Any:
+        with lock:
+            return list(app(environ, start_response))
+
+    wsgi.app = locked

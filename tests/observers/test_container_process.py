@@ -6,53 +6,21 @@ before acting, so nothing depends on how fast the subprocess starts.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
-from tests.helpers.observers import create_registry_table
+from tests.helpers.observers import FUNCTIONS, create_registry_table, start_container, wait_for
 from vigil.observers.registry import ObserverRegistry
 
 from .test_registry import raw_item, start_generation
 
-FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 DEADLINE_S = 20.0
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    _one_request_at_a_time(server)
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-def _one_request_at_a_time(server: ThreadedMotoServer) -> None:
-    """moto applies a request non-atomically (NOTES.md); DynamoDB applies each atomically. The
-    container's heartbeat thread and the test write concurrently, so requests take a lock.
-    moto offers no hook for this: wrap the WSGI app of its werkzeug server."""
-    wsgi = server._server
-    assert wsgi is not None
-    app = wsgi.app
-    lock = threading.Lock()
-
-    def locked(environ: Any, start_response: Any) -> Any:
-        with lock:
-            return list(app(environ, start_response))
-
-    wsgi.app = locked
 
 
 @pytest.fixture
@@ -68,39 +36,12 @@ def table(client: Any, request: pytest.FixtureRequest) -> str:
 
 
 def spawn(endpoint: str, table: str, name: str, generation: int) -> subprocess.Popen[str]:
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "VIGIL_OBSERVERS_TABLE": table,
-        "VIGIL_OBSERVER_NAME": name,
-        "VIGIL_OBSERVER_GENERATION": str(generation),
-        "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
-        "VIGIL_HEARTBEAT_SECONDS": "1",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "vigil.observers.main"],
-        cwd=FUNCTIONS,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    return start_container(
+        endpoint,
+        table,
+        VIGIL_OBSERVER_NAME=name,
+        VIGIL_OBSERVER_GENERATION=str(generation),
     )
-
-
-def wait_for(condition: Callable[[], bool], process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        if process.poll() is not None:
-            pytest.fail(f"container exited early ({process.returncode}):\n{process.stdout.read()}")  # type: ignore[union-attr]
-        time.sleep(0.1)
-    process.kill()
-    pytest.fail(f"condition not met within {DEADLINE_S} s:\n{process.communicate()[0]}")
 
 
 def started_ticker(client: Any, table: str) -> ObserverRegistry:

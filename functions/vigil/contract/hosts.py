@@ -49,6 +49,17 @@ class HostStatus(StrEnum):
 LIVE_HOST_STATUSES = (HostStatus.STARTING, HostStatus.RUNNING, HostStatus.DRAINING)
 """Statuses whose heartbeat is accepted."""
 
+
+class SlotState(StrEnum):
+    """A child's ``state`` in the host's ``running`` map (an exited child is absent from it: its
+    end is reported on the observer's item as ``HOST_EXIT``)."""
+
+    RUNNING = "RUNNING"
+    """Started for its assigned generation and not asked to stop."""
+    STOPPING = "STOPPING"
+    """Told to stop (unassigned, generation changed, host shutting down); not exited yet."""
+
+
 HOST_ID_ENV = "VIGIL_HOST_ID"
 """Set by the reconciler's RunTask override on a host task (a dedicated task gets the observer's
 name and generation instead)."""
@@ -56,6 +67,12 @@ HOSTS_TABLE_ENV = "VIGIL_HOSTS_TABLE"
 """The hosts table's name, in the container's and the reconciler's environment."""
 HOST_SLOTS_ENV = "VIGIL_HOST_SLOTS"
 """K: how many observers the host runs at most (the kind's ``slots_per_host``)."""
+HOST_STOP_TIMEOUT_ENV = "VIGIL_HOST_STOP_TIMEOUT_SECONDS"
+"""Optional: how long the host waits for a child told to stop before it kills it (default 10 s;
+keep it below the container's ECS stop timeout so a hand-over finishes before ECS's SIGKILL)."""
+TASK_ARN_ENV = "VIGIL_TASK_ARN"
+"""Optional: the host's own task ARN, for the local emulator and tests; on ECS the host reads it
+from the task metadata endpoint (``ECS_CONTAINER_METADATA_URI_V4``)."""
 PLACEMENTS_ENV = "VIGIL_OBSERVER_PLACEMENTS"
 """JSON: kind -> {"placement", "slots_per_host", "headroom", "max_unavailable", "capacity"}."""
 

@@ -1,5 +1,8 @@
 """Container entry point: ``python -m vigil.observers.main``.
 
+A dedicated task runs one observer (``VIGIL_OBSERVER_NAME`` and ``VIGIL_OBSERVER_GENERATION``); a
+pooled host task (``VIGIL_HOST_ID``) runs many, see :mod:`vigil.observers.host`.
+
 Exit codes (the reconciler and ECS read them): 0 clean stop, 1 crash in the observer's code,
 2 bad configuration or environment, 3 fenced (this generation was replaced).
 """
@@ -18,6 +21,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
 from vigil import telemetry
+from vigil.contract.hosts import HOST_ID_ENV
 from vigil.observers.registry import FencedWrites
 from vigil.observers.runtime import ExitCode, ObserverRuntime, RuntimeSettings, StopReason
 from vigil.settings import SettingsError
@@ -35,9 +39,14 @@ def client_config(heartbeat_seconds: float) -> Config:
 
 
 def main(environ: Mapping[str, str] | None = None, client: Any = None) -> int:
+    environ = os.environ if environ is None else environ
+    if environ.get(HOST_ID_ENV, "").strip():
+        from vigil.observers.host.entry import main as host_main  # only hosts pay its imports
+
+        return host_main(environ, client=client)
     log = telemetry.logger()
     try:
-        settings = RuntimeSettings.from_env(os.environ if environ is None else environ)
+        settings = RuntimeSettings.from_env(environ)
         client = client or boto3.client(
             "dynamodb", config=client_config(settings.heartbeat_seconds)
         )

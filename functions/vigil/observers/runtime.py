@@ -14,6 +14,11 @@ between invocations. When it cannot reach the registry for two intervals it fenc
 has stopped before the reconciler (which waits three) starts a replacement; ``ctx.stopping`` and
 ``ctx.sleep`` check that deadline themselves, so a heartbeat call that hangs cannot postpone it. A user loop that
 ignores ``ctx.stopping`` after fencing is cut short by a hard exit after a short grace.
+
+A pooled observer (``host`` given) runs the same way in a child process of its host, except that
+its liveness is the host's: it writes no heartbeats and keeps no self-fence deadline (the host
+heartbeats for all its children and stops them when it is replaced), and its claim also needs
+the record to place it on that host.
 """
 
 from __future__ import annotations
@@ -80,14 +85,22 @@ class RuntimeSettings:
         read = Environment(environ)
         return cls(
             **read.gather(
-                table=lambda: read.text("VIGIL_OBSERVERS_TABLE"),
                 name=lambda: read.parsed("VIGIL_OBSERVER_NAME", validate_name),
                 generation=lambda: read.integer("VIGIL_OBSERVER_GENERATION", minimum=1),
-                # No default: the reconciler's staleness depends on it.
-                heartbeat_seconds=lambda: read.integer("VIGIL_HEARTBEAT_SECONDS", minimum=1),
-                kinds=lambda: read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
+                **container_readers(read),
             )
         )
+
+
+def container_readers(read: Environment) -> dict[str, Callable[[], Any]]:
+    """What every observer container reads, dedicated or host: ``table``, ``heartbeat_seconds``
+    and ``kinds`` (readers for :meth:`Environment.gather`)."""
+    return {
+        "table": lambda: read.text("VIGIL_OBSERVERS_TABLE"),
+        # No default: the reconciler's staleness depends on it.
+        "heartbeat_seconds": lambda: read.integer("VIGIL_HEARTBEAT_SECONDS", minimum=1),
+        "kinds": lambda: read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
+    }
 
 
 class KindError(Exception):
@@ -152,6 +165,7 @@ class ObserverRuntime:
         hard_exit: Callable[[int], None] = os._exit,
         fence_grace_seconds: float = DEFAULT_FENCE_GRACE_SECONDS,
         heartbeat_thread: bool = True,
+        host: str | None = None,
     ) -> None:
         self._registry = registry
         self._name = name
@@ -162,7 +176,9 @@ class ObserverRuntime:
         self._monotonic = monotonic
         self._hard_exit = hard_exit
         self._fence_grace = fence_grace_seconds
-        self._threaded = heartbeat_thread
+        self._host = host
+        """Pooled: the host's heartbeat is this observer's liveness (no thread, no deadline)."""
+        self._threaded = heartbeat_thread and host is None
         self._stopping = threading.Event()
         self._done = threading.Event()
         self._reason: StopReason | None = None
@@ -174,6 +190,8 @@ class ObserverRuntime:
         self._kind = ""
         self.logger = logger or telemetry.logger()
         self.logger.append_keys(observer=name, generation=generation)
+        if host is not None:
+            self.logger.append_keys(host=host)
 
     # -- what the context and the signal handler call -----------------------------------------
 
@@ -236,8 +254,9 @@ class ObserverRuntime:
             self.request_stop(StopReason.STOP_REQUESTED)
 
     def _silence_left(self) -> float:
-        """Seconds until the self-fence deadline (infinite before the claim)."""
-        if not self._claimed:
+        """Seconds until the self-fence deadline (infinite before the claim, and for a pooled
+        observer, whose host fences itself and its children)."""
+        if not self._claimed or self._host is not None:
             return float("inf")
         return SELF_FENCE_INTERVALS * self._interval - (self._monotonic() - self._last_beat)
 
@@ -279,7 +298,9 @@ class ObserverRuntime:
             self.logger.info("stopped before start", extra={"reason": str(self._reason)})
             return ExitCode.CLEAN
         try:
-            observer = self._registry.claim_generation(self._name, self._generation)
+            observer = self._registry.claim_generation(
+                self._name, self._generation, host=self._host
+            )
         except Fenced as fenced:
             self.logger.error("fenced before start", extra={"reason": str(fenced)})
             return ExitCode.FENCED

@@ -60,6 +60,18 @@ class GivenUp(Fenced):
         self.status = status
 
 
+class PlacedElsewhere(Fenced):
+    """The generation is current but the record places it on another host (or none): a pooled
+    host must not run it."""
+
+    def __init__(self, name: str, generation: int, host: str, current: Any) -> None:
+        super().__init__(name, generation, generation)
+        self.args = (
+            f"observer {name!r} generation {generation} is placed on {current!r}, not {host!r}",
+        )
+        self.host = host
+
+
 class StopRequested(RegistryError):
     """A container's write was refused because the observer's desired state is STOPPED."""
 

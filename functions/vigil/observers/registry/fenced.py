@@ -14,6 +14,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import epoch_ms, iso
+from vigil.contract.hosts import HOST_EXIT, OBSERVER_HOST
+from vigil.contract.observers import ExitCode
 from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, truncate
 from vigil.observers.model import (
     Desired,
@@ -24,17 +26,18 @@ from vigil.observers.model import (
     is_observer_item,
     validate_checkpoint,
 )
-from vigil.observers.registry.errors import Fenced, GivenUp, StopRequested
+from vigil.observers.registry.errors import Fenced, GivenUp, PlacedElsewhere, StopRequested
 from vigil.observers.registry.table import RegistryTable, key
 
 
 class FencedWrites(RegistryTable):
-    def claim_generation(self, name: str, generation: int) -> Observer:
+    def claim_generation(self, name: str, generation: int, *, host: str | None = None) -> Observer:
         """The container of ``generation`` announces it runs: status RUNNING, first heartbeat.
 
         Only from STARTING (or RUNNING, a repeated claim): the reconciler records STARTING with
         the generation, before RunTask, so any other status means it has since given up on this
-        generation (FAILED, PENDING in a backoff, STOPPING, STOPPED).
+        generation (FAILED, PENDING in a backoff, STOPPING, STOPPED). A pooled observer's claim
+        also needs the record to place it on ``host`` (raises PlacedElsewhere otherwise).
         """
         now = self._clock()
         update = _beat(Update(), now).set("status", Status.RUNNING.value)
@@ -44,7 +47,7 @@ class FencedWrites(RegistryTable):
             update.one_of("status", Status.STARTING.value, Status.RUNNING.value),
         )
         try:
-            answer = self._update(name, generation, update, return_values="ALL_NEW")
+            answer = self._update(name, generation, update, return_values="ALL_NEW", host=host)
         except StopRequested as refused:
             old = refused.seen
             if old is not None and old.get("desired") == Desired.RUNNING.value:
@@ -87,12 +90,41 @@ class FencedWrites(RegistryTable):
             update.condition(update.eq("desired", Desired.STOPPED.value))
         self._update(name, generation, update)
 
+    def report_host_exit(
+        self, name: str, generation: int, *, host: str, exit_code: ExitCode, reason: str
+    ) -> bool:
+        """A pooled observer's host records how its child process ended (``HOST_EXIT``), which the
+        reconciler reads as it reads a dedicated task's STOPPED event. Fenced by generation and
+        host: False (nothing written) when the observer has moved on, which is no error."""
+        now = self._clock()
+        report = {
+            "generation": generation,
+            "exit_code": int(exit_code),
+            "reason": truncate(reason),
+            "at_ms": epoch_ms(now),
+        }
+        update = Update().set_all({HOST_EXIT: report, "updated_at": iso(now)})
+        try:
+            self._update(name, generation, update.increment("version"), host=host)
+        except Fenced:
+            return False
+        return True
+
     def _update(
-        self, name: str, generation: int, update: Update, *, return_values: str = "NONE"
+        self,
+        name: str,
+        generation: int,
+        update: Update,
+        *,
+        return_values: str = "NONE",
+        host: str | None = None,
     ) -> dict[str, Any]:
-        """One write conditional on ``generation`` (and whatever ``update`` adds): raises
-        Fenced when the generation moved on, StopRequested when only the rest failed."""
+        """One write conditional on ``generation`` (and on ``host`` when given, and whatever
+        ``update`` adds): raises Fenced when the generation moved on, PlacedElsewhere when the
+        host did, StopRequested when only the rest failed."""
         update.condition(update.eq("generation", generation))
+        if host is not None:
+            update.condition(update.eq(OBSERVER_HOST, host))
         try:
             return dict(
                 self._client.update_item(
@@ -108,6 +140,8 @@ class FencedWrites(RegistryTable):
                 raise
             old = old_item(error)
             _raise_if_fenced(name, generation, old)
+            if host is not None and old is not None and old.get(OBSERVER_HOST) != host:
+                raise PlacedElsewhere(name, generation, host, old.get(OBSERVER_HOST)) from error
             raise StopRequested(name, seen=old) from error
 
 

@@ -1,0 +1,345 @@
+"""The host's loop, stepped with chosen times: heartbeats, assignments, stops, kills, fencing.
+
+Children are fakes here (the supervisor only sees exit codes and sends signals); the tables are
+moto's, so the heartbeat and the exit reports are the real writes. Real processes are in
+``test_host_process.py``, where isolation is the point.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.helpers.hosts import (
+    TASK_ARN,
+    FakeChild,
+    FakeLauncher,
+    assign,
+    host_item,
+    mark_host,
+    place,
+    put_host,
+)
+from tests.helpers.moto_fleet import CallCounter
+from tests.helpers.observers import HOSTS_TABLE, create_hosts_table
+from vigil.clock import ManualClock
+from vigil.contract.hosts import HOST_EXIT, HostStatus
+from vigil.contract.observers import ExitCode
+from vigil.observers.host.exits import describe_exit
+from vigil.observers.host.heartbeat_store import HeartbeatStore
+from vigil.observers.host.plan import ChildView, Plan, plan
+from vigil.observers.host.supervisor import HostSupervisor
+from vigil.observers.registry import ObserverRegistry
+
+from .test_registry import raw_item
+
+INTERVAL = 10.0
+STOP_TIMEOUT = 5.0
+
+
+class Host:
+    """A supervisor on moto's tables, stepped by the test."""
+
+    def __init__(
+        self,
+        client: Any,
+        registry_table: str,
+        clock: ManualClock,
+        slots: int,
+        stop_timeout: float = STOP_TIMEOUT,
+    ) -> None:
+        self.client = client
+        self.clock = clock
+        self.launcher = FakeLauncher()
+        self.now = 0.0
+        self.supervisor = HostSupervisor(
+            HeartbeatStore(client, HOSTS_TABLE, host_id="h1", task_arn=TASK_ARN, clock=clock),
+            self.launcher,
+            ObserverRegistry(client, registry_table, clock=clock),
+            slots=slots,
+            heartbeat_seconds=INTERVAL,
+            stop_timeout_seconds=stop_timeout,
+            fence_grace_seconds=1.0,
+        )
+
+    def step(self, seconds: float = 0.0) -> ExitCode | None:
+        self.now += seconds
+        self.clock.advance(seconds)
+        return self.supervisor.tick(self.now)
+
+
+@pytest.fixture
+def host(dynamodb: Any, registry_table: str, clock: ManualClock) -> Host:
+    create_hosts_table(dynamodb)
+    put_host(dynamodb, HOSTS_TABLE, "h1")
+    return Host(dynamodb, registry_table, clock, slots=50)
+
+
+def placed(host: Host, registry_table: str, names: dict[str, int]) -> None:
+    """Observers the reconciler placed on h1 (registry items and the host's assignment)."""
+    registry = ObserverRegistry(host.client, registry_table)
+    for name, generation in names.items():
+        registry.create(name, "ticker", {})
+        place(host.client, registry_table, name, generation, "h1")
+    assign(host.client, HOSTS_TABLE, "h1", names)
+
+
+@pytest.mark.parametrize("k", [1, 10, 50])
+def test_given_k_observers_when_intervals_pass_then_one_heartbeat_write_each_interval(
+    host: Host, registry_table: str, k: int
+) -> None:
+    placed(host, registry_table, {f"obs-{i}": 1 for i in range(k)})
+    counter = CallCounter()
+    counter.attach(host.client)
+
+    for _ in range(3):
+        host.step(INTERVAL)
+        for _ in range(4):
+            host.step(INTERVAL / 5)  # steps between beats write nothing
+
+    assert dict(counter.calls) == {"UpdateItem": 3}
+    assert len(host.launcher.started) == k
+    assert len(host_item(host.client, HOSTS_TABLE, "h1")["running"]) == k
+
+
+def test_given_assignment_changes_when_the_host_beats_then_it_starts_and_stops_to_match(
+    host: Host, registry_table: str
+) -> None:
+    placed(host, registry_table, {"a": 1, "b": 1})
+    host.step()
+    assert host.launcher.pairs() == [("a", 1), ("b", 1)]
+
+    assign(host.client, HOSTS_TABLE, "h1", {"b": 1, "c": 4})
+    host.step(INTERVAL)
+
+    assert host.launcher.pairs() == [("a", 1), ("b", 1), ("c", 4)]
+    assert host.launcher.child("a").signals == ["TERM"] and host.launcher.child("b").signals == []
+    assert host_item(host.client, HOSTS_TABLE, "h1")["running"]["a"]["state"] == "RUNNING"
+    host.step(INTERVAL)
+    assert host_item(host.client, HOSTS_TABLE, "h1")["running"]["a"]["state"] == "STOPPING"
+
+
+def test_given_a_generation_change_when_the_old_child_exits_then_the_new_one_starts(
+    host: Host, registry_table: str
+) -> None:
+    placed(host, registry_table, {"a": 1})
+    host.step()
+    place(host.client, registry_table, "a", 2, "h1")
+    assign(host.client, HOSTS_TABLE, "h1", {"a": 2})
+
+    host.step(INTERVAL)
+    assert host.launcher.child("a").signals == ["TERM"]
+    assert host.launcher.pairs() == [("a", 1)]  # not two generations at once
+
+    host.launcher.child("a").exitcode = 0
+    host.step(0.1)
+
+    assert host.launcher.pairs() == [("a", 1), ("a", 2)]
+    # the old generation's report is refused: the observer moved on
+    assert HOST_EXIT not in raw_item(host.client, registry_table, "a")
+
+
+def test_given_a_child_ignoring_its_stop_when_the_timeout_passes_then_only_it_is_killed(
+    host: Host, registry_table: str
+) -> None:
+    placed(host, registry_table, {"a": 1, "b": 1})
+    host.step()
+    assign(host.client, HOSTS_TABLE, "h1", {"b": 1})
+    host.step(INTERVAL)
+
+    host.step(STOP_TIMEOUT - 0.1)
+    assert host.launcher.child("a").signals == ["TERM"]
+    host.step(0.1)
+    assert host.launcher.child("a").signals == ["TERM", "KILL"]
+    host.step(0.1)
+
+    assert host.launcher.child("b").signals == []
+    assert set(host.supervisor.children) == {"b"}
+    report = raw_item(host.client, registry_table, "a")[HOST_EXIT]
+    assert report["exit_code"] == ExitCode.CRASH and report["generation"] == 1
+    assert report["reason"] == (
+        "killed by signal SIGKILL after ignoring the stop request for 5 s "
+        "(asked to stop: no longer assigned)"
+    )
+
+
+def test_given_a_child_that_crashed_when_still_assigned_then_reported_once_and_not_restarted(
+    host: Host, registry_table: str
+) -> None:
+    placed(host, registry_table, {"a": 1, "b": 1})
+    host.step()
+    host.launcher.child("a").exitcode = 7
+
+    host.step(INTERVAL)
+    host.step(INTERVAL)
+
+    assert host.launcher.pairs() == [("a", 1), ("b", 1)]  # restarts are the reconciler's
+    report = raw_item(host.client, registry_table, "a")[HOST_EXIT]
+    assert report["exit_code"] == ExitCode.CRASH and report["reason"] == "exited with code 7"
+    assert set(host_item(host.client, HOSTS_TABLE, "h1")["running"]) == {"b"}
+
+    place(host.client, registry_table, "a", 2, "h1")
+    assign(host.client, HOSTS_TABLE, "h1", {"a": 2, "b": 1})
+    host.step(INTERVAL)
+    assert host.launcher.pairs() == [("a", 1), ("b", 1), ("a", 2)]
+
+
+@pytest.mark.parametrize(
+    "change", [{"status": HostStatus.LOST}, {"task_arn": "arn:aws:ecs:::task/vigil/other"}]
+)
+def test_given_a_zombie_host_when_it_beats_then_it_fences_every_child_and_exits_3(
+    host: Host, registry_table: str, change: dict[str, Any]
+) -> None:
+    placed(host, registry_table, {"a": 1, "b": 1, "c": 1})
+    host.step()
+    mark_host(host.client, HOSTS_TABLE, "h1", **change)
+    counter = CallCounter()
+    counter.attach(host.client)
+
+    assert host.step(INTERVAL) is None
+    assert all(c.signals == ["USR1"] for c in host.launcher.started)
+    host.launcher.child("a").exitcode = 3
+    host.launcher.child("b").exitcode = 0
+    assert host.step(0.5) is None
+    assert host.step(0.5) is None  # c ignored the fence past the grace: killed
+    code = host.step(0.1)
+
+    assert code is ExitCode.FENCED
+    assert host.launcher.child("c").signals == ["USR1", "KILL"]
+    assert dict(counter.calls) == {"UpdateItem": 1}  # the refused beat; no reports, no more beats
+    assert all(HOST_EXIT not in raw_item(host.client, registry_table, n) for n in "abc")
+
+
+def test_given_the_hosts_table_unreachable_when_two_intervals_pass_then_the_host_fences_itself(
+    host: Host, registry_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    placed(host, registry_table, {"a": 1})
+    host.step()
+
+    def unreachable(*_: Any, **__: Any) -> Any:
+        raise ClientError({"Error": {"Code": "ServiceUnavailable"}}, "UpdateItem")
+
+    monkeypatch.setattr(host.supervisor._heartbeats, "beat", unreachable)
+    host.step(INTERVAL)
+    assert host.supervisor.fenced is None and host.launcher.child("a").signals == []
+    host.step(INTERVAL)
+
+    assert host.supervisor.fenced is not None and "presumed replaced" in host.supervisor.fenced
+    assert host.launcher.child("a").signals == ["USR1"]
+
+
+def test_given_sigterm_when_children_hand_over_then_reported_and_the_host_exits_0(
+    host: Host, registry_table: str
+) -> None:
+    placed(host, registry_table, {"a": 1, "b": 1})
+    host.step()
+
+    host.supervisor.request_shutdown()
+    assert host.step(0.1) is None
+    assert all(c.signals == ["TERM"] for c in host.launcher.started)
+    host.launcher.child("a").exitcode = 0
+    assert host.step(INTERVAL) is None  # still heartbeating while b checkpoints
+    assert host_item(host.client, HOSTS_TABLE, "h1")["running"] == {
+        "b": {"generation": 1, "state": "STOPPING"}
+    }
+    host.launcher.child("b").exitcode = 0
+    code = host.step(0.1)
+
+    assert code is ExitCode.CLEAN and host.launcher.pairs() == [("a", 1), ("b", 1)]
+    report = raw_item(host.client, registry_table, "a")[HOST_EXIT]
+    assert report["exit_code"] == 0
+    assert report["reason"] == "exited cleanly (asked to stop: host shutting down)"
+
+
+def test_given_more_assigned_than_slots_when_the_host_beats_then_it_runs_only_its_slots(
+    dynamodb: Any, registry_table: str, clock: ManualClock
+) -> None:
+    create_hosts_table(dynamodb)
+    put_host(dynamodb, HOSTS_TABLE, "h1")
+    host = Host(dynamodb, registry_table, clock, slots=2)
+    placed(host, registry_table, {"a": 1, "b": 1, "c": 1})
+
+    host.step()
+
+    assert host.launcher.pairs() == [("a", 1), ("b", 1)]
+
+
+def test_given_a_launcher_that_fails_when_starting_then_reported_as_a_crash_and_others_start(
+    host: Host, registry_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    placed(host, registry_table, {"a": 1, "b": 1})
+    real = host.launcher.start
+
+    def start(name: str, generation: int) -> FakeChild:
+        if name == "a":
+            raise OSError("Cannot allocate memory")
+        return real(name, generation)
+
+    monkeypatch.setattr(host.launcher, "start", start)
+
+    host.step()
+
+    assert host.launcher.pairs() == [("b", 1)]
+    report = raw_item(host.client, registry_table, "a")[HOST_EXIT]
+    assert report["exit_code"] == 1 and "Cannot allocate memory" in report["reason"]
+
+
+# -- the pure parts ------------------------------------------------------------------------------
+
+
+def test_plan_stops_the_unassigned_and_the_replaced_and_waits_for_them_before_restarting() -> None:
+    children = {
+        "a": ChildView(1, stopping=False),
+        "b": ChildView(1, stopping=False),
+        "c": ChildView(1, stopping=True),
+    }
+
+    step = plan({"b": 2, "c": 2, "d": 1, "e": 5}, children, {"e": 5, "z": 1}, slots=4)
+
+    assert step == Plan(start=(("d", 1),), stop=("a", "b"), forget=("z",), no_slot=())
+
+
+def test_plan_when_not_accepting_stops_all_and_starts_nothing() -> None:
+    step = plan({"a": 1, "b": 1}, {"a": ChildView(1, stopping=False)}, {}, slots=5, accepting=False)
+
+    assert step == Plan(stop=("a",))
+
+
+@pytest.mark.parametrize(
+    ("exitcode", "code", "reason"),
+    [
+        (0, ExitCode.CLEAN, "exited cleanly"),
+        (1, ExitCode.CRASH, "the observer's code raised"),
+        (2, ExitCode.BAD_CONFIGURATION, "bad configuration"),
+        (3, ExitCode.FENCED, "fenced"),
+        (7, ExitCode.CRASH, "exited with code 7"),
+        (-11, ExitCode.CRASH, "killed by signal SIGSEGV"),
+        (-9, ExitCode.CRASH, "killed by signal SIGKILL"),
+    ],
+)
+def test_describe_exit(exitcode: int, code: ExitCode, reason: str) -> None:
+    assert describe_exit(exitcode) == (code, reason)
+
+
+def test_given_a_child_already_stopping_when_the_host_is_fenced_then_it_is_fenced_too(
+    dynamodb: Any, registry_table: str, clock: ManualClock
+) -> None:
+    create_hosts_table(dynamodb)
+    put_host(dynamodb, HOSTS_TABLE, "h1")
+    host = Host(dynamodb, registry_table, clock, slots=5, stop_timeout=60)
+    placed(host, registry_table, {"a": 1, "b": 1})
+    host.step()
+    assign(host.client, HOSTS_TABLE, "h1", {"b": 1})
+    host.step(INTERVAL)
+    mark_host(host.client, HOSTS_TABLE, "h1", status=HostStatus.LOST)
+
+    host.step(INTERVAL)
+    host.step(1.0)  # the fence grace, shorter than the stop timeout a still had
+    host.step(0.1)
+
+    assert host.launcher.child("a").signals == ["TERM", "USR1", "KILL"]
+    assert host.launcher.child("b").signals == ["USR1", "KILL"]
+    assert host.supervisor.children == {}
+    assert all(HOST_EXIT not in raw_item(host.client, registry_table, n) for n in "ab")
