@@ -38,6 +38,7 @@ from vigil.observers.reconciler.passes import (
 )
 from vigil.observers.reconciler.report import MetricSink, PassReport, no_metrics
 from vigil.observers.reconciler.resync import RESYNC_LEASE_KEY, ResyncPass
+from vigil.observers.reconciler.rollouts import Rollouts
 from vigil.observers.reconciler.starter import TaskStarter
 from vigil.telemetry import ObserverMetric
 
@@ -48,6 +49,7 @@ __all__ = [
     "PassReport",
     "Reconciler",
     "ReconcilerConfig",
+    "Rollouts",
     "assemble",
     "build_reconciler",
     "changed_records",
@@ -89,6 +91,7 @@ def assemble(
     run_task_pause: float = 0.5,
     lease_duration: timedelta = timedelta(minutes=5),
     max_starts_per_pass: int = 1000,
+    rollouts: Rollouts | None = None,
 ) -> Reconciler:
     """Wire the units together on the given adapters (real clients, or moto's in tests)."""
     starter = TaskStarter(
@@ -120,6 +123,7 @@ def assemble(
             metric=metric,
             lease_duration=lease_duration,
             max_starts=max_starts_per_pass,
+            rollouts=rollouts or Rollouts(),
         ),
     )
 
@@ -146,6 +150,7 @@ def build_reconciler(
             subnets=config.subnets,
             security_groups=config.security_groups,
             assign_public_ip=config.assign_public_ip,
+            capacities={k: config.options(k).capacity for k in config.task_definitions},
         ),
         notices=Notices(session.client("sqs"), config.dlq_url),
         leases=LeaseTable(dynamodb, config.table, clock),
@@ -153,6 +158,10 @@ def build_reconciler(
         clock=clock,
         metric=metric,
         lease_duration=timedelta(seconds=config.lease_seconds),
+        rollouts=Rollouts(
+            revisions=config.task_definitions,
+            max_unavailable={k: config.options(k).max_unavailable for k in config.task_definitions},
+        ),
     )
 
 
