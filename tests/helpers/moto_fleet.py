@@ -17,6 +17,7 @@ import boto3
 from moto.moto_api import state_manager
 
 from vigil.clock import ManualClock, iso
+from vigil.contract.hosts import Capacity
 from vigil.dynamo import from_wire, to_wire
 from vigil.leases import LeaseTable
 from vigil.observers import decisions as d
@@ -81,6 +82,8 @@ class MotoFleet:
     settings: d.Settings = field(default_factory=d.Settings)
     sleeps: list[float] = field(default_factory=list)
     metrics: list[tuple[str, str | None, float]] = field(default_factory=list)
+    capacities: dict[str, Capacity] = field(default_factory=dict)
+    """Kind -> capacity for the reconciler's RunTask (none: on-demand)."""
 
     def __post_init__(self) -> None:
         manual_task_transitions()
@@ -130,6 +133,7 @@ class MotoFleet:
             subnets=[self.subnet_id],
             security_groups=[self.security_group_id],
             assign_public_ip=True,
+            capacities=self.capacities,
         )
 
     def reconciler(
