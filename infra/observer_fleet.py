@@ -466,6 +466,7 @@ class ObserverFleet(Construct):
                     "dynamodb:UpdateItem",
                     "dynamodb:Scan",
                     "dynamodb:Query",
+                    "dynamodb:DeleteItem",  # a rebalance request, once acted on
                 ],
                 resources=[self.hosts_table.table_arn],
             )

@@ -105,3 +105,19 @@ def test_the_reconciler_refuses_bad_options_naming_them(raw: str, problem: str) 
 def test_placement_keys_of_other_readers_are_left_alone() -> None:
     raw = '{"k": {"placement": "pooled", "slots_per_host": 50, "capacity": "spot"}}'
     assert parse_kind_options(raw)["k"].capacity.value == "spot"
+
+
+def test_the_api_may_only_put_rebalance_requests_on_the_hosts_table() -> None:
+    stack, fleet = build()
+    template = Template.from_stack(stack)
+    role = stack.get_logical_id(fleet.api_function.role.node.default_child)  # type: ignore[union-attr,arg-type]
+    hosts = stack.get_logical_id(fleet.hosts_table.node.default_child)  # type: ignore[arg-type]
+    granted: set[str] = set()
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        if {"Ref": role} not in policy["Properties"]["Roles"]:
+            continue
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if hosts in json.dumps(statement["Resource"]):
+                actions = statement["Action"]
+                granted.update(actions if isinstance(actions, list) else [actions])
+    assert granted == {"dynamodb:PutItem"}

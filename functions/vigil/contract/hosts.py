@@ -107,3 +107,7 @@ REBALANCE_PREFIX = "#rebalance#"
 load (``vigil observers rebalance``): {"kind", "max_moves", "requested_by", "requested_at_ms"}.
 The API writes it; the reconciler reads it in its hosts scan (no extra call), moves at most
 ``max_moves`` observers and deletes it. Host ids never start with ``#``."""
+DEFAULT_REBALANCE_MOVES = 10
+"""``vigil observers rebalance KIND`` without ``--max``: observers moved at most."""
+MAX_REBALANCE_MOVES = 1000
+"""The most one rebalance request may move (each move is a hand-over)."""

@@ -1,8 +1,9 @@
 """Per-kind options the reconciler reads from ``PLACEMENTS_ENV`` (a JSON object per kind).
 
-This module reads the rollout and capacity keys; the same objects carry the placement keys
-("placement", "slots_per_host", "headroom"), which it leaves to their own reader, so one variable
-serves both and a kind's object can grow without breaking this one.
+This module reads the rollout and capacity keys and the kind's placement (the API refuses to
+rebalance a dedicated kind); the same objects carry the pooled keys ("slots_per_host",
+"headroom"), which it leaves to their own reader, so one variable serves both and a kind's object
+can grow without breaking this one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from vigil.contract.hosts import (
     PLACEMENT_CAPACITY,
     PLACEMENT_MAX_UNAVAILABLE,
     Capacity,
+    Placement,
 )
+
+PLACEMENT = "placement"
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class KindOptions:
     max_unavailable: int = DEFAULT_MAX_UNAVAILABLE
     """Percent (1-100) of the kind's observers a rollout may hand over at once."""
     capacity: Capacity = Capacity.ON_DEMAND
+    placement: Placement = Placement.DEDICATED
 
 
 def parse_kind_options(raw: str) -> dict[str, KindOptions]:
@@ -48,4 +53,11 @@ def _options(kind: str, value: Any) -> KindOptions:
         raise ValueError(
             f"{kind}.{PLACEMENT_CAPACITY}: {capacity!r} is not one of {[c.value for c in Capacity]}"
         )
-    return KindOptions(max_unavailable=percent, capacity=Capacity(capacity))
+    placement = value.get(PLACEMENT, Placement.DEDICATED.value)
+    if placement not in set(Placement):
+        raise ValueError(
+            f"{kind}.{PLACEMENT}: {placement!r} is not one of {[p.value for p in Placement]}"
+        )
+    return KindOptions(
+        max_unavailable=percent, capacity=Capacity(capacity), placement=Placement(placement)
+    )
