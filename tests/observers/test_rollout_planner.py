@@ -262,3 +262,41 @@ def test_rebalance_leaves_other_than_running_hosts_alone() -> None:
         HostView("c", "pool", NEW, HostStatus.DRAINING, 0, 10),
     ]
     assert plan_rebalance(hosts, 10) == (("a", "b"), ("a", "b"), ("a", "b"))
+
+
+def _naive_rebalance(hosts: list[HostView], max_moves: int) -> tuple[tuple[str, str], ...]:
+    """The rule written plainly (O(moves * hosts)): the planner's heaps must give the same moves."""
+    load = {h.host_id: h.assigned for h in hosts if h.status is HostStatus.RUNNING}
+    slots = {h.host_id: h.slots for h in hosts if h.status is HostStatus.RUNNING}
+    moves: list[tuple[str, str]] = []
+    while len(moves) < max_moves and len(load) > 1:
+        fullest = min(load, key=lambda h: (-load[h], h))
+        open_hosts = [h for h in load if load[h] < slots[h]]
+        if not open_hosts:
+            break
+        emptiest = min(open_hosts, key=lambda h: (load[h], h))
+        if load[fullest] - load[emptiest] <= 1:
+            break
+        load[fullest] -= 1
+        load[emptiest] += 1
+        moves.append((fullest, emptiest))
+    return tuple(moves)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(min_value=0, max_value=6), st.integers(min_value=1, max_value=6)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.integers(min_value=0, max_value=40),
+    st.lists(st.sampled_from(list(HostStatus)), min_size=12, max_size=12),
+)
+def test_rebalance_matches_the_plain_rule(
+    shapes: list[tuple[int, int]], max_moves: int, statuses: list[HostStatus]
+) -> None:
+    hosts = [
+        HostView(f"h{i:02d}", "pool", NEW, statuses[i], min(load, slots), slots)
+        for i, (load, slots) in enumerate(shapes)
+    ]
+    assert plan_rebalance(hosts, max_moves) == _naive_rebalance(hosts, max_moves)

@@ -34,6 +34,7 @@ not outdated as far as a rollout can tell: they move onto the current revision a
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -178,19 +179,33 @@ def plan_pooled(
 def plan_rebalance(hosts: Iterable[HostView], max_moves: int) -> tuple[tuple[str, str], ...]:
     """Moves (from host, to host), one observer each, fullest to emptiest RUNNING host, until the
     spread of observers per host is at most one or ``max_moves`` are planned. Ties go to the
-    smaller host id, so the same load always gives the same moves."""
+    smaller host id, so the same load always gives the same moves. Two heaps with lazy entries:
+    O(moves * log hosts)."""
     load = {h.host_id: h.assigned for h in hosts if h.status is HostStatus.RUNNING}
     slots = {h.host_id: h.slots for h in hosts if h.status is HostStatus.RUNNING}
+    fullest = [(-n, h) for h, n in load.items()]
+    emptiest = [(n, h) for h, n in load.items() if n < slots[h]]
+    heapq.heapify(fullest)
+    heapq.heapify(emptiest)
     moves: list[tuple[str, str]] = []
-    while len(moves) < max_moves and len(load) > 1:
-        fullest = min(load, key=lambda h: (-load[h], h))
-        open_hosts = [h for h in load if load[h] < slots[h]]
-        if not open_hosts:
+    while len(moves) < max_moves:
+        while fullest and -fullest[0][0] != load[fullest[0][1]]:
+            heapq.heappop(fullest)  # stale entry
+        while emptiest and (
+            emptiest[0][0] != load[emptiest[0][1]] or load[emptiest[0][1]] >= slots[emptiest[0][1]]
+        ):
+            heapq.heappop(emptiest)
+        if not fullest or not emptiest:
             break
-        emptiest = min(open_hosts, key=lambda h: (load[h], h))
-        if load[fullest] - load[emptiest] <= 1:
+        source, target = fullest[0][1], emptiest[0][1]
+        if load[source] - load[target] <= 1:
             break
-        load[fullest] -= 1
-        load[emptiest] += 1
-        moves.append((fullest, emptiest))
+        load[source] -= 1
+        load[target] += 1
+        moves.append((source, target))
+        heapq.heappush(fullest, (-load[source], source))
+        heapq.heappush(fullest, (-load[target], target))
+        heapq.heappush(emptiest, (load[source], source))
+        if load[target] < slots[target]:
+            heapq.heappush(emptiest, (load[target], target))
     return tuple(moves)
