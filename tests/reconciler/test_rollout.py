@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from tests.helpers.moto_fleet import KIND, TABLE, MotoFleet, running, task_event
+from vigil.contract.hosts import PLACEMENTS_ENV
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.model import Status
-from vigil.observers.reconciler import Reconciler, Rollouts
+from vigil.observers.reconciler import Reconciler, ReconcilerConfig, Rollouts, dedicated_rollouts
 from vigil.observers.registry import ObserverRegistry
 from vigil.observers.rollout import budget
 
@@ -241,3 +242,22 @@ def test_a_spot_interruption_the_container_did_not_survive_is_a_crash(fleet: Mot
     item = fleet.item("spot")
     assert item["consecutive_failures"] == 1
     assert item["last_exit"]["exit_code"] == 137
+
+
+def test_the_deployed_reconciler_rolls_dedicated_kinds_only() -> None:
+    config = ReconcilerConfig.from_env(
+        {
+            "VIGIL_OBSERVERS_TABLE": "t",
+            "VIGIL_CLUSTER_ARN": "arn:aws:ecs:us-east-1:123456789012:cluster/c",
+            "VIGIL_TASK_DEFINITIONS": '{"ticker": "td-ticker:2", "pool": "td-pool:5"}',
+            "VIGIL_CONTAINER_NAME": "observer",
+            "VIGIL_SUBNETS": "subnet-1",
+            "VIGIL_SECURITY_GROUPS": "sg-1",
+            "VIGIL_OBSERVERS_DLQ_URL": "https://sqs/dlq",
+            "VIGIL_HEARTBEAT_SECONDS": "30",
+            PLACEMENTS_ENV: '{"ticker": {"max_unavailable": 25}, "pool": {"placement": "pooled"}}',
+        }
+    )
+    rollouts = dedicated_rollouts(config)
+    assert rollouts.revisions == {"ticker": "td-ticker:2"}
+    assert rollouts.max_unavailable == {"ticker": 25}

@@ -22,6 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from vigil.clock import Clock, Sleeper, system_clock
+from vigil.contract.hosts import Placement
 from vigil.leases import LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
@@ -53,6 +54,7 @@ __all__ = [
     "assemble",
     "build_reconciler",
     "changed_records",
+    "dedicated_rollouts",
     "needs_attention",
     "no_metrics",
     "powertools_metric",
@@ -158,10 +160,21 @@ def build_reconciler(
         clock=clock,
         metric=metric,
         lease_duration=timedelta(seconds=config.lease_seconds),
-        rollouts=Rollouts(
-            revisions=config.task_definitions,
-            max_unavailable={k: config.options(k).max_unavailable for k in config.task_definitions},
-        ),
+        rollouts=dedicated_rollouts(config),
+    )
+
+
+def dedicated_rollouts(config: ReconcilerConfig) -> Rollouts:
+    """The resync's rollouts: dedicated kinds only (a pooled observer's task is its host's, which
+    the manager rolls by draining hosts, never by stopping the task under one observer)."""
+    dedicated = [
+        kind
+        for kind in config.task_definitions
+        if config.options(kind).placement is Placement.DEDICATED
+    ]
+    return Rollouts(
+        revisions={kind: config.task_definitions[kind] for kind in dedicated},
+        max_unavailable={kind: config.options(kind).max_unavailable for kind in dedicated},
     )
 
 
