@@ -20,12 +20,12 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from moto import mock_aws
 
-from benchmarks.reconciler_scale import PagedListTasks, Timing
+from benchmarks.reconciler_scale import PagedListTasks, Timing, pass_table, running_fleet
 from tests.helpers.moto_fleet import KIND, MotoFleet, default_task_transitions, task_event
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HostStatus
@@ -39,41 +39,6 @@ PERCENT = 10
 OPERATIONS = ("Query", "ListTasks", "DescribeTasks", "UpdateItem", "StopTask", "RunTask")
 HOSTS, SLOTS = 200, 50
 PLANNER_SAMPLES = 50
-
-
-def _revision(fleet: MotoFleet, image: str) -> str:
-    return str(
-        fleet.ecs_client.register_task_definition(
-            family="vigil-observer-ticker",
-            requiresCompatibilities=["FARGATE"],
-            networkMode="awsvpc",
-            cpu="256",
-            memory="512",
-            containerDefinitions=[
-                {"name": "observer", "image": image, "memory": 512, "essential": True}
-            ],
-        )["taskDefinition"]["taskDefinitionArn"]
-    )
-
-
-def _fleet(clock: ManualClock, size: int) -> tuple[MotoFleet, Timing, PagedListTasks, str, str]:
-    fleet = MotoFleet(clock)
-    old, new = fleet.task_definition_arn, _revision(fleet, "vigil/observer:v2")
-    observers = []
-    for index in range(size):
-        name = f"obs-{index:05d}"
-        arn = fleet.run_observer_task(name, 1)
-        observers.append(
-            fleet.observer(
-                name, status=Status.RUNNING, generation=1, task_arn=arn, heartbeat_at=clock()
-            )
-        )
-    started_ms = int((clock() - timedelta(hours=2)).timestamp() * 1000)
-    fleet.put_many(observers, started_at_ms=started_ms, task_definition=old)
-    timing = Timing()
-    for client in (fleet.dynamodb, fleet.ecs_client, fleet.sqs):
-        timing.attach(client)
-    return fleet, timing, PagedListTasks(fleet.ecs_client, timing), old, new
 
 
 def _pass(
@@ -123,7 +88,8 @@ def measure_dedicated(size: int = OBSERVERS) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with mock_aws():
         try:
-            fleet, timing, ecs, old, new = _fleet(clock, size)
+            fleet, timing, ecs = running_fleet(size, clock, record_revision=True)
+            old, new = fleet.task_definition_arn, fleet.register_revision("vigil/observer:v2")
             _pass(fleet, timing, ecs, None, "warm-up (lease item)")
             rows.append(_pass(fleet, timing, ecs, None, "healthy, no rollout configured"))
             current = Rollouts(revisions={KIND: old}, max_unavailable={KIND: PERCENT})
@@ -175,20 +141,13 @@ def measure_planners() -> list[str]:
 
 def run() -> str:
     rows = measure_dedicated()
-    header = (
-        "| Pass at 1,000 dedicated observers | Wall (s) | Reconciler's own (s) | API calls | "
-        + " | ".join(OPERATIONS)
-        + " | Handed over |"
+    lines = pass_table(
+        (f"Pass at {OBSERVERS:,} dedicated observers",),
+        rows,
+        lambda r: (r["case"],),
+        OPERATIONS,
+        (("Handed over", "handed_over"),),
     )
-    lines = [header, "|" + "---|" * (5 + len(OPERATIONS))]
-    for row in rows:
-        calls = row["calls"]
-        lines.append(
-            f"| {row['case']} | {row['wall']:.2f} | {row['own']:.2f} | "
-            f"{sum(calls.values())} | "
-            + " | ".join(str(calls.get(op, 0)) for op in OPERATIONS)
-            + f" | {row['handed_over']} |"
-        )
     lines.append("")
     lines.extend(measure_planners())
     return "\n".join(lines)

@@ -105,22 +105,23 @@ class MotoFleet:
         self.cluster_arn = self.ecs_client.create_cluster(clusterName="vigil-observers")["cluster"][
             "clusterArn"
         ]
-        self.task_definition_arn = self.ecs_client.register_task_definition(
-            family="vigil-observer-ticker",
-            requiresCompatibilities=["FARGATE"],
-            networkMode="awsvpc",
-            cpu="256",
-            memory="512",
-            containerDefinitions=[
-                {
-                    "name": CONTAINER,
-                    "image": "vigil/observer:test",
-                    "memory": 512,
-                    "essential": True,
-                }
-            ],
-        )["taskDefinition"]["taskDefinitionArn"]
+        self.task_definition_arn = self.register_revision("vigil/observer:test")
         self.dlq_url = self.sqs.create_queue(QueueName="vigil-observers-dlq")["QueueUrl"]
+
+    def register_revision(self, image: str) -> str:
+        """A revision of the kind's task definition family (a deploy registers the next one)."""
+        return str(
+            self.ecs_client.register_task_definition(
+                family="vigil-observer-ticker",
+                requiresCompatibilities=["FARGATE"],
+                networkMode="awsvpc",
+                cpu="256",
+                memory="512",
+                containerDefinitions=[
+                    {"name": CONTAINER, "image": image, "memory": 512, "essential": True}
+                ],
+            )["taskDefinition"]["taskDefinitionArn"]
+        )
 
     # The system under test -------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 from tests.helpers.moto_fleet import KIND, TABLE, MotoFleet, running, task_event
 from vigil.contract.hosts import PLACEMENTS_ENV
 from vigil.observers.ecs_tasks import task_state
-from vigil.observers.model import Status
+from vigil.observers.model import Observer, Status
 from vigil.observers.reconciler import Reconciler, ReconcilerConfig, Rollouts, dedicated_rollouts
 from vigil.observers.registry import ObserverRegistry
 from vigil.observers.rollout import budget
@@ -23,18 +23,7 @@ PERCENT = 20  # two at a time
 
 def new_revision(fleet: MotoFleet) -> tuple[str, str]:
     """Register revision 2 of the kind's family, as a deploy would; (old, new)."""
-    old = fleet.task_definition_arn
-    new = fleet.ecs_client.register_task_definition(
-        family="vigil-observer-ticker",
-        requiresCompatibilities=["FARGATE"],
-        networkMode="awsvpc",
-        cpu="256",
-        memory="512",
-        containerDefinitions=[
-            {"name": "observer", "image": "vigil/observer:v2", "memory": 512, "essential": True}
-        ],
-    )["taskDefinition"]["taskDefinitionArn"]
-    return old, new
+    return fleet.task_definition_arn, fleet.register_revision("vigil/observer:v2")
 
 
 def running_on(fleet: MotoFleet, count: int, revision: str) -> list[str]:
@@ -195,13 +184,11 @@ def test_a_stop_requested_during_a_hand_over_stops_the_observer(fleet: MotoFleet
 # Spot interruptions ----------------------------------------------------------------------------
 
 
-def test_a_spot_interruption_restarts_at_once_without_counting_a_failure(
-    fleet: MotoFleet,
-) -> None:
-    # Given a Spot observer running with one earlier quick failure on record
-    observer, arn = fleet.running_task("spot", 3, consecutive_failures=1)
+def spot_interrupted(fleet: MotoFleet, exit_code: int, **fields: object) -> Observer:
+    """A Spot observer (generation 3) whose task ECS stopped with SpotInterruption, its event
+    handed to the reconciler."""
+    observer, arn = fleet.running_task("spot", 3, **fields)
     fleet.ecs_client.stop_task(cluster=fleet.cluster_arn, task=arn, reason="spot")
-    # When its task stops with SpotInterruption after the container checkpointed (exit 0)
     event = task_event(
         fleet,
         arn,
@@ -210,10 +197,19 @@ def test_a_spot_interruption_restarts_at_once_without_counting_a_failure(
         last_status="STOPPED",
         version=7,
         stop_code="SpotInterruption",
-        exit_code=0,
+        exit_code=exit_code,
         stopped_reason="Your Spot Task was interrupted.",
     )
     fleet.reconciler().on_task_event(task_state(event["detail"]))
+    return observer
+
+
+def test_a_spot_interruption_restarts_at_once_without_counting_a_failure(
+    fleet: MotoFleet,
+) -> None:
+    # Given a Spot observer with one earlier quick failure on record, when its task stops with
+    # SpotInterruption after the container checkpointed (exit 0)
+    observer = spot_interrupted(fleet, 0, consecutive_failures=1)
     # Then the next generation starts at once and the failure count is unchanged
     item = fleet.item("spot")
     assert (item["status"], item["generation"]) == ("STARTING", 4)
@@ -224,20 +220,7 @@ def test_a_spot_interruption_restarts_at_once_without_counting_a_failure(
 
 def test_a_spot_interruption_the_container_did_not_survive_is_a_crash(fleet: MotoFleet) -> None:
     # Given a Spot observer whose container was killed after the interruption (exit 137)
-    _, arn = fleet.running_task("spot", 3)
-    fleet.ecs_client.stop_task(cluster=fleet.cluster_arn, task=arn, reason="spot")
-    event = task_event(
-        fleet,
-        arn,
-        name="spot",
-        generation=3,
-        last_status="STOPPED",
-        version=7,
-        stop_code="SpotInterruption",
-        exit_code=137,
-    )
-    # When its event arrives
-    fleet.reconciler().on_task_event(task_state(event["detail"]))
+    spot_interrupted(fleet, 137)
     # Then it counts as a failure, as a crash always has
     item = fleet.item("spot")
     assert item["consecutive_failures"] == 1
