@@ -3,8 +3,8 @@
 Under a fenced lease, so only one runs at a time, it reads the whole fleet from the index, lists
 the cluster's running tasks (one page per 100), describes only the tasks that need a look (stale
 heartbeat, not listed), hands outdated observers over to their kind's current task definition
-within the rollout budget (:mod:`.rollouts`), and sweeps orphans. Fargate takes about 20 RunTask/s, so a mass start is
-spread over passes (``max_starts``), each within Lambda's time.
+within the rollout budget (:mod:`.rollouts`), and sweeps orphans. Fargate takes about 20 RunTask/s,
+so a mass start is spread over passes (``max_starts``), each within Lambda's time.
 """
 
 from __future__ import annotations
