@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from tests.helpers.moto_fleet import KIND, TABLE, MotoFleet, running, task_event
 from vigil.contract.hosts import PLACEMENTS_ENV
+from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.model import Observer, Status
 from vigil.observers.reconciler import Reconciler, ReconcilerConfig, Rollouts, dedicated_rollouts
@@ -244,3 +245,20 @@ def test_the_deployed_reconciler_rolls_dedicated_kinds_only() -> None:
     rollouts = dedicated_rollouts(config)
     assert rollouts.revisions == {"ticker": "td-ticker:2"}
     assert rollouts.max_unavailable == {"ticker": 25}
+
+
+def test_a_due_observer_that_needs_a_look_is_not_handed_over_this_pass(fleet: MotoFleet) -> None:
+    # Given an outdated observer whose heartbeat is stale (the resync must describe its task)
+    _, new = new_revision(fleet)
+    observer, _ = fleet.running_task("stale", 1)
+    record = fleet.reconciler().resyncs.store.get("stale")
+    assert record is not None
+    rollouts = Rollouts(revisions={KIND: new})
+    due = {"stale": new}
+    look = d.Plan(effects=(d.Describe(observer.task_arn or ""),))
+    # Then the look wins; a healthy one is handed over
+    assert rollouts.replace(record, look, due) is look
+    healthy = d.Plan(effects=(d.Ignore("heartbeat fresh"),))
+    handed = rollouts.replace(record, healthy, due)
+    assert isinstance(handed.write, d.HandOver) and handed.write.task_definition == new
+    assert rollouts.replace(record, healthy, {}) is healthy
