@@ -20,6 +20,7 @@ import math
 import os
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -97,7 +98,11 @@ class PagedListTasks:
         return getattr(self._client, name)
 
 
-def _fleet(size: int, clock: ManualClock) -> tuple[MotoFleet, Timing, PagedListTasks]:
+def running_fleet(
+    size: int, clock: ManualClock, *, record_revision: bool = False
+) -> tuple[MotoFleet, Timing, PagedListTasks]:
+    """``size`` observers RUNNING on moto tasks, heartbeats fresh; ``record_revision``: their
+    records name the task definition they run (as the starter records it)."""
     fleet = MotoFleet(clock)
     timing = Timing()
     observers = []
@@ -110,7 +115,8 @@ def _fleet(size: int, clock: ManualClock) -> tuple[MotoFleet, Timing, PagedListT
                 name, status=Status.RUNNING, generation=1, task_arn=arn, heartbeat_at=clock()
             )
         )
-    fleet.put_many(observers, started_at_ms=started_ms)
+    revision = {"task_definition": fleet.task_definition_arn} if record_revision else {}
+    fleet.put_many(observers, started_at_ms=started_ms, **revision)
     for client in (fleet.dynamodb, fleet.ecs_client, fleet.sqs):
         timing.attach(client)
     return fleet, timing, PagedListTasks(fleet.ecs_client, timing)
@@ -157,7 +163,7 @@ def measure_scale(size: int) -> list[dict[str, Any]]:
     clock = ManualClock(datetime(2026, 11, 22, 12, 0, tzinfo=UTC))
     with mock_aws():
         try:
-            fleet, timing, ecs = _fleet(size, clock)
+            fleet, timing, ecs = running_fleet(size, clock)
             fresh = _pass(fleet, timing, ecs, "fresh")
             stale_count = _make_stale(fleet, size)
             stale = _pass(fleet, timing, ecs, "stale")
@@ -206,6 +212,27 @@ def measure_restart_latency(samples: int = LATENCY_SAMPLES) -> list[float]:
     return latencies
 
 
+def pass_table(
+    lead: Sequence[str],
+    rows: list[dict[str, Any]],
+    lead_cells: Callable[[dict[str, Any]], Sequence[str]],
+    operations: Sequence[str] = OPERATIONS,
+    tail: Sequence[tuple[str, str]] = (),
+) -> list[str]:
+    """A Markdown table of passes: the lead columns, wall and own time, calls by operation, then
+    ``tail`` (header, row key) columns."""
+    heads = [*lead, "Wall per pass (s)", "Reconciler's own (s)", "API calls", *operations]
+    heads += [head for head, _ in tail]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for row in rows:
+        calls = row["calls"]
+        cells = [*lead_cells(row), f"{row['wall']:.2f}", f"{row['own']:.2f}"]
+        cells += [str(sum(calls.values())), *(str(calls.get(op, 0)) for op in operations)]
+        cells += [str(row[key]) for _, key in tail]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def _growth(rows: list[dict[str, Any]], case_prefix: str) -> str:
     picked = [r for r in rows if case_prefix in r["case"]]
     parts = []
@@ -224,20 +251,9 @@ def run(quick: bool = False) -> str:
     for size in QUICK_SIZES if quick else SIZES:
         rows.extend(measure_scale(size))
     latencies = measure_restart_latency()
-    header = (
-        "| Observers | Heartbeats | Wall per pass (s) | Reconciler's own (s) | API calls | "
-        + " | ".join(OPERATIONS)
-        + " |"
+    lines = pass_table(
+        ("Observers", "Heartbeats"), rows, lambda r: (f"{r['observers']:,}", r["case"])
     )
-    lines = [header, "|" + "---|" * (5 + len(OPERATIONS))]
-    for row in rows:
-        calls = row["calls"]
-        lines.append(
-            f"| {row['observers']:,} | {row['case']} | {row['wall']:.2f} | {row['own']:.2f} | "
-            f"{sum(calls.values())} | "
-            + " | ".join(str(calls.get(op, 0)) for op in OPERATIONS)
-            + " |"
-        )
     lines.append("")
     lines.append(f"Growth, all fresh: {_growth(rows, 'all fresh')}.")
     lines.append(f"Growth, 5 % stale: {_growth(rows, 'stale')}.")

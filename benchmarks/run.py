@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks import host_memory, import_time, jobs_requests, reconciler_scale
+from benchmarks import host_memory, import_time, jobs_requests, reconciler_scale, rollout_scale
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
@@ -26,6 +26,7 @@ def main() -> None:
         ("Scheduled jobs: import time of a job module", import_time.run),
         ("Observers: reconciler passes", lambda: reconciler_scale.run(quick=args.quick)),
         ("Observers: pooled hosts", lambda: host_memory.run(quick=args.quick)),
+        ("Observers: rollouts and rebalances", rollout_scale.run),
     ]
     parts = [
         f"Measured {datetime.now(UTC):%Y-%m-%d} on {platform.machine()}, Python "

@@ -39,7 +39,15 @@ from infra.management_api import access_log_group, management_api_options
 from infra.pins import pinned
 from infra.queues import dead_letter_queue
 from infra.removal import data_removal_policy
-from vigil.contract.hosts import HOSTS_KEY, HOSTS_TABLE_ENV
+from vigil.contract.hosts import (
+    DEFAULT_MAX_UNAVAILABLE,
+    HOSTS_KEY,
+    HOSTS_TABLE_ENV,
+    PLACEMENT_CAPACITY,
+    PLACEMENT_MAX_UNAVAILABLE,
+    PLACEMENTS_ENV,
+    Capacity,
+)
 from vigil.contract.metrics import NAMESPACE, SERVICE, ObserverMetric, powertools_environment
 from vigil.contract.observers import FLEET_INDEX, FLEET_INDEX_PROJECTION, Desired, Status
 
@@ -69,11 +77,16 @@ def image_pins() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class ObserverKind:
-    """One kind of observer: its ``module.function`` under ``functions/`` and its task size."""
+    """One kind of observer: its ``module.function`` under ``functions/``, its task size, how a
+    deploy rolls it and the capacity it runs on."""
 
     handler: str
     cpu: int = 256
     memory_mib: int = 512
+    max_unavailable: int = DEFAULT_MAX_UNAVAILABLE
+    """Percent (1-100) of the kind's observers a rollout hands over at once (rounded up, >= 1)."""
+    capacity: str = Capacity.ON_DEMAND.value
+    """``"on-demand"``, or ``"spot"``: Fargate Spot, falling back to on-demand when it has none."""
 
 
 class ObserverFleet(Construct):
@@ -116,6 +129,10 @@ class ObserverFleet(Construct):
         self.kinds_json = Stack.of(self).to_json_string(
             {kind: spec.handler for kind, spec in self.kinds.items()}
         )
+        self.placements_json = Stack.of(self).to_json_string(
+            {kind: _kind_options(spec) for kind, spec in self.kinds.items()}
+        )
+        """``PLACEMENTS_ENV``: per kind, one JSON object of its rollout and capacity options."""
 
         data_policy = removal_policy or data_removal_policy(self)
         self.log_retention = log_retention
@@ -156,6 +173,11 @@ class ObserverFleet(Construct):
             container_insights_v2=ecs.ContainerInsights.ENABLED
             if container_insights
             else ecs.ContainerInsights.DISABLED,
+            # FARGATE and FARGATE_SPOT, for a Spot kind's capacity provider strategy.
+            enable_fargate_capacity_providers=any(
+                spec.capacity == Capacity.SPOT for spec in self.kinds.values()
+            )
+            or None,
         )
         self.task_role, self.execution_role = self._build_task_roles()
         self.log_group = logs.LogGroup(
@@ -335,6 +357,8 @@ class ObserverFleet(Construct):
                 "VIGIL_OBSERVER_KINDS": self.kinds_json,
                 "VIGIL_MAX_OBSERVERS": str(self.max_observers),
                 "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
+                PLACEMENTS_ENV: self.placements_json,
+                HOSTS_TABLE_ENV: self.hosts_table.table_name,
             },
         )
         # Only what the registry's API calls use: reads and list pages, and the transactions of
@@ -354,6 +378,12 @@ class ObserverFleet(Construct):
             iam.PolicyStatement(
                 actions=["dynamodb:Query"],
                 resources=[f"{self.table.table_arn}/index/{FLEET_INDEX}"],
+            )
+        )
+        # A rebalance request is one marker item on the hosts table (the reconciler acts on it).
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:PutItem"], resources=[self.hosts_table.table_arn]
             )
         )
         self.idempotency_table.grant_read_write_data(function)
@@ -395,6 +425,7 @@ class ObserverFleet(Construct):
                 "VIGIL_TASK_DEFINITIONS": Stack.of(self).to_json_string(
                     {k: d.task_definition_arn for k, d in self.task_definitions.items()}
                 ),
+                PLACEMENTS_ENV: self.placements_json,
                 "VIGIL_CONTAINER_NAME": CONTAINER_NAME,
                 "VIGIL_SUBNETS": Fn.join(",", self.subnet_ids),
                 "VIGIL_SECURITY_GROUPS": self.security_group.security_group_id,
@@ -435,6 +466,7 @@ class ObserverFleet(Construct):
                     "dynamodb:UpdateItem",
                     "dynamodb:Scan",
                     "dynamodb:Query",
+                    "dynamodb:DeleteItem",  # a rebalance request, once acted on
                 ],
                 resources=[self.hosts_table.table_arn],
             )
@@ -667,8 +699,31 @@ def _validate_kinds(kinds: dict[str, str | ObserverKind]) -> dict[str, ObserverK
                 f"{spec.memory_mib} MiB is not valid with {spec.cpu} CPU units on Fargate "
                 f"({allowed.start}-{allowed.stop - 1} MiB in steps of {allowed.step})",
             )
+        _validate_rollout(kind, spec)
         checked[kind] = spec
     return checked
+
+
+def _validate_rollout(kind: str, spec: ObserverKind) -> None:
+    percent = spec.max_unavailable
+    if isinstance(percent, bool) or not isinstance(percent, int) or not 1 <= percent <= 100:
+        raise ConfigurationError(
+            OWNER, f"kinds[{kind!r}].max_unavailable", f"{percent!r} is not a percent in 1-100"
+        )
+    if spec.capacity not in set(Capacity):
+        raise ConfigurationError(
+            OWNER,
+            f"kinds[{kind!r}].capacity",
+            f"{spec.capacity!r} is not one of {[c.value for c in Capacity]}",
+        )
+
+
+def _kind_options(spec: ObserverKind) -> dict[str, Any]:
+    """One kind's object in ``PLACEMENTS_ENV`` (the reconciler's and the API's)."""
+    return {
+        PLACEMENT_MAX_UNAVAILABLE: spec.max_unavailable,
+        PLACEMENT_CAPACITY: Capacity(spec.capacity).value,
+    }
 
 
 def _validate(

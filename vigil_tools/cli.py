@@ -4,6 +4,7 @@
     vigil observers create NAME --kind K [--config JSON|@file] [--idempotency-key K]
     vigil observers list [--status S]
     vigil observers get NAME | stop NAME | restart NAME
+    vigil observers rebalance KIND [--max N]                   (a pooled kind: even its hosts' load)
     vigil jobs list | history JOB | redrive JOB | next JOB       (see vigil_tools/jobs_cli.py)
     vigil jobs run | pause | resume | backfill JOB ...          (see vigil_tools/jobs_control_cli.py)
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from vigil.contract.hosts import DEFAULT_REBALANCE_MOVES, MAX_REBALANCE_MOVES
 from vigil.contract.observers import Status
 from vigil_tools import jobs_cli, jobs_control_cli
 from vigil_tools.lambda_context import LambdaContext
@@ -222,6 +224,12 @@ class ObserversClient:
     def restart(self, name: str) -> dict[str, Any]:
         return dict(self._call("POST", f"/observers/{_segment(name)}/restart"))
 
+    def rebalance(self, kind: str, max_moves: int | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"kind": kind}
+        if max_moves is not None:
+            body["max"] = max_moves
+        return dict(self._call("POST", "/observers/rebalance", body=body))
+
     def _call(
         self,
         method: str,
@@ -291,7 +299,25 @@ def build_parser() -> argparse.ArgumentParser:
         ("restart", "replace an observer's task"),
     ):
         commands.add_parser(command, help=text).add_argument("name")
+    rebalance = commands.add_parser("rebalance", help="even a pooled kind's load over its hosts")
+    rebalance.add_argument("kind")
+    rebalance.add_argument(
+        "--max",
+        type=_moves,
+        dest="max_moves",
+        help=f"observers moved at most (1-{MAX_REBALANCE_MOVES}; default {DEFAULT_REBALANCE_MOVES})",
+    )
     return parser
+
+
+def _moves(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+    if not 1 <= value <= MAX_REBALANCE_MOVES:
+        raise argparse.ArgumentTypeError(f"{value} is not in 1-{MAX_REBALANCE_MOVES}")
+    return value
 
 
 def main(
@@ -364,6 +390,8 @@ def _run(client: ObserversClient, args: argparse.Namespace, config: dict[str, An
             return client.stop(args.name)
         case "restart":
             return client.restart(args.name)
+        case "rebalance":
+            return client.rebalance(args.kind, args.max_moves)
     raise _Usage(f"unknown command {args.command!r}")  # pragma: no cover - argparse refuses it
 
 
@@ -398,6 +426,11 @@ def _human(command: str, result: Any) -> str:
         return "\n".join(result) if result else "(no kinds)"
     if command == "list":
         return _table(result) if result else "(no observers)"
+    if command == "rebalance":
+        return (
+            f"rebalance of {result['kind']} requested: at most {result['max']} observers move, "
+            f"fullest hosts to emptiest (requested by {result['requested_by']})"
+        )
     if command in ("create", "stop", "restart"):
         verb = {"create": "created", "stop": "stopping", "restart": "restart requested for"}
         headline = f"{verb[command]} {result['name']}: status {result['status']}, desired {result['desired']}"

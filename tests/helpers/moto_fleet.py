@@ -17,6 +17,7 @@ import boto3
 from moto.moto_api import state_manager
 
 from vigil.clock import ManualClock, iso
+from vigil.contract.hosts import Capacity
 from vigil.dynamo import from_wire, to_wire
 from vigil.leases import LeaseTable
 from vigil.observers import decisions as d
@@ -81,6 +82,8 @@ class MotoFleet:
     settings: d.Settings = field(default_factory=d.Settings)
     sleeps: list[float] = field(default_factory=list)
     metrics: list[tuple[str, str | None, float]] = field(default_factory=list)
+    capacities: dict[str, Capacity] = field(default_factory=dict)
+    """Kind -> capacity for the reconciler's RunTask (none: on-demand)."""
 
     def __post_init__(self) -> None:
         manual_task_transitions()
@@ -102,22 +105,23 @@ class MotoFleet:
         self.cluster_arn = self.ecs_client.create_cluster(clusterName="vigil-observers")["cluster"][
             "clusterArn"
         ]
-        self.task_definition_arn = self.ecs_client.register_task_definition(
-            family="vigil-observer-ticker",
-            requiresCompatibilities=["FARGATE"],
-            networkMode="awsvpc",
-            cpu="256",
-            memory="512",
-            containerDefinitions=[
-                {
-                    "name": CONTAINER,
-                    "image": "vigil/observer:test",
-                    "memory": 512,
-                    "essential": True,
-                }
-            ],
-        )["taskDefinition"]["taskDefinitionArn"]
+        self.task_definition_arn = self.register_revision("vigil/observer:test")
         self.dlq_url = self.sqs.create_queue(QueueName="vigil-observers-dlq")["QueueUrl"]
+
+    def register_revision(self, image: str) -> str:
+        """A revision of the kind's task definition family (a deploy registers the next one)."""
+        return str(
+            self.ecs_client.register_task_definition(
+                family="vigil-observer-ticker",
+                requiresCompatibilities=["FARGATE"],
+                networkMode="awsvpc",
+                cpu="256",
+                memory="512",
+                containerDefinitions=[
+                    {"name": CONTAINER, "image": image, "memory": 512, "essential": True}
+                ],
+            )["taskDefinition"]["taskDefinitionArn"]
+        )
 
     # The system under test -------------------------------------------------------------------
 
@@ -130,6 +134,7 @@ class MotoFleet:
             subnets=[self.subnet_id],
             security_groups=[self.security_group_id],
             assign_public_ip=True,
+            capacities=self.capacities,
         )
 
     def reconciler(

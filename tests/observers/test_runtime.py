@@ -14,8 +14,10 @@ import pytest
 from botocore.exceptions import ClientError, NoRegionError
 
 from vigil.clock import ManualClock
+from vigil.observers import decisions as d
 from vigil.observers import main
-from vigil.observers.model import Status
+from vigil.observers.fleet_store import FleetStore
+from vigil.observers.model import Desired, Status
 from vigil.observers.registry import Fenced, ObserverRegistry
 from vigil.observers.runtime import (
     ExitCode,
@@ -521,3 +523,40 @@ def test_given_the_container_when_it_builds_its_client_then_calls_cannot_outlast
     assert call["service"] == "dynamodb"
     assert (config.connect_timeout, config.read_timeout) == (2, read_timeout)
     assert config.retries == {"mode": "standard", "max_attempts": 2}
+
+
+def test_a_handed_over_container_checkpoints_and_exits_clean_on_sigterm(
+    started: ObserverRegistry,
+    dynamodb: Any,
+    registry_table: str,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rollout's hand-over: the reconciler marks it STOPPING (desired still RUNNING) and stops
+    its task; the container keeps beating and checkpointing, then exits 0 on the SIGTERM, so its
+    STOPPED event restarts it without counting a failure."""
+    store = FleetStore(dynamodb, registry_table)
+    harness = Harness(started, clock, generation=1)
+
+    def reconciler_then_ecs(beat: int) -> None:
+        if beat == 2:  # the resync hands it over: STOPPING, then StopTask
+            record = store.get("obs")
+            assert record is not None
+            store.apply(record, d.HandOver("td:2"), clock(), None)
+        if beat == 3:  # ECS delivers the StopTask as SIGTERM
+            harness.runtime.request_stop(StopReason.SIGTERM)
+
+    harness.before_beat = reconciler_then_ecs
+    install(monkeypatch, looping)
+
+    code = harness.runtime.run()
+
+    observer = started.get("obs")
+    assert code is ExitCode.CLEAN
+    assert observer.checkpoint == {"count": 3}  # checkpoints went on after the hand-over began
+    assert (observer.status, observer.desired, observer.generation) == (
+        Status.STOPPING,
+        Desired.RUNNING,
+        1,
+    )
+    assert observer.last_exit is not None and observer.last_exit.reason == "SIGTERM"

@@ -101,3 +101,30 @@ OBSERVER_TASK_DEFINITION = "task_definition"
 HOST_EXIT = "host_exit"
 """On an observer's registry item, written by its host when the child exits: {"generation",
 "exit_code" (an ``ExitCode``), "reason", "at_ms"}."""
+
+
+class Capacity(StrEnum):
+    """Where a kind's tasks run (the kind's ``capacity``, in ``PLACEMENTS_ENV``)."""
+
+    ON_DEMAND = "on-demand"
+    """Fargate on-demand (``launchType=FARGATE``)."""
+    SPOT = "spot"
+    """Fargate Spot first (capacity provider ``FARGATE_SPOT``), on-demand when Spot has none."""
+
+
+PLACEMENT_MAX_UNAVAILABLE = "max_unavailable"
+"""``PLACEMENTS_ENV`` key: percent (1-100) of a kind's observers a rollout may hand over at once."""
+PLACEMENT_CAPACITY = "capacity"
+"""``PLACEMENTS_ENV`` key: a ``Capacity`` value."""
+DEFAULT_MAX_UNAVAILABLE = 10
+OBSERVER_CAPACITY = "capacity"
+"""On an observer's registry item: the ``Capacity`` its current task got (Spot may fall back)."""
+REBALANCE_PREFIX = "#rebalance#"
+"""A hosts-table item keyed ``REBALANCE_PREFIX + kind`` is an operator's request to even that kind's
+load (``vigil observers rebalance``): {"kind", "max_moves", "requested_by", "requested_at_ms"}.
+The API writes it; the reconciler reads it in its hosts scan (no extra call), moves at most
+``max_moves`` observers and deletes it. Host ids never start with ``#``."""
+DEFAULT_REBALANCE_MOVES = 10
+"""``vigil observers rebalance KIND`` without ``--max``: observers moved at most."""
+MAX_REBALANCE_MOVES = 1000
+"""The most one rebalance request may move (each move is a hand-over)."""

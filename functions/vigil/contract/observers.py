@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import IntEnum, StrEnum
 
+from vigil.contract.hosts import OBSERVER_CAPACITY, OBSERVER_TASK_DEFINITION
+
 
 class Status(StrEnum):
     """An observer's status (the registry's ``status``; the stream filters wake on some)."""
@@ -60,8 +62,16 @@ FLEET_INDEX_ATTRIBUTES = (
 )
 """An observer's status fields, never config or checkpoint: the registry lists them and the fleet
 index projects them, so a pass over the whole fleet reads small items."""
-TRACKING_ATTRIBUTES = ("task_version", "task_status", "started_at_ms", "start_attempts")
-"""The reconciler's own fields on each item."""
+TRACKING_ATTRIBUTES = (
+    "task_version",
+    "task_status",
+    "started_at_ms",
+    "start_attempts",
+    OBSERVER_TASK_DEFINITION,
+    OBSERVER_CAPACITY,
+)
+"""The reconciler's own fields on each item (the task definition and capacity its current task was
+started with are projected so a rollout pass finds outdated observers without reading items)."""
 FLEET_INDEX_PROJECTION = (*FLEET_INDEX_ATTRIBUTES, *TRACKING_ATTRIBUTES)
 """The non-key attributes the fleet index projects (INCLUDE): a resync decides without reading
 items."""

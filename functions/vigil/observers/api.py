@@ -14,7 +14,7 @@ import time and tests inject moto-backed clients.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -28,15 +28,25 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Pat
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.idempotency import BasePersistenceLayer
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from vigil import __version__, idempotent_requests, telemetry
+from vigil.clock import Clock, system_clock
+from vigil.contract.hosts import (
+    DEFAULT_REBALANCE_MOVES,
+    HOSTS_TABLE_ENV,
+    MAX_REBALANCE_MOVES,
+    PLACEMENTS_ENV,
+    Placement,
+)
 from vigil.http_answers import (
+    caller_of,
     domain_error_response,
     error_body,
     validation_response,
 )
 from vigil.idempotent_requests import HEADER_DESCRIPTION, KeyedOnce
+from vigil.observers.kind_options import KindOptions, parse_kind_options
 from vigil.observers.model import (
     NAME_PATTERN,
     InvalidObserver,
@@ -44,6 +54,7 @@ from vigil.observers.model import (
     parse_kinds,
     validate_config,
 )
+from vigil.observers.rebalance_requests import RebalanceRequests
 from vigil.observers.registry import (
     MAX_PAGE,
     FleetFull,
@@ -63,6 +74,15 @@ class UnknownKind(Exception):
         super().__init__(f"kind {kind!r} is not one of {sorted(kinds)}")
 
 
+class KindNotFound(UnknownKind):
+    """A kind named in the path of a request about the kind itself (404, not a field's 422)."""
+
+
+class NothingToRebalance(Exception):
+    def __init__(self, kind: str, why: str = "is dedicated (one task per observer)") -> None:
+        super().__init__(f"kind {kind!r} {why}: there is no load to even out")
+
+
 @dataclass(frozen=True)
 class ApiSettings:
     """The API function's environment, read and validated once."""
@@ -71,6 +91,9 @@ class ApiSettings:
     idempotency_table: str
     kinds: dict[str, str]
     max_observers: int
+    kind_options: dict[str, KindOptions] = field(default_factory=dict)
+    hosts_table: str = ""
+    """Where rebalance requests go (empty: this fleet has no hosts table)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> ApiSettings:
@@ -82,8 +105,15 @@ class ApiSettings:
                 idempotency_table=lambda: read.text("VIGIL_IDEMPOTENCY_TABLE"),
                 kinds=lambda: read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
                 max_observers=lambda: read.integer("VIGIL_MAX_OBSERVERS", minimum=1),
+                kind_options=lambda: read.parsed(
+                    PLACEMENTS_ENV, parse_kind_options, dict[str, KindOptions]()
+                ),
+                hosts_table=lambda: read.text(HOSTS_TABLE_ENV, default=""),
             )
         )
+
+    def placements(self) -> dict[str, Placement]:
+        return {kind: self.kind_options.get(kind, KindOptions()).placement for kind in self.kinds}
 
 
 class CreateObserver(BaseModel):
@@ -104,6 +134,27 @@ class CreateObserver(BaseModel):
             return validate_config(value)
         except InvalidObserver as error:
             raise ValueError(error.problem) from error
+
+
+class Rebalance(BaseModel):
+    """The body of ``POST /observers/rebalance``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Annotated[str, Field(min_length=1, description="A pooled kind (GET /kinds)")]
+    max: Annotated[
+        StrictInt,
+        Field(ge=1, le=MAX_REBALANCE_MOVES, description="Observers moved at most (hand-overs)"),
+    ] = DEFAULT_REBALANCE_MOVES
+
+
+class RebalanceAnswer(BaseModel):
+    """The request as the reconciler will read it."""
+
+    kind: str
+    max: int
+    requested_by: str
+    requested_at_ms: int
 
 
 class ErrorBody(BaseModel):
@@ -132,11 +183,13 @@ class ObserverBody(BaseModel):
     failure_reason: str | None
 
 
-def _responses(ok: HTTPStatus, *errors: tuple[HTTPStatus, str]) -> dict[int, OpenAPIResponse]:
+def _responses(
+    ok: HTTPStatus, *errors: tuple[HTTPStatus, str], model: type[BaseModel] = ObserverBody
+) -> dict[int, OpenAPIResponse]:
     documented: dict[int, OpenAPIResponse] = {
         int(ok): {
             "description": ok.phrase,
-            "content": {content_types.APPLICATION_JSON: {"model": ObserverBody}},
+            "content": {content_types.APPLICATION_JSON: {"model": model}},
         }
     }
     for status, description in errors:
@@ -159,6 +212,10 @@ class Services:
     registry: ObserverCommands
     kinds: Mapping[str, str]
     idempotency_store: BasePersistenceLayer
+    placements: Mapping[str, Placement] = field(default_factory=dict)
+    """Kind -> placement (a kind not named is dedicated)."""
+    rebalance: RebalanceRequests | None = None
+    clock: Clock = system_clock
 
 
 _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
@@ -167,6 +224,8 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     FleetFull: (HTTPStatus.TOO_MANY_REQUESTS, "fleet_full"),
     VersionConflict: (HTTPStatus.CONFLICT, "version_conflict"),
     InvalidCursor: (HTTPStatus.BAD_REQUEST, "invalid_cursor"),
+    KindNotFound: (HTTPStatus.NOT_FOUND, "kind_not_found"),
+    NothingToRebalance: (HTTPStatus.CONFLICT, "nothing_to_rebalance"),
     UnknownKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "unknown_kind"),
     **idempotent_requests.ERRORS,
 }
@@ -265,6 +324,31 @@ def build_app(services: Services) -> APIGatewayRestResolver:
     ) -> Response[dict[str, Any]]:
         body = registry.request_restart(name).to_json()
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
+
+    @app.post(
+        "/observers/rebalance",
+        summary="Even a pooled kind's load over its hosts, a bounded number of moves at a time",
+        responses=_responses(
+            HTTPStatus.ACCEPTED,
+            (HTTPStatus.NOT_FOUND, "kind_not_found"),
+            (HTTPStatus.CONFLICT, "nothing_to_rebalance (a dedicated kind)"),
+            (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_kind, invalid_max"),
+            model=RebalanceAnswer,
+        ),
+    )
+    def post_rebalance(
+        request: Annotated[Rebalance, Body(embed=False)],
+    ) -> Response[dict[str, Any]]:
+        if request.kind not in services.kinds:
+            raise KindNotFound(request.kind, services.kinds)
+        placement = services.placements.get(request.kind, Placement.DEDICATED)
+        if placement is Placement.DEDICATED:
+            raise NothingToRebalance(request.kind)
+        if services.rebalance is None:
+            raise NothingToRebalance(request.kind, "has no hosts table in this deployment")
+        caller = caller_of(app.current_event.request_context)
+        done = services.rebalance.request(request.kind, request.max, caller, services.clock())
+        return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, done.to_json())
 
     @app.get("/openapi", include_in_schema=False)
     def openapi() -> Response[str]:

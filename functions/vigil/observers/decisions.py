@@ -73,6 +73,10 @@ class Tracking:
     """When the current generation was started (RunTask requested)."""
     start_attempts: int = 0
     """RunTask calls that failed for the current generation (drives the retry backoff)."""
+    task_definition: str | None = None
+    """The task definition ARN (with revision) the current generation was started with."""
+    capacity: str | None = None
+    """The capacity (``Capacity``) the current task got."""
 
 
 @dataclass(frozen=True)
@@ -195,13 +199,21 @@ class SeeTask:
 
 
 @dataclass(frozen=True)
+class HandOver:
+    """Tell the current task to stop (STOPPING, desired still RUNNING) so that the next generation
+    starts, on ``task_definition``, once it has checkpointed and stopped: a rollout's move."""
+
+    task_definition: str
+
+
+@dataclass(frozen=True)
 class Ignore:
     reason: str
     stale: bool = False
     """True for a stale or out-of-order ECS event (counted by a metric)."""
 
 
-Write = StartTask | Backoff | MarkStopping | MarkStopped | MarkFailed | SeeTask
+Write = StartTask | Backoff | MarkStopping | MarkStopped | MarkFailed | SeeTask | HandOver
 """Actions that change the record."""
 Effect = Describe | StopTask | RetryStart | Ignore
 """Actions that change nothing in the record: a look, a call to ECS, or a note."""
@@ -344,6 +356,15 @@ def classify_orphan(
     if young and task.generation is not None and task.generation >= observer.generation:
         return Ignore("young task of the current generation: its starter may still record it")
     return StopTask(task.arn, f"orphan: {observer.name} generation {observer.generation}")
+
+
+def hand_over(record: Record, task_definition: str) -> Plan:
+    """A rollout's move of one RUNNING observer: STOPPING, then StopTask; its STOPPED event (a
+    ``UserInitiated`` stop, exit 0) starts the next generation at once, with no failure counted."""
+    arn = record.observer.task_arn
+    if record.observer.status is not Status.RUNNING or arn is None:
+        return only(Ignore("not running: a rollout moves it at its next start"))
+    return Plan(HandOver(task_definition), (StopTask(arn, f"rollout to {task_definition}"),))
 
 
 def _with_task(observer: Observer, arn: str) -> Observer:

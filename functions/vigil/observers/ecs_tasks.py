@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from vigil.contract.hosts import Capacity
 from vigil.dynamo import error_code
 from vigil.observers.decisions import MISSING, TaskState
 
@@ -37,13 +39,28 @@ TRANSIENT_CODES = frozenset(
 )
 
 
+SPOT_STRATEGY = [{"capacityProvider": "FARGATE_SPOT", "weight": 1}]
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What RunTask started: the task, the task definition it runs and the capacity it got."""
+
+    arn: str
+    task_definition: str
+    capacity: Capacity
+
+
 class RunTaskFailed(Exception):
     """RunTask did not start the task: an error code or an entry of its ``failures`` list."""
 
-    def __init__(self, reason: str, *, transient: bool) -> None:
+    def __init__(self, reason: str, *, transient: bool, refused: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.transient = transient
+        self.refused = refused
+        """ECS answered and started nothing (a ``failures`` entry such as Spot's "Capacity is
+        unavailable at this time", or a refused request): a Spot kind asks on-demand at once."""
 
 
 def client_token(name: str, incarnation: str, generation: int) -> str:
@@ -127,10 +144,12 @@ class EcsTasks:
         subnets: Sequence[str],
         security_groups: Sequence[str],
         assign_public_ip: bool,
+        capacities: Mapping[str, Capacity] | None = None,
     ) -> None:
         self._client = client
         self._cluster = cluster
         self._task_definitions = dict(task_definitions)
+        self._capacities = dict(capacities or {})
         self._container = container_name
         self._network = {
             "awsvpcConfiguration": {
@@ -142,40 +161,70 @@ class EcsTasks:
 
     def run(self, *, name: str, kind: str, generation: int, incarnation: str) -> str:
         """Start the task of one generation; the ARN, or RunTaskFailed."""
+        return self.launch(name=name, kind=kind, generation=generation, incarnation=incarnation).arn
+
+    def launch(self, *, name: str, kind: str, generation: int, incarnation: str) -> Launched:
+        """Start the task of one generation on the kind's capacity, or RunTaskFailed.
+
+        A Spot kind asks FARGATE_SPOT first; when ECS answers that it started nothing (Spot has no
+        capacity: a ``failures`` entry, or a refused request) it asks on-demand at once, under
+        a token of its own (ECS refuses a token reused with other parameters). A timeout or a
+        throttle is not an answer: it raises as transient, so the same token is retried.
+        """
         definition = self._task_definitions.get(kind)
         if definition is None:
             raise RunTaskFailed(f"no task definition for kind {kind!r}", transient=False)
+        request = self._request(name, kind, generation, definition)
+        if self._capacities.get(kind) is Capacity.SPOT:
+            spot = {"capacityProviderStrategy": SPOT_STRATEGY}
+            token = client_token(name, incarnation, generation)
+            try:
+                arn = self._run(request | spot | {"clientToken": token})
+                return Launched(arn, definition, Capacity.SPOT)
+            except RunTaskFailed as failed:
+                if not failed.refused:
+                    raise
+            incarnation = f"{incarnation}\n{Capacity.ON_DEMAND}"
+        token = client_token(name, incarnation, generation)
+        arn = self._run(request | {"launchType": "FARGATE", "clientToken": token})
+        return Launched(arn, definition, Capacity.ON_DEMAND)
+
+    def _request(self, name: str, kind: str, generation: int, definition: str) -> dict[str, Any]:
+        return {
+            "cluster": self._cluster,
+            "taskDefinition": definition,
+            "count": 1,
+            "startedBy": started_by(name),
+            "group": f"vigil:{kind}",
+            "networkConfiguration": self._network,
+            "overrides": {
+                "containerOverrides": [
+                    {
+                        "name": self._container,
+                        "environment": [
+                            {"name": NAME_ENV, "value": name},
+                            {"name": GENERATION_ENV, "value": str(generation)},
+                        ],
+                    }
+                ]
+            },
+            "tags": [
+                {"key": TAG_OBSERVER, "value": name},
+                {"key": TAG_GENERATION, "value": str(generation)},
+                {"key": TAG_KIND, "value": kind},
+            ],
+            "enableECSManagedTags": True,
+        }
+
+    def _run(self, request: dict[str, Any]) -> str:
         try:
-            response = self._client.run_task(
-                cluster=self._cluster,
-                taskDefinition=definition,
-                launchType="FARGATE",
-                count=1,
-                clientToken=client_token(name, incarnation, generation),
-                startedBy=started_by(name),
-                group=f"vigil:{kind}",
-                networkConfiguration=self._network,
-                overrides={
-                    "containerOverrides": [
-                        {
-                            "name": self._container,
-                            "environment": [
-                                {"name": NAME_ENV, "value": name},
-                                {"name": GENERATION_ENV, "value": str(generation)},
-                            ],
-                        }
-                    ]
-                },
-                tags=[
-                    {"key": TAG_OBSERVER, "value": name},
-                    {"key": TAG_GENERATION, "value": str(generation)},
-                    {"key": TAG_KIND, "value": kind},
-                ],
-                enableECSManagedTags=True,
-            )
+            response = self._client.run_task(**request)
         except ClientError as error:
             code = error_code(error)
-            raise RunTaskFailed(f"{code}: {error}", transient=code in TRANSIENT_CODES) from error
+            transient = code in TRANSIENT_CODES
+            raise RunTaskFailed(
+                f"{code}: {error}", transient=transient, refused=not transient
+            ) from error
         except BotoCoreError as error:  # a timeout or a lost connection: the same token retries
             raise RunTaskFailed(f"{type(error).__name__}: {error}", transient=True) from error
         failures = response.get("failures") or []
@@ -183,7 +232,7 @@ class EcsTasks:
             reasons = "; ".join(
                 f"{f.get('reason')} {f.get('detail') or ''}".strip() for f in failures
             )
-            raise RunTaskFailed(f"RunTask failures: {reasons}", transient=True)
+            raise RunTaskFailed(f"RunTask failures: {reasons}", transient=True, refused=True)
         tasks = response.get("tasks") or []
         if not tasks:
             raise RunTaskFailed("RunTask returned no task and no failure", transient=True)

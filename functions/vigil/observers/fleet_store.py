@@ -14,9 +14,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import epoch_ms, from_epoch_ms, iso
+from vigil.contract.hosts import OBSERVER_CAPACITY, OBSERVER_TASK_DEFINITION
 from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, to_wire, truncate
 from vigil.observers.decisions import (
     Backoff,
+    HandOver,
     MarkFailed,
     MarkStopped,
     MarkStopping,
@@ -57,6 +59,8 @@ def record_from_item(item: Mapping[str, Any]) -> Record:
             if "started_at_ms" in item
             else None,
             start_attempts=int(item.get("start_attempts", 0)),
+            task_definition=item.get(OBSERVER_TASK_DEFINITION),
+            capacity=item.get(OBSERVER_CAPACITY),
         ),
     )
 
@@ -103,19 +107,30 @@ class FleetStore:
         self._update(record.name, record.observer.version, update, now)
 
     def record_task(
-        self, name: str, generation: int, arn: str, now: datetime, written_version: int
+        self,
+        name: str,
+        generation: int,
+        arn: str,
+        now: datetime,
+        written_version: int,
+        *,
+        task_definition: str | None = None,
+        capacity: str | None = None,
     ) -> bool:
-        """Note the task RunTask started; False if its generation is no longer wanted.
+        """Note the task RunTask started (and the task definition and capacity it got); False if
+        its generation is no longer wanted.
 
         ``written_version`` is the version of the record as the starter left it (STARTING, this
         generation, no task): if it still holds, one write suffices; otherwise the failed write
         returns the record and it is judged again.
         """
+        started = {OBSERVER_TASK_DEFINITION: task_definition, OBSERVER_CAPACITY: capacity}
 
         def update() -> Update:
+            values = {k: v for k, v in started.items() if v is not None}
             return (
                 Update()
-                .set_all({"task_arn": arn, "start_attempts": 0})
+                .set_all({"task_arn": arn, "start_attempts": 0, **values})
                 .remove("next_start_at", "next_start_at_ms", "last_start_error")
             )
 
@@ -207,6 +222,8 @@ def _transition(record: Record, write: Write, now: datetime, seen: TaskState | N
             # A restart request is answered by this generation; clearing it keeps heartbeats out
             # of the stream filter that wakes the reconciler for pending requests.
             remove += ["failure_reason", "last_start_error", "restart_generation"]
+            # Its starter records what this generation runs on (RunTask's answer).
+            remove += [OBSERVER_TASK_DEFINITION, OBSERVER_CAPACITY]
             _set_exit(set_, write.last_exit)
         case Backoff():
             set_.update(
@@ -218,7 +235,7 @@ def _transition(record: Record, write: Write, now: datetime, seen: TaskState | N
                 }
             )
             _set_exit(set_, write.last_exit)
-        case MarkStopping():
+        case MarkStopping() | HandOver():
             set_["status"] = Status.STOPPING.value
         case MarkStopped():
             set_["status"] = Status.STOPPED.value

@@ -46,6 +46,11 @@ be an observer's (``#`` is outside the name pattern) and the item has no ``fleet
 is absent from the fleet index; stream consumers skip it with ``is_observer_item``."""
 
 
+HANDED_OVER_STOP_CODES = ("UserInitiated", "SpotInterruption")
+"""ECS stop codes of a task told to stop (StopTask, a Spot interruption): the container got SIGTERM
+and checkpointed, so a clean exit restarts without counting a failure."""
+
+
 class InvalidObserver(ValueError):
     """A name, kind or config that can never be valid; the message says which and why."""
 
@@ -165,10 +170,14 @@ class LastExit:
 
     @property
     def crashed(self) -> bool:
-        """A task that stopped without being asked to, or with a non-zero exit code."""
-        if self.stop_code == "UserInitiated" and self.exit_code in (None, 0):
+        """A task that stopped without being asked to, or with a non-zero exit code.
+
+        A Spot interruption is a stop asked of the container (SIGTERM, two minutes' notice), the
+        same hand-over as a rollout's StopTask: a clean exit after it is no failure.
+        """
+        if self.stop_code in HANDED_OVER_STOP_CODES and self.exit_code in (None, 0):
             return False
-        return self.exit_code != 0 or self.stop_code not in (None, "UserInitiated")
+        return self.exit_code != 0 or self.stop_code not in (None, *HANDED_OVER_STOP_CODES)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -22,6 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from vigil.clock import Clock, Sleeper, system_clock
+from vigil.contract.hosts import Placement
 from vigil.leases import LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
@@ -38,6 +39,7 @@ from vigil.observers.reconciler.passes import (
 )
 from vigil.observers.reconciler.report import MetricSink, PassReport, no_metrics
 from vigil.observers.reconciler.resync import RESYNC_LEASE_KEY, ResyncPass
+from vigil.observers.reconciler.rollouts import Rollouts
 from vigil.observers.reconciler.starter import TaskStarter
 from vigil.telemetry import ObserverMetric
 
@@ -48,9 +50,11 @@ __all__ = [
     "PassReport",
     "Reconciler",
     "ReconcilerConfig",
+    "Rollouts",
     "assemble",
     "build_reconciler",
     "changed_records",
+    "dedicated_rollouts",
     "needs_attention",
     "no_metrics",
     "powertools_metric",
@@ -89,6 +93,7 @@ def assemble(
     run_task_pause: float = 0.5,
     lease_duration: timedelta = timedelta(minutes=5),
     max_starts_per_pass: int = 1000,
+    rollouts: Rollouts | None = None,
 ) -> Reconciler:
     """Wire the units together on the given adapters (real clients, or moto's in tests)."""
     starter = TaskStarter(
@@ -120,6 +125,7 @@ def assemble(
             metric=metric,
             lease_duration=lease_duration,
             max_starts=max_starts_per_pass,
+            rollouts=rollouts or Rollouts(),
         ),
     )
 
@@ -146,6 +152,7 @@ def build_reconciler(
             subnets=config.subnets,
             security_groups=config.security_groups,
             assign_public_ip=config.assign_public_ip,
+            capacities={k: config.options(k).capacity for k in config.task_definitions},
         ),
         notices=Notices(session.client("sqs"), config.dlq_url),
         leases=LeaseTable(dynamodb, config.table, clock),
@@ -153,6 +160,21 @@ def build_reconciler(
         clock=clock,
         metric=metric,
         lease_duration=timedelta(seconds=config.lease_seconds),
+        rollouts=dedicated_rollouts(config),
+    )
+
+
+def dedicated_rollouts(config: ReconcilerConfig) -> Rollouts:
+    """The resync's rollouts: dedicated kinds only (a pooled observer's task is its host's, which
+    the manager rolls by draining hosts, never by stopping the task under one observer)."""
+    dedicated = [
+        kind
+        for kind in config.task_definitions
+        if config.options(kind).placement is Placement.DEDICATED
+    ]
+    return Rollouts(
+        revisions={kind: config.task_definitions[kind] for kind in dedicated},
+        max_unavailable={kind: config.options(kind).max_unavailable for kind in dedicated},
     )
 
 

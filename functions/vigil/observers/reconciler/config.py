@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
+from vigil.contract.hosts import PLACEMENTS_ENV
 from vigil.observers import decisions as d
+from vigil.observers.kind_options import KindOptions, parse_kind_options
 from vigil.settings import Environment
 
 
@@ -27,6 +29,11 @@ class ReconcilerConfig:
     start_timeout_seconds: int = 600
     healthy_after_seconds: int = 300
     lease_seconds: int = 300
+    kind_options: dict[str, KindOptions] = field(default_factory=dict)
+    """Per kind: rollout budget and capacity (a kind not named gets the defaults)."""
+
+    def options(self, kind: str) -> KindOptions:
+        return self.kind_options.get(kind, KindOptions())
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ReconcilerConfig:
@@ -60,6 +67,9 @@ class ReconcilerConfig:
                 ),
                 lease_seconds=lambda: read.integer(
                     "VIGIL_RESYNC_LEASE_SECONDS", minimum=10, default=300
+                ),
+                kind_options=lambda: read.parsed(
+                    PLACEMENTS_ENV, parse_kind_options, dict[str, KindOptions]()
                 ),
             )
         )

@@ -28,6 +28,8 @@ class PassReport:
     stopped: int = 0
     ignored: int = 0
     conflicts: int = 0
+    handed_over: int = 0
+    """Observers a rollout told to stop so their next generation starts on the new revision."""
     errors: int = 0
     """Observers skipped by a resync after an AWS error of their own (the next pass retries)."""
     actions: list[tuple[str, d.Action]] = field(default_factory=list)
@@ -38,6 +40,8 @@ class PassReport:
             self.started += 1
         elif isinstance(action, d.StopTask):
             self.stopped += 1
+        elif isinstance(action, d.HandOver):
+            self.handed_over += 1
         elif isinstance(action, d.Ignore):
             self.ignored += 1
 

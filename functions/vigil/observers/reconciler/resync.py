@@ -2,15 +2,16 @@
 
 Under a fenced lease, so only one runs at a time, it reads the whole fleet from the index, lists
 the cluster's running tasks (one page per 100), describes only the tasks that need a look (stale
-heartbeat, not listed), and sweeps orphans. Fargate takes about 20 RunTask/s, so a mass start is
-spread over passes (``max_starts``), each within Lambda's time.
+heartbeat, not listed), hands outdated observers over to their kind's current task definition
+within the rollout budget (:mod:`.rollouts`), and sweeps orphans. Fargate takes about 20 RunTask/s,
+so a mass start is spread over passes (``max_starts``), each within Lambda's time.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from vigil.clock import Clock, system_clock
@@ -22,6 +23,7 @@ from vigil.observers.fleet_store import FleetStore
 from vigil.observers.reconciler.executor import Settler
 from vigil.observers.reconciler.orphans import OrphanSweep
 from vigil.observers.reconciler.report import MetricSink, PassReport, isolated, no_metrics
+from vigil.observers.reconciler.rollouts import Rollouts
 from vigil.telemetry import ObserverMetric
 
 RESYNC_LEASE_KEY = {"name": "#resync"}
@@ -40,6 +42,8 @@ class ResyncPass:
     lease_duration: timedelta = timedelta(minutes=5)
     max_starts: int = 1000
     """Fargate takes about 20 RunTask/s: a mass start is spread over passes."""
+    rollouts: Rollouts = field(default_factory=Rollouts)
+    """Hands outdated RUNNING observers over to their kind's current task definition."""
 
     def run(self, holder: str) -> PassReport | None:
         """None when another pass holds the lease."""
@@ -62,10 +66,12 @@ class ResyncPass:
             self.metric(gauge, None, value)
         running = set(self.ecs.running())
         to_describe: dict[str, d.Record] = {}
+        due = self.rollouts.due(records)
         for record in records:
             arn = record.observer.task_arn
             evidence: d.Evidence = d.Listed(arn in running) if arn else None
             plan = d.decide(record, evidence, self.clock(), self.settings)
+            plan = self.rollouts.replace(record, plan, due)
             if plan.look is not None:
                 to_describe[plan.look] = record
                 continue

@@ -35,7 +35,7 @@ class TaskStarter:
         error: RunTaskFailed | None = None
         for attempt in range(self.attempts):
             try:
-                arn = self.ecs.run(
+                launched = self.ecs.launch(
                     name=observer.name,
                     kind=observer.kind,
                     generation=generation,
@@ -48,11 +48,17 @@ class TaskStarter:
                 self.sleeper(self.pause * (2**attempt))
                 continue
             recorded = self.store.record_task(
-                observer.name, generation, arn, self.clock(), written_version
+                observer.name,
+                generation,
+                launched.arn,
+                self.clock(),
+                written_version,
+                task_definition=launched.task_definition,
+                capacity=launched.capacity,
             )
             if not recorded:
                 # The record moved on while the task started (stopped, or a newer generation).
-                self.ecs.stop(arn, "orphan: its generation was superseded while starting")
+                self.ecs.stop(launched.arn, "orphan: its generation was superseded while starting")
             return
         assert error is not None
         self.metric(ObserverMetric.RUN_TASK_FAILED, observer.kind, 1)

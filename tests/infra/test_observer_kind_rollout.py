@@ -1,0 +1,123 @@
+"""ObserverKind's rollout and capacity options: validated at synth, handed to the reconciler."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk import Stack
+from aws_cdk.assertions import Template
+
+from infra.errors import ConfigurationError
+from infra.observer_fleet import ObserverFleet, ObserverKind
+from tests.infra.test_observer_fleet import build
+from vigil.contract.hosts import PLACEMENTS_ENV, Capacity
+from vigil.observers.kind_options import KindOptions, parse_kind_options
+
+TICKER = "observers.ticker.run"
+
+
+@pytest.mark.parametrize(
+    ("spec", "parameter"),
+    [
+        (ObserverKind(TICKER, max_unavailable=0), "max_unavailable"),
+        (ObserverKind(TICKER, max_unavailable=101), "max_unavailable"),
+        (ObserverKind(TICKER, max_unavailable=-5), "max_unavailable"),
+        (ObserverKind(TICKER, max_unavailable=12.5), "max_unavailable"),  # type: ignore[arg-type]
+        (ObserverKind(TICKER, max_unavailable=True), "max_unavailable"),
+        (ObserverKind(TICKER, capacity="spot-only"), "capacity"),
+        (ObserverKind(TICKER, capacity="SPOT"), "capacity"),
+    ],
+)
+def test_bad_rollout_or_capacity_fails_synth_naming_the_kind_and_parameter(
+    spec: ObserverKind, parameter: str
+) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        build(kinds={"ticker": spec})
+    assert raised.value.parameter == f"kinds['ticker'].{parameter}"
+    assert "ObserverFleet" in str(raised.value) and "ticker" in str(raised.value)
+
+
+def reconciler_env(stack: Stack, fleet: ObserverFleet, name: str) -> Any:
+    template = Template.from_stack(stack)
+    logical = stack.get_logical_id(fleet.reconciler.node.default_child)  # type: ignore[arg-type]
+    function = template.to_json()["Resources"][logical]
+    return stack.resolve(function["Properties"]["Environment"]["Variables"][name])
+
+
+def test_the_reconciler_and_the_api_get_each_kinds_options() -> None:
+    stack, fleet = build(
+        kinds={
+            "ticker": TICKER,
+            "cheap": ObserverKind(TICKER, max_unavailable=25, capacity="spot"),
+        }
+    )
+    raw = reconciler_env(stack, fleet, PLACEMENTS_ENV)
+    text = raw if isinstance(raw, str) else json.dumps(raw)
+    parsed = parse_kind_options(_plain(text))
+    assert parsed == {
+        "ticker": KindOptions(),
+        "cheap": KindOptions(max_unavailable=25, capacity=Capacity.SPOT),
+    }
+    api = Template.from_stack(stack).to_json()["Resources"][
+        stack.get_logical_id(fleet.api_function.node.default_child)  # type: ignore[arg-type]
+    ]
+    assert PLACEMENTS_ENV in api["Properties"]["Environment"]["Variables"]
+
+
+def _plain(text: str) -> str:
+    """to_json_string of plain values synthesizes as a plain JSON string."""
+    value = json.loads(text) if text.startswith('"') else text
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def test_a_spot_kind_enables_the_fargate_capacity_providers() -> None:
+    stack, _ = build(kinds={"cheap": ObserverKind(TICKER, capacity="spot")})
+    associations = Template.from_stack(stack).find_resources(
+        "AWS::ECS::ClusterCapacityProviderAssociations"
+    )
+    (association,) = associations.values()
+    assert set(association["Properties"]["CapacityProviders"]) == {"FARGATE", "FARGATE_SPOT"}
+
+
+def test_an_on_demand_fleet_keeps_its_cluster_as_it_was() -> None:
+    stack, _ = build(kinds={"ticker": TICKER})
+    Template.from_stack(stack).resource_count_is("AWS::ECS::ClusterCapacityProviderAssociations", 0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ("not json", "not JSON"),
+        ("[]", "JSON object"),
+        ('{"k": 3}', "k: must be a JSON object"),
+        ('{"k": {"max_unavailable": 0}}', "k.max_unavailable"),
+        ('{"k": {"max_unavailable": "10"}}', "k.max_unavailable"),
+        ('{"k": {"capacity": "cheap"}}', "k.capacity"),
+    ],
+)
+def test_the_reconciler_refuses_bad_options_naming_them(raw: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        parse_kind_options(raw)
+
+
+def test_placement_keys_of_other_readers_are_left_alone() -> None:
+    raw = '{"k": {"placement": "pooled", "slots_per_host": 50, "capacity": "spot"}}'
+    assert parse_kind_options(raw)["k"].capacity.value == "spot"
+
+
+def test_the_api_may_only_put_rebalance_requests_on_the_hosts_table() -> None:
+    stack, fleet = build()
+    template = Template.from_stack(stack)
+    role = stack.get_logical_id(fleet.api_function.role.node.default_child)  # type: ignore[union-attr,arg-type]
+    hosts = stack.get_logical_id(fleet.hosts_table.node.default_child)  # type: ignore[arg-type]
+    granted: set[str] = set()
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        if {"Ref": role} not in policy["Properties"]["Roles"]:
+            continue
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if hosts in json.dumps(statement["Resource"]):
+                actions = statement["Action"]
+                granted.update(actions if isinstance(actions, list) else [actions])
+    assert granted == {"dynamodb:PutItem"}
