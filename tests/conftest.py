@@ -17,6 +17,15 @@ from vigil.clock import ManualClock
 REGION = "us-east-1"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The ``vigil_stack`` plugin, as ``pip install .`` registers it (entry point ``pytest11``):
+    registered here when this checkout's installed metadata predates the entry point."""
+    from vigil_tools.testing import plugin
+
+    if not config.pluginmanager.is_registered(plugin):
+        config.pluginmanager.register(plugin, "vigil")
+
+
 @pytest.fixture(autouse=True)
 def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials everywhere, so no test can reach a real account by accident."""

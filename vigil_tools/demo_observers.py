@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +35,7 @@ from vigil_tools.emulator.ecs import (
     task_state_change,
 )
 from vigil_tools.emulator.lambda_runtime import LocalLambda
+from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.streams import StreamMapping
 from vigil_tools.lambda_context import LambdaContext
 
@@ -61,6 +61,7 @@ class DeployedFleet:
     cluster: str
     container: str
     resync_rule: str
+    """The ARN of the minute's resync rule."""
 
     @classmethod
     def of(cls, account: LocalAccount) -> DeployedFleet:
@@ -499,19 +500,7 @@ def _operator_stops(story: Story) -> None:
 
 def _resync(story: Story) -> None:
     story.run_for(3)
-    account = story.account.session.client("sts").get_caller_identity()["Account"]
-    region = story.account.session.region_name
-    event = {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.events",
-        "account": account,
-        "time": story.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": region,
-        "resources": [f"arn:aws:events:{region}:{account}:rule/{story.fleet.resync_rule}"],
-        "detail": {},
-    }
+    event = scheduled_event(story.fleet.resync_rule, story.now())
     answer = story.invoke(story.fleet.reconciler, event)
     story.facts["resync"] = answer
     story.out("")
@@ -567,14 +556,10 @@ def _summary(story: Story) -> None:
 
 
 def _resync_rule(account: LocalAccount, function_arn: str) -> str:
-    """The deployed scheduled rule that targets the reconciler."""
-    events = account.session.client("events")
-    for rule in events.list_rules()["Rules"]:
-        if "ScheduleExpression" not in rule:
-            continue
-        targets = events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
-        if any(t["Arn"] == function_arn for t in targets):
-            return str(rule["Name"])
+    """The ARN of the deployed scheduled rule that targets the reconciler."""
+    for rule in scheduled_rules(account.session):
+        if function_arn in rule.targets:
+            return rule.arn
     raise LookupError(f"no scheduled rule targets {function_arn}")
 
 

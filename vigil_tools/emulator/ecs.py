@@ -133,6 +133,7 @@ class ObserverContainer:
         self._log = log
         self._interval = timedelta(seconds=self.settings.heartbeat_seconds)
         self._next_beat = now() + self._interval
+        self.wakes_at = now()
         logger = Logger(
             # A logger of its own (the name is Python's logger's), so its handler is this log.
             service=f"vigil-container-{self.name}-{self.generation}-{uuid.uuid4().hex[:6]}",
@@ -210,18 +211,29 @@ class ObserverContainer:
         finally:
             self._paused.release()
 
+    @property
+    def due_at(self) -> datetime:
+        """When this container next has something to do: its observer wakes, or a heartbeat."""
+        return min(self.wakes_at, self._next_beat)
+
     def _sleep(self, stopping: threading.Event, seconds: float) -> None:
-        self._paused.release()
-        self._resume.acquire()
-        if self._killed:
-            raise _Killed()
-        if self._now() >= self._next_beat:
-            self.runtime.heartbeat_once()
-            self._next_beat = self._now() + self._interval
-            if self.runtime.stop_reason is StopReason.FENCED:
-                self.refused = self.refused or "heartbeat"
-            else:
-                self.heartbeats += 1
+        """Sleep on the clock: each step heartbeats when due; the observer wakes once ``seconds``
+        have passed (or a stop is requested), as its sleep would with the heartbeat thread beside."""
+        self.wakes_at = self._now() + timedelta(seconds=seconds)
+        while True:
+            self._paused.release()
+            self._resume.acquire()
+            if self._killed:
+                raise _Killed()
+            if self._now() >= self._next_beat:
+                self.runtime.heartbeat_once()
+                self._next_beat = self._now() + self._interval
+                if self.runtime.stop_reason is StopReason.FENCED:
+                    self.refused = self.refused or "heartbeat"
+                else:
+                    self.heartbeats += 1
+            if stopping.is_set() or self._now() >= self.wakes_at:
+                return
 
     def _raise(self) -> None:
         if self._error is not None:
