@@ -253,6 +253,7 @@ class VigilStack:
     def reraise(self, job: str, tick: str | datetime | None = None) -> None:
         """Raise again what the job's code raised on its last failure (of ``tick``, if given),
         showing the author's traceback. Does nothing when it never failed."""
+        __tracebackhide__ = True
         check("job", job, self.catalog.jobs)
         key = _tick_key(tick) if tick is not None else None
         for (name, failed_tick), error in reversed(list(self._failures.items())):

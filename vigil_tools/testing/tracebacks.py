@@ -2,11 +2,13 @@
 
 A job's exception travels up through the guard, the decorator and the local Lambda runtime; the
 frames a job author can act on are their own (and what they called). These helpers cut the
-traceback at the first frame outside ``vigil`` and ``vigil_tools``.
+traceback at the first frame outside ``vigil``, ``vigil_tools``, the standard library and the
+installed packages (Powertools' decorators).
 """
 
 from __future__ import annotations
 
+import sysconfig
 import traceback
 from pathlib import Path
 from types import TracebackType
@@ -14,7 +16,10 @@ from types import TracebackType
 import vigil
 import vigil_tools
 
-_FRAMEWORK = tuple(str(Path(p.__file__ or "").parent) for p in (vigil, vigil_tools))
+_FRAMEWORK = tuple(
+    [str(Path(p.__file__ or "").parent) for p in (vigil, vigil_tools)]
+    + [sysconfig.get_paths()[key] for key in ("stdlib", "purelib", "platlib")]
+)
 
 
 def _framework(filename: str) -> bool:
@@ -38,4 +43,5 @@ def format_author(error: BaseException) -> str:
 
 def reraise(error: BaseException) -> None:
     """Raise ``error`` again with the author's frames only (pytest then shows the author's code)."""
+    __tracebackhide__ = True
     raise error.with_traceback(author_frames(error))
