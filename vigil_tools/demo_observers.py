@@ -30,9 +30,9 @@ from vigil_tools.cli import main as vigil
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.ecs import (
     ObserverContainer,
+    TaskEvents,
     container_environment,
     describe_task,
-    task_state_change,
 )
 from vigil_tools.emulator.lambda_runtime import LocalLambda
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
@@ -143,18 +143,8 @@ class Story:
         self, arn: str, *, stop_code: str | None = None, exit_code: int | None = None
     ) -> dict[str, Any]:
         """The reconciler receives ECS's event for the task as it now stands."""
-        task = describe_task(self.ecs, self.fleet.cluster, arn)
-        self.versions[arn] = self.versions.get(arn, 1) + 1
-        event = task_state_change(
-            task,
-            version=self.versions[arn],
-            account=self.account.session.client("sts").get_caller_identity()["Account"],
-            region=self.account.session.region_name,
-            at=self.now(),
-            container=self.fleet.container,
-            stop_code=stop_code,
-            exit_code=exit_code,
-        )
+        events = TaskEvents(self.ecs, self.fleet.cluster, self.fleet.container, self.versions)
+        event = events.current(arn, at=self.now(), stop_code=stop_code, exit_code=exit_code)
         return dict(self.invoke(self.fleet.reconciler, event))
 
     @property

@@ -26,17 +26,22 @@ def _the_authors_helper() -> None:
     raise DiskFull("no space left on /scratch")
 
 
-@pytest.fixture
-def cleanup_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cleanup job's own code raises (where it logs "cleaning up"), the guard does not."""
+def _fail_where_the_author_logs(monkeypatch: pytest.MonkeyPatch, message: str) -> None:
+    """The author's code raises where it logs ``message`` (the runtime's own logging goes on)."""
     original = Logger.info
 
     def info(self: Logger, msg: object, *args: Any, **kwargs: Any) -> None:
-        if msg == "cleaning up":
+        if msg == message:
             _the_authors_helper()
         original(self, msg, *args, **kwargs)
 
     monkeypatch.setattr(Logger, "info", info)
+
+
+@pytest.fixture
+def cleanup_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cleanup job's own code raises (where it logs "cleaning up"), the guard does not."""
+    _fail_where_the_author_logs(monkeypatch, "cleaning up")
 
 
 def test_a_failing_job_shows_in_history_with_the_authors_traceback(
@@ -102,14 +107,7 @@ def test_a_crashed_observer_is_restarted_by_the_reconciler(vigil_stack: VigilSta
 def test_a_kind_that_keeps_crashing_fails_with_its_traceback_in_the_logs(
     vigil_stack: VigilStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    original = Logger.info
-
-    def info(self: Logger, msg: object, *args: Any, **kwargs: Any) -> None:
-        if msg == "tick":
-            _the_authors_helper()
-        original(self, msg, *args, **kwargs)
-
-    monkeypatch.setattr(Logger, "info", info)
+    _fail_where_the_author_logs(monkeypatch, "tick")  # the ticker's run(ctx) raises
 
     vigil_stack.create_observer("eth-watch", "ticker", {"interval_seconds": 5})
     vigil_stack.advance(minutes=30)

@@ -18,6 +18,7 @@ import contextlib
 import threading
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
@@ -104,6 +105,39 @@ def task_state_change(
         "resources": [task["taskArn"]],
         "detail": detail,
     }
+
+
+@dataclass
+class TaskEvents:
+    """ECS's events for a cluster's tasks: each task's current state, numbered as ECS numbers
+    them (``detail.version`` grows with every event of a task)."""
+
+    ecs: Any
+    cluster: str
+    container: str
+    versions: dict[str, int] = field(default_factory=dict)
+
+    def current(
+        self,
+        arn: str,
+        *,
+        at: datetime,
+        stop_code: str | None = None,
+        exit_code: int | None = None,
+    ) -> dict[str, Any]:
+        task = describe_task(self.ecs, self.cluster, arn)
+        self.versions[arn] = self.versions.get(arn, 1) + 1
+        _, _, _, region, account, _ = str(task["taskArn"]).split(":", 5)
+        return task_state_change(
+            task,
+            version=self.versions[arn],
+            account=account,
+            region=region,
+            at=at,
+            container=self.container,
+            stop_code=stop_code,
+            exit_code=exit_code,
+        )
 
 
 class ObserverContainer:

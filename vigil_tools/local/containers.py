@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from vigil_tools.emulator.ecs import container_environment, describe_task, task_state_change
+from vigil_tools.emulator.ecs import TaskEvents, container_environment, describe_task
 from vigil_tools.emulator.template import Synthesized
 
 DEFAULT_STOP_TIMEOUT = 30.0
@@ -152,22 +152,10 @@ class ContainerProcesses:
 
     def _report(self, arn: str, exit_code: int | None, stop_code: str) -> None:
         self.reported.add(arn)
-        task = describe_task(self.ecs, self.cluster, arn)
-        self.versions[arn] = self.versions.get(arn, 1) + 1
-        account = task["taskArn"].split(":")[4]
-        region = task["taskArn"].split(":")[3]
-        self.deliver(
-            task_state_change(
-                task,
-                version=self.versions[arn],
-                account=account,
-                region=region,
-                at=self.now(),
-                container=self.container,
-                stop_code=stop_code,
-                exit_code=exit_code if exit_code is None or exit_code >= 0 else 128 - exit_code,
-            )
-        )
+        events = TaskEvents(self.ecs, self.cluster, self.container, self.versions)
+        # a process killed by signal N reports -N; a container's exit code is 128 + N
+        code = exit_code if exit_code is None or exit_code >= 0 else 128 - exit_code
+        self.deliver(events.current(arn, at=self.now(), stop_code=stop_code, exit_code=code))
 
 
 def _base_environment() -> dict[str, str]:

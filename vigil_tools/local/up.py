@@ -57,27 +57,33 @@ class _Stop(Exception):
     pass
 
 
+class _CannotStart(Exception):
+    pass
+
+
+def _endpoint(port: int) -> Any:
+    """The endpoint, bound (a port in use fails here, before anything is synthesized)."""
+    try:
+        from vigil_tools.local.endpoint import LocalEndpoint, PortInUse
+    except ImportError as missing:
+        raise _CannotStart(
+            f"`vigil local up` needs the emulator: pip install '.[demo]' ({missing})"
+        ) from None
+    try:
+        return LocalEndpoint(port)
+    except PortInUse as busy:
+        raise _CannotStart(str(busy)) from None
+
+
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.speed <= 0:
         print("error: --speed must be positive", file=err)
         return 2
     try:
         project = find_project(args.project)
-    except ProjectNotFound as missing:
-        print(f"error: {missing}", file=err)
-        return 2
-    try:
-        from vigil_tools.local.endpoint import LocalEndpoint, PortInUse
-    except ImportError as missing:
-        print(
-            f"error: `vigil local up` needs the emulator: pip install '.[demo]' ({missing})",
-            file=err,
-        )
-        return 2
-    try:
-        endpoint = LocalEndpoint(args.port)
-    except PortInUse as busy:
-        print(f"error: {busy}", file=err)
+        endpoint = _endpoint(args.port)
+    except (ProjectNotFound, _CannotStart) as problem:
+        print(f"error: {problem}", file=err)
         return 2
     stop = threading.Event()
 

@@ -24,9 +24,9 @@ from vigil_tools.demo_observers import DeployedFleet
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.ecs import (
     ObserverContainer,
+    TaskEvents,
     container_environment,
     describe_task,
-    task_state_change,
 )
 from vigil_tools.emulator.lambda_runtime import Invocation, LocalLambda
 from vigil_tools.emulator.streams import StreamMapping
@@ -161,18 +161,8 @@ class SteppedFleet:
 
     def _task_event(self, arn: str, *, stop_code: str, exit_code: int | None) -> None:
         self.reported.add(arn)
-        task = describe_task(self.ecs, self.fleet.cluster, arn)
-        self.versions[arn] = self.versions.get(arn, 1) + 1
-        event = task_state_change(
-            task,
-            version=self.versions[arn],
-            account=self.account.session.client("sts").get_caller_identity()["Account"],
-            region=self.account.session.region_name,
-            at=self.now(),
-            container=self.fleet.container,
-            stop_code=stop_code,
-            exit_code=exit_code,
-        )
+        events = TaskEvents(self.ecs, self.fleet.cluster, self.fleet.container, self.versions)
+        event = events.current(arn, at=self.now(), stop_code=stop_code, exit_code=exit_code)
         result = self.invoke(self.fleet.reconciler, event)
         if not result.ok:
             raise RuntimeError(
