@@ -34,7 +34,7 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _wait_for(what: str, check: Callable[[], Any], seconds: float = 20) -> Any:
+def _wait_for(what: str, check: Callable[[], Any], seconds: float = 60) -> Any:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         found = check()

@@ -58,9 +58,15 @@ class SteppedFleet:
         cls, account: LocalAccount, runtime: LocalLambda, now: Callable[[], datetime]
     ) -> SteppedFleet:
         fleet = DeployedFleet.of(account)
-        return cls(
-            account, runtime, fleet, now, StreamMapping.of(account.session, fleet.reconciler)
-        )
+        stream = StreamMapping.of(account.session, fleet.reconciler)
+        ecs = account.session.client("ecs")
+        # Tasks of earlier tests on the same deployment are history: no events for them.
+        earlier = {
+            arn
+            for status in ("RUNNING", "STOPPED")
+            for arn in ecs.list_tasks(cluster=fleet.cluster, desiredStatus=status)["taskArns"]
+        }
+        return cls(account, runtime, fleet, now, stream, reported=earlier)
 
     @property
     def ecs(self) -> Any:
