@@ -146,7 +146,8 @@ def test_each_test_starts_empty_at_the_same_time(vigil_stack: VigilStack) -> Non
         vigil_stack.observer("btc-watch")
 
 
-def test_a_template_moto_cannot_deploy_names_the_resource_and_the_reason(tmp_path: Path) -> None:
+def _undeployable(tmp_path: Path) -> Synthesized:
+    """A template moto refuses: a GlobalTable it skips, and a reference to it."""
     template = {
         "Resources": {
             "RunsTable": {
@@ -160,12 +161,26 @@ def test_a_template_moto_cannot_deploy_names_the_resource_and_the_reason(tmp_pat
             },
         }
     }
-    synth = Synthesized(outdir=tmp_path, template=template, assets={})
+    return Synthesized(outdir=tmp_path, template=template, assets={})
+
+
+def test_a_template_moto_cannot_deploy_names_the_resource_and_the_reason(tmp_path: Path) -> None:
     with mock_aws(), pytest.raises(DeployFailed) as failed:
-        deploy(synth, boto3.Session(region_name="us-east-1"))
+        deploy(_undeployable(tmp_path), boto3.Session(region_name="us-east-1"))
     message = str(failed.value)
     assert "references undefined resource RunsTable" in message
     assert (
         "resource RunsTable (AWS::DynamoDB::GlobalTable, Vigil/Runs/Resource): "
         "moto's CloudFormation does not support this type"
     ) in message
+
+
+def test_the_fixture_fails_with_that_message_not_a_stack_trace(tmp_path: Path) -> None:
+    from vigil_tools.testing.plugin import _Session
+
+    session = _Session.__new__(_Session)  # the app's synthesis, replaced by a broken template
+    session.synth, session.account = _undeployable(tmp_path), None
+    with mock_aws(), pytest.raises(pytest.fail.Exception) as failed:
+        session.account_for_test()
+    assert failed.value.pytrace is False
+    assert "resource RunsTable (AWS::DynamoDB::GlobalTable" in str(failed.value)

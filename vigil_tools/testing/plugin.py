@@ -34,6 +34,7 @@ class _Session:
         import boto3
 
         from vigil_tools.emulator.account import REGION, deploy_account
+        from vigil_tools.emulator.deploy import DeployFailed
 
         boto3.setup_default_session(
             region_name=REGION, aws_access_key_id="local", aws_secret_access_key="local"
@@ -43,7 +44,10 @@ class _Session:
             self.account.session = session
             _empty(self.account)
             return self.account
-        self.account = deploy_account(self.synth, session)
+        try:
+            self.account = deploy_account(self.synth, session)
+        except DeployFailed as refused:  # the resource and moto's reason, not moto's stack
+            pytest.fail(str(refused), pytrace=False)
         return self.account
 
     def _still_deployed(self, session: Any) -> bool:
