@@ -17,7 +17,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # functions/ is the Lambda asset root and the import root of the runtime library.
 export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 
-.PHONY: install test check format demo synth cdk-synth bench deploy diff clean
+.PHONY: install test check format demo up synth cdk-synth bench deploy diff clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,11 @@ format: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m vigil_tools.demo
 
+## The whole stack live on this machine (moto's server on 127.0.0.1:4580); Ctrl-C stops it.
+## Options through ARGS, e.g. make up ARGS="--speed 60 --port 4590".
+up: $(STAMP)
+	$(BIN)/vigil local up $(ARGS)
+
 synth: $(STAMP)
 	$(BIN)/python app.py
 
@@ -73,4 +78,4 @@ diff: $(STAMP) node_modules/.bin/cdk
 	npx cdk diff --all
 
 clean:
-	rm -rf $(VENV) $(SCAN_VENV) cdk.out .demo node_modules
+	rm -rf $(VENV) $(SCAN_VENV) cdk.out .demo .vigil-local node_modules

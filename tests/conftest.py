@@ -36,6 +36,15 @@ def _runtime_line() -> str:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The ``vigil_stack`` plugin, as ``pip install .`` registers it (entry point ``pytest11``):
+    registered here when this checkout's installed metadata predates the entry point."""
+    from vigil_tools.testing import plugin
+
+    if not config.pluginmanager.is_registered(plugin):
+        config.pluginmanager.register(plugin, "vigil")
+
+
 @pytest.fixture(autouse=True)
 def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials everywhere, so no test can reach a real account by accident."""

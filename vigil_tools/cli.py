@@ -7,6 +7,7 @@
     vigil observers rebalance KIND [--max N]                   (a pooled kind: even its hosts' load)
     vigil jobs list | history JOB | redrive JOB | next JOB       (see vigil_tools/jobs_cli.py)
     vigil jobs run | pause | resume | backfill JOB ...          (see vigil_tools/jobs_control_cli.py)
+    vigil local up [--port P] [--speed X] [--quiet]             (see vigil_tools/local/up.py)
 
 Observer requests are signed with SigV4 (service ``execute-api``) using the usual AWS credential chain, and
 go to ``--endpoint`` or ``VIGIL_API_URL`` (the stage URL). The transport is injectable: tests and
@@ -36,6 +37,7 @@ from vigil.contract.hosts import DEFAULT_REBALANCE_MOVES, MAX_REBALANCE_MOVES
 from vigil.contract.observers import Status
 from vigil_tools import jobs_cli, jobs_control_cli
 from vigil_tools.lambda_context import LambdaContext
+from vigil_tools.local import up as local_up
 from vigil_tools.tables import render_table
 
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -283,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the API's JSON")
     groups = parser.add_subparsers(dest="group", required=True)
     jobs_cli.add_parser(groups)
+    local_up.add_parser(groups)
     observers = groups.add_parser("observers", help="long-running observers")
     commands = observers.add_subparsers(dest="command", required=True)
     commands.add_parser("kinds", help="the kinds this fleet can run")
@@ -334,6 +337,8 @@ def main(
     env = os.environ if environ is None else environ
     try:
         args = build_parser().parse_args(argv)
+        if args.group == "local":
+            return local_up.run(args, out, err)
         if args.group == "jobs" and args.command not in jobs_control_cli.API_COMMANDS:
             return _jobs(args, session, out, err)
         config = _parse_config(args.config) if args.command == "create" else {}

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,11 +30,12 @@ from vigil_tools.cli import main as vigil
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.ecs import (
     ObserverContainer,
+    TaskEvents,
     container_environment,
     describe_task,
-    task_state_change,
 )
 from vigil_tools.emulator.lambda_runtime import LocalLambda
+from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.streams import StreamMapping
 from vigil_tools.lambda_context import LambdaContext
 
@@ -61,6 +61,7 @@ class DeployedFleet:
     cluster: str
     container: str
     resync_rule: str
+    """The ARN of the minute's resync rule."""
 
     @classmethod
     def of(cls, account: LocalAccount) -> DeployedFleet:
@@ -142,18 +143,8 @@ class Story:
         self, arn: str, *, stop_code: str | None = None, exit_code: int | None = None
     ) -> dict[str, Any]:
         """The reconciler receives ECS's event for the task as it now stands."""
-        task = describe_task(self.ecs, self.fleet.cluster, arn)
-        self.versions[arn] = self.versions.get(arn, 1) + 1
-        event = task_state_change(
-            task,
-            version=self.versions[arn],
-            account=self.account.session.client("sts").get_caller_identity()["Account"],
-            region=self.account.session.region_name,
-            at=self.now(),
-            container=self.fleet.container,
-            stop_code=stop_code,
-            exit_code=exit_code,
-        )
+        events = TaskEvents(self.ecs, self.fleet.cluster, self.fleet.container, self.versions)
+        event = events.current(arn, at=self.now(), stop_code=stop_code, exit_code=exit_code)
         return dict(self.invoke(self.fleet.reconciler, event))
 
     @property
@@ -499,19 +490,7 @@ def _operator_stops(story: Story) -> None:
 
 def _resync(story: Story) -> None:
     story.run_for(3)
-    account = story.account.session.client("sts").get_caller_identity()["Account"]
-    region = story.account.session.region_name
-    event = {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.events",
-        "account": account,
-        "time": story.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": region,
-        "resources": [f"arn:aws:events:{region}:{account}:rule/{story.fleet.resync_rule}"],
-        "detail": {},
-    }
+    event = scheduled_event(story.fleet.resync_rule, story.now())
     answer = story.invoke(story.fleet.reconciler, event)
     story.facts["resync"] = answer
     story.out("")
@@ -567,14 +546,10 @@ def _summary(story: Story) -> None:
 
 
 def _resync_rule(account: LocalAccount, function_arn: str) -> str:
-    """The deployed scheduled rule that targets the reconciler."""
-    events = account.session.client("events")
-    for rule in events.list_rules()["Rules"]:
-        if "ScheduleExpression" not in rule:
-            continue
-        targets = events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
-        if any(t["Arn"] == function_arn for t in targets):
-            return str(rule["Name"])
+    """The ARN of the deployed scheduled rule that targets the reconciler."""
+    for rule in scheduled_rules(account.session):
+        if function_arn in rule.targets:
+            return rule.arn
     raise LookupError(f"no scheduled rule targets {function_arn}")
 
 

@@ -91,6 +91,11 @@ def test_the_vigil_command_runs_from_the_installed_files_only(built: Path) -> No
     assert not [f for f in report["files"] if f.startswith(str(ROOT)) and not f.startswith(venv)]
 
 
+def test_pytest_finds_the_vigil_stack_plugin_through_its_entry_point(built: Path) -> None:
+    (entry_points,) = built.glob("*.egg-info/entry_points.txt")
+    assert "[pytest11]\nvigil = vigil_tools.testing.plugin" in entry_points.read_text()
+
+
 def test_the_demo_outside_a_project_says_how_to_point_at_one(built: Path) -> None:
     result = run_installed(built, "-m", "vigil_tools.demo")
 

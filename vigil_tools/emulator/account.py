@@ -63,15 +63,20 @@ def local_account(
         )
         session = boto3.DEFAULT_SESSION
         assert session is not None
-        counter = RequestCounter()
-        session.events.register("before-call.*.*", counter)
-        # moto warns once per resource its CloudFormation skips; complete() creates those.
-        with _quiet() if quiet else contextlib.nullcontext():
-            deployed = deploy(synth, session)
-        resolver = Resolver(synth, deployed, session)
-        created = complete(synth, resolver, session)
-        counter.counts.clear()
-        yield LocalAccount(session, synth, deployed, resolver, created, counter)
+        yield deploy_account(synth, session, quiet=quiet)
+
+
+def deploy_account(synth: Synthesized, session: Any, *, quiet: bool = True) -> LocalAccount:
+    """Deploy and complete ``synth`` through ``session`` (in-process moto or a moto server)."""
+    counter = RequestCounter()
+    session.events.register("before-call.*.*", counter)
+    # moto warns once per resource its CloudFormation skips; complete() creates those.
+    with _quiet() if quiet else contextlib.nullcontext():
+        deployed = deploy(synth, session)
+    resolver = Resolver(synth, deployed, session)
+    created = complete(synth, resolver, session)
+    counter.counts.clear()
+    return LocalAccount(session, synth, deployed, resolver, created, counter)
 
 
 @contextmanager

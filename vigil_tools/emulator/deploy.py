@@ -6,10 +6,13 @@ from __future__ import annotations
 import io
 import json
 import re
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from vigil_tools.emulator.template import STACK_NAME, Synthesized
 
@@ -38,20 +41,60 @@ def deploy(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) ->
     _bootstrap(session, account, region)
     _publish_file_assets(synth, session, account, region)
     cloudformation = session.client("cloudformation")
-    cloudformation.create_stack(
-        StackName=stack_name,
-        TemplateBody=json.dumps(_with_public_parameters(synth, session, region)),
-        Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
-    )
+    with warnings.catch_warnings(record=True) as skipped:
+        warnings.simplefilter("always")
+        try:
+            cloudformation.create_stack(
+                StackName=stack_name,
+                TemplateBody=json.dumps(_with_public_parameters(synth, session, region)),
+                Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
+            )
+        except ClientError as refused:
+            unsupported = {str(w.message) for w in skipped}
+            raise DeployFailed.of(synth, stack_name, _message(refused), unsupported) from None
     stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
     if stack["StackStatus"] != "CREATE_COMPLETE":
-        raise RuntimeError(f"stack {stack_name} is {stack['StackStatus']}: {stack}")
+        failed = [
+            f"{e['LogicalResourceId']}: {e.get('ResourceStatusReason', e['ResourceStatus'])}"
+            for e in cloudformation.describe_stack_events(StackName=stack_name)["StackEvents"]
+            if e["ResourceStatus"].endswith("FAILED")
+        ]
+        reason = "; ".join(failed) or stack.get("StackStatusReason") or stack["StackStatus"]
+        raise DeployFailed.of(synth, stack_name, reason, set())
     physical: dict[str, str] = {}
     paginator = cloudformation.get_paginator("list_stack_resources")
     for page in paginator.paginate(StackName=stack_name):
         for resource in page["StackResourceSummaries"]:
             physical[resource["LogicalResourceId"]] = resource.get("PhysicalResourceId", "")
     return Deployed(stack_name=stack_name, physical=physical)
+
+
+class DeployFailed(Exception):
+    """moto refused the template: names the resources its reason mentions and moto's reason."""
+
+    @classmethod
+    def of(cls, synth: Synthesized, stack: str, reason: str, unsupported: set[str]) -> DeployFailed:
+        resources = synth.template.get("Resources", {})
+        named = [
+            logical_id
+            for logical_id in resources
+            if re.search(rf"\b{re.escape(logical_id)}\b", reason)
+        ]
+        lines = [f"the emulator (moto) could not deploy stack {stack}: {reason}"]
+        for logical_id in named:
+            resource = resources[logical_id]
+            path = resource.get("Metadata", {}).get("aws:cdk:path", "")
+            kind = resource.get("Type", "?")
+            unknown = any(kind in warning for warning in unsupported)
+            lines.append(
+                f"  resource {logical_id} ({kind}{', ' + path if path else ''})"
+                + (": moto's CloudFormation does not support this type" if unknown else "")
+            )
+        return cls("\n".join(lines))
+
+
+def _message(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Message") or error)
 
 
 def _with_public_parameters(synth: Synthesized, session: Any, region: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import contextlib
 import threading
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
@@ -106,6 +107,39 @@ def task_state_change(
     }
 
 
+@dataclass
+class TaskEvents:
+    """ECS's events for a cluster's tasks: each task's current state, numbered as ECS numbers
+    them (``detail.version`` grows with every event of a task)."""
+
+    ecs: Any
+    cluster: str
+    container: str
+    versions: dict[str, int] = field(default_factory=dict)
+
+    def current(
+        self,
+        arn: str,
+        *,
+        at: datetime,
+        stop_code: str | None = None,
+        exit_code: int | None = None,
+    ) -> dict[str, Any]:
+        task = describe_task(self.ecs, self.cluster, arn)
+        self.versions[arn] = self.versions.get(arn, 1) + 1
+        _, _, _, region, account, _ = str(task["taskArn"]).split(":", 5)
+        return task_state_change(
+            task,
+            version=self.versions[arn],
+            account=account,
+            region=region,
+            at=at,
+            container=self.container,
+            stop_code=stop_code,
+            exit_code=exit_code,
+        )
+
+
 class ObserverContainer:
     """One task's container: ``python -m vigil.observers.main`` as an in-process runtime.
 
@@ -133,6 +167,7 @@ class ObserverContainer:
         self._log = log
         self._interval = timedelta(seconds=self.settings.heartbeat_seconds)
         self._next_beat = now() + self._interval
+        self.wakes_at = now()
         logger = Logger(
             # A logger of its own (the name is Python's logger's), so its handler is this log.
             service=f"vigil-container-{self.name}-{self.generation}-{uuid.uuid4().hex[:6]}",
@@ -210,18 +245,29 @@ class ObserverContainer:
         finally:
             self._paused.release()
 
+    @property
+    def due_at(self) -> datetime:
+        """When this container next has something to do: its observer wakes, or a heartbeat."""
+        return min(self.wakes_at, self._next_beat)
+
     def _sleep(self, stopping: threading.Event, seconds: float) -> None:
-        self._paused.release()
-        self._resume.acquire()
-        if self._killed:
-            raise _Killed()
-        if self._now() >= self._next_beat:
-            self.runtime.heartbeat_once()
-            self._next_beat = self._now() + self._interval
-            if self.runtime.stop_reason is StopReason.FENCED:
-                self.refused = self.refused or "heartbeat"
-            else:
-                self.heartbeats += 1
+        """Sleep on the clock: each step heartbeats when due; the observer wakes once ``seconds``
+        have passed (or a stop is requested), as its sleep would with the heartbeat thread beside."""
+        self.wakes_at = self._now() + timedelta(seconds=seconds)
+        while True:
+            self._paused.release()
+            self._resume.acquire()
+            if self._killed:
+                raise _Killed()
+            if self._now() >= self._next_beat:
+                self.runtime.heartbeat_once()
+                self._next_beat = self._now() + self._interval
+                if self.runtime.stop_reason is StopReason.FENCED:
+                    self.refused = self.refused or "heartbeat"
+                else:
+                    self.heartbeats += 1
+            if stopping.is_set() or self._now() >= self.wakes_at:
+                return
 
     def _raise(self) -> None:
         if self._error is not None:

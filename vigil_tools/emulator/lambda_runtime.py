@@ -35,6 +35,8 @@ class Invocation:
     payload: Any = None
     error_type: str | None = None
     error_message: str | None = None
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
+    """What the handler raised, with its traceback (the testing kit shows the author's frames)."""
 
 
 @dataclass
@@ -101,7 +103,10 @@ class LocalLambda:
                 return Invocation(ok=True, payload=handler(json.loads(json.dumps(event)), context))
             except Exception as error:
                 return Invocation(
-                    ok=False, error_type=type(error).__name__, error_message=str(error)
+                    ok=False,
+                    error_type=type(error).__name__,
+                    error_message=str(error),
+                    exception=error,
                 )
 
     def _queue_async_invoke(self, params: dict[str, Any], **_: Any) -> Any:

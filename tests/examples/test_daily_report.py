@@ -1,0 +1,36 @@
+"""The example job ``daily-report`` (cron 07:30 Europe/Prague on weekdays, policy ``allow``), tested
+as a team tests its own: the deployed schedule's time zone and the guard decide, not the test."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from vigil_tools.testing import VigilStack
+
+
+def test_the_report_runs_at_half_past_seven_in_prague(vigil_stack: VigilStack) -> None:
+    vigil_stack.advance(minutes=30)  # from 07:00 Prague (06:00 UTC) on a Monday
+
+    (tick,) = vigil_stack.history("daily-report")
+    assert (tick.scheduled_at, tick.status) == (
+        datetime(2026, 11, 23, 6, 30, tzinfo=UTC),
+        "SUCCEEDED",
+    )
+
+
+def test_a_day_delivered_three_times_runs_once(vigil_stack: VigilStack) -> None:
+    tuesday = datetime(2026, 11, 24, 6, 30, tzinfo=UTC)
+
+    vigil_stack.fire("daily-report", at=tuesday, copies=3)
+
+    assert [
+        (r.scheduled_at, r.status, r.attempts) for r in vigil_stack.history("daily-report")
+    ] == [(tuesday, "SUCCEEDED", 1)]
+
+
+def test_a_late_redelivery_within_the_limit_still_runs(vigil_stack: VigilStack) -> None:
+    t = vigil_stack.now() - timedelta(minutes=3)
+
+    vigil_stack.fire("daily-report", at=t)
+
+    assert [r.status for r in vigil_stack.history("daily-report")] == ["SUCCEEDED"]

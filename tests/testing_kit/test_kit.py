@@ -1,0 +1,186 @@
+"""The testing kit itself: failures in the author's code show the author's traceback, crashes are
+restarted, names the app does not have are refused with the ones it has, and a template moto
+cannot deploy fails with the resource and moto's reason."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from aws_lambda_powertools import Logger
+from moto import mock_aws
+
+from vigil_tools.emulator.deploy import DeployFailed, deploy
+from vigil_tools.emulator.template import Synthesized
+from vigil_tools.testing import UnknownName, VigilStack
+
+
+class DiskFull(RuntimeError):
+    pass
+
+
+def _the_authors_helper() -> None:
+    raise DiskFull("no space left on /scratch")
+
+
+def _fail_where_the_author_logs(monkeypatch: pytest.MonkeyPatch, message: str) -> None:
+    """The author's code raises where it logs ``message`` (the runtime's own logging goes on)."""
+    original = Logger.info
+
+    def info(self: Logger, msg: object, *args: Any, **kwargs: Any) -> None:
+        if msg == message:
+            _the_authors_helper()
+        original(self, msg, *args, **kwargs)
+
+    monkeypatch.setattr(Logger, "info", info)
+
+
+@pytest.fixture
+def cleanup_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cleanup job's own code raises (where it logs "cleaning up"), the guard does not."""
+    _fail_where_the_author_logs(monkeypatch, "cleaning up")
+
+
+def test_a_failing_job_shows_in_history_with_the_authors_traceback(
+    vigil_stack: VigilStack, cleanup_fails: None
+) -> None:
+    t = vigil_stack.now() + timedelta(minutes=5)
+
+    vigil_stack.fire("cleanup", at=t)
+
+    (tick,) = vigil_stack.history("cleanup")
+    # cleanup has no Lambda retries (retry_attempts=0 in app.py): one attempt, then the queue
+    assert (tick.status, tick.attempts, tick.error_type) == ("FAILED", 1, "DiskFull")
+    assert tick.traceback is not None
+    frames = tick.traceback.splitlines()
+    assert frames[0] == "Traceback (most recent call last):"
+    assert "functions/jobs/cleanup.py" in frames[1]  # the author's handler comes first
+    assert "_the_authors_helper" in tick.traceback
+    assert "vigil_tools" not in tick.traceback and "lambda_runtime" not in tick.traceback
+    assert frames[-1] == "tests.testing_kit.test_kit.DiskFull: no space left on /scratch"
+    (letter,) = vigil_stack.dead_letters("cleanup")
+    assert (letter.scheduled_at, letter.error_type) == (t, "DiskFull")
+
+
+def test_reraise_raises_the_authors_exception_from_the_authors_frame(
+    vigil_stack: VigilStack, cleanup_fails: None
+) -> None:
+    vigil_stack.fire("cleanup", at=vigil_stack.now() + timedelta(minutes=5))
+
+    with pytest.raises(DiskFull) as raised:
+        vigil_stack.reraise("cleanup")
+
+    shown = [str(entry.path) for entry in raised.traceback.filter(raised)]
+    # the test's own line, then the author's handler, then what it called (info, the helper):
+    # no frame of the kit, the emulator, the guard or Powertools in between
+    assert shown[0] == __file__
+    assert shown[1].endswith("functions/jobs/cleanup.py")
+    assert shown[2:] == [__file__, __file__]
+
+
+def test_a_redrive_after_the_fix_runs_the_tick(
+    vigil_stack: VigilStack, monkeypatch: pytest.MonkeyPatch, cleanup_fails: None
+) -> None:
+    vigil_stack.fire("cleanup", at=vigil_stack.now() + timedelta(minutes=5))
+    monkeypatch.undo()  # the author fixes the bug
+
+    vigil_stack.redrive("cleanup")
+
+    assert [(r.status, r.attempts) for r in vigil_stack.history("cleanup")] == [("SUCCEEDED", 2)]
+    assert vigil_stack.dead_letters("cleanup") == []
+
+
+def test_a_crashed_observer_is_restarted_by_the_reconciler(vigil_stack: VigilStack) -> None:
+    vigil_stack.create_observer("eth-watch", "ticker", {"interval_seconds": 5})
+    vigil_stack.advance(seconds=10)
+
+    vigil_stack.crash("eth-watch")
+    vigil_stack.advance(seconds=10)
+
+    observer = vigil_stack.observer("eth-watch")
+    assert (observer.status, observer.generation, observer.restarts) == ("RUNNING", 2, 1)
+
+
+def test_a_kind_that_keeps_crashing_fails_with_its_traceback_in_the_logs(
+    vigil_stack: VigilStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fail_where_the_author_logs(monkeypatch, "tick")  # the ticker's run(ctx) raises
+
+    vigil_stack.create_observer("eth-watch", "ticker", {"interval_seconds": 5})
+    vigil_stack.advance(minutes=30)
+
+    observer = vigil_stack.observer("eth-watch")
+    assert observer.status == "FAILED"
+    assert observer.last_exit is not None and observer.last_exit["exit_code"] == 1
+    logs = vigil_stack.observer_logs("eth-watch")
+    assert "no space left on /scratch" in logs and "_the_authors_helper" in logs
+
+
+def test_names_the_app_does_not_have_are_refused_with_the_ones_it_has(
+    vigil_stack: VigilStack,
+) -> None:
+    with pytest.raises(
+        UnknownName, match=r"no job 'clean-up' in this app; jobs: cleanup, daily-report"
+    ):
+        vigil_stack.fire("clean-up")
+    with pytest.raises(UnknownName, match=r"no job 'nope'.*jobs: cleanup, daily-report"):
+        vigil_stack.history("nope")
+    with pytest.raises(UnknownName, match=r"no kind 'websocket' in this app; kinds: ticker"):
+        vigil_stack.create_observer("sol-watch", "websocket", {})
+    vigil_stack.create_observer("btc-watch", "ticker")
+    with pytest.raises(
+        UnknownName, match=r"no observer 'eth-watch' in this app; observers: btc-watch"
+    ):
+        vigil_stack.crash("eth-watch")
+
+
+def test_each_test_starts_empty_at_the_same_time(vigil_stack: VigilStack) -> None:
+    from vigil_tools.testing.plugin import START
+
+    assert vigil_stack.now() == START
+    assert vigil_stack.history("cleanup") == []
+    with pytest.raises(UnknownName):
+        vigil_stack.observer("btc-watch")
+
+
+def _undeployable(tmp_path: Path) -> Synthesized:
+    """A template moto refuses: a GlobalTable it skips, and a reference to it."""
+    template = {
+        "Resources": {
+            "RunsTable": {
+                "Type": "AWS::DynamoDB::GlobalTable",
+                "Properties": {"AttributeDefinitions": [], "KeySchema": [], "Replicas": []},
+                "Metadata": {"aws:cdk:path": "Vigil/Runs/Resource"},
+            },
+            "Alerts": {
+                "Type": "AWS::SQS::Queue",
+                "Properties": {"QueueName": {"Fn::GetAtt": ["RunsTable", "Arn"]}},
+            },
+        }
+    }
+    return Synthesized(outdir=tmp_path, template=template, assets={})
+
+
+def test_a_template_moto_cannot_deploy_names_the_resource_and_the_reason(tmp_path: Path) -> None:
+    with mock_aws(), pytest.raises(DeployFailed) as failed:
+        deploy(_undeployable(tmp_path), boto3.Session(region_name="us-east-1"))
+    message = str(failed.value)
+    assert "references undefined resource RunsTable" in message
+    assert (
+        "resource RunsTable (AWS::DynamoDB::GlobalTable, Vigil/Runs/Resource): "
+        "moto's CloudFormation does not support this type"
+    ) in message
+
+
+def test_the_fixture_fails_with_that_message_not_a_stack_trace(tmp_path: Path) -> None:
+    from vigil_tools.testing.plugin import _Session
+
+    session = _Session.__new__(_Session)  # the app's synthesis, replaced by a broken template
+    session.synth, session.account = _undeployable(tmp_path), None
+    with mock_aws(), pytest.raises(pytest.fail.Exception) as failed:
+        session.account_for_test()
+    assert failed.value.pytrace is False
+    assert "resource RunsTable (AWS::DynamoDB::GlobalTable" in str(failed.value)

@@ -1,0 +1,172 @@
+"""The live loop of ``vigil local up``: schedules, stream, ECS, reloads and the terminal view.
+
+Time is real, or ``--speed`` times faster for the schedules: a schedule's occurrences are computed
+on a clock that runs ``speed`` times as fast from the start, and each is delivered (with the
+simulated scheduled time) when that clock reaches it; the reconciler's minute resync likewise.
+The functions and containers themselves read the real clock, so leases and heartbeats keep their
+real meaning. Lambda's asynchronous retries wait their delays divided by ``speed``.
+
+Functions run in this process (moto would need Docker), one invocation at a time, each with its
+deployed environment; deliveries wait on a small thread pool so a retry's delay blocks nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from vigil.jobs.schedule import Schedule as Evaluator
+from vigil_tools.emulator.account import LocalAccount
+from vigil_tools.emulator.lambda_runtime import Invocation, LocalLambda
+from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
+from vigil_tools.emulator.scheduler import deployed_schedules
+from vigil_tools.emulator.streams import StreamMapping
+from vigil_tools.local.reload import CodeWatcher
+
+
+class SerialLambda(LocalLambda):
+    """LocalLambda whose invocations run one at a time (each sets the process's environment)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._one_at_a_time = threading.RLock()
+
+    def invoke(self, function: str, event: Any) -> Invocation:
+        with self._one_at_a_time, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
+            return super().invoke(function, event)
+
+    def forget_handlers(self, also: Callable[[], None]) -> None:
+        """The next invocation of each function imports its handler anew (after a code change);
+        ``also`` runs in the same pause between invocations (it drops the team's modules)."""
+        with self._one_at_a_time:
+            self._handlers.clear()
+            also()
+
+
+@dataclass
+class SimulatedClock:
+    """Real time, ``speed`` times as fast, from ``start``."""
+
+    speed: float
+    start: datetime = field(default_factory=lambda: datetime.now(UTC))
+    _began: float = field(default_factory=time.monotonic)
+
+    def __call__(self) -> datetime:
+        return self.start + timedelta(seconds=self.elapsed() * self.speed)
+
+    def elapsed(self) -> float:
+        """Real seconds since the start."""
+        return time.monotonic() - self._began
+
+
+@dataclass
+class Timer:
+    """One schedule or rule: delivers each occurrence once the simulated clock passes it."""
+
+    key: str
+    expression: str
+    time_zone: str
+    fire: Callable[[datetime], None]
+    after: datetime
+
+    def due(self, now: datetime, anchor: datetime) -> None:
+        evaluator = Evaluator(self.expression, self.time_zone)
+        tiny = timedelta(microseconds=1)
+        for moment in evaluator.between(
+            self.after + tiny, now + tiny, anchor=anchor if evaluator.needs_anchor else None
+        ):
+            self.fire(moment)
+        self.after = max(self.after, now)
+
+
+class Live:
+    """Everything that moves while ``vigil local up`` runs; :meth:`tick` does one round."""
+
+    def __init__(
+        self,
+        account: LocalAccount,
+        runtime: SerialLambda,
+        *,
+        reconciler: str,
+        clock: SimulatedClock,
+        functions: Path,
+        out: Callable[[str], None],
+    ) -> None:
+        self.account = account
+        self.runtime = runtime
+        self.clock = clock
+        self.out = out
+        self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="delivery")
+        self.stream = StreamMapping.of(account.session, reconciler)
+        self.reconciler = reconciler
+        self.watcher = CodeWatcher(functions)
+        self.last: dict[str, str] = {}
+        """The latest outcome per function name, for the view."""
+        start = clock()
+        self.timers = [
+            Timer(s.name, s.expression, s.time_zone, self._scheduler(s), start)
+            for s in deployed_schedules(account.session)
+        ] + [
+            Timer(r.name, r.expression, "UTC", self._rule(r.arn, r.targets), start)
+            for r in scheduled_rules(account.session)
+        ]
+        self._anchor = start
+
+    def tick(self) -> None:
+        now = self.clock()
+        for timer in self.timers:
+            timer.due(now, self._anchor)
+        self.stream.deliver(self.runtime.invoke)
+        for function, event in self._take_pending():
+            self._deliver(function, event)
+        changed = self.watcher.changed()
+        if changed:
+            self.runtime.forget_handlers(self.watcher.forget_modules)
+            self.out(f"reloaded: {', '.join(changed)} (next invocations and new containers)")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def task_event(self, event: dict[str, Any]) -> None:
+        self.runtime.invoke(self.reconciler, event)
+
+    def _scheduler(self, schedule: Any) -> Callable[[datetime], None]:
+        def fire(moment: datetime) -> None:
+            self._deliver(schedule.target_arn, json.loads(schedule.render_input(moment)))
+
+        return fire
+
+    def _rule(self, arn: str, targets: tuple[str, ...]) -> Callable[[datetime], None]:
+        def fire(moment: datetime) -> None:
+            for target in targets:
+                self._deliver(target, scheduled_event(arn, moment))
+
+        return fire
+
+    def _deliver(self, function: str, event: Any) -> None:
+        def run() -> None:
+            try:
+                result = self.runtime.invoke_async(function, event)
+            except Exception as error:  # the loop must go on; say what broke
+                print(f"delivery to {function} failed: {error}", file=sys.stderr)
+                return
+            last = result.attempts[-1]
+            self.last[function.rsplit(":", 1)[-1]] = (
+                "ok" if last.ok else f"{last.error_type}: {last.error_message}"
+            )
+
+        self.pool.submit(run)
+
+    def _take_pending(self) -> list[tuple[str, Any]]:
+        taken, self.runtime.pending[:] = list(self.runtime.pending), []
+        return taken

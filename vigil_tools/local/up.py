@@ -1,0 +1,269 @@
+"""``vigil local up [--port P] [--speed X] [--quiet]``: start, print the exports, run, stop cleanly.
+
+Order: bind the port (a port in use fails before anything else), synthesize and deploy the
+template on the endpoint, print the ``export`` lines, then run the live loop until Ctrl-C or
+SIGTERM; on the way out every container process is stopped (SIGTERM, then SIGKILL after a grace)
+and reaped, and the endpoint is shut.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from vigil_tools.project import ProjectNotFound, find_project
+
+DEFAULT_PORT = 4580
+REGION = "us-east-1"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+LOG_DIR = Path(".vigil-local/logs")
+"""Under the project's root: function and container logs."""
+TICK_SECONDS = 0.25
+VIEW_SECONDS = 1.0
+READY = "vigil local up: ready"
+
+
+def add_parser(groups: Any) -> None:
+    local = groups.add_parser("local", help="the whole stack, live on this machine")
+    commands = local.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="serve the emulated AWS and run the app on it")
+    up.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+    up.add_argument("--speed", type=float, default=1.0, help="schedules run X times as fast")
+    up.add_argument("--quiet", action="store_true", help="no live view")
+    up.add_argument("--project", help="the Vigil checkout (default: found from here)")
+    up.add_argument("--cdk-out", help="a cloud assembly already synthesized from the project")
+
+
+def exports(endpoint_url: str, api_url: str) -> dict[str, str]:
+    """What points the AWS CLI (and boto3) and the ``vigil`` CLI at the local stack."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint_url,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        **CREDENTIALS,
+        "VIGIL_API_URL": api_url,
+    }
+
+
+class _Stop(Exception):
+    pass
+
+
+class _CannotStart(Exception):
+    pass
+
+
+def _endpoint(port: int) -> Any:
+    """The endpoint, bound (a port in use fails here, before anything is synthesized)."""
+    try:
+        from vigil_tools.local.endpoint import LocalEndpoint, PortInUse
+    except ImportError as missing:
+        raise _CannotStart(
+            f"`vigil local up` needs the emulator: pip install '.[demo]' ({missing})"
+        ) from None
+    try:
+        return LocalEndpoint(port)
+    except PortInUse as busy:
+        raise _CannotStart(str(busy)) from None
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.speed <= 0:
+        print("error: --speed must be positive", file=err)
+        return 2
+    try:
+        project = find_project(args.project)
+        endpoint = _endpoint(args.port)
+    except (ProjectNotFound, _CannotStart) as problem:
+        print(f"error: {problem}", file=err)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+        raise _Stop()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    endpoint.start()
+    stack: _Running | None = None
+    try:
+        stack = _Running.start(project, endpoint, args, out, err)
+        print(READY, file=out, flush=True)
+        stack.loop(stop, quiet=args.quiet)
+    except _Stop:
+        pass
+    except Exception as error:
+        from vigil_tools.emulator.deploy import DeployFailed
+
+        if not isinstance(error, DeployFailed):
+            raise
+        print(f"error: {error}", file=err)
+        return 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if stack is not None:
+            stack.shutdown(out)
+        endpoint.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    print("vigil local up: stopped, nothing left running", file=out, flush=True)
+    return 0
+
+
+@dataclass
+class _Running:
+    """The deployed stack and its live parts."""
+
+    session: Any
+    live: Any
+    containers: Any
+    fleet: Any
+    catalog: Any
+    clock: Any
+    endpoint: Any
+    speed: float
+    out: TextIO
+
+    @classmethod
+    def start(
+        cls, project: Any, endpoint: Any, args: argparse.Namespace, out: TextIO, err: TextIO
+    ) -> _Running:
+        import boto3
+        from moto.moto_api import state_manager
+
+        from vigil_tools.demo_observers import DeployedFleet
+        from vigil_tools.emulator.account import deploy_account
+        from vigil_tools.emulator.template import load, synthesize
+        from vigil_tools.jobs_cli import JobsCatalog
+        from vigil_tools.local.containers import ContainerProcesses, image_command
+        from vigil_tools.local.live import Live, SerialLambda, SimulatedClock
+
+        env = exports(endpoint.url, endpoint.api_url)
+        os.environ.update(env)  # the functions, run here, reach the endpoint too
+        boto3.setup_default_session(region_name=REGION)
+        session = boto3.DEFAULT_SESSION
+        print(f"Synthesizing {project.root / 'app.py'} ...", file=err, flush=True)
+        synth = load(Path(args.cdk_out)) if args.cdk_out else synthesize(project=project)
+        print(f"Deploying stack on {endpoint.url} ...", file=err, flush=True)
+        account = deploy_account(synth, session)
+        # moto advances a task's status on every DescribeTasks unless told not to (NOTES.md).
+        state_manager.set_transition(
+            model_name="ecs::task", transition={"progression": "manual", "times": 10**9}
+        )
+        log_dir = project.root / LOG_DIR
+        clock = SimulatedClock(args.speed)
+        runtime = SerialLambda(
+            session,
+            now=lambda: datetime.now(UTC),
+            advance=lambda delta: threading.Event().wait(delta.total_seconds() / args.speed),
+            log_dir=log_dir,
+            functions_dir=project.functions,
+        )
+        fleet = DeployedFleet.of(account)
+        live = Live(
+            account,
+            runtime,
+            reconciler=fleet.reconciler,
+            clock=clock,
+            functions=project.functions,
+            out=lambda line: print(line, file=err, flush=True),
+        )
+        containers = ContainerProcesses(
+            session=session,
+            cluster=fleet.cluster,
+            container=fleet.container,
+            command=image_command(synth, project.functions),
+            functions=project.functions,
+            endpoint_env=env,
+            log_dir=log_dir,
+            deliver=live.task_event,
+        )
+        endpoint.api = _api(runtime, fleet.api_function, account)
+        catalog = JobsCatalog.from_stack(
+            session.client("cloudformation"), account.deployed.stack_name
+        )
+        print(
+            f"Deployed {account.deployed.stack_name}: {len(account.deployed.physical)} resources; "
+            f"jobs {', '.join(sorted(catalog.jobs))}; logs in {log_dir}/\n"
+            "Point the AWS CLI and the vigil CLI at it:",
+            file=out,
+        )
+        for name, value in env.items():
+            print(f"export {name}={value}", file=out)
+        out.flush()
+        return cls(
+            session=session,
+            live=live,
+            containers=containers,
+            fleet=fleet,
+            catalog=catalog,
+            clock=clock,
+            endpoint=endpoint,
+            speed=args.speed,
+            out=out,
+        )
+
+    def loop(self, stop: threading.Event, *, quiet: bool) -> None:
+        from vigil_tools.local.view import CLEAR, render
+
+        shown = 0.0
+        while not stop.is_set():
+            self.live.tick()
+            self.containers.sync()
+            if not quiet and self.clock.elapsed() - shown >= VIEW_SECONDS:
+                shown = self.clock.elapsed()
+                header = f"vigil local up on {self.endpoint.url} (speed x{self.speed:g})"
+                screen = render(
+                    self.session, self.catalog, self.fleet.registry_table, self.clock(), header
+                )
+                print(CLEAR + screen, file=self.out, flush=True)
+            stop.wait(TICK_SECONDS)
+
+    def shutdown(self, out: TextIO) -> None:
+        self.containers.stop_all()
+        self.live.close()
+
+
+def _api(runtime: Any, observers_function: str, account: Any) -> Any:
+    """The management API: ``/jobs...`` to the jobs-control function, the rest to the
+    observers' API function (the routes the deployed REST API integrates)."""
+    functions = {
+        config["Handler"]: config["FunctionName"]
+        for logical_id in account.synth.resources("AWS::Lambda::Function")
+        for config in [
+            account.session.client("lambda").get_function_configuration(
+                FunctionName=account.physical_id(logical_id)
+            )
+        ]
+    }
+    jobs_function = functions.get("handlers.jobs_control.handler")
+
+    def handle(event: dict[str, Any]) -> dict[str, Any]:
+        function = (
+            jobs_function
+            if jobs_function and str(event["path"]).startswith("/jobs")
+            else observers_function
+        )
+        # A manual tick the jobs API queues (an asynchronous invoke) is delivered by the loop.
+        result = runtime.invoke(function, event)
+        if not result.ok:
+            raise RuntimeError(f"{result.error_type}: {result.error_message}")
+        return dict(result.payload)
+
+    return handle
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vigil")
+    add_parser(parser.add_subparsers(dest="group", required=True))
+    args = parser.parse_args(["local", *(argv if argv is not None else sys.argv[1:])])
+    return run(args, sys.stdout, sys.stderr)

@@ -1,0 +1,109 @@
+"""The pytest plugin: the ``vigil_stack`` fixture (entry point ``pytest11: vigil``).
+
+The app is synthesized and deployed on the emulator once per session; each test gets the same
+deployment with its state emptied (tables, queues, tasks, containers) and a fresh simulated clock
+starting at :data:`START`, and its own Lambda runtime, so every test imports the team's code anew.
+
+moto's data lives in module globals. Between tests the emulator's mock is switched off without
+removing that data, so other tests of the session (which start moto with a reset) see a clean
+account; when one did reset it, the next ``vigil_stack`` deploys again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)
+"""Every test's clock starts here (a Monday, 07:00 in Prague)."""
+
+
+class _Session:
+    """The synthesized app and, once deployed, the emulator's account."""
+
+    def __init__(self) -> None:
+        from vigil_tools.emulator.template import synthesize
+
+        self.synth = synthesize()
+        self.account: Any = None
+
+    def account_for_test(self) -> Any:
+        import boto3
+
+        from vigil_tools.emulator.account import REGION, deploy_account
+        from vigil_tools.emulator.deploy import DeployFailed
+
+        boto3.setup_default_session(
+            region_name=REGION, aws_access_key_id="local", aws_secret_access_key="local"
+        )
+        session = boto3.DEFAULT_SESSION
+        if self.account is not None and self._still_deployed(session):
+            self.account.session = session
+            _empty(self.account)
+            return self.account
+        try:
+            self.account = deploy_account(self.synth, session)
+        except DeployFailed as refused:  # the resource and moto's reason, not moto's stack
+            pytest.fail(str(refused), pytrace=False)
+        return self.account
+
+    def _still_deployed(self, session: Any) -> bool:
+        stacks = session.client("cloudformation").list_stacks()["StackSummaries"]
+        return any(s["StackName"] == self.account.deployed.stack_name for s in stacks)
+
+
+def _empty(account: Any) -> None:
+    """Every table and queue of the template emptied, every task stopped."""
+    dynamodb, sqs, ecs = (account.session.client(s) for s in ("dynamodb", "sqs", "ecs"))
+    for logical_id, resource in account.synth.resources("AWS::DynamoDB::Table").items():
+        table = account.physical_id(logical_id)
+        keys = [k["AttributeName"] for k in resource["Properties"]["KeySchema"]]
+        for page in dynamodb.get_paginator("scan").paginate(TableName=table):
+            for item in page["Items"]:
+                dynamodb.delete_item(TableName=table, Key={k: item[k] for k in keys})
+    for logical_id in account.synth.resources("AWS::SQS::Queue"):
+        sqs.purge_queue(QueueUrl=account.physical_id(logical_id))
+    for logical_id in account.synth.resources("AWS::ECS::Cluster"):
+        cluster = account.physical_id(logical_id)
+        for arn in ecs.list_tasks(cluster=cluster, desiredStatus="RUNNING")["taskArns"]:
+            ecs.stop_task(cluster=cluster, task=arn, reason="vigil_stack: next test")
+
+
+@pytest.fixture(scope="session")
+def _vigil_session() -> _Session:
+    return _Session()
+
+
+@pytest.fixture
+def vigil_stack(_vigil_session: _Session) -> Iterator[Any]:
+    """The app deployed on the emulator, empty, on a simulated clock (see ``VigilStack``)."""
+    from freezegun import freeze_time
+    from moto import mock_aws
+    from moto.moto_api import state_manager
+
+    from vigil_tools.testing.stack import VigilStack
+
+    mock = mock_aws()
+    with freeze_time(START) as frozen:
+        mock.start(reset=False)
+        # moto advances a task's status on every DescribeTasks unless told not to (NOTES.md).
+        state_manager.set_transition(
+            model_name="ecs::task", transition={"progression": "manual", "times": 10**9}
+        )
+        stack: VigilStack | None = None
+        try:
+            account = _vigil_session.account_for_test()
+            stack = VigilStack(
+                account,
+                now=lambda: datetime.now(UTC),
+                move_to=frozen.move_to,
+            )
+            yield stack
+        finally:
+            if stack is not None:
+                stack.fleet.kill_all()
+            state_manager.unset_transition(model_name="ecs::task")
+            mock.stop(remove_data=False)

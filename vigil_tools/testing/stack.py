@@ -1,0 +1,415 @@
+"""``VigilStack``: the deployed app on a simulated clock, as a test drives it.
+
+Jobs: ``fire`` delivers a job's schedule event as EventBridge Scheduler would (``copies`` for the
+duplicate deliveries Scheduler may make), through the deployed function with Lambda's retries and
+on-failure destination; ``advance`` moves the clock and every deployed schedule (and the
+reconciler's minute resync) fires on the way; ``history``, ``dead_letters`` and ``redrive`` read
+and act as the ``vigil jobs`` commands do.
+
+Observers: ``create_observer`` goes through the deployed management API function (as the ``vigil``
+CLI does), the registry's stream reaches the reconciler, its tasks get containers running the
+observer runtime (:mod:`vigil_tools.testing.fleet`); ``crash`` kills one, ``observer`` reads the
+registry.
+
+Every error in a job's own code is kept with its traceback: ``Tick.traceback`` shows it from the
+author's first frame, and :meth:`VigilStack.reraise` raises it again so pytest shows it too.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from vigil.events import MalformedEvent
+from vigil.jobs.events import parse_tick
+from vigil.jobs.schedule import Schedule as Evaluator
+from vigil.jobs.store import RunStore
+from vigil.observers.registry import ObserverNotFound, ObserverRegistry
+from vigil_tools.cli import ApiError, InProcessTransport, ObserversClient
+from vigil_tools.emulator.account import LocalAccount
+from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
+from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
+from vigil_tools.emulator.scheduler import Schedule, deployed_schedules
+from vigil_tools.jobs_cli import JobsCatalog
+from vigil_tools.lambda_context import LambdaContext
+from vigil_tools.redrive import redrive
+from vigil_tools.testing.fleet import SteppedFleet
+from vigil_tools.testing.names import UnknownName, check
+from vigil_tools.testing.tracebacks import format_author, reraise
+
+DUPLICATE_GAP = timedelta(seconds=2)
+"""Between copies of one delivery (Scheduler's duplicates arrive close together)."""
+MAX_STEPS = 100_000
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One recorded tick of a job, as ``vigil jobs history`` shows it."""
+
+    tick: str
+    scheduled_at: datetime
+    status: str
+    attempts: int
+    fencing_token: int | None
+    error_type: str | None
+    error_message: str | None
+    detail: str | None
+    traceback: str | None
+    """The author's traceback of the last failed attempt this stack saw, or None."""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One event in a job's ``FailedRuns`` queue: Lambda's on-failure destination record."""
+
+    scheduled_at: datetime | None
+    error_type: str | None
+    error_message: str | None
+    record: dict[str, Any]
+    message_id: str
+
+
+@dataclass(frozen=True)
+class ObserverState:
+    """One observer, as the registry holds it."""
+
+    name: str
+    kind: str
+    status: str
+    desired: str
+    generation: int
+    restarts: int
+    checkpoint: dict[str, Any] | None
+    config: dict[str, Any]
+    last_exit: dict[str, Any] | None
+    failure_reason: str | None
+
+
+class VigilStack:
+    def __init__(
+        self,
+        account: LocalAccount,
+        *,
+        now: Callable[[], datetime],
+        move_to: Callable[[datetime], object],
+        functions_dir: Any = None,
+    ) -> None:
+        self.account = account
+        self._now = now
+        self._move_to = move_to
+        self.runtime = LocalLambda(
+            account.session,
+            now=now,
+            advance=lambda delta: move_to(now() + delta),
+            functions_dir=functions_dir,
+        )
+        self.catalog = JobsCatalog.from_stack(
+            account.session.client("cloudformation"), account.deployed.stack_name
+        )
+        self.fleet = SteppedFleet.of(account, self.runtime, now)
+        self._schedules = deployed_schedules(account.session)
+        self._rules = scheduled_rules(account.session)
+        self._anchor = now()
+        self._after: dict[str, datetime] = {}
+        """Per schedule or rule: occurrences up to here have fired."""
+        self._failures: dict[tuple[str, str], BaseException] = {}
+        """(job, tick) -> what the job's code raised on its last failed attempt."""
+        self._api = ObserversClient(InProcessTransport(self._api_handler))
+
+    # -- time ------------------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        return self._now()
+
+    def advance(
+        self, *, minutes: float = 0, seconds: float = 0, hours: float = 0
+    ) -> list[AsyncInvocation]:
+        """Move the clock; every schedule, the resync and the containers run on the way."""
+        end = self.now() + timedelta(hours=hours, minutes=minutes, seconds=seconds)
+        if end < self.now():
+            raise ValueError("advance() moves time forward only")
+        delivered: list[AsyncInvocation] = []
+        for _ in range(MAX_STEPS):
+            moment, action = self._next(end)
+            if action is None:
+                break
+            if moment > self.now():
+                self._move_to(moment)
+            delivered += action()
+            self.fleet.settle()
+        else:
+            raise RuntimeError(f"advance() did more than {MAX_STEPS} steps")
+        if end > self.now():
+            self._move_to(end)
+        self.fleet.step_due()
+        self.fleet.settle()
+        return delivered
+
+    def _next(self, end: datetime) -> tuple[datetime, Callable[[], list[AsyncInvocation]] | None]:
+        best: tuple[datetime, Callable[[], list[AsyncInvocation]] | None] = (end, None)
+        for schedule in self._schedules:
+            moment = self._occurrence(schedule.name, schedule.expression, schedule.time_zone, end)
+            if moment is not None and (best[1] is None or moment < best[0]):
+                best = (moment, self._deliver_schedule(schedule, moment))
+        for rule in self._rules:
+            moment = self._occurrence(rule.name, rule.expression, "UTC", end)
+            if moment is not None and (best[1] is None or moment < best[0]):
+                best = (moment, self._deliver_rule(rule.name, rule.arn, rule.targets, moment))
+        due = self.fleet.next_due()
+        if due is not None and due <= end and (best[1] is None or due < best[0]):
+            best = (due, self._step_containers)
+        return best
+
+    def _occurrence(
+        self, key: str, expression: str, time_zone: str, end: datetime
+    ) -> datetime | None:
+        """The first occurrence after the last one fired, up to ``end`` included."""
+        after = self._after.get(key, self._anchor)
+        evaluator = Evaluator(expression, time_zone)
+        anchor = self._anchor if evaluator.needs_anchor else None
+        tiny = timedelta(microseconds=1)
+        return next(iter(evaluator.between(after + tiny, end + tiny, anchor=anchor)), None)
+
+    def _step_containers(self) -> list[AsyncInvocation]:
+        self.fleet.step_due()
+        return []
+
+    def _deliver_schedule(
+        self, schedule: Schedule, moment: datetime
+    ) -> Callable[[], list[AsyncInvocation]]:
+        def deliver() -> list[AsyncInvocation]:
+            self._after[schedule.name] = moment
+            return [
+                self._invoke_async(
+                    schedule.target_arn, json.loads(schedule.render_input(moment)), moment
+                )
+            ]
+
+        return deliver
+
+    def _deliver_rule(
+        self, name: str, arn: str, targets: tuple[str, ...], moment: datetime
+    ) -> Callable[[], list[AsyncInvocation]]:
+        def deliver() -> list[AsyncInvocation]:
+            self._after[name] = moment
+            return [self._invoke_async(t, scheduled_event(arn, moment), moment) for t in targets]
+
+        return deliver
+
+    # -- jobs ------------------------------------------------------------------------------------
+
+    @property
+    def jobs(self) -> list[str]:
+        return sorted(self.catalog.jobs)
+
+    def fire(
+        self, job: str, at: datetime | None = None, *, copies: int = 1
+    ) -> list[AsyncInvocation]:
+        """Scheduler delivers ``job``'s tick scheduled at ``at`` (default: now), ``copies`` times.
+
+        The clock moves to ``at`` when it is ahead; an ``at`` in the past is a late delivery.
+        """
+        if copies < 1:
+            raise ValueError("copies must be at least 1")
+        schedule = self._schedule_of(job)
+        moment = (at or self.now()).astimezone(UTC)
+        if moment > self.now():
+            self._move_to(moment)
+        results = []
+        for copy in range(copies):
+            if copy:
+                self._move_to(self.now() + DUPLICATE_GAP)
+            event = json.loads(schedule.render_input(moment, attempt=copy + 1))
+            results.append(self._invoke_async(schedule.target_arn, event, moment))
+        self.fleet.settle()
+        return results
+
+    def history(self, job: str) -> list[Tick]:
+        """The job's recorded ticks, newest first."""
+        check("job", job, self.catalog.jobs)
+        store = RunStore(self.account.session.client("dynamodb"), self.catalog.runs_table)
+        ticks = []
+        for record in store.history(job, limit=1000):
+            failure = self._failures.get((job, record.tick))
+            ticks.append(
+                Tick(
+                    tick=record.tick,
+                    scheduled_at=datetime.fromisoformat(record.tick.replace("Z", "+00:00")),
+                    status=record.status.value,
+                    attempts=record.attempts,
+                    fencing_token=record.fencing_token,
+                    error_type=record.error_type,
+                    error_message=record.error_message,
+                    detail=record.detail,
+                    traceback=format_author(failure) if failure else None,
+                )
+            )
+        return ticks
+
+    def reraise(self, job: str, tick: str | datetime | None = None) -> None:
+        """Raise again what the job's code raised on its last failure (of ``tick``, if given),
+        showing the author's traceback. Does nothing when it never failed."""
+        __tracebackhide__ = True
+        check("job", job, self.catalog.jobs)
+        key = _tick_key(tick) if tick is not None else None
+        for (name, failed_tick), error in reversed(list(self._failures.items())):
+            if name == job and key in (None, failed_tick):
+                reraise(error)
+
+    def dead_letters(self, job: str) -> list[DeadLetter]:
+        """The events in the job's dead-letter queue (left there)."""
+        queue = self.catalog.job(check("job", job, self.catalog.jobs))["failed_runs"]
+        sqs = self.account.session.client("sqs")
+        letters: list[DeadLetter] = []
+        for _ in range(100):
+            messages = sqs.receive_message(
+                QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=0
+            ).get("Messages", [])
+            fresh = [m for m in messages if m["MessageId"] not in {d.message_id for d in letters}]
+            if not fresh:
+                break
+            for message in fresh:
+                record = json.loads(message["Body"])
+                answer = record.get("responsePayload") or {}
+                letters.append(
+                    DeadLetter(
+                        scheduled_at=_scheduled_at(record),
+                        error_type=answer.get("errorType"),
+                        error_message=answer.get("errorMessage"),
+                        record=record,
+                        message_id=message["MessageId"],
+                    )
+                )
+        return letters
+
+    def redrive(self, job: str) -> list[AsyncInvocation]:
+        """What ``vigil jobs redrive`` does: every dead-lettered event back to the function."""
+        spec = self.catalog.job(check("job", job, self.catalog.jobs))
+        sqs = self.account.session.client("sqs")
+        done = redrive(
+            sqs,
+            spec["failed_runs"],
+            lambda event: self._invoke_async(spec["function"], event, _scheduled_at(event)),
+        )
+        self.fleet.settle()
+        return [item.result for item in done]
+
+    def _schedule_of(self, job: str) -> Schedule:
+        function = self.catalog.job(check("job", job, self.catalog.jobs))["function"]
+        for schedule in self._schedules:
+            if schedule.target_arn.rsplit(":", 1)[-1] == function:
+                return schedule
+        raise LookupError(f"job {job!r} has no deployed schedule")
+
+    def _invoke_async(self, function: str, event: Any, moment: datetime | None) -> AsyncInvocation:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
+            result = self.runtime.invoke_async(function, event)
+        job = self._job_of(function)
+        if job is not None and moment is not None:
+            for attempt in result.attempts:
+                if attempt.exception is not None:
+                    self._failures[(job, _tick_key(moment))] = attempt.exception
+        return result
+
+    def _job_of(self, function: str) -> str | None:
+        name = function.rsplit(":", 1)[-1]
+        return next((j for j, spec in self.catalog.jobs.items() if spec["function"] == name), None)
+
+    # -- observers -------------------------------------------------------------------------------
+
+    @property
+    def kinds(self) -> list[str]:
+        return self._api.kinds()
+
+    def create_observer(
+        self, name: str, kind: str, config: dict[str, Any] | None = None
+    ) -> ObserverState:
+        """``vigil observers create``: the API writes the registry, the reconciler starts it."""
+        check("kind", kind, self.kinds)
+        self._api.create(name, kind, config or {})
+        self.fleet.settle()
+        return self.observer(name)
+
+    def stop_observer(self, name: str) -> ObserverState:
+        self._known_observer(name)
+        self._api.stop(name)
+        self.fleet.settle()
+        return self.observer(name)
+
+    def restart_observer(self, name: str) -> ObserverState:
+        self._known_observer(name)
+        self._api.restart(name)
+        self.fleet.settle()
+        return self.observer(name)
+
+    def crash(self, name: str) -> ObserverState:
+        """The observer's container dies (exit 1); ECS reports it, the reconciler replaces it."""
+        arn = self._known_observer(name).task_arn
+        if arn is None:
+            raise RuntimeError(f"observer {name!r} has no task to crash")
+        self.fleet.crash(arn)
+        self.fleet.settle()
+        return self.observer(name)
+
+    def observer(self, name: str) -> ObserverState:
+        observer = self._known_observer(name)
+        return ObserverState(
+            name=observer.name,
+            kind=observer.kind,
+            status=observer.status.value,
+            desired=observer.desired.value,
+            generation=observer.generation,
+            restarts=observer.restarts,
+            checkpoint=observer.checkpoint,
+            config=observer.config,
+            last_exit=observer.last_exit.to_json() if observer.last_exit else None,
+            failure_reason=observer.failure_reason,
+        )
+
+    def observer_logs(self, name: str) -> str:
+        """What the observer's containers wrote (JSON lines), every generation, oldest first."""
+        self._known_observer(name)
+        containers = sorted(
+            (c for c in self.fleet.containers.values() if c.name == name),
+            key=lambda c: c.generation,
+        )
+        return "".join(self.fleet.logs[c.task_arn].getvalue() for c in containers)
+
+    def _known_observer(self, name: str) -> Any:
+        registry = ObserverRegistry(
+            self.account.session.client("dynamodb"), self.fleet.fleet.registry_table
+        )
+        try:
+            return registry.get(name)
+        except ObserverNotFound:
+            names = [o["name"] for o in self._api.list()]
+            raise UnknownName("observer", name, names) from None
+
+    def _api_handler(self, event: dict[str, Any], _context: LambdaContext) -> dict[str, Any]:
+        result = self.fleet.invoke(self.fleet.fleet.api_function, event)
+        if not result.ok:
+            assert result.exception is not None
+            raise result.exception
+        return dict(result.payload)
+
+
+def _tick_key(moment: str | datetime) -> str:
+    if isinstance(moment, str):
+        return moment
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _scheduled_at(event: Any) -> datetime | None:
+    """The tick an event (or a destination record holding one) is for; None if it has none."""
+    try:
+        return parse_tick(event).scheduled_at
+    except MalformedEvent:
+        return None
+
+
+__all__ = ["ApiError", "DeadLetter", "ObserverState", "Tick", "VigilStack"]
