@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vigil.jobs.schedule import Schedule as Evaluator
+from vigil.contract.schedule import Schedule as Evaluator
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.lambda_runtime import Invocation, LocalLambda
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from vigil.contract.schedule import Schedule as Evaluator
 from vigil.events import MalformedEvent
 from vigil.jobs.events import parse_tick
-from vigil.jobs.schedule import Schedule as Evaluator
 from vigil.jobs.store import RunStore
 from vigil.observers.registry import ObserverNotFound, ObserverRegistry
 from vigil_tools.cli import ApiError, InProcessTransport, ObserversClient
