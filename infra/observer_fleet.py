@@ -11,6 +11,7 @@ in ``cdk.context.json``.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +40,17 @@ from infra.management_api import access_log_group, management_api_options
 from infra.pins import pinned
 from infra.queues import dead_letter_queue
 from infra.removal import data_removal_policy
-from vigil.contract.hosts import HOSTS_KEY, HOSTS_TABLE_ENV
+from vigil.contract.hosts import (
+    HOST_EXIT,
+    HOST_SLOTS_ENV,
+    HOSTS_KEY,
+    HOSTS_TABLE_ENV,
+    PLACEMENTS_ENV,
+    WAITING_ATTRIBUTE,
+    WAITING_INDEX,
+    WAITING_SORT,
+    Placement,
+)
 from vigil.contract.metrics import NAMESPACE, SERVICE, ObserverMetric, powertools_environment
 from vigil.contract.observers import FLEET_INDEX, FLEET_INDEX_PROJECTION, Desired, Status
 
@@ -67,13 +78,42 @@ def image_pins() -> dict[str, str]:
     }
 
 
+HOST_BASE_MEMORY_MIB = 256
+"""Memory a pooled host's own process takes before any observer (Python, boto3, Powertools)."""
+
+
 @dataclass(frozen=True)
 class ObserverKind:
-    """One kind of observer: its ``module.function`` under ``functions/`` and its task size."""
+    """One kind of observer: its ``module.function`` under ``functions/`` and its task size.
+
+    ``placement="pooled"`` runs up to ``slots_per_host`` observers in one task (a *host*); the
+    task must hold them: ``slots_per_host * observer_memory_mib + HOST_BASE_MEMORY_MIB`` at most
+    ``memory_mib``. ``headroom`` free slots are kept so a failover never waits for a task to start
+    (default: half a host). The three are pooled-only: a dedicated kind refuses them.
+    """
 
     handler: str
     cpu: int = 256
     memory_mib: int = 512
+    placement: str = Placement.DEDICATED
+    slots_per_host: int | None = None
+    observer_memory_mib: int | None = None
+    headroom: int | None = None
+
+    @property
+    def pooled(self) -> bool:
+        return self.placement == Placement.POOLED
+
+    def placement_json(self) -> dict[str, Any]:
+        """This kind's entry of ``PLACEMENTS_ENV`` (validated first)."""
+        if not self.pooled:
+            return {"placement": str(Placement.DEDICATED)}
+        slots = self.slots_per_host or 1
+        return {
+            "placement": str(Placement.POOLED),
+            "slots_per_host": slots,
+            "headroom": self.headroom if self.headroom is not None else slots // 2,
+        }
 
 
 class ObserverFleet(Construct):
@@ -115,6 +155,9 @@ class ObserverFleet(Construct):
         self.max_observers = max_observers
         self.kinds_json = Stack.of(self).to_json_string(
             {kind: spec.handler for kind, spec in self.kinds.items()}
+        )
+        self.placements_json = json.dumps(
+            {kind: spec.placement_json() for kind, spec in self.kinds.items()}, sort_keys=True
         )
 
         data_policy = removal_policy or data_removal_policy(self)
@@ -193,6 +236,19 @@ class ObserverFleet(Construct):
             sort_key=dynamodb.Attribute(name="name", type=dynamodb.AttributeType.STRING),
             projection_type=dynamodb.ProjectionType.INCLUDE,
             non_key_attributes=list(FLEET_INDEX_PROJECTION),
+        )
+        if not any(spec.pooled for spec in self.kinds.values()):
+            return table
+        # Sparse: only pooled observers waiting for a placement (new, backing off, or whose
+        # placement is in flight) carry the partition attribute, so the healthy resync reads
+        # the waiting few, not the fleet. Only fleets with a pooled kind have it.
+        table.add_global_secondary_index(
+            index_name=WAITING_INDEX,
+            partition_key=dynamodb.Attribute(
+                name=WAITING_ATTRIBUTE, type=dynamodb.AttributeType.STRING
+            ),
+            sort_key=dynamodb.Attribute(name=WAITING_SORT, type=dynamodb.AttributeType.NUMBER),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
         )
         return table
 
@@ -316,6 +372,8 @@ class ObserverFleet(Construct):
                 "VIGIL_OBSERVER_KINDS": self.kinds_json,
                 "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
                 HOSTS_TABLE_ENV: self.hosts_table.table_name,
+                PLACEMENTS_ENV: self.placements_json,
+                **({HOST_SLOTS_ENV: str(spec.slots_per_host)} if spec.pooled else {}),
             },
         )
         return definition
@@ -335,6 +393,8 @@ class ObserverFleet(Construct):
                 "VIGIL_OBSERVER_KINDS": self.kinds_json,
                 "VIGIL_MAX_OBSERVERS": str(self.max_observers),
                 "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
+                HOSTS_TABLE_ENV: self.hosts_table.table_name,
+                PLACEMENTS_ENV: self.placements_json,
             },
         )
         # Only what the registry's API calls use: reads and list pages, and the transactions of
@@ -354,6 +414,13 @@ class ObserverFleet(Construct):
             iam.PolicyStatement(
                 actions=["dynamodb:Query"],
                 resources=[f"{self.table.table_arn}/index/{FLEET_INDEX}"],
+            )
+        )
+        # GET /hosts and the host of GET /observers/{name}: reads of the hosts table only.
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:Scan"],
+                resources=[self.hosts_table.table_arn],
             )
         )
         self.idempotency_table.grant_read_write_data(function)
@@ -391,6 +458,7 @@ class ObserverFleet(Construct):
             environment={
                 "VIGIL_OBSERVERS_TABLE": self.table.table_name,
                 HOSTS_TABLE_ENV: self.hosts_table.table_name,
+                PLACEMENTS_ENV: self.placements_json,
                 "VIGIL_CLUSTER_ARN": self.cluster.cluster_arn,
                 "VIGIL_TASK_DEFINITIONS": Stack.of(self).to_json_string(
                     {k: d.task_definition_arn for k, d in self.task_definitions.items()}
@@ -423,8 +491,21 @@ class ObserverFleet(Construct):
         stack = Stack.of(self)
         role.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"],
-                resources=[self.table.table_arn, f"{self.table.table_arn}/index/{FLEET_INDEX}"],
+                actions=[
+                    "dynamodb:GetItem",
+                    "dynamodb:BatchGetItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:Query",
+                ],
+                resources=[
+                    self.table.table_arn,
+                    f"{self.table.table_arn}/index/{FLEET_INDEX}",
+                    *(
+                        [f"{self.table.table_arn}/index/{WAITING_INDEX}"]
+                        if any(spec.pooled for spec in self.kinds.values())
+                        else []
+                    ),
+                ],
             )
         )
         role.add_to_role_policy(
@@ -619,7 +700,7 @@ def fleet_metric(
 
 
 def _stream_filters() -> list[dict[str, Any]]:
-    """Wake the reconciler for creates, stops and restart requests, not for heartbeats.
+    """Wake the reconciler for creates, stops, restart requests and host exits, not heartbeats.
 
     The handler checks the same conditions (``needs_attention``); this saves the invocations.
     """
@@ -637,6 +718,8 @@ def _stream_filters() -> list[dict[str, Any]]:
         pattern("MODIFY", {"status": {"S": [str(Status.PENDING)]}}),
         pattern("MODIFY", {"desired": {"S": [str(Desired.STOPPED)]}, "status": {"S": live}}),
         pattern("MODIFY", {"restart_generation": {"N": [{"exists": True}]}}),
+        # A pooled observer's child exited: its host's report stands for a task's STOPPED event.
+        pattern("MODIFY", {HOST_EXIT: {"M": {"generation": {"N": [{"exists": True}]}}}}),
     ]
 
 
@@ -667,8 +750,48 @@ def _validate_kinds(kinds: dict[str, str | ObserverKind]) -> dict[str, ObserverK
                 f"{spec.memory_mib} MiB is not valid with {spec.cpu} CPU units on Fargate "
                 f"({allowed.start}-{allowed.stop - 1} MiB in steps of {allowed.step})",
             )
+        _validate_placement(kind, spec)
         checked[kind] = spec
     return checked
+
+
+def _validate_placement(kind: str, spec: ObserverKind) -> None:
+    """K >= 1 that fits the task's memory at the stated per-observer memory; headroom >= 0."""
+    where = f"kinds[{kind!r}]"
+    if spec.placement not in tuple(Placement):
+        raise ConfigurationError(
+            OWNER, f"{where}.placement", f"{spec.placement!r} is not 'dedicated' or 'pooled'"
+        )
+    pooled_only = {
+        "slots_per_host": spec.slots_per_host,
+        "observer_memory_mib": spec.observer_memory_mib,
+        "headroom": spec.headroom,
+    }
+    if not spec.pooled:
+        for parameter, value in pooled_only.items():
+            if value is not None:
+                raise ConfigurationError(
+                    OWNER, f"{where}.{parameter}", "applies only to placement='pooled'"
+                )
+        return
+    slots = spec.slots_per_host
+    if not isinstance(slots, int) or slots < 1:
+        raise ConfigurationError(OWNER, f"{where}.slots_per_host", f"{slots!r} must be at least 1")
+    per = spec.observer_memory_mib
+    if not isinstance(per, int) or per < 1:
+        raise ConfigurationError(
+            OWNER, f"{where}.observer_memory_mib", f"{per!r} must be a positive number of MiB"
+        )
+    needed = slots * per + HOST_BASE_MEMORY_MIB
+    if needed > spec.memory_mib:
+        raise ConfigurationError(
+            OWNER,
+            f"{where}.slots_per_host",
+            f"{slots} x {per} MiB + {HOST_BASE_MEMORY_MIB} MiB host base = {needed} MiB does not "
+            f"fit memory_mib={spec.memory_mib}",
+        )
+    if spec.headroom is not None and (not isinstance(spec.headroom, int) or spec.headroom < 0):
+        raise ConfigurationError(OWNER, f"{where}.headroom", f"{spec.headroom!r} must be >= 0")
 
 
 def _validate(

@@ -84,3 +84,12 @@ OBSERVER_TASK_DEFINITION = "task_definition"
 HOST_EXIT = "host_exit"
 """On an observer's registry item, written by its host when the child exits: {"generation",
 "exit_code" (an ``ExitCode``), "reason", "at_ms"}."""
+
+WAITING_INDEX = "pooled-waiting-index"
+"""The registry's sparse index of pooled observers waiting for a placement (new, backing off, or
+placed but not yet confirmed on the host): only those items carry ``WAITING_ATTRIBUTE``."""
+WAITING_ATTRIBUTE = "pooled_waiting"
+"""Partition of ``WAITING_INDEX``: the observer's kind, set with ``next_start_at_ms`` and removed
+with it, on pooled observers only."""
+WAITING_SORT = "next_start_at_ms"
+"""Sort key of ``WAITING_INDEX``: when the reconciler may try (again)."""
