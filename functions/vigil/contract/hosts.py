@@ -71,10 +71,14 @@ HOST_ATTRIBUTES = (
     "heartbeat_at_ms",
     "created_at_ms",
     "status_reason",
+    "handover",
+    "start_attempts",
     "version",
 )
 """Every attribute of a host item besides its key; ``assigned`` and ``running`` are maps keyed by
-observer name (``assigned[name]`` is a generation; ``running[name]`` is {"generation", "state"})."""
+observer name (``assigned[name]`` is a generation; ``running[name]`` is {"generation", "state"}).
+``handover`` (reconciler only, the host ignores it) keeps name -> generation of the observers a
+DRAINING host was told to give up, so they are moved even if their exit report never comes."""
 
 OBSERVER_HOST = "host"
 """On an observer's registry item: the host id its current generation is placed on (absent for

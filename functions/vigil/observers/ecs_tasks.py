@@ -15,6 +15,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from vigil.contract.hosts import HOST_ID_ENV, HOST_SLOTS_ENV
 from vigil.dynamo import error_code
 from vigil.observers.decisions import MISSING, TaskState
 
@@ -23,6 +24,7 @@ GENERATION_ENV = "VIGIL_OBSERVER_GENERATION"
 TAG_OBSERVER = "vigil:observer"
 TAG_GENERATION = "vigil:generation"
 TAG_KIND = "vigil:kind"
+TAG_HOST = "vigil:host"
 DESCRIBE_BATCH = 100
 LIST_PAGE = 100
 MAX_CLIENT_TOKEN = 64
@@ -67,7 +69,7 @@ def started_by(name: str) -> str:
 
 def task_state(task: Mapping[str, Any]) -> TaskState:
     """A TaskState from a DescribeTasks entry or an ECS Task State Change event's ``detail``."""
-    observer, generation = _marks(task)
+    observer, generation, host = _marks(task)
     containers = task.get("containers") or []
     exit_codes = [c["exitCode"] for c in containers if c.get("exitCode") is not None]
     exit_code = next(
@@ -85,10 +87,11 @@ def task_state(task: Mapping[str, Any]) -> TaskState:
         exit_code=int(exit_code) if exit_code is not None else None,
         created_at=_time(task.get("createdAt")),
         stopped_at=_time(task.get("stoppedAt")),
+        host=host,
     )
 
 
-def _marks(task: Mapping[str, Any]) -> tuple[str | None, int | None]:
+def _marks(task: Mapping[str, Any]) -> tuple[str | None, int | None, str | None]:
     values: dict[str, str] = {}
     for override in (task.get("overrides") or {}).get("containerOverrides") or []:
         for pair in override.get("environment") or []:
@@ -98,10 +101,12 @@ def _marks(task: Mapping[str, Any]) -> tuple[str | None, int | None]:
             values.setdefault(NAME_ENV, str(tag.get("value")))
         elif tag.get("key") == TAG_GENERATION:
             values.setdefault(GENERATION_ENV, str(tag.get("value")))
+        elif tag.get("key") == TAG_HOST:
+            values.setdefault(HOST_ID_ENV, str(tag.get("value")))
     name = values.get(NAME_ENV) or None
     raw = values.get(GENERATION_ENV)
     generation = int(raw) if raw is not None and raw.isdigit() else None
-    return name, generation
+    return name, generation, values.get(HOST_ID_ENV) or None
 
 
 def _time(value: Any) -> datetime | None:
@@ -140,8 +145,39 @@ class EcsTasks:
             }
         }
 
+    def task_definition(self, kind: str) -> str | None:
+        return self._task_definitions.get(kind)
+
     def run(self, *, name: str, kind: str, generation: int, incarnation: str) -> str:
         """Start the task of one generation; the ARN, or RunTaskFailed."""
+        return self._run(
+            kind=kind,
+            token=client_token(name, incarnation, generation),
+            started=started_by(name),
+            environment={NAME_ENV: name, GENERATION_ENV: str(generation)},
+            tags={TAG_OBSERVER: name, TAG_GENERATION: str(generation), TAG_KIND: kind},
+        )
+
+    def run_host(self, *, host_id: str, kind: str, slots: int) -> str:
+        """Start a pooled host's task; the host id is its clientToken (a retry never starts a
+        second task for one host item)."""
+        return self._run(
+            kind=kind,
+            token=host_id[:MAX_CLIENT_TOKEN],
+            started=started_by(host_id),
+            environment={HOST_ID_ENV: host_id, HOST_SLOTS_ENV: str(slots)},
+            tags={TAG_HOST: host_id, TAG_KIND: kind},
+        )
+
+    def _run(
+        self,
+        *,
+        kind: str,
+        token: str,
+        started: str,
+        environment: Mapping[str, str],
+        tags: Mapping[str, str],
+    ) -> str:
         definition = self._task_definitions.get(kind)
         if definition is None:
             raise RunTaskFailed(f"no task definition for kind {kind!r}", transient=False)
@@ -151,8 +187,8 @@ class EcsTasks:
                 taskDefinition=definition,
                 launchType="FARGATE",
                 count=1,
-                clientToken=client_token(name, incarnation, generation),
-                startedBy=started_by(name),
+                clientToken=token,
+                startedBy=started,
                 group=f"vigil:{kind}",
                 networkConfiguration=self._network,
                 overrides={
@@ -160,17 +196,12 @@ class EcsTasks:
                         {
                             "name": self._container,
                             "environment": [
-                                {"name": NAME_ENV, "value": name},
-                                {"name": GENERATION_ENV, "value": str(generation)},
+                                {"name": k, "value": v} for k, v in environment.items()
                             ],
                         }
                     ]
                 },
-                tags=[
-                    {"key": TAG_OBSERVER, "value": name},
-                    {"key": TAG_GENERATION, "value": str(generation)},
-                    {"key": TAG_KIND, "value": kind},
-                ],
+                tags=[{"key": k, "value": v} for k, v in tags.items()],
                 enableECSManagedTags=True,
             )
         except ClientError as error:

@@ -16,7 +16,7 @@ StopTask, then RunTask through :class:`~.starter.TaskStarter`, which retries Run
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -26,8 +26,11 @@ from vigil.leases import LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_store import FleetStore
+from vigil.observers.hosts.model import Placements, pooled_kinds
+from vigil.observers.hosts.store import HostStore
 from vigil.observers.reconciler.config import ReconcilerConfig
 from vigil.observers.reconciler.executor import Executor, Settler
+from vigil.observers.reconciler.hosts import HostManager
 from vigil.observers.reconciler.notices import Notices
 from vigil.observers.reconciler.orphans import OrphanSweep
 from vigil.observers.reconciler.passes import (
@@ -36,6 +39,7 @@ from vigil.observers.reconciler.passes import (
     changed_records,
     needs_attention,
 )
+from vigil.observers.reconciler.placer import Placer, random_host_id
 from vigil.observers.reconciler.report import MetricSink, PassReport, no_metrics
 from vigil.observers.reconciler.resync import RESYNC_LEASE_KEY, ResyncPass
 from vigil.observers.reconciler.starter import TaskStarter
@@ -89,8 +93,26 @@ def assemble(
     run_task_pause: float = 0.5,
     lease_duration: timedelta = timedelta(minutes=5),
     max_starts_per_pass: int = 1000,
+    hosts: HostStore | None = None,
+    placements: Placements | None = None,
+    new_host_id: Callable[[str], str] = random_host_id,
 ) -> Reconciler:
-    """Wire the units together on the given adapters (real clients, or moto's in tests)."""
+    """Wire the units together on the given adapters (real clients, or moto's in tests).
+
+    With ``hosts`` and a pooled kind among ``placements``, the reconciler also manages hosts.
+    """
+    placer = None
+    if hosts is not None and placements and pooled_kinds(placements):
+        placer = Placer(
+            hosts=hosts,
+            store=store,
+            ecs=ecs,
+            placements=placements,
+            settings=settings,
+            clock=clock,
+            metric=metric,
+            new_host_id=new_host_id,
+        )
     starter = TaskStarter(
         store=store,
         ecs=ecs,
@@ -102,12 +124,31 @@ def assemble(
         pause=run_task_pause,
     )
     executor = Executor(
-        store=store, ecs=ecs, notices=notices, starter=starter, clock=clock, metric=metric
+        store=store,
+        ecs=ecs,
+        notices=notices,
+        starter=starter,
+        clock=clock,
+        metric=metric,
+        placer=placer,
     )
     settler = Settler(executor=executor, ecs=ecs, settings=settings, clock=clock)
     sweep = OrphanSweep(store=store, ecs=ecs, settings=settings, clock=clock, metric=metric)
+    manager = None
+    if placer is not None and hosts is not None:
+        manager = HostManager(
+            placer=placer,
+            hosts=hosts,
+            store=store,
+            ecs=ecs,
+            settler=settler,
+            settings=settings,
+            clock=clock,
+        )
     return Reconciler(
-        events=EventPass(store=store, executor=executor, settings=settings, clock=clock),
+        events=EventPass(
+            store=store, executor=executor, settings=settings, clock=clock, hosts=manager
+        ),
         changes=StreamPass(settler=settler),
         resyncs=ResyncPass(
             store=store,
@@ -120,6 +161,8 @@ def assemble(
             metric=metric,
             lease_duration=lease_duration,
             max_starts=max_starts_per_pass,
+            hosts=manager,
+            dedicated_kinds=placements is None or any(not p.pooled for p in placements.values()),
         ),
     )
 
@@ -136,8 +179,9 @@ def build_reconciler(
 
     session = session or boto3.session.Session()
     dynamodb = session.client("dynamodb")
+    placements = config.kind_placements()
     return assemble(
-        store=FleetStore(dynamodb, config.table),
+        store=FleetStore(dynamodb, config.table, pooled_kinds=pooled_kinds(placements)),
         ecs=EcsTasks(
             session.client("ecs"),
             cluster=config.cluster_arn,
@@ -153,6 +197,8 @@ def build_reconciler(
         clock=clock,
         metric=metric,
         lease_duration=timedelta(seconds=config.lease_seconds),
+        hosts=HostStore(dynamodb, config.hosts_table) if config.hosts_table else None,
+        placements=placements,
     )
 
 

@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
+from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV
 from vigil.observers import decisions as d
+from vigil.observers.hosts.model import KindPlacement, parse_placements
 from vigil.settings import Environment
 
 
@@ -27,6 +29,9 @@ class ReconcilerConfig:
     start_timeout_seconds: int = 600
     healthy_after_seconds: int = 300
     lease_seconds: int = 300
+    hosts_table: str = ""
+    placements: str = ""
+    """``PLACEMENTS_ENV`` as set (JSON); empty: every kind dedicated."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> ReconcilerConfig:
@@ -61,8 +66,13 @@ class ReconcilerConfig:
                 lease_seconds=lambda: read.integer(
                     "VIGIL_RESYNC_LEASE_SECONDS", minimum=10, default=300
                 ),
+                hosts_table=lambda: read.text(HOSTS_TABLE_ENV, ""),
+                placements=lambda: read.parsed(PLACEMENTS_ENV, _checked, ""),
             )
         )
+
+    def kind_placements(self) -> dict[str, KindPlacement]:
+        return parse_placements(self.placements)
 
     def decision_settings(self) -> d.Settings:
         return d.Settings(
@@ -73,3 +83,8 @@ class ReconcilerConfig:
             backoff_cap=timedelta(seconds=self.backoff_cap_seconds),
             failure_threshold=self.failure_threshold,
         )
+
+
+def _checked(raw: str) -> str:
+    parse_placements(raw)  # raises ValueError naming the kind at fault
+    return raw
