@@ -56,7 +56,7 @@ def test_placements_reach_the_reconciler_the_api_and_the_containers(
     assert len(with_placements) == 2  # the reconciler and the API
     definitions = template.find_resources("AWS::ECS::TaskDefinition")
     envs = {
-        d["Properties"]["Family"] if "Family" in d["Properties"] else key: {
+        d["Properties"].get("Family", key): {
             e["Name"]: e["Value"] for e in d["Properties"]["ContainerDefinitions"][0]["Environment"]
         }
         for key, d in definitions.items()
