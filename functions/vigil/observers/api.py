@@ -14,7 +14,7 @@ import time and tests inject moto-backed clients.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -39,12 +39,17 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from vigil import __version__, telemetry
+from vigil.clock import Clock, system_clock
+from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV
 from vigil.http_answers import (
     caller_of,
     domain_error_response,
     error_body,
     validation_response,
 )
+from vigil.observers.hosts.listing import NotPooled, UnknownHostKind, list_hosts
+from vigil.observers.hosts.model import KindPlacement, parse_placements
+from vigil.observers.hosts.store import HostStore
 from vigil.observers.model import (
     NAME_PATTERN,
     InvalidObserver,
@@ -80,6 +85,8 @@ class ApiSettings:
     idempotency_table: str
     kinds: dict[str, str]
     max_observers: int
+    hosts_table: str = ""
+    placements: dict[str, KindPlacement] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> ApiSettings:
@@ -91,6 +98,10 @@ class ApiSettings:
                 idempotency_table=lambda: read.text("VIGIL_IDEMPOTENCY_TABLE"),
                 kinds=lambda: read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
                 max_observers=lambda: read.integer("VIGIL_MAX_OBSERVERS", minimum=1),
+                hosts_table=lambda: read.text(HOSTS_TABLE_ENV, ""),
+                placements=lambda: read.parsed(
+                    PLACEMENTS_ENV, parse_placements, dict[str, KindPlacement]()
+                ),
             )
         )
 
@@ -139,6 +150,8 @@ class ObserverBody(BaseModel):
     updated_at: str
     last_exit: dict[str, Any] | None
     failure_reason: str | None
+    host: str | None = Field(None, description="Pooled: the host it runs on (null: dedicated)")
+    task_definition: str | None = None
 
 
 def _responses(ok: HTTPStatus, *errors: tuple[HTTPStatus, str]) -> dict[int, OpenAPIResponse]:
@@ -168,6 +181,9 @@ class Services:
     registry: ObserverCommands
     kinds: Mapping[str, str]
     idempotency_store: BasePersistenceLayer
+    hosts: HostStore | None = None
+    placements: Mapping[str, KindPlacement] = field(default_factory=dict)
+    clock: Clock = system_clock
 
 
 _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
@@ -177,6 +193,8 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     VersionConflict: (HTTPStatus.CONFLICT, "version_conflict"),
     InvalidCursor: (HTTPStatus.BAD_REQUEST, "invalid_cursor"),
     UnknownKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "unknown_kind"),
+    UnknownHostKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "unknown_kind"),
+    NotPooled: (HTTPStatus.UNPROCESSABLE_ENTITY, "not_pooled"),
     IdempotencyValidationError: (HTTPStatus.UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
     IdempotencyAlreadyInProgressError: (HTTPStatus.CONFLICT, "request_in_progress"),
 }
@@ -294,6 +312,17 @@ def build_app(services: Services) -> APIGatewayRestResolver:
     ) -> Response[dict[str, Any]]:
         body = registry.request_restart(name).to_json()
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
+
+    @app.get("/hosts", summary="Pooled hosts: slots used and free, heartbeat age, status")
+    def get_hosts(
+        kind: Annotated[
+            str | None, Query(pattern=NAME_RULE, description="Only hosts of this pooled kind")
+        ] = None,
+    ) -> dict[str, Any]:
+        found = list(services.hosts.scan()) if services.hosts is not None else []
+        return {
+            "hosts": list_hosts(found, services.placements, services.kinds, kind, services.clock())
+        }
 
     @app.get("/openapi", include_in_schema=False)
     def openapi() -> Response[str]:
