@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import builtins
 import json
 import os
 import re
@@ -217,7 +218,7 @@ class ObserversClient:
     def get(self, name: str) -> dict[str, Any]:
         return dict(self._call("GET", f"/observers/{_segment(name)}"))
 
-    def hosts(self, kind: str | None = None) -> list[dict[str, Any]]:
+    def hosts(self, kind: str | None = None) -> builtins.list[dict[str, Any]]:
         return list(self._call("GET", "/hosts", query={"kind": kind} if kind else {})["hosts"])
 
     def stop(self, name: str) -> dict[str, Any]:
@@ -437,7 +438,7 @@ def _human(command: str, result: Any) -> str:
 
 def _table(observers: list[dict[str, Any]]) -> str:
     """The HOST column appears when some observer runs pooled (a dedicated fleet's table stays)."""
-    columns = _COLUMNS
+    columns: tuple[tuple[str, str], ...] = _COLUMNS
     if any(o.get("host") for o in observers):
         columns = (*_COLUMNS, ("HOST", "host"))
     header = [h for h, _ in columns]
