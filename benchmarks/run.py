@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks import import_time, jobs_requests, reconciler_scale
+from benchmarks import import_time, jobs_requests, pooled_scale, reconciler_scale
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
@@ -25,6 +25,7 @@ def main() -> None:
         ("Scheduled jobs: DynamoDB requests", jobs_requests.run),
         ("Scheduled jobs: import time of a job module", import_time.run),
         ("Observers: reconciler passes", lambda: reconciler_scale.run(quick=args.quick)),
+        ("Pooled observers: passes, failover, cost", lambda: pooled_scale.run(quick=args.quick)),
     ]
     parts = [
         f"Measured {datetime.now(UTC):%Y-%m-%d} on {platform.machine()}, Python "

@@ -39,6 +39,8 @@ class PooledFleet(MotoFleet):
 
     slots: int = SLOTS
     headroom: int = HEADROOM
+    with_dedicated: bool = True
+    """Whether the fleet also has the dedicated ``ticker`` (then every resync reads the index)."""
     pooled_definition_arn: str = ""
     host_ids: Any = field(default_factory=lambda: itertools.count(1))
 
@@ -58,10 +60,8 @@ class PooledFleet(MotoFleet):
 
     @property
     def placements(self) -> dict[str, KindPlacement]:
-        return {
-            KIND: KindPlacement(),
-            POOLED: KindPlacement(Placement.POOLED, self.slots, self.headroom),
-        }
+        pooled = {POOLED: KindPlacement(Placement.POOLED, self.slots, self.headroom)}
+        return {KIND: KindPlacement(), **pooled} if self.with_dedicated else pooled
 
     def ecs(self, client: Any = None) -> EcsTasks:
         return EcsTasks(
