@@ -213,3 +213,9 @@ def test_placements_parse_and_refuse_nonsense() -> None:
         except ValueError:
             continue
         raise AssertionError(f"accepted {bad}")
+
+
+def test_a_kind_without_observers_keeps_no_host() -> None:
+    assert plan_hosts([], None, {}, POOL, NOW, SETTINGS).start == {}
+    idle = [host("h2"), host("h1")]
+    assert plan_hosts(idle, None, {}, POOL, NOW, SETTINGS).drain == ("h1",)

@@ -11,7 +11,7 @@ Rules:
   start timeout), or its task is no longer among the cluster's running tasks. (Its ECS STOPPED
   event says the same at once; the event pass acts on it.)
 * **Headroom**: keep at least ``headroom`` free slots per kind beyond the observers waiting for one;
-  start ``ceil(shortfall / K)`` hosts when below. **Scale-in**: when one host fewer would still
+  start ``ceil(shortfall / K)`` hosts when below (a kind without observers keeps no host). **Scale-in**: when one host fewer would still
   leave the headroom (``free - K >= headroom``, nobody waiting), drain the emptiest RUNNING host,
   one per kind per pass, so the fleet shrinks gradually and never below what a failover needs.
 * **Drain**: a DRAINING host hands every observer over; once it runs none, its task is stopped and
@@ -126,14 +126,20 @@ def plan_hosts(
 
 
 def _capacity(hosts: list[Host], waiting: int, placement: KindPlacement) -> tuple[int, str | None]:
-    """(hosts to start, host to drain) for one kind's accepting hosts."""
+    """(hosts to start, host to drain) for one kind's accepting hosts.
+
+    A kind with no observer at all keeps no host (headroom serves failovers; the first observer
+    starts a host itself), so an unused pooled kind costs nothing.
+    """
+    running = [h for h in hosts if h.status is HostStatus.RUNNING]
+    if not waiting and not any(h.used for h in hosts):
+        return 0, min(running, key=lambda h: h.host_id).host_id if running else None
     free = sum(h.free for h in hosts)
     needed = placement.headroom + waiting
     if free < needed:
         return math.ceil((needed - free) / placement.slots_per_host), None
     if waiting or free - placement.slots_per_host < placement.headroom:
         return 0, None
-    running = [h for h in hosts if h.status is HostStatus.RUNNING]
     if not running:
         return 0, None
     emptiest = min(running, key=lambda h: (h.used, h.host_id))
