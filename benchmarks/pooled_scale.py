@@ -18,16 +18,14 @@ failover on the simulated clock, and a monthly cost table (dedicated against poo
 
 from __future__ import annotations
 
-import gc
 import json
 import os
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from moto import mock_aws
 
-from benchmarks.reconciler_scale import PagedListTasks, Timing, measure_scale
+from benchmarks.reconciler_scale import PagedListTasks, Timing, _pass, measure_scale
 from tests.helpers.moto_fleet import default_task_transitions
 from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import POOLED, PooledFleet, host_event
@@ -107,25 +105,6 @@ def _host_item(host_id: str, arn: str, names: list[str], now: datetime) -> dict[
         "created_at_ms": epoch_ms(now - timedelta(hours=2)),
         "start_attempts": 0,
         "version": 2,
-    }
-
-
-def _pass(fleet: PooledFleet, timing: Timing, ecs: PagedListTasks, label: str) -> dict[str, Any]:
-    timing.reset()
-    gc.collect()
-    gc.freeze()
-    try:
-        started = time.perf_counter()
-        report = fleet.reconciler(ecs_client=ecs).resync(label)
-        wall = time.perf_counter() - started
-    finally:
-        gc.unfreeze()
-    assert report is not None
-    return {
-        "wall": wall,
-        "own": wall - timing.aws_seconds,
-        "calls": dict(timing.calls),
-        "started": report.started,
     }
 
 

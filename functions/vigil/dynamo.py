@@ -10,7 +10,7 @@ placeholder is ever sent unused (DynamoDB rejects those).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -83,6 +83,19 @@ def cancellation_reasons(error: ClientError) -> list[tuple[str, Item | None]] | 
 def truncate(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
     """``text`` cut to at most ``limit`` characters, marked with an ellipsis when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def paginate(call: Callable[..., Any], request: Mapping[str, Any]) -> Iterator[Item]:
+    """Every item of a Query or Scan, one request per 1 MB page."""
+    page = dict(request)
+    while True:
+        response = call(**page)
+        for raw in response.get("Items") or []:
+            yield from_wire(raw) or {}
+        last = response.get("LastEvaluatedKey")
+        if not last:
+            return
+        page["ExclusiveStartKey"] = last
 
 
 def any_of(*conditions: str) -> str:

@@ -21,7 +21,6 @@ from vigil.contract.hosts import (
 )
 from vigil.dynamo import Update, from_wire, to_wire
 from vigil.leases import LeaseTable
-from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_store import FleetStore
 from vigil.observers.hosts.model import Host, KindPlacement, host_from_item
 from vigil.observers.hosts.store import HostStore
@@ -63,16 +62,8 @@ class PooledFleet(MotoFleet):
         pooled = {POOLED: KindPlacement(Placement.POOLED, self.slots, self.headroom)}
         return {KIND: KindPlacement(), **pooled} if self.with_dedicated else pooled
 
-    def ecs(self, client: Any = None) -> EcsTasks:
-        return EcsTasks(
-            client or self.ecs_client,
-            cluster=self.cluster_arn,
-            task_definitions={KIND: self.task_definition_arn, POOLED: self.pooled_definition_arn},
-            container_name=CONTAINER,
-            subnets=[self.subnet_id],
-            security_groups=[self.security_group_id],
-            assign_public_ip=True,
-        )
+    def task_definitions(self) -> dict[str, str]:
+        return {KIND: self.task_definition_arn, POOLED: self.pooled_definition_arn}
 
     def reconciler(
         self, *, ecs_client: Any = None, dynamodb: Any = None, **options: Any

@@ -22,7 +22,16 @@ from vigil.contract.hosts import (
     WAITING_INDEX,
     WAITING_SORT,
 )
-from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, to_wire, truncate
+from vigil.dynamo import (
+    Item,
+    Update,
+    from_wire,
+    is_condition_failure,
+    old_item,
+    paginate,
+    to_wire,
+    truncate,
+)
 from vigil.observers.decisions import (
     Backoff,
     HostExit,
@@ -131,21 +140,14 @@ class FleetStore:
     def waiting(self, kind: str, now: datetime) -> list[str]:
         """Names of pooled observers of ``kind`` due for a placement (the sparse index: one
         Query page per 1 MB of keys, usually one)."""
-        names: list[str] = []
-        request: dict[str, Any] = {
+        request = {
             "TableName": self._table,
             "IndexName": WAITING_INDEX,
             "KeyConditionExpression": "#w = :kind AND #s <= :now",
             "ExpressionAttributeNames": {"#w": WAITING_ATTRIBUTE, "#s": WAITING_SORT},
             "ExpressionAttributeValues": to_wire({":kind": kind, ":now": epoch_ms(now)}),
         }
-        while True:
-            response = self._client.query(**request)
-            names += [str((from_wire(raw) or {})["name"]) for raw in response.get("Items") or []]
-            last = response.get("LastEvaluatedKey")
-            if not last:
-                return names
-            request["ExclusiveStartKey"] = last
+        return [str(item["name"]) for item in paginate(self._client.query, request)]
 
     def get(self, name: str) -> Record | None:
         response = self._client.get_item(

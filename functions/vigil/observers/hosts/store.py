@@ -16,7 +16,15 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import epoch_ms
 from vigil.contract.hosts import HOSTS_KEY, HostStatus
-from vigil.dynamo import Update, from_wire, is_condition_failure, old_item, to_wire, truncate
+from vigil.dynamo import (
+    Update,
+    from_wire,
+    is_condition_failure,
+    old_item,
+    paginate,
+    to_wire,
+    truncate,
+)
 from vigil.observers.hosts.model import ACCEPTING, Host, host_from_item
 
 
@@ -37,17 +45,9 @@ class HostStore:
 
     def scan(self) -> Iterator[Host]:
         """Every host, one Scan page per 1 MB: the healthy pass's O(hosts) read."""
-        request: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True}
-        while True:
-            response = self._client.scan(**request)
-            for raw in response.get("Items") or []:
-                item = from_wire(raw)
-                assert item is not None
-                yield host_from_item(item)
-            last = response.get("LastEvaluatedKey")
-            if not last:
-                return
-            request["ExclusiveStartKey"] = last
+        request = {"TableName": self._table, "ConsistentRead": True}
+        for item in paginate(self._client.scan, request):
+            yield host_from_item(item)
 
     def get(self, host_id: str) -> Host | None:
         response = self._client.get_item(

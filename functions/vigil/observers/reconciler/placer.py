@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vigil.clock import Clock, system_clock
 from vigil.observers import decisions as d
@@ -187,12 +187,4 @@ class Placer:
 def start_write(placer: Placer, record: d.Record, write: d.StartTask) -> d.StartTask:
     """The decided StartTask with its host chosen (sticky: the current host if it takes it)."""
     host = placer.choose(record.observer.kind, record.pooled.host)
-    return d.StartTask(
-        generation=write.generation,
-        restart=write.restart,
-        consecutive_failures=write.consecutive_failures,
-        retry_at=write.retry_at,
-        last_exit=write.last_exit,
-        host=host.host_id,
-        task_definition=host.task_definition,
-    )
+    return replace(write, host=host.host_id, task_definition=host.task_definition)
