@@ -109,36 +109,50 @@ def _host_item(host_id: str, arn: str, names: list[str], now: datetime) -> dict[
 
 
 def measure_pooled(observers: int) -> tuple[list[dict[str, Any]], int]:
-    """Rows (healthy, 5 % hosts dead) and the size in bytes of one full host item."""
-    clock = ManualClock(START)
+    """Rows (healthy, healthy on a sweep minute, 5 % hosts dead) and one full host item's size.
+
+    The clock starts at 12:09:30, so the first pass is an ordinary minute's (no fleet-index
+    sweep); the second runs at 12:10, a sweep minute (every 10); the dead-host pass at 12:11:10,
+    after every surviving host heartbeats again.
+    """
+    clock = ManualClock(START + timedelta(minutes=9, seconds=30))
     with mock_aws():
         try:
             fleet, timing, ecs = _pooled_fleet(observers, clock)
-            item_bytes = len(
-                json.dumps(
-                    _host_item("x" * 20, "y" * 90, [f"obs-{i:05d}" for i in range(K)], START)
-                )
-            )
+            names = [f"obs-{i:05d}" for i in range(K)]
+            item_bytes = len(json.dumps(_host_item("x" * 20, "y" * 90, names, START)))
             healthy = _pass(fleet, timing, ecs, "healthy")
+            clock.advance(timedelta(seconds=30))
+            sweep = _pass(fleet, timing, ecs, "sweep")
+            clock.advance(timedelta(seconds=70))
             hosts = sorted(fleet.hosts())
             dead = hosts[::20]
+            for host_id in hosts:
+                if host_id not in dead:
+                    _refresh(fleet, host_id, clock())
             for host_id in dead:
                 fleet.stop_host_task(host_id)
             failing = _pass(fleet, timing, ecs, "dead")
-            moved = (
-                sum(1 for n in range(0, observers) if fleet.item(f"obs-{n:05d}")["generation"] == 2)
-                if observers <= 2000
-                else None
+            moved = sum(
+                1 for n in range(observers) if fleet.item(f"obs-{n:05d}")["generation"] == 2
             )
         finally:
             default_task_transitions()
-    healthy.update(case=f"{observers:,} pooled on {observers // K} hosts, healthy")
-    failing.update(
-        case=f"{observers:,} pooled, {len(dead)} hosts dead ({len(dead) * K} observers moved)"
+    assert moved == len(dead) * K, moved
+    hosts_count = observers // K
+    healthy.update(case=f"{observers:,} pooled on {hosts_count} hosts, healthy")
+    sweep.update(case=f"{observers:,} pooled, healthy, a sweep minute (every 10th)")
+    failing.update(case=f"{observers:,} pooled, {len(dead)} hosts dead ({moved} observers moved)")
+    return [healthy, sweep, failing], item_bytes
+
+
+def _refresh(fleet: PooledFleet, host_id: str, now: datetime) -> None:
+    fleet.dynamodb.update_item(
+        TableName=HOSTS_TABLE,
+        Key=to_wire({"host_id": host_id}),
+        UpdateExpression="SET heartbeat_at_ms = :t",
+        ExpressionAttributeValues=to_wire({":t": epoch_ms(now)}),
     )
-    if moved is not None:
-        assert moved == len(dead) * K, moved
-    return [healthy, failing], item_bytes
 
 
 # Failover on the simulated clock -----------------------------------------------------------------
