@@ -274,3 +274,24 @@ def test_scale_in_drains_the_emptiest_surplus_host_and_hands_its_observers_over(
     resync(pool, "finish")
     assert pool.host(host.host_id).status is HostStatus.STOPPED
     assert host.task_arn not in running(pool)
+
+
+def test_a_healthy_pooled_pass_reads_no_observer(aws: None, clock: ManualClock) -> None:
+    # Given a pooled-only fleet, its observers placed and heartbeating
+    pool = PooledFleet(clock, with_dedicated=False)
+    try:
+        create(pool, "a", "b", "c", "d", "e")
+        pool.heartbeat_all()
+        resync(pool, "promote")
+        pool.clock.advance(timedelta(minutes=1))  # an ordinary minute (not a sweep's)
+        pool.heartbeat_all()
+        pool.counter.reset()
+        # When the resync runs
+        resync(pool, "healthy")
+        # Then it scanned the hosts, listed tasks, asked the waiting index: no observer read
+        calls = pool.counter.calls
+        assert calls["Scan"] == 1 and calls["Query"] == 1 and calls["ListTasks"] == 1
+        assert calls["GetItem"] == 0 and calls["BatchGetItem"] == 0
+        assert calls["UpdateItem"] == 2  # the resync lease, taken and released
+    finally:
+        default_task_transitions()
