@@ -491,12 +491,7 @@ class ObserverFleet(Construct):
         stack = Stack.of(self)
         role.add_to_role_policy(
             iam.PolicyStatement(
-                actions=[
-                    "dynamodb:GetItem",
-                    "dynamodb:BatchGetItem",
-                    "dynamodb:UpdateItem",
-                    "dynamodb:Query",
-                ],
+                actions=["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"],
                 resources=[
                     self.table.table_arn,
                     f"{self.table.table_arn}/index/{FLEET_INDEX}",

@@ -151,3 +151,16 @@ def test_the_memory_rule_counts_the_host_base() -> None:
     build({"pk": pooled(slots_per_host=fits)})  # exactly fits: no error
     with pytest.raises(ConfigurationError, match="does not fit memory_mib=1024"):
         build({"pk": pooled(slots_per_host=fits + 1)})
+
+
+def test_the_reconciler_may_query_the_waiting_index(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, _, stack = built
+    queries = [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "dynamodb:Query" in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+    ]
+    assert any(WAITING_INDEX in json.dumps(stack.resolve(s["Resource"])) for s in queries)
