@@ -295,3 +295,17 @@ def test_a_healthy_pooled_pass_reads_no_observer(aws: None, clock: ManualClock) 
         assert calls["UpdateItem"] == 2  # the resync lease, taken and released
     finally:
         default_task_transitions()
+
+
+def test_a_repeated_stopped_event_of_a_lost_host_does_nothing(pool: PooledFleet) -> None:
+    create(pool, "a")
+    victim = pool.item("a")["host"]
+    pool.stop_host_task(victim)
+    event = task_state(host_event(pool, victim, last_status="STOPPED", version=3))
+    pool.reconciler().on_task_event(event)
+    moved = pool.item("a")
+    pool.counter.reset()
+    pool.reconciler().on_task_event(event)
+    assert pool.item("a") == moved
+    assert pool.counter.calls["GetItem"] == 2  # the host item (and the check just above)
+    assert pool.counter.calls["UpdateItem"] == 0 and pool.counter.calls["StopTask"] == 0

@@ -126,7 +126,11 @@ class HostManager:
                 self._finish(book[host_id], report)
 
     def lose(self, host: Host, why: str, report: PassReport) -> None:
-        """Mark LOST (its heartbeat is refused from now on), stop its task, move its observers."""
+        """Mark LOST (its heartbeat is refused from now on), stop its task, move its observers.
+
+        Only once: a repeated STOPPED event for a host already LOST or STOPPED does nothing."""
+        if host.status in (HostStatus.LOST, HostStatus.STOPPED):
+            return
         lost = self._mark(host, HostStatus.LOST, why)
         if lost is None or lost.status is not HostStatus.LOST:
             return
