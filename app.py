@@ -54,11 +54,23 @@ def declare_jobs(scope: Construct, runs: JobRunsTable) -> list[ScheduledJob]:
 
 
 def declare_observers(scope: Construct) -> ObserverFleet:
-    # A ticker that checkpoints a counter: visible in its logs and in its registry item.
+    # A ticker that checkpoints a counter: visible in its logs and in its registry item. The same
+    # code pooled: up to 10 tickers share one task (10 x 64 MiB + the host's base fit 1 GiB).
     return ObserverFleet(
         scope,
         "Observers",
-        kinds={"ticker": ObserverKind("observers.ticker.run", cpu=256, memory_mib=512)},
+        kinds={
+            "ticker": ObserverKind("observers.ticker.run", cpu=256, memory_mib=512),
+            "pooled-ticker": ObserverKind(
+                "observers.ticker.run",
+                cpu=512,
+                memory_mib=1024,
+                placement="pooled",
+                slots_per_host=10,
+                observer_memory_mib=64,
+                headroom=5,
+            ),
+        },
         heartbeat_interval=Duration.seconds(30),
         max_observers=50,
     )

@@ -10,7 +10,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from benchmarks import host_memory, import_time, jobs_requests, reconciler_scale, rollout_scale
+from benchmarks import (
+    host_memory,
+    import_time,
+    jobs_requests,
+    pooled_scale,
+    reconciler_scale,
+    rollout_scale,
+)
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
@@ -27,6 +34,7 @@ def main() -> None:
         ("Observers: reconciler passes", lambda: reconciler_scale.run(quick=args.quick)),
         ("Observers: pooled hosts", lambda: host_memory.run(quick=args.quick)),
         ("Observers: rollouts and rebalances", rollout_scale.run),
+        ("Pooled observers: passes, failover, cost", lambda: pooled_scale.run(quick=args.quick)),
     ]
     parts = [
         f"Measured {datetime.now(UTC):%Y-%m-%d} on {platform.machine()}, Python "

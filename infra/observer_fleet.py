@@ -11,6 +11,7 @@ in ``cdk.context.json``.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -41,12 +42,18 @@ from infra.queues import dead_letter_queue
 from infra.removal import data_removal_policy
 from vigil.contract.hosts import (
     DEFAULT_MAX_UNAVAILABLE,
+    HOST_EXIT,
+    HOST_SLOTS_ENV,
     HOSTS_KEY,
     HOSTS_TABLE_ENV,
     PLACEMENT_CAPACITY,
     PLACEMENT_MAX_UNAVAILABLE,
     PLACEMENTS_ENV,
+    WAITING_ATTRIBUTE,
+    WAITING_INDEX,
+    WAITING_SORT,
     Capacity,
+    Placement,
 )
 from vigil.contract.metrics import NAMESPACE, SERVICE, ObserverMetric, powertools_environment
 from vigil.contract.observers import FLEET_INDEX, FLEET_INDEX_PROJECTION, Desired, Status
@@ -75,10 +82,20 @@ def image_pins() -> dict[str, str]:
     }
 
 
+HOST_BASE_MEMORY_MIB = 256
+"""Memory a pooled host's own process takes before any observer (Python, boto3, Powertools)."""
+
+
 @dataclass(frozen=True)
 class ObserverKind:
     """One kind of observer: its ``module.function`` under ``functions/``, its task size, how a
-    deploy rolls it and the capacity it runs on."""
+    deploy rolls it and the capacity it runs on.
+
+    ``placement="pooled"`` runs up to ``slots_per_host`` observers in one task (a *host*); the
+    task must hold them: ``slots_per_host * observer_memory_mib + HOST_BASE_MEMORY_MIB`` at most
+    ``memory_mib``. ``headroom`` free slots are kept so a failover never waits for a task to start
+    (default: half a host). The three are pooled-only: a dedicated kind refuses them.
+    """
 
     handler: str
     cpu: int = 256
@@ -87,6 +104,31 @@ class ObserverKind:
     """Percent (1-100) of the kind's observers a rollout hands over at once (rounded up, >= 1)."""
     capacity: str = Capacity.ON_DEMAND.value
     """``"on-demand"``, or ``"spot"``: Fargate Spot, falling back to on-demand when it has none."""
+    placement: str = Placement.DEDICATED
+    slots_per_host: int | None = None
+    observer_memory_mib: int | None = None
+    headroom: int | None = None
+
+    @property
+    def pooled(self) -> bool:
+        return self.placement == Placement.POOLED
+
+    def options_json(self) -> dict[str, Any]:
+        """This kind's entry of ``PLACEMENTS_ENV`` (validated first): read by
+        ``vigil.observers.kind_options`` in the reconciler, the API and the containers."""
+        options: dict[str, Any] = {
+            "placement": str(Placement.DEDICATED),
+            PLACEMENT_MAX_UNAVAILABLE: self.max_unavailable,
+            PLACEMENT_CAPACITY: Capacity(self.capacity).value,
+        }
+        if self.pooled:
+            slots = self.slots_per_host or 1
+            options |= {
+                "placement": str(Placement.POOLED),
+                "slots_per_host": slots,
+                "headroom": self.headroom if self.headroom is not None else slots // 2,
+            }
+        return options
 
 
 class ObserverFleet(Construct):
@@ -129,10 +171,10 @@ class ObserverFleet(Construct):
         self.kinds_json = Stack.of(self).to_json_string(
             {kind: spec.handler for kind, spec in self.kinds.items()}
         )
-        self.placements_json = Stack.of(self).to_json_string(
-            {kind: _kind_options(spec) for kind, spec in self.kinds.items()}
+        self.placements_json = json.dumps(
+            {kind: spec.options_json() for kind, spec in self.kinds.items()}, sort_keys=True
         )
-        """``PLACEMENTS_ENV``: per kind, one JSON object of its rollout and capacity options."""
+        """``PLACEMENTS_ENV``: per kind, one JSON object of its placement, rollout and capacity."""
 
         data_policy = removal_policy or data_removal_policy(self)
         self.log_retention = log_retention
@@ -215,6 +257,19 @@ class ObserverFleet(Construct):
             sort_key=dynamodb.Attribute(name="name", type=dynamodb.AttributeType.STRING),
             projection_type=dynamodb.ProjectionType.INCLUDE,
             non_key_attributes=list(FLEET_INDEX_PROJECTION),
+        )
+        if not any(spec.pooled for spec in self.kinds.values()):
+            return table
+        # Sparse: only pooled observers waiting for a placement (new, backing off, or whose
+        # placement is in flight) carry the partition attribute, so the healthy resync reads
+        # the waiting few, not the fleet. Only fleets with a pooled kind have it.
+        table.add_global_secondary_index(
+            index_name=WAITING_INDEX,
+            partition_key=dynamodb.Attribute(
+                name=WAITING_ATTRIBUTE, type=dynamodb.AttributeType.STRING
+            ),
+            sort_key=dynamodb.Attribute(name=WAITING_SORT, type=dynamodb.AttributeType.NUMBER),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
         )
         return table
 
@@ -338,6 +393,9 @@ class ObserverFleet(Construct):
                 "VIGIL_OBSERVER_KINDS": self.kinds_json,
                 "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
                 HOSTS_TABLE_ENV: self.hosts_table.table_name,
+                # Not PLACEMENTS_ENV: the container does not read it, and a new rollout budget
+                # must not make a new revision (which would roll every observer of every kind).
+                **({HOST_SLOTS_ENV: str(spec.slots_per_host)} if spec.pooled else {}),
             },
         )
         return definition
@@ -357,8 +415,8 @@ class ObserverFleet(Construct):
                 "VIGIL_OBSERVER_KINDS": self.kinds_json,
                 "VIGIL_MAX_OBSERVERS": str(self.max_observers),
                 "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
-                PLACEMENTS_ENV: self.placements_json,
                 HOSTS_TABLE_ENV: self.hosts_table.table_name,
+                PLACEMENTS_ENV: self.placements_json,
             },
         )
         # Only what the registry's API calls use: reads and list pages, and the transactions of
@@ -380,10 +438,12 @@ class ObserverFleet(Construct):
                 resources=[f"{self.table.table_arn}/index/{FLEET_INDEX}"],
             )
         )
-        # A rebalance request is one marker item on the hosts table (the reconciler acts on it).
+        # GET /hosts and the host of GET /observers/{name}: reads of the hosts table; a
+        # rebalance request is one marker item there (the reconciler acts on it).
         function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["dynamodb:PutItem"], resources=[self.hosts_table.table_arn]
+                actions=["dynamodb:GetItem", "dynamodb:Scan", "dynamodb:PutItem"],
+                resources=[self.hosts_table.table_arn],
             )
         )
         self.idempotency_table.grant_read_write_data(function)
@@ -421,11 +481,11 @@ class ObserverFleet(Construct):
             environment={
                 "VIGIL_OBSERVERS_TABLE": self.table.table_name,
                 HOSTS_TABLE_ENV: self.hosts_table.table_name,
+                PLACEMENTS_ENV: self.placements_json,
                 "VIGIL_CLUSTER_ARN": self.cluster.cluster_arn,
                 "VIGIL_TASK_DEFINITIONS": Stack.of(self).to_json_string(
                     {k: d.task_definition_arn for k, d in self.task_definitions.items()}
                 ),
-                PLACEMENTS_ENV: self.placements_json,
                 "VIGIL_CONTAINER_NAME": CONTAINER_NAME,
                 "VIGIL_SUBNETS": Fn.join(",", self.subnet_ids),
                 "VIGIL_SECURITY_GROUPS": self.security_group.security_group_id,
@@ -455,7 +515,15 @@ class ObserverFleet(Construct):
         role.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"],
-                resources=[self.table.table_arn, f"{self.table.table_arn}/index/{FLEET_INDEX}"],
+                resources=[
+                    self.table.table_arn,
+                    f"{self.table.table_arn}/index/{FLEET_INDEX}",
+                    *(
+                        [f"{self.table.table_arn}/index/{WAITING_INDEX}"]
+                        if any(spec.pooled for spec in self.kinds.values())
+                        else []
+                    ),
+                ],
             )
         )
         role.add_to_role_policy(
@@ -651,7 +719,7 @@ def fleet_metric(
 
 
 def _stream_filters() -> list[dict[str, Any]]:
-    """Wake the reconciler for creates, stops and restart requests, not for heartbeats.
+    """Wake the reconciler for creates, stops, restart requests and host exits, not heartbeats.
 
     The handler checks the same conditions (``needs_attention``); this saves the invocations.
     """
@@ -669,6 +737,8 @@ def _stream_filters() -> list[dict[str, Any]]:
         pattern("MODIFY", {"status": {"S": [str(Status.PENDING)]}}),
         pattern("MODIFY", {"desired": {"S": [str(Desired.STOPPED)]}, "status": {"S": live}}),
         pattern("MODIFY", {"restart_generation": {"N": [{"exists": True}]}}),
+        # A pooled observer's child exited: its host's report stands for a task's STOPPED event.
+        pattern("MODIFY", {HOST_EXIT: {"M": {"generation": {"N": [{"exists": True}]}}}}),
     ]
 
 
@@ -700,6 +770,7 @@ def _validate_kinds(kinds: dict[str, str | ObserverKind]) -> dict[str, ObserverK
                 f"({allowed.start}-{allowed.stop - 1} MiB in steps of {allowed.step})",
             )
         _validate_rollout(kind, spec)
+        _validate_placement(kind, spec)
         checked[kind] = spec
     return checked
 
@@ -718,12 +789,43 @@ def _validate_rollout(kind: str, spec: ObserverKind) -> None:
         )
 
 
-def _kind_options(spec: ObserverKind) -> dict[str, Any]:
-    """One kind's object in ``PLACEMENTS_ENV`` (the reconciler's and the API's)."""
-    return {
-        PLACEMENT_MAX_UNAVAILABLE: spec.max_unavailable,
-        PLACEMENT_CAPACITY: Capacity(spec.capacity).value,
+def _validate_placement(kind: str, spec: ObserverKind) -> None:
+    """K >= 1 that fits the task's memory at the stated per-observer memory; headroom >= 0."""
+    where = f"kinds[{kind!r}]"
+    if spec.placement not in tuple(Placement):
+        raise ConfigurationError(
+            OWNER, f"{where}.placement", f"{spec.placement!r} is not 'dedicated' or 'pooled'"
+        )
+    pooled_only = {
+        "slots_per_host": spec.slots_per_host,
+        "observer_memory_mib": spec.observer_memory_mib,
+        "headroom": spec.headroom,
     }
+    if not spec.pooled:
+        for parameter, value in pooled_only.items():
+            if value is not None:
+                raise ConfigurationError(
+                    OWNER, f"{where}.{parameter}", "applies only to placement='pooled'"
+                )
+        return
+    slots = spec.slots_per_host
+    if not isinstance(slots, int) or slots < 1:
+        raise ConfigurationError(OWNER, f"{where}.slots_per_host", f"{slots!r} must be at least 1")
+    per = spec.observer_memory_mib
+    if not isinstance(per, int) or per < 1:
+        raise ConfigurationError(
+            OWNER, f"{where}.observer_memory_mib", f"{per!r} must be a positive number of MiB"
+        )
+    needed = slots * per + HOST_BASE_MEMORY_MIB
+    if needed > spec.memory_mib:
+        raise ConfigurationError(
+            OWNER,
+            f"{where}.slots_per_host",
+            f"{slots} x {per} MiB + {HOST_BASE_MEMORY_MIB} MiB host base = {needed} MiB does not "
+            f"fit memory_mib={spec.memory_mib}",
+        )
+    if spec.headroom is not None and (not isinstance(spec.headroom, int) or spec.headroom < 0):
+        raise ConfigurationError(OWNER, f"{where}.headroom", f"{spec.headroom!r} must be >= 0")
 
 
 def _validate(

@@ -5,6 +5,7 @@
     vigil observers list [--status S]
     vigil observers get NAME | stop NAME | restart NAME
     vigil observers rebalance KIND [--max N]                   (a pooled kind: even its hosts' load)
+    vigil hosts list [--kind K]                                   (pooled kinds' hosts)
     vigil jobs list | history JOB | redrive JOB | next JOB       (see vigil_tools/jobs_cli.py)
     vigil jobs run | pause | resume | backfill JOB ...          (see vigil_tools/jobs_control_cli.py)
     vigil local up [--port P] [--speed X] [--quiet]             (see vigil_tools/local/up.py)
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import builtins
 import json
 import os
 import re
@@ -220,6 +222,9 @@ class ObserversClient:
     def get(self, name: str) -> dict[str, Any]:
         return dict(self._call("GET", f"/observers/{_segment(name)}"))
 
+    def hosts(self, kind: str | None = None) -> builtins.list[dict[str, Any]]:
+        return list(self._call("GET", "/hosts", query={"kind": kind} if kind else {})["hosts"])
+
     def stop(self, name: str) -> dict[str, Any]:
         return dict(self._call("DELETE", f"/observers/{_segment(name)}"))
 
@@ -310,6 +315,10 @@ def build_parser() -> argparse.ArgumentParser:
         dest="max_moves",
         help=f"observers moved at most (1-{MAX_REBALANCE_MOVES}; default {DEFAULT_REBALANCE_MOVES})",
     )
+    hosts = groups.add_parser("hosts", help="the hosts of pooled kinds")
+    host_commands = hosts.add_subparsers(dest="command", required=True)
+    host_list = host_commands.add_parser("list", help="list hosts")
+    host_list.add_argument("--kind", help="only this pooled kind's hosts")
     return parser
 
 
@@ -382,6 +391,8 @@ def _jobs(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> i
 
 
 def _run(client: ObserversClient, args: argparse.Namespace, config: dict[str, Any]) -> Any:
+    if args.group == "hosts":
+        args.command = "hosts-list"  # the one hosts command; printed as a hosts table
     match args.command:
         case "kinds":
             return client.kinds()
@@ -389,6 +400,8 @@ def _run(client: ObserversClient, args: argparse.Namespace, config: dict[str, An
             return client.create(args.name, args.kind, config, args.idempotency_key)
         case "list":
             return client.list(args.status)
+        case "hosts-list":
+            return client.hosts(args.kind)
         case "get":
             return client.get(args.name)
         case "stop":
@@ -426,7 +439,25 @@ _COLUMNS = (
 )
 
 
+_HOST_COLUMNS = (
+    ("ID", "id"),
+    ("KIND", "kind"),
+    ("STATUS", "status"),
+    ("USED", "used"),
+    ("FREE", "free"),
+    ("HEARTBEAT_AGE_S", "heartbeat_age_seconds"),
+    ("REVISION", "revision"),
+    ("TASK", "task_arn"),
+)
+
+
 def _human(command: str, result: Any) -> str:
+    if command == "hosts-list":
+        if not result:
+            return "(no hosts)"
+        header = [h for h, _ in _HOST_COLUMNS]
+        rows = [[_cell(h.get(key)) for _, key in _HOST_COLUMNS] for h in result]
+        return render_table(header, rows)
     if command == "kinds":
         return "\n".join(result) if result else "(no kinds)"
     if command == "list":
@@ -444,8 +475,12 @@ def _human(command: str, result: Any) -> str:
 
 
 def _table(observers: list[dict[str, Any]]) -> str:
-    header = [h for h, _ in _COLUMNS]
-    return render_table(header, [[_cell(o.get(key)) for _, key in _COLUMNS] for o in observers])
+    """The HOST column appears when some observer runs pooled (a dedicated fleet's table stays)."""
+    columns: tuple[tuple[str, str], ...] = _COLUMNS
+    if any(o.get("host") for o in observers):
+        columns = (*_COLUMNS, ("HOST", "host"))
+    header = [h for h, _ in columns]
+    return render_table(header, [[_cell(o.get(key)) for _, key in columns] for o in observers])
 
 
 def _details(observer: Mapping[str, Any]) -> str:

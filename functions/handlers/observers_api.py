@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from vigil import telemetry
 from vigil.observers.api import ApiSettings, Services, build_app
+from vigil.observers.hosts.store import HostStore
 from vigil.observers.rebalance_requests import RebalanceRequests
 from vigil.observers.registry import ObserverCommands
 
@@ -39,7 +40,8 @@ def app() -> APIGatewayRestResolver:
                 idempotency_store=DynamoDBPersistenceLayer(
                     table_name=settings.idempotency_table, boto3_client=client
                 ),
-                placements=settings.placements(),
+                hosts=HostStore(client, settings.hosts_table) if settings.hosts_table else None,
+                placements=settings.placements,
                 rebalance=RebalanceRequests(client, settings.hosts_table)
                 if settings.hosts_table
                 else None,

@@ -10,7 +10,7 @@ placeholder is ever sent unused (DynamoDB rejects those).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -85,6 +85,19 @@ def truncate(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def paginate(call: Callable[..., Any], request: Mapping[str, Any]) -> Iterator[Item]:
+    """Every item of a Query or Scan, one request per 1 MB page."""
+    page = dict(request)
+    while True:
+        response = call(**page)
+        for raw in response.get("Items") or []:
+            yield from_wire(raw) or {}
+        last = response.get("LastEvaluatedKey")
+        if not last:
+            return
+        page["ExclusiveStartKey"] = last
+
+
 def any_of(*conditions: str) -> str:
     return "(" + " OR ".join(conditions) + ")"
 
@@ -110,6 +123,7 @@ class Update:
         self._values: dict[str, Any] = {}
         self._set: dict[str, str] = {}
         self._remove: list[str] = []
+        self._remove_paths: list[str] = []
         self._add: list[str] = []
         self._conditions: list[str] = []
 
@@ -156,6 +170,18 @@ class Update:
                 self._remove.append(attribute)
         return self
 
+    def set_in(self, attribute: str, key: str, value: Any) -> Update:
+        """``SET a.key = value``: one entry of a map attribute (the map must exist)."""
+        self._set[f"{attribute}.{key}"] = f"{self.path(attribute, key)} = {self.value(value)}"
+        return self
+
+    def remove_in(self, attribute: str, key: str) -> Update:
+        """``REMOVE a.key``: one entry of a map attribute."""
+        rendered = self.path(attribute, key)
+        if rendered not in self._remove_paths:
+            self._remove_paths.append(rendered)
+        return self
+
     def add(self, attribute: str, value: Any) -> Update:
         self._add.append(f"{self.name(attribute)} {self.value(value)}")
         return self
@@ -166,11 +192,21 @@ class Update:
 
     # Condition fragments ------------------------------------------------------------------------
 
+    def path(self, *attributes: str) -> str:
+        """A document path (``#n0.#n1``): each step through its own name placeholder."""
+        return ".".join(self.name(a) for a in attributes)
+
     def eq(self, attribute: str, value: Any) -> str:
         return f"{self.name(attribute)} = {self.value(value)}"
 
     def ne(self, attribute: str, value: Any) -> str:
         return f"{self.name(attribute)} <> {self.value(value)}"
+
+    def eq_in(self, attribute: str, key: str, value: Any) -> str:
+        return f"{self.path(attribute, key)} = {self.value(value)}"
+
+    def size_lt(self, attribute: str, value: Any) -> str:
+        return f"size({self.name(attribute)}) < {self.value(value)}"
 
     def lt(self, attribute: str, value: Any) -> str:
         return f"{self.name(attribute)} < {self.value(value)}"
@@ -195,6 +231,7 @@ class Update:
         if self._set:
             clauses.append("SET " + ", ".join(self._set.values()))
         removes = [self.name(a) for a in self._remove if a not in self._set]
+        removes += self._remove_paths
         if removes:
             clauses.append("REMOVE " + ", ".join(removes))
         if self._add:

@@ -125,11 +125,14 @@ class MotoFleet:
 
     # The system under test -------------------------------------------------------------------
 
+    def task_definitions(self) -> dict[str, str]:
+        return {KIND: self.task_definition_arn}
+
     def ecs(self, client: Any = None) -> EcsTasks:
         return EcsTasks(
             client or self.ecs_client,
             cluster=self.cluster_arn,
-            task_definitions={KIND: self.task_definition_arn},
+            task_definitions=self.task_definitions(),
             container_name=CONTAINER,
             subnets=[self.subnet_id],
             security_groups=[self.security_group_id],

@@ -46,7 +46,7 @@ def story(synthesized: Synthesized, tmp_path_factory: pytest.TempPathFactory) ->
 
 def test_the_cli_lists_kinds_and_creates_both_observers(story: dict[str, Any]) -> None:
     facts = story["facts"]
-    assert facts["kinds"] == ["ticker"]
+    assert facts["kinds"] == ["pooled-ticker", "ticker"]  # app.py declares both
     assert facts["created"] == {"btc-watch": "PENDING", "eth-watch": "PENDING"}
 
 
@@ -63,7 +63,7 @@ def test_a_create_retried_with_its_key_replays_the_first_answer_and_writes_nothi
 def test_an_unknown_kind_is_refused_with_422_and_writes_nothing(story: dict[str, Any]) -> None:
     rejected = story["facts"]["rejected"]
     assert rejected["exit_code"] == 1 and rejected["http_status"] == 422
-    assert "kind 'websocket' is not one of ['ticker']" in rejected["error"]
+    assert "kind 'websocket' is not one of ['pooled-ticker', 'ticker']" in rejected["error"]
     assert rejected["nothing_written"] is True
     assert rejected["sol_watch_exists"] is False
 

@@ -88,10 +88,14 @@ HOST_ATTRIBUTES = (
     "heartbeat_at_ms",
     "created_at_ms",
     "status_reason",
+    "handover",
+    "start_attempts",
     "version",
 )
 """Every attribute of a host item besides its key; ``assigned`` and ``running`` are maps keyed by
-observer name (``assigned[name]`` is a generation; ``running[name]`` is {"generation", "state"})."""
+observer name (``assigned[name]`` is a generation; ``running[name]`` is {"generation", "state"}).
+``handover`` (reconciler only, the host ignores it) keeps name -> generation of the observers a
+DRAINING host was told to give up, so they are moved even if their exit report never comes."""
 
 OBSERVER_HOST = "host"
 """On an observer's registry item: the host id its current generation is placed on (absent for
@@ -128,3 +132,11 @@ DEFAULT_REBALANCE_MOVES = 10
 """``vigil observers rebalance KIND`` without ``--max``: observers moved at most."""
 MAX_REBALANCE_MOVES = 1000
 """The most one rebalance request may move (each move is a hand-over)."""
+WAITING_INDEX = "pooled-waiting-index"
+"""The registry's sparse index of pooled observers waiting for a placement (new, backing off, or
+placed but not yet confirmed on the host): only those items carry ``WAITING_ATTRIBUTE``."""
+WAITING_ATTRIBUTE = "pooled_waiting"
+"""Partition of ``WAITING_INDEX``: the observer's kind, set with ``next_start_at_ms`` and removed
+with it, on pooled observers only."""
+WAITING_SORT = "next_start_at_ms"
+"""Sort key of ``WAITING_INDEX``: when the reconciler may try (again)."""

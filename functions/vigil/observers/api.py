@@ -37,7 +37,6 @@ from vigil.contract.hosts import (
     HOSTS_TABLE_ENV,
     MAX_REBALANCE_MOVES,
     PLACEMENTS_ENV,
-    Placement,
 )
 from vigil.http_answers import (
     caller_of,
@@ -46,6 +45,8 @@ from vigil.http_answers import (
     validation_response,
 )
 from vigil.idempotent_requests import HEADER_DESCRIPTION, KeyedOnce
+from vigil.observers.hosts.listing import NotPooled, UnknownHostKind, list_hosts
+from vigil.observers.hosts.store import HostStore
 from vigil.observers.kind_options import KindOptions, parse_kind_options
 from vigil.observers.model import (
     NAME_PATTERN,
@@ -91,9 +92,9 @@ class ApiSettings:
     idempotency_table: str
     kinds: dict[str, str]
     max_observers: int
-    kind_options: dict[str, KindOptions] = field(default_factory=dict)
     hosts_table: str = ""
-    """Where rebalance requests go (empty: this fleet has no hosts table)."""
+    """Hosts to list and where rebalance requests go (empty: this fleet has no hosts table)."""
+    placements: dict[str, KindOptions] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> ApiSettings:
@@ -105,15 +106,12 @@ class ApiSettings:
                 idempotency_table=lambda: read.text("VIGIL_IDEMPOTENCY_TABLE"),
                 kinds=lambda: read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
                 max_observers=lambda: read.integer("VIGIL_MAX_OBSERVERS", minimum=1),
-                kind_options=lambda: read.parsed(
+                hosts_table=lambda: read.text(HOSTS_TABLE_ENV, ""),
+                placements=lambda: read.parsed(
                     PLACEMENTS_ENV, parse_kind_options, dict[str, KindOptions]()
                 ),
-                hosts_table=lambda: read.text(HOSTS_TABLE_ENV, default=""),
             )
         )
-
-    def placements(self) -> dict[str, Placement]:
-        return {kind: self.kind_options.get(kind, KindOptions()).placement for kind in self.kinds}
 
 
 class CreateObserver(BaseModel):
@@ -181,6 +179,8 @@ class ObserverBody(BaseModel):
     updated_at: str
     last_exit: dict[str, Any] | None
     failure_reason: str | None
+    host: str | None = Field(None, description="Pooled: the host it runs on (null: dedicated)")
+    task_definition: str | None = None
 
 
 def _responses(
@@ -212,8 +212,9 @@ class Services:
     registry: ObserverCommands
     kinds: Mapping[str, str]
     idempotency_store: BasePersistenceLayer
-    placements: Mapping[str, Placement] = field(default_factory=dict)
-    """Kind -> placement (a kind not named is dedicated)."""
+    hosts: HostStore | None = None
+    placements: Mapping[str, KindOptions] = field(default_factory=dict)
+    """Kind -> options (a kind not named is dedicated)."""
     rebalance: RebalanceRequests | None = None
     clock: Clock = system_clock
 
@@ -227,6 +228,8 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     KindNotFound: (HTTPStatus.NOT_FOUND, "kind_not_found"),
     NothingToRebalance: (HTTPStatus.CONFLICT, "nothing_to_rebalance"),
     UnknownKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "unknown_kind"),
+    UnknownHostKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "unknown_kind"),
+    NotPooled: (HTTPStatus.UNPROCESSABLE_ENTITY, "not_pooled"),
     **idempotent_requests.ERRORS,
 }
 _MESSAGES = idempotent_requests.MESSAGES
@@ -341,14 +344,25 @@ def build_app(services: Services) -> APIGatewayRestResolver:
     ) -> Response[dict[str, Any]]:
         if request.kind not in services.kinds:
             raise KindNotFound(request.kind, services.kinds)
-        placement = services.placements.get(request.kind, Placement.DEDICATED)
-        if placement is Placement.DEDICATED:
+        options = services.placements.get(request.kind)
+        if options is None or not options.pooled:
             raise NothingToRebalance(request.kind)
         if services.rebalance is None:
             raise NothingToRebalance(request.kind, "has no hosts table in this deployment")
         caller = caller_of(app.current_event.request_context)
         done = services.rebalance.request(request.kind, request.max, caller, services.clock())
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, done.to_json())
+
+    @app.get("/hosts", summary="Pooled hosts: slots used and free, heartbeat age, status")
+    def get_hosts(
+        kind: Annotated[
+            str | None, Query(pattern=NAME_RULE, description="Only hosts of this pooled kind")
+        ] = None,
+    ) -> dict[str, Any]:
+        found = list(services.hosts.scan()) if services.hosts is not None else []
+        return {
+            "hosts": list_hosts(found, services.placements, services.kinds, kind, services.clock())
+        }
 
     @app.get("/openapi", include_in_schema=False)
     def openapi() -> Response[str]:

@@ -80,9 +80,35 @@ class Tracking:
 
 
 @dataclass(frozen=True)
+class HostExit:
+    """A pooled observer's child exited: its host's report (``HOST_EXIT`` on the record)."""
+
+    generation: int
+    exit_code: int | None = None
+    reason: str | None = None
+    at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """A pooled observer's placement, as its record holds it (empty for a dedicated one)."""
+
+    host: str | None = None
+    """The host its current generation is placed on (the commit point of a placement)."""
+    task_definition: str | None = None
+    host_exit: HostExit | None = None
+
+    def exit_of(self, generation: int) -> HostExit | None:
+        """The host's exit report for this generation, if there is one."""
+        found = self.host_exit
+        return found if found is not None and found.generation == generation else None
+
+
+@dataclass(frozen=True)
 class Record:
     observer: Observer
     tracking: Tracking = Tracking()
+    pooled: Pooled = Pooled()
 
     @property
     def name(self) -> str:
@@ -103,6 +129,8 @@ class TaskState:
     exit_code: int | None = None
     created_at: datetime | None = None
     stopped_at: datetime | None = None
+    host: str | None = None
+    """A pooled host's task: its host id (such a task carries no observer marks)."""
 
     @property
     def stopped(self) -> bool:
@@ -156,6 +184,9 @@ class StartTask:
     retry_at: datetime
     """RunTask counts as in flight until then; after it, a pass may retry (same clientToken)."""
     last_exit: LastExit | None = None
+    host: str | None = None
+    """Pooled: the host this generation is placed on (chosen by the executor, not decided)."""
+    task_definition: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,14 @@ which task is which: ``startedBy`` (the name, shortened to ECS's 36 characters),
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from vigil.contract.hosts import Capacity
+from vigil.contract.hosts import HOST_ID_ENV, HOST_SLOTS_ENV, Capacity
 from vigil.dynamo import error_code
 from vigil.observers.decisions import MISSING, TaskState
 
@@ -25,6 +25,7 @@ GENERATION_ENV = "VIGIL_OBSERVER_GENERATION"
 TAG_OBSERVER = "vigil:observer"
 TAG_GENERATION = "vigil:generation"
 TAG_KIND = "vigil:kind"
+TAG_HOST = "vigil:host"
 DESCRIBE_BATCH = 100
 LIST_PAGE = 100
 MAX_CLIENT_TOKEN = 64
@@ -84,7 +85,7 @@ def started_by(name: str) -> str:
 
 def task_state(task: Mapping[str, Any]) -> TaskState:
     """A TaskState from a DescribeTasks entry or an ECS Task State Change event's ``detail``."""
-    observer, generation = _marks(task)
+    observer, generation, host = _marks(task)
     containers = task.get("containers") or []
     exit_codes = [c["exitCode"] for c in containers if c.get("exitCode") is not None]
     exit_code = next(
@@ -102,10 +103,11 @@ def task_state(task: Mapping[str, Any]) -> TaskState:
         exit_code=int(exit_code) if exit_code is not None else None,
         created_at=_time(task.get("createdAt")),
         stopped_at=_time(task.get("stoppedAt")),
+        host=host,
     )
 
 
-def _marks(task: Mapping[str, Any]) -> tuple[str | None, int | None]:
+def _marks(task: Mapping[str, Any]) -> tuple[str | None, int | None, str | None]:
     values: dict[str, str] = {}
     for override in (task.get("overrides") or {}).get("containerOverrides") or []:
         for pair in override.get("environment") or []:
@@ -115,10 +117,12 @@ def _marks(task: Mapping[str, Any]) -> tuple[str | None, int | None]:
             values.setdefault(NAME_ENV, str(tag.get("value")))
         elif tag.get("key") == TAG_GENERATION:
             values.setdefault(GENERATION_ENV, str(tag.get("value")))
+        elif tag.get("key") == TAG_HOST:
+            values.setdefault(HOST_ID_ENV, str(tag.get("value")))
     name = values.get(NAME_ENV) or None
     raw = values.get(GENERATION_ENV)
     generation = int(raw) if raw is not None and raw.isdigit() else None
-    return name, generation
+    return name, generation, values.get(HOST_ID_ENV) or None
 
 
 def _time(value: Any) -> datetime | None:
@@ -159,60 +163,93 @@ class EcsTasks:
             }
         }
 
+    def task_definition(self, kind: str) -> str | None:
+        return self._task_definitions.get(kind)
+
     def run(self, *, name: str, kind: str, generation: int, incarnation: str) -> str:
         """Start the task of one generation; the ARN, or RunTaskFailed."""
         return self.launch(name=name, kind=kind, generation=generation, incarnation=incarnation).arn
 
     def launch(self, *, name: str, kind: str, generation: int, incarnation: str) -> Launched:
-        """Start the task of one generation on the kind's capacity, or RunTaskFailed.
+        """Start the task of one observer's generation on the kind's capacity, or RunTaskFailed."""
+        return self._launch(
+            kind=kind,
+            token=lambda fallback: client_token(
+                name,
+                f"{incarnation}\n{Capacity.ON_DEMAND}" if fallback else incarnation,
+                generation,
+            ),
+            started=started_by(name),
+            environment={NAME_ENV: name, GENERATION_ENV: str(generation)},
+            tags={TAG_OBSERVER: name, TAG_GENERATION: str(generation), TAG_KIND: kind},
+        )
 
-        A Spot kind asks FARGATE_SPOT first; when ECS answers that it started nothing (Spot has no
-        capacity: a ``failures`` entry, or a refused request) it asks on-demand at once, under
-        a token of its own (ECS refuses a token reused with other parameters). A timeout or a
+    def run_host(self, *, host_id: str, kind: str, slots: int) -> str:
+        """Start a pooled host's task; the host id is its clientToken (a retry never starts a
+        second task for one host item)."""
+        return self._launch(
+            kind=kind,
+            token=lambda fallback: (f"{host_id}-od" if fallback else host_id)[:MAX_CLIENT_TOKEN],
+            started=started_by(host_id),
+            environment={HOST_ID_ENV: host_id, HOST_SLOTS_ENV: str(slots)},
+            tags={TAG_HOST: host_id, TAG_KIND: kind},
+        ).arn
+
+    def _launch(
+        self,
+        *,
+        kind: str,
+        token: Callable[[bool], str],
+        started: str,
+        environment: Mapping[str, str],
+        tags: Mapping[str, str],
+    ) -> Launched:
+        """A Spot kind asks FARGATE_SPOT first; when ECS answers that it started nothing (Spot has
+        no capacity: a ``failures`` entry, or a refused request) it asks on-demand at once, under
+        a token of its own, ``token(True)`` (ECS refuses a token reused with other parameters). A timeout or a
         throttle is not an answer: it raises as transient, so the same token is retried.
         """
         definition = self._task_definitions.get(kind)
         if definition is None:
             raise RunTaskFailed(f"no task definition for kind {kind!r}", transient=False)
-        request = self._request(name, kind, generation, definition)
+        request = self._request(kind, definition, started, environment, tags)
         if self._capacities.get(kind) is Capacity.SPOT:
             spot = {"capacityProviderStrategy": SPOT_STRATEGY}
-            token = client_token(name, incarnation, generation)
             try:
-                arn = self._run(request | spot | {"clientToken": token})
+                arn = self._run(request | spot | {"clientToken": token(False)})
                 return Launched(arn, definition, Capacity.SPOT)
             except RunTaskFailed as failed:
                 if not failed.refused:
                     raise
-            incarnation = f"{incarnation}\n{Capacity.ON_DEMAND}"
-        token = client_token(name, incarnation, generation)
-        arn = self._run(request | {"launchType": "FARGATE", "clientToken": token})
+            arn = self._run(request | {"launchType": "FARGATE", "clientToken": token(True)})
+            return Launched(arn, definition, Capacity.ON_DEMAND)
+        arn = self._run(request | {"launchType": "FARGATE", "clientToken": token(False)})
         return Launched(arn, definition, Capacity.ON_DEMAND)
 
-    def _request(self, name: str, kind: str, generation: int, definition: str) -> dict[str, Any]:
+    def _request(
+        self,
+        kind: str,
+        definition: str,
+        started: str,
+        environment: Mapping[str, str],
+        tags: Mapping[str, str],
+    ) -> dict[str, Any]:
         return {
             "cluster": self._cluster,
             "taskDefinition": definition,
             "count": 1,
-            "startedBy": started_by(name),
+            "startedBy": started,
             "group": f"vigil:{kind}",
             "networkConfiguration": self._network,
             "overrides": {
                 "containerOverrides": [
                     {
                         "name": self._container,
-                        "environment": [
-                            {"name": NAME_ENV, "value": name},
-                            {"name": GENERATION_ENV, "value": str(generation)},
-                        ],
+                        "environment": [{"name": k, "value": v} for k, v in environment.items()],
                     }
                 ]
             },
-            "tags": [
-                {"key": TAG_OBSERVER, "value": name},
-                {"key": TAG_GENERATION, "value": str(generation)},
-                {"key": TAG_KIND, "value": kind},
-            ],
+            "tags": [{"key": k, "value": v} for k, v in tags.items()],
             "enableECSManagedTags": True,
         }
 

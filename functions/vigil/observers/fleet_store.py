@@ -14,14 +14,33 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import epoch_ms, from_epoch_ms, iso
-from vigil.contract.hosts import OBSERVER_CAPACITY, OBSERVER_TASK_DEFINITION
-from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, to_wire, truncate
+from vigil.contract.hosts import (
+    HOST_EXIT,
+    OBSERVER_CAPACITY,
+    OBSERVER_HOST,
+    OBSERVER_TASK_DEFINITION,
+    WAITING_ATTRIBUTE,
+    WAITING_INDEX,
+    WAITING_SORT,
+)
+from vigil.dynamo import (
+    Item,
+    Update,
+    from_wire,
+    is_condition_failure,
+    old_item,
+    paginate,
+    to_wire,
+    truncate,
+)
 from vigil.observers.decisions import (
     Backoff,
     HandOver,
+    HostExit,
     MarkFailed,
     MarkStopped,
     MarkStopping,
+    Pooled,
     Record,
     SeeTask,
     StartTask,
@@ -62,14 +81,44 @@ def record_from_item(item: Mapping[str, Any]) -> Record:
             task_definition=item.get(OBSERVER_TASK_DEFINITION),
             capacity=item.get(OBSERVER_CAPACITY),
         ),
+        pooled=_pooled(item),
+    )
+
+
+def _pooled(item: Mapping[str, Any]) -> Pooled:
+    if OBSERVER_HOST not in item and HOST_EXIT not in item:
+        return Pooled()
+    raw = item.get(HOST_EXIT)
+    host_exit = None
+    if isinstance(raw, Mapping) and raw.get("generation") is not None:
+        code = raw.get("exit_code")
+        at = raw.get("at_ms")
+        host_exit = HostExit(
+            generation=int(raw["generation"]),
+            exit_code=int(code) if code is not None else None,
+            reason=raw.get("reason"),
+            at=from_epoch_ms(int(at)) if at is not None else None,
+        )
+    return Pooled(
+        host=item.get(OBSERVER_HOST),
+        task_definition=item.get(OBSERVER_TASK_DEFINITION),
+        host_exit=host_exit,
     )
 
 
 class FleetStore:
-    def __init__(self, client: Any, table: str, *, index: str = FLEET_INDEX) -> None:
+    def __init__(
+        self,
+        client: Any,
+        table: str,
+        *,
+        index: str = FLEET_INDEX,
+        pooled_kinds: frozenset[str] = frozenset(),
+    ) -> None:
         self._client = client
         self._table = table
         self._index = index
+        self._pooled = pooled_kinds
 
     # Reads ---------------------------------------------------------------------------------------
 
@@ -92,6 +141,18 @@ class FleetStore:
                 return
             request["ExclusiveStartKey"] = last
 
+    def waiting(self, kind: str, now: datetime) -> list[str]:
+        """Names of pooled observers of ``kind`` due for a placement (the sparse index: one
+        Query page per 1 MB of keys, usually one)."""
+        request = {
+            "TableName": self._table,
+            "IndexName": WAITING_INDEX,
+            "KeyConditionExpression": "#w = :kind AND #s <= :now",
+            "ExpressionAttributeNames": {"#w": WAITING_ATTRIBUTE, "#s": WAITING_SORT},
+            "ExpressionAttributeValues": to_wire({":kind": kind, ":now": epoch_ms(now)}),
+        }
+        return [str(item["name"]) for item in paginate(self._client.query, request)]
+
     def get(self, name: str) -> Record | None:
         response = self._client.get_item(
             TableName=self._table, Key=to_wire({"name": name}), ConsistentRead=True
@@ -103,8 +164,57 @@ class FleetStore:
 
     def apply(self, record: Record, write: Write, now: datetime, seen: TaskState | None) -> None:
         """Write one decided transition, conditional on the record's version."""
-        update = _transition(record, write, now, seen)
+        pooled = record.observer.kind in self._pooled
+        update = _transition(record, write, now, seen, pooled=pooled)
         self._update(record.name, record.observer.version, update, now)
+
+    def record_placed(
+        self,
+        name: str,
+        generation: int,
+        host: str,
+        task_arn: str | None,
+        now: datetime,
+        written_version: int,
+    ) -> bool:
+        """The host took the observer: it leaves the waiting index. False if its generation or
+        host is no longer this one (a newer decision won; nothing to do)."""
+
+        def update() -> Update:
+            values: dict[str, Any] = {"start_attempts": 0}
+            if task_arn:
+                values["task_arn"] = task_arn
+            return (
+                Update()
+                .set_all(values)
+                .remove("next_start_at", "next_start_at_ms", "last_start_error", WAITING_ATTRIBUTE)
+            )
+
+        expected = written_version
+        for _ in range(MAX_ATTEMPTS):
+            try:
+                self._update(name, expected, update(), now)
+                return True
+            except Conflict as conflict:
+                current = conflict.current
+            if (
+                current is None
+                or current.observer.generation != generation
+                or current.pooled.host != host
+                or current.observer.status not in (Status.STARTING, Status.RUNNING)
+            ):
+                return False
+            expected = current.observer.version
+        return False
+
+    def record_host(
+        self, record: Record, host: str, task_definition: str | None, now: datetime
+    ) -> None:
+        """Move a waiting observer's placement to another host (same generation)."""
+        values: dict[str, Any] = {OBSERVER_HOST: host}
+        if task_definition:
+            values[OBSERVER_TASK_DEFINITION] = task_definition
+        self._update(record.name, record.observer.version, Update().set_all(values), now)
 
     def record_task(
         self,
@@ -169,6 +279,8 @@ class FleetStore:
                 "last_start_error": truncate(error),
             }
         )
+        if record.observer.kind in self._pooled:
+            update.set(WAITING_ATTRIBUTE, record.observer.kind)
         self._update(record.name, record.observer.version, update, now)
 
     def _update(self, name: str, expected: int, update: Update, now: datetime) -> None:
@@ -191,10 +303,17 @@ class FleetStore:
             ) from error
 
 
-def _transition(record: Record, write: Write, now: datetime, seen: TaskState | None) -> Update:
-    """The record's new fields for one decided write (and the newest task state seen)."""
+def _transition(
+    record: Record, write: Write, now: datetime, seen: TaskState | None, *, pooled: bool = False
+) -> Update:
+    """The record's new fields for one decided write (and the newest task state seen).
+
+    A pooled observer is in the waiting index exactly while it has a ``next_start_at``.
+    """
     set_: dict[str, Any] = {}
     remove: list[str] = []
+    if record.pooled.host_exit is not None and not isinstance(write, MarkStopping | SeeTask):
+        remove.append(HOST_EXIT)  # consumed: its exit is now the record's last_exit
     if (
         seen is not None
         and seen.arn == record.observer.task_arn
@@ -205,6 +324,10 @@ def _transition(record: Record, write: Write, now: datetime, seen: TaskState | N
         set_["task_status"] = seen.last_status
     match write:
         case StartTask():
+            if write.host:
+                set_[OBSERVER_HOST] = write.host
+            if write.task_definition:
+                set_[OBSERVER_TASK_DEFINITION] = write.task_definition
             set_.update(
                 {
                     "generation": write.generation,
@@ -256,6 +379,10 @@ def _transition(record: Record, write: Write, now: datetime, seen: TaskState | N
             set_["task_status"] = write.status
             if write.version is not None:
                 set_["task_version"] = write.version
+    if pooled and "next_start_at_ms" in set_:
+        set_[WAITING_ATTRIBUTE] = record.observer.kind
+    elif pooled and "next_start_at_ms" in remove:
+        remove.append(WAITING_ATTRIBUTE)
     return Update().set_all(set_).remove(*remove)
 
 

@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from vigil.clock import epoch_ms, from_epoch_ms, iso
+from vigil.contract.hosts import OBSERVER_HOST, OBSERVER_TASK_DEFINITION
 from vigil.contract.observers import FLEET_INDEX as FLEET_INDEX
 from vigil.contract.observers import FLEET_INDEX_ATTRIBUTES as FLEET_INDEX_ATTRIBUTES
 from vigil.contract.observers import Desired as Desired
@@ -222,6 +223,9 @@ class Observer:
     failure_reason: str | None = None
     restart_generation: int | None = None
     """Set by a restart request: a task of this generation or an older one must be replaced."""
+    host: str | None = None
+    """Pooled: the host its current generation is placed on (None for a dedicated observer)."""
+    task_definition: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -241,6 +245,8 @@ class Observer:
             "updated_at": iso(self.updated_at),
             "last_exit": self.last_exit.to_json() if self.last_exit else None,
             "failure_reason": self.failure_reason,
+            "host": self.host,
+            "task_definition": self.task_definition,
         }
 
 
@@ -276,6 +282,10 @@ def to_item(observer: Observer) -> dict[str, Any]:
         item["failure_reason"] = observer.failure_reason
     if observer.restart_generation is not None:
         item["restart_generation"] = observer.restart_generation
+    if observer.host:
+        item[OBSERVER_HOST] = observer.host
+    if observer.task_definition:
+        item[OBSERVER_TASK_DEFINITION] = observer.task_definition
     return item
 
 
@@ -306,4 +316,6 @@ def from_item(item: dict[str, Any]) -> Observer:
         restart_generation=int(item["restart_generation"])
         if "restart_generation" in item
         else None,
+        host=item.get(OBSERVER_HOST),
+        task_definition=item.get(OBSERVER_TASK_DEFINITION),
     )

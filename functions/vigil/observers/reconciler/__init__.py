@@ -16,19 +16,21 @@ StopTask, then RunTask through :class:`~.starter.TaskStarter`, which retries Run
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from vigil.clock import Clock, Sleeper, system_clock
-from vigil.contract.hosts import Placement
 from vigil.leases import LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_store import FleetStore
+from vigil.observers.hosts.store import HostStore
+from vigil.observers.kind_options import KindOptionsMap, pooled_kinds
 from vigil.observers.reconciler.config import ReconcilerConfig
 from vigil.observers.reconciler.executor import Executor, Settler
+from vigil.observers.reconciler.hosts import HostManager
 from vigil.observers.reconciler.notices import Notices
 from vigil.observers.reconciler.orphans import OrphanSweep
 from vigil.observers.reconciler.passes import (
@@ -37,6 +39,7 @@ from vigil.observers.reconciler.passes import (
     changed_records,
     needs_attention,
 )
+from vigil.observers.reconciler.placer import Placer, random_host_id
 from vigil.observers.reconciler.report import MetricSink, PassReport, no_metrics
 from vigil.observers.reconciler.resync import RESYNC_LEASE_KEY, ResyncPass
 from vigil.observers.reconciler.rollouts import Rollouts
@@ -94,8 +97,26 @@ def assemble(
     lease_duration: timedelta = timedelta(minutes=5),
     max_starts_per_pass: int = 1000,
     rollouts: Rollouts | None = None,
+    hosts: HostStore | None = None,
+    placements: KindOptionsMap | None = None,
+    new_host_id: Callable[[str], str] = random_host_id,
 ) -> Reconciler:
-    """Wire the units together on the given adapters (real clients, or moto's in tests)."""
+    """Wire the units together on the given adapters (real clients, or moto's in tests).
+
+    With ``hosts`` and a pooled kind among ``placements``, the reconciler also manages hosts.
+    """
+    placer = None
+    if hosts is not None and placements and pooled_kinds(placements):
+        placer = Placer(
+            hosts=hosts,
+            store=store,
+            ecs=ecs,
+            placements=placements,
+            settings=settings,
+            clock=clock,
+            metric=metric,
+            new_host_id=new_host_id,
+        )
     starter = TaskStarter(
         store=store,
         ecs=ecs,
@@ -107,12 +128,31 @@ def assemble(
         pause=run_task_pause,
     )
     executor = Executor(
-        store=store, ecs=ecs, notices=notices, starter=starter, clock=clock, metric=metric
+        store=store,
+        ecs=ecs,
+        notices=notices,
+        starter=starter,
+        clock=clock,
+        metric=metric,
+        placer=placer,
     )
     settler = Settler(executor=executor, ecs=ecs, settings=settings, clock=clock)
     sweep = OrphanSweep(store=store, ecs=ecs, settings=settings, clock=clock, metric=metric)
+    manager = None
+    if placer is not None and hosts is not None:
+        manager = HostManager(
+            placer=placer,
+            hosts=hosts,
+            store=store,
+            ecs=ecs,
+            settler=settler,
+            settings=settings,
+            clock=clock,
+        )
     return Reconciler(
-        events=EventPass(store=store, executor=executor, settings=settings, clock=clock),
+        events=EventPass(
+            store=store, executor=executor, settings=settings, clock=clock, hosts=manager
+        ),
         changes=StreamPass(settler=settler),
         resyncs=ResyncPass(
             store=store,
@@ -126,6 +166,8 @@ def assemble(
             lease_duration=lease_duration,
             max_starts=max_starts_per_pass,
             rollouts=rollouts or Rollouts(),
+            hosts=manager,
+            dedicated_kinds=placements is None or any(not p.pooled for p in placements.values()),
         ),
     )
 
@@ -142,8 +184,9 @@ def build_reconciler(
 
     session = session or boto3.session.Session()
     dynamodb = session.client("dynamodb")
+    placements = config.kind_options
     return assemble(
-        store=FleetStore(dynamodb, config.table),
+        store=FleetStore(dynamodb, config.table, pooled_kinds=pooled_kinds(placements)),
         ecs=EcsTasks(
             session.client("ecs"),
             cluster=config.cluster_arn,
@@ -161,17 +204,15 @@ def build_reconciler(
         metric=metric,
         lease_duration=timedelta(seconds=config.lease_seconds),
         rollouts=dedicated_rollouts(config),
+        hosts=HostStore(dynamodb, config.hosts_table) if config.hosts_table else None,
+        placements=placements,
     )
 
 
 def dedicated_rollouts(config: ReconcilerConfig) -> Rollouts:
     """The resync's rollouts: dedicated kinds only (a pooled observer's task is its host's, which
     the manager rolls by draining hosts, never by stopping the task under one observer)."""
-    dedicated = [
-        kind
-        for kind in config.task_definitions
-        if config.options(kind).placement is Placement.DEDICATED
-    ]
+    dedicated = [kind for kind in config.task_definitions if not config.options(kind).pooled]
     return Rollouts(
         revisions={kind: config.task_definitions[kind] for kind in dedicated},
         max_unavailable={kind: config.options(kind).max_unavailable for kind in dedicated},

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from vigil.contract.hosts import PLACEMENTS_ENV
+from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV
 from vigil.observers import decisions as d
 from vigil.observers.kind_options import KindOptions, parse_kind_options
 from vigil.settings import Environment
@@ -30,7 +30,9 @@ class ReconcilerConfig:
     healthy_after_seconds: int = 300
     lease_seconds: int = 300
     kind_options: dict[str, KindOptions] = field(default_factory=dict)
-    """Per kind: rollout budget and capacity (a kind not named gets the defaults)."""
+    """Per kind: placement, rollout budget and capacity (a kind not named gets the defaults:
+    dedicated, on-demand)."""
+    hosts_table: str = ""
 
     def options(self, kind: str) -> KindOptions:
         return self.kind_options.get(kind, KindOptions())
@@ -71,6 +73,7 @@ class ReconcilerConfig:
                 kind_options=lambda: read.parsed(
                     PLACEMENTS_ENV, parse_kind_options, dict[str, KindOptions]()
                 ),
+                hosts_table=lambda: read.text(HOSTS_TABLE_ENV, ""),
             )
         )
 

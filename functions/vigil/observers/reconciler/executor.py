@@ -13,7 +13,9 @@ from vigil.clock import Clock, system_clock
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_store import Conflict, FleetStore
+from vigil.observers.hosts.decide import decide_pooled
 from vigil.observers.reconciler.notices import Notices
+from vigil.observers.reconciler.placer import Placer, start_write
 from vigil.observers.reconciler.report import MetricSink, PassReport, no_metrics
 from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS, TaskStarter
 from vigil.telemetry import ObserverMetric
@@ -27,6 +29,13 @@ class Executor:
     starter: TaskStarter
     clock: Clock = system_clock
     metric: MetricSink = no_metrics
+    placer: Placer | None = None
+    """Pooled kinds: StartTask/RetryStart place on a host, StopTask takes off one."""
+
+    def pooled(self, record: d.Record | None) -> Placer | None:
+        if record is None or self.placer is None or not self.placer.pooled(record.observer.kind):
+            return None
+        return self.placer
 
     def carry_out(
         self,
@@ -40,6 +49,10 @@ class Executor:
         """Raises :class:`Conflict` (having done nothing) when the write lost a race."""
         kind = record.observer.kind if record else None
         write = plan.write if record is not None else None
+        placer = self.pooled(record)
+        if placer is not None and record is not None and isinstance(write, d.StartTask):
+            write = start_write(placer, record, write)
+            plan = d.Plan(write, plan.effects)
         if record is not None and write is not None:
             now = self.clock()
             if isinstance(write, d.MarkFailed):
@@ -48,6 +61,8 @@ class Executor:
         for action in plan.actions:
             report.note(name, action)
             match action:
+                case d.StopTask() if placer is not None and record is not None:
+                    placer.take_off(record)
                 case d.StopTask():
                     self.ecs.stop(action.arn, action.reason)
                     if record is None or action.arn != record.observer.task_arn:
@@ -67,16 +82,23 @@ class Executor:
     def _start(self, record: d.Record, plan: d.Plan, kind: str | None) -> None:
         """RunTask after everything else: for a StartTask write, or a RetryStart effect."""
         version = record.observer.version
+        placer = self.pooled(record)
         if isinstance(plan.write, d.StartTask):
             restarted = plan.write.restart
             metric = ObserverMetric.RESTARTED if restarted else ObserverMetric.STARTED
             self.metric(metric, kind, 1)
             # The StartTask write bumped the version once.
-            self.starter.start(record, plan.write.generation, version + 1)
+            if placer is not None and plan.write.host is not None:
+                placer.place(record, plan.write.generation, version + 1, plan.write.host)
+            else:
+                self.starter.start(record, plan.write.generation, version + 1)
         for effect in plan.effects:
             if isinstance(effect, d.RetryStart):
                 self.metric(ObserverMetric.STARTED, kind, 1)
-                self.starter.start(record, effect.generation, version)
+                if placer is not None:
+                    placer.retry(record, effect.generation)
+                else:
+                    self.starter.start(record, effect.generation, version)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,13 +123,17 @@ class Settler:
         for _ in range(MAX_DECISION_ROUNDS):
             if current is None:
                 return
-            if plan is None:
+            placer = self.executor.pooled(current)
+            if placer is not None:
+                host = placer.host(current.pooled.host)
+                plan = decide_pooled(current, host, self.clock(), self.settings)
+            elif plan is None:
                 plan = d.decide(current, evidence, self.clock(), self.settings)
             if plan.look is not None:
                 evidence = self.ecs.describe([plan.look])[plan.look]
                 report.described += 1
                 plan = d.decide(current, evidence, self.clock(), self.settings)
-            seen = evidence if isinstance(evidence, d.TaskState) else None
+            seen = evidence if isinstance(evidence, d.TaskState) and placer is None else None
             try:
                 self.executor.carry_out(current.name, current, plan, seen=seen, report=report)
                 return

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from vigil.clock import Clock, system_clock
+from vigil.contract.hosts import HOST_EXIT
 from vigil.dynamo import from_wire
 from vigil.observers import decisions as d
 from vigil.observers.fleet_store import Conflict, FleetStore, record_from_item
 from vigil.observers.model import is_observer_item
 from vigil.observers.reconciler.executor import Executor, Settler
+from vigil.observers.reconciler.hosts import HostManager
 from vigil.observers.reconciler.report import PassReport
 from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
 
@@ -27,8 +29,13 @@ class EventPass:
     executor: Executor
     settings: d.Settings
     clock: Clock = system_clock
+    hosts: HostManager | None = None
 
     def run(self, task: d.TaskState) -> PassReport:
+        if task.host is not None and self.hosts is not None:
+            report = PassReport()
+            self.hosts.on_task_event(task, report)
+            return report
         report = PassReport(observers=1)
         if task.observer is None:
             report.note("?", d.Ignore(f"task {task.arn} carries no observer marks"))
@@ -52,6 +59,8 @@ class StreamPass:
     def run(self, records: Iterable[d.Record]) -> PassReport:
         """Act on each changed record as it now stands."""
         report = PassReport()
+        if self.settler.executor.placer is not None:
+            self.settler.executor.placer.begin()  # this invocation's view of the hosts
         for record in records:
             report.observers += 1
             self.settler.settle(record, None, report)
@@ -78,6 +87,8 @@ def changed_records(stream_records: Iterable[Mapping[str, Any]]) -> list[d.Recor
 def needs_attention(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
     if old is None:
         return True
+    if new.get(HOST_EXIT) is not None and new.get(HOST_EXIT) != old.get(HOST_EXIT):
+        return True  # a pooled observer's child exited: its host's report
     status, desired = new.get("status"), new.get("desired")
     if desired != old.get("desired"):
         return True

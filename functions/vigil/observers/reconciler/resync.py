@@ -21,6 +21,7 @@ from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_gauges import fleet_gauges
 from vigil.observers.fleet_store import FleetStore
 from vigil.observers.reconciler.executor import Settler
+from vigil.observers.reconciler.hosts import HostManager
 from vigil.observers.reconciler.orphans import OrphanSweep
 from vigil.observers.reconciler.report import MetricSink, PassReport, isolated, no_metrics
 from vigil.observers.reconciler.rollouts import Rollouts
@@ -44,6 +45,10 @@ class ResyncPass:
     """Fargate takes about 20 RunTask/s: a mass start is spread over passes."""
     rollouts: Rollouts = field(default_factory=Rollouts)
     """Hands outdated RUNNING observers over to their kind's current task definition."""
+    hosts: HostManager | None = None
+    """The pooled kinds' manager (None: every kind is dedicated)."""
+    dedicated_kinds: bool = True
+    """False when every kind is pooled: the fleet index is read only on sweep passes."""
 
     def run(self, holder: str) -> PassReport | None:
         """None when another pass holds the lease."""
@@ -59,12 +64,37 @@ class ResyncPass:
             self.metric(ObserverMetric.RECONCILE_DURATION, None, elapsed_ms)
 
     def _pass(self) -> PassReport:
+        if self.hosts is None:
+            report = PassReport()
+            records = self._read_fleet(report)
+            running = set(self.ecs.running())
+            self._dedicated(records, running, report)
+            return report
+        return self._with_hosts(self.hosts)
+
+    def _with_hosts(self, manager: HostManager) -> PassReport:
+        """Hosts first (a failover should not wait behind the dedicated fleet), then the index
+        when the fleet has dedicated kinds or a sweep is due (see ``reconciler.hosts``)."""
         report = PassReport()
+        running = set(self.ecs.running())
+        host_tasks = manager.resync(running, report)
+        if not (self.dedicated_kinds or manager.sweep_due(self.clock())):
+            return report
+        records = self._read_fleet(report)
+        pooled = [r for r in records if manager.placer.pooled(r.observer.kind)]
+        dedicated = [r for r in records if not manager.placer.pooled(r.observer.kind)]
+        manager.check(pooled, report)
+        self._dedicated(dedicated, running - host_tasks, report)
+        return report
+
+    def _read_fleet(self, report: PassReport) -> list[d.Record]:
         records = list(self.store.fleet())
-        report.observers = len(records)
+        report.observers += len(records)
         for gauge, value in fleet_gauges(records, self.clock()).items():
             self.metric(gauge, None, value)
-        running = set(self.ecs.running())
+        return records
+
+    def _dedicated(self, records: list[d.Record], running: set[str], report: PassReport) -> None:
         to_describe: dict[str, d.Record] = {}
         due = self.rollouts.due(records)
         for record in records:
@@ -88,7 +118,6 @@ class ResyncPass:
                 with isolated(record.name, report):
                     self.settler.settle(record, described[arn], report)
         self.sweep.sweep(records, running, report)
-        return report
 
     def _count_stale(self, records: Iterable[d.Record]) -> None:
         now = self.clock()

@@ -16,6 +16,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso, system_clock
+from vigil.contract.hosts import OBSERVER_HOST, OBSERVER_TASK_DEFINITION
 from vigil.dynamo import (
     Item,
     Update,
@@ -53,7 +54,14 @@ from vigil.observers.registry.table import RegistryTable, key
 MAX_PAGE = 100
 """BatchGetItem's limit, and small enough that 100 configs of 32 KB fit in a Lambda response."""
 REFUSED = "ConditionalCheckFailed"
-LIST_ATTRIBUTES = ("name", "fleet", "config", *FLEET_INDEX_ATTRIBUTES)
+LIST_ATTRIBUTES = (
+    "name",
+    "fleet",
+    "config",
+    *FLEET_INDEX_ATTRIBUTES,
+    OBSERVER_HOST,
+    OBSERVER_TASK_DEFINITION,
+)
 """What a listed observer carries: everything but its checkpoint."""
 _LIVE_TASK = (Status.STARTING, Status.RUNNING, Status.STOPPING)
 _REARMED = (Status.FAILED, Status.STOPPED)

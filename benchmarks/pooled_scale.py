@@ -1,0 +1,378 @@
+"""Pooled observers on moto: the reconciler's pass at 10,000 observers on 200 hosts (K = 50),
+failover on the simulated clock, and a monthly cost table (dedicated against pooled).
+
+* **Pass**: 200 host items (each with 50 observers assigned, a fresh heartbeat and a moto task)
+  and 10,000 observer items placed on them. One resync when healthy, one with 5 % of the hosts
+  dead (their tasks stopped): API calls by operation and the reconciler's own time (wall minus
+  the time inside AWS calls), beside today's pass at 1,000 dedicated observers.
+* **Failover**: a small pooled fleet with headroom; every host heartbeats once per interval at
+  its own phase (the fake host of ``tests.helpers.pooled_fleet``, which claims what ``assigned``
+  hands back, as the real host will). Seconds on the simulated clock from a host's STOPPED event
+  (the event pass runs at once), and from its last heartbeat (the minute resync finds it), to
+  every one of its observers RUNNING again on another host.
+* **Cost**: Fargate, DynamoDB and Lambda per month from the request counts above and the prices
+  written beside the table.
+
+``python -m benchmarks.pooled_scale`` prints it; ``run(quick=True)`` uses 2,000 observers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from moto import mock_aws
+
+from benchmarks.reconciler_scale import PagedListTasks, Timing, _pass, measure_scale
+from tests.helpers.moto_fleet import default_task_transitions
+from tests.helpers.observers import HOSTS_TABLE
+from tests.helpers.pooled_fleet import POOLED, PooledFleet, host_event
+from vigil.clock import ManualClock, epoch_ms
+from vigil.contract.hosts import HostStatus
+from vigil.dynamo import to_wire
+from vigil.observers.ecs_tasks import task_state
+from vigil.observers.model import Status
+
+START = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+K = 50
+OPERATIONS = (
+    "Scan",
+    "Query",
+    "ListTasks",
+    "GetItem",
+    "UpdateItem",
+    "PutItem",
+    "RunTask",
+    "StopTask",
+)
+
+# Prices: /work/shared/NOTES.md (AWS pricing pages, us-east-1, Linux/x86, as quoted in 2025
+# material; approximate). Spot: the commonly seen ~70 % discount (it varies).
+PRICES_DATE = "2025 (AWS pricing pages, us-east-1, approximate)"
+VCPU_HOUR = 0.04048
+GB_HOUR = 0.004445
+SPOT_FACTOR = 0.30
+WRITE_PER_MILLION = 0.625
+READ_PER_MILLION = 0.125
+LAMBDA_PER_MILLION = 0.20
+LAMBDA_GB_SECOND = 0.0000166667
+HOURS_PER_MONTH = 730
+AWS_CALL_SECONDS = 0.008
+"""Assumed latency of one AWS call from Lambda, to turn call counts into billed duration."""
+
+
+# The pass -----------------------------------------------------------------------------------------
+
+
+def _pooled_fleet(observers: int, clock: ManualClock) -> tuple[PooledFleet, Timing, PagedListTasks]:
+    fleet = PooledFleet(clock, slots=K, headroom=0, with_dedicated=False)
+    ecs = fleet.ecs()
+    hosts = observers // K
+    started_ms = epoch_ms(clock() - timedelta(hours=2))
+    placed = []
+    for index in range(hosts):
+        host_id = f"{POOLED}-h{index:04d}"
+        arn = ecs.run_host(host_id=host_id, kind=POOLED, slots=K)
+        names = [f"obs-{index * K + slot:05d}" for slot in range(K)]
+        fleet.dynamodb.put_item(
+            TableName=HOSTS_TABLE, Item=to_wire(_host_item(host_id, arn, names, clock()))
+        )
+        placed += [
+            (fleet.pooled(n, status=Status.RUNNING, generation=1, task_arn=arn, host=host_id))
+            for n in names
+        ]
+    fleet.put_many(placed, started_at_ms=started_ms)
+    timing = Timing()
+    for client in (fleet.dynamodb, fleet.ecs_client, fleet.sqs):
+        timing.attach(client)
+    return fleet, timing, PagedListTasks(fleet.ecs_client, timing)
+
+
+def _host_item(host_id: str, arn: str, names: list[str], now: datetime) -> dict[str, Any]:
+    return {
+        "host_id": host_id,
+        "kind": POOLED,
+        "status": HostStatus.RUNNING.value,
+        "slots": K,
+        "assigned": {n: 1 for n in names},
+        "running": {n: {"generation": 1, "state": "running"} for n in names},
+        "handover": {},
+        "task_arn": arn,
+        "task_definition": "arn:aws:ecs:us-east-1:123456789012:task-definition/vigil-pooled:1",
+        "heartbeat_at_ms": epoch_ms(now),
+        "created_at_ms": epoch_ms(now - timedelta(hours=2)),
+        "start_attempts": 0,
+        "version": 2,
+    }
+
+
+def measure_pooled(observers: int) -> tuple[list[dict[str, Any]], int]:
+    """Rows (healthy, healthy on a sweep minute, 5 % hosts dead) and one full host item's size.
+
+    The clock starts at 12:09:30, so the first pass is an ordinary minute's (no fleet-index
+    sweep); the second runs at 12:10, a sweep minute (every 10); the dead-host pass at 12:11:10,
+    after every surviving host heartbeats again.
+    """
+    clock = ManualClock(START + timedelta(minutes=9, seconds=30))
+    with mock_aws():
+        try:
+            fleet, timing, ecs = _pooled_fleet(observers, clock)
+            names = [f"obs-{i:05d}" for i in range(K)]
+            item_bytes = len(json.dumps(_host_item("x" * 20, "y" * 90, names, START)))
+            healthy = _pass(fleet, timing, ecs, "healthy")
+            clock.advance(timedelta(seconds=30))
+            sweep = _pass(fleet, timing, ecs, "sweep")
+            clock.advance(timedelta(seconds=70))
+            hosts = sorted(fleet.hosts())
+            dead = hosts[::20]
+            for host_id in hosts:
+                if host_id not in dead:
+                    _refresh(fleet, host_id, clock())
+            for host_id in dead:
+                fleet.stop_host_task(host_id)
+            failing = _pass(fleet, timing, ecs, "dead")
+            moved = sum(
+                1 for n in range(observers) if fleet.item(f"obs-{n:05d}")["generation"] == 2
+            )
+        finally:
+            default_task_transitions()
+    assert moved == len(dead) * K, moved
+    hosts_count = observers // K
+    healthy.update(case=f"{observers:,} pooled on {hosts_count} hosts, healthy")
+    sweep.update(case=f"{observers:,} pooled, healthy, a sweep minute (every 10th)")
+    failing.update(case=f"{observers:,} pooled, {len(dead)} hosts dead ({moved} observers moved)")
+    return [healthy, sweep, failing], item_bytes
+
+
+def _refresh(fleet: PooledFleet, host_id: str, now: datetime) -> None:
+    fleet.dynamodb.update_item(
+        TableName=HOSTS_TABLE,
+        Key=to_wire({"host_id": host_id}),
+        UpdateExpression="SET heartbeat_at_ms = :t",
+        ExpressionAttributeValues=to_wire({":t": epoch_ms(now)}),
+    )
+
+
+# Failover on the simulated clock -----------------------------------------------------------------
+
+
+def measure_failover(by_event: bool) -> float:
+    """Seconds from the STOPPED event (or the last heartbeat) to all the host's observers RUNNING."""
+    clock = ManualClock(START)
+    with mock_aws():
+        try:
+            fleet = PooledFleet(clock, slots=5, headroom=5)
+            interval = int(fleet.settings.heartbeat_interval.total_seconds())
+            reconciler = fleet.reconciler()
+            names = [f"f-{i:02d}" for i in range(12)]
+            for name in names:
+                fleet.put(fleet.pooled(name))
+            reconciler.resync("place")  # places the 12, starts hosts (headroom: 5 free slots)
+            for name in names:
+                _settle(fleet, reconciler, name)
+            reconciler.resync("headroom")
+            phases = {h: i * 7 % interval for i, h in enumerate(sorted(fleet.hosts()))}
+            for second in range(3 * interval):  # every host heartbeats, observers claim
+                clock.advance(1)
+                _beat(fleet, phases, second, skip=None)
+            reconciler.resync("promote")
+            victim = fleet.item(names[0])["host"]
+            moving = [n for n in names if fleet.item(n)["host"] == victim]
+            for second in range(3 * interval, 3 * interval + interval):  # its last heartbeat
+                clock.advance(1)
+                _beat(fleet, phases, second, skip=None)
+                if phases.get(victim) == second % interval:
+                    break
+            t0 = clock()
+            if by_event:
+                fleet.stop_host_task(victim)
+                reconciler.on_task_event(
+                    task_state(host_event(fleet, victim, last_status="STOPPED", version=9))
+                )
+            second = int((clock() - START).total_seconds())
+            while not all(
+                fleet.item(n)["status"] == "RUNNING" and fleet.item(n)["host"] != victim
+                for n in moving
+            ):
+                clock.advance(1)
+                second += 1
+                _beat(fleet, phases, second, skip=victim)
+                if second % 60 == 0:
+                    reconciler.resync(f"minute-{second}")
+                    for host_id in fleet.hosts():
+                        phases.setdefault(host_id, second % interval)
+                if (clock() - t0).total_seconds() > 600:
+                    raise RuntimeError("failover did not finish in 10 minutes")
+            return (clock() - t0).total_seconds()
+        finally:
+            default_task_transitions()
+
+
+def _settle(fleet: PooledFleet, reconciler: Any, name: str) -> None:
+    from tests.helpers.moto_fleet import stream
+    from vigil.observers.reconciler import changed_records
+
+    reconciler.on_records(changed_records([stream(fleet.item(name))]))
+
+
+def _beat(fleet: PooledFleet, phases: dict[str, int], second: int, skip: str | None) -> None:
+    interval = int(fleet.settings.heartbeat_interval.total_seconds())
+    for host_id, host in fleet.hosts().items():
+        phases.setdefault(host_id, second % interval)
+        if (
+            host_id == skip
+            or not host.task_arn
+            or host.status in (HostStatus.LOST, HostStatus.STOPPED)
+        ):
+            continue
+        if phases[host_id] == second % interval:
+            fleet.heartbeat(host_id)
+
+
+# Cost -------------------------------------------------------------------------------------------
+
+
+def fargate_month(vcpu: float, gb: float) -> float:
+    return (vcpu * VCPU_HOUR + gb * GB_HOUR) * HOURS_PER_MONTH
+
+
+def _resync_month(
+    calls: int, own: float, read_units: float, memory_gb: float = 1.0
+) -> tuple[float, float]:
+    """(Lambda, DynamoDB reads) per month for one resync a minute."""
+    passes = 60 * 24 * 30.4
+    duration = own + calls * AWS_CALL_SECONDS
+    lam = passes * (LAMBDA_PER_MILLION / 1e6 + duration * memory_gb * LAMBDA_GB_SECOND)
+    return lam, passes * read_units * READ_PER_MILLION / 1e6
+
+
+def cost_table(
+    dedicated_pass: dict[str, Any], pooled_pass: dict[str, Any], host_item_bytes: int
+) -> str:
+    heartbeats_month = 30.4 * 24 * 3600 / 30  # one write per 30 s
+    rows = []
+    task = fargate_month(0.25, 0.5)
+    pooled_tasks = {
+        "pooled K=50, 0.25 vCPU / 2 GB (32 MiB a slot)": fargate_month(0.25, 2),
+        "pooled K=50, 1 vCPU / 4 GB (64 MiB a slot)": fargate_month(1, 4),
+    }
+    host_wru = max(1, -(-host_item_bytes // 1024))
+    for n in (1_000, 10_000):
+        # Dedicated: a task and a heartbeat write per observer; the resync reads the fleet index
+        # (~400 B an item, eventually consistent: 0.5 RRU per 4 KB).
+        d_calls = sum(dedicated_pass["calls"].values()) * n / 1_000
+        d_lambda, d_reads = _resync_month(
+            int(d_calls), dedicated_pass["own"] * n / 1_000, n * 400 / 4096 * 0.5
+        )
+        d_writes = n * heartbeats_month * WRITE_PER_MILLION / 1e6
+        rows.append(
+            (
+                f"{n:,}",
+                "dedicated 0.25 vCPU / 0.5 GB",
+                n * task,
+                n * task * SPOT_FACTOR,
+                d_writes + d_reads,
+                d_lambda,
+            )
+        )
+        for label, host_month in pooled_tasks.items():
+            hosts = -(-n // K) + 1  # plus one host of headroom
+            p_calls = sum(pooled_pass["calls"].values()) * hosts / 200
+            # The pass scans the hosts (consistent: 1 RRU per 4 KB), nothing per observer.
+            p_lambda, p_reads = _resync_month(
+                int(p_calls), pooled_pass["own"] * hosts / 200, hosts * host_item_bytes / 4096
+            )
+            p_writes = hosts * heartbeats_month * host_wru * WRITE_PER_MILLION / 1e6
+            rows.append(
+                (
+                    f"{n:,}",
+                    label,
+                    hosts * host_month,
+                    hosts * host_month * SPOT_FACTOR,
+                    p_writes + p_reads,
+                    p_lambda,
+                )
+            )
+    lines = [
+        "| Observers | Placement | Fargate on-demand $/mo | Fargate Spot $/mo | DynamoDB $/mo | Lambda (resync) $/mo | Total on-demand $/mo | $ per observer | vs dedicated |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    base: dict[str, float] = {}
+    for (
+        n,
+        label,
+        fargate,
+        spot,
+        dynamo,
+        lam,
+    ) in rows:
+        total = fargate + dynamo + lam
+        per = total / int(n.replace(",", ""))
+        base.setdefault(n, per)
+        lines.append(
+            f"| {n} | {label} | {fargate:,.0f} | {spot:,.0f} | {dynamo:,.2f} | {lam:,.2f} | {total:,.0f} | {per:.3f} | {base[n] / per:.1f}x cheaper |"
+            if per != base[n]
+            else f"| {n} | {label} | {fargate:,.0f} | {spot:,.0f} | {dynamo:,.2f} | {lam:,.2f} | {total:,.0f} | {per:.3f} | - |"
+        )
+    lines.append("")
+    lines.append(
+        f"Prices ({PRICES_DATE}): Fargate ${VCPU_HOUR}/vCPU-h and ${GB_HOUR}/GB-h, Spot at "
+        f"{int((1 - SPOT_FACTOR) * 100)} % off; DynamoDB on-demand ${WRITE_PER_MILLION}/M writes, "
+        f"${READ_PER_MILLION}/M reads; Lambda ${LAMBDA_PER_MILLION}/M requests, ${LAMBDA_GB_SECOND}/GB-s "
+        f"(1 GB reconciler, {AWS_CALL_SECONDS * 1000:.0f} ms per AWS call assumed). Heartbeats: one write "
+        f"per 30 s per observer (dedicated) or per host ({host_wru} WRU: a full host item is "
+        f"{host_item_bytes:,} B). Slot memory is an assumption until the host's PSS per slot is measured."
+    )
+    return "\n".join(lines)
+
+
+# The section ------------------------------------------------------------------------------------
+
+
+def run(quick: bool = False) -> str:
+    observers = 2_000 if quick else 10_000
+    pooled, host_bytes = measure_pooled(observers)
+    (dedicated, _) = measure_scale(1_000)
+    dedicated.update(case="1,000 dedicated (today), all fresh")
+    by_event = measure_failover(by_event=True)
+    by_silence = measure_failover(by_event=False)
+    header = (
+        "| Pass | Wall (s) | Reconciler's own (s) | API calls | " + " | ".join(OPERATIONS) + " |"
+    )
+    lines = [header, "|" + "---|" * (4 + len(OPERATIONS))]
+    for row in (dedicated, *pooled):
+        calls = row["calls"]
+        lines.append(
+            f"| {row['case']} | {row['wall']:.2f} | {row['own']:.2f} | {sum(calls.values())} | "
+            + " | ".join(str(calls.get(op, 0)) for op in OPERATIONS)
+            + " |"
+        )
+    lines.append("")
+    lines.append(
+        f"Failover on the simulated clock (30 s heartbeats, headroom held): from the host's STOPPED "
+        f"event to all its observers RUNNING elsewhere {by_event:.0f} s (target: within 2 intervals, "
+        f"60 s); from its last heartbeat {by_silence:.0f} s (3 missed intervals, then the next "
+        f"minute's resync, then the new host's next heartbeat)."
+    )
+    heartbeats = {
+        "dedicated": 10_000 * 2,
+        "pooled": (10_000 // K) * 2,
+    }
+    lines.append(
+        f"Heartbeat writes per minute at 10,000 observers: dedicated {heartbeats['dedicated']:,}, "
+        f"pooled {heartbeats['pooled']:,} (one per host, K = {K})."
+    )
+    lines.append("")
+    lines.append(cost_table(dedicated, pooled[0], host_bytes))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    import sys
+
+    print(run(quick="--quick" in sys.argv))

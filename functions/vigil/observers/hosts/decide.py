@@ -1,0 +1,127 @@
+"""What the reconciler must do for one *pooled* observer: a pure function of its record, its host
+and time, answering with the same :class:`~vigil.observers.decisions.Plan` as a dedicated one.
+
+The host stands in for the task: its heartbeat is the observer's liveness (pooled observers write
+none of their own), its ``HOST_EXIT`` report is the task's STOPPED event (so today's restart,
+backoff and FAILED rules apply unchanged, through :func:`~vigil.observers.decisions.decide`), and
+its loss moves the observer. In the plan, ``StopTask`` means "take it off its host" and
+``StartTask``/``RetryStart`` mean "place it" (the executor reads them so for a pooled kind).
+
+* exit report of the current generation -> decided as a stopped task with that exit code;
+* host lost (LOST, STOPPED, gone, silent for 3 intervals) -> moved: next generation, another
+  host, from the checkpoint; not counted as the observer's failure (its code did not fail);
+* placed on a live host -> nothing, unless a stop or restart is asked for, or the placement is
+  still unconfirmed past its retry time (placed again, same generation);
+* otherwise (PENDING, FAILED, STOPPED) -> exactly as a dedicated observer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from vigil.contract.hosts import LIVE_HOST_STATUSES
+from vigil.contract.observers import Desired, Status
+from vigil.observers import decisions as d
+from vigil.observers.hosts.model import Host
+from vigil.observers.hosts.planning import host_dead
+from vigil.observers.model import LastExit, Observer
+
+HOST_LOST = "HostLost"
+"""``stop_code`` of a pooled observer's last exit when its host was lost."""
+UNASSIGNED = "UserInitiated"
+LIVE = (Status.STARTING, Status.RUNNING, Status.STOPPING)
+
+
+def host_task_arn(record: d.Record, host: Host | None) -> str | None:
+    """What stands for the observer's task: its host's task (or the host's id while unknown)."""
+    placed = record.pooled.host
+    if placed is None:
+        return None
+    if host is not None and host.host_id == placed and host.task_arn:
+        return host.task_arn
+    return record.observer.task_arn or f"host/{placed}"
+
+
+def decide_pooled(
+    record: d.Record, host: Host | None, now: datetime, settings: d.Settings
+) -> d.Plan:
+    observer = record.observer
+    arn = host_task_arn(record, host)
+    view = d.Record(replace(observer, task_arn=arn), record.tracking, record.pooled)
+    if observer.status not in LIVE:
+        return d.decide(
+            replace(view, observer=replace(view.observer, task_arn=None)), None, now, settings
+        )
+    if arn is None:  # STARTING, not placed yet (no free slot, or the host write failed)
+        if observer.next_start_at and now < observer.next_start_at:
+            return d.only(d.Ignore("waiting for a slot"))
+        return d.only(d.RetryStart(observer.generation))
+    exited = record.pooled.exit_of(observer.generation)
+    if exited is not None:
+        return d.decide(view, _stopped(arn, exited), now, settings)
+    why = _lost(record, host, now, settings)
+    if why is not None:
+        gone = d.TaskState(arn=arn, last_status=d.STOPPED, stop_code=HOST_LOST, stopped_reason=why)
+        if observer.desired is Desired.STOPPED or observer.status is Status.STOPPING:
+            return d.decide(view, gone, now, settings)
+        return d.Plan(_move(observer, gone.last_exit(now), now, settings))
+    assert host is not None
+    if observer.status is Status.STOPPING and not _on(host, observer.name, observer.generation):
+        left = d.TaskState(
+            arn=arn,
+            last_status=d.STOPPED,
+            stop_code=UNASSIGNED,
+            stopped_reason="taken off its host",
+        )
+        return d.decide(view, left, now, settings)
+    asked = observer.desired is Desired.STOPPED or (
+        observer.restart_generation is not None
+        and observer.restart_generation >= observer.generation
+    )
+    if observer.status is Status.STOPPING or asked:
+        return d.decide(view, d.Listed(True), now, settings)
+    if observer.next_start_at and now >= observer.next_start_at:
+        return d.only(d.RetryStart(observer.generation))  # placement never confirmed
+    return d.only(d.Ignore(f"placed on live host {host.host_id}"))
+
+
+def _stopped(arn: str, exited: d.HostExit) -> d.TaskState:
+    return d.TaskState(
+        arn=arn,
+        last_status=d.STOPPED,
+        stopped_reason=exited.reason,
+        exit_code=exited.exit_code,
+        stopped_at=exited.at,
+    )
+
+
+def _lost(record: d.Record, host: Host | None, now: datetime, settings: d.Settings) -> str | None:
+    placed = record.pooled.host
+    if host is None or host.host_id != placed:
+        return f"host {placed} is gone"
+    if host.status not in LIVE_HOST_STATUSES:
+        return f"host {placed} is {host.status.value}"
+    if record.observer.status is Status.RUNNING and not _on(
+        host, record.name, record.observer.generation
+    ):
+        return None  # handed over (draining): its exit report, or the drain's end, moves it
+    return host_dead(host, None, now, settings)
+
+
+def _on(host: Host, name: str, generation: int) -> bool:
+    """Whether the host still has (or still runs) this generation."""
+    return host.assigned.get(name) == generation or host.runs(name, generation)
+
+
+def _move(
+    observer: Observer, last_exit: LastExit, now: datetime, settings: d.Settings
+) -> d.StartTask:
+    """The next generation elsewhere, without counting the host's loss as the observer's failure."""
+    return d.StartTask(
+        generation=observer.generation + 1,
+        restart=True,
+        consecutive_failures=observer.consecutive_failures,
+        retry_at=now + settings.run_task_retry_base,
+        last_exit=last_exit,
+    )

@@ -1,0 +1,65 @@
+"""``GET /hosts``: the pooled hosts as operators read them (the API's and the CLI's shape)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from vigil.observers.hosts.model import Host
+from vigil.observers.kind_options import KindOptions
+
+
+class UnknownHostKind(Exception):
+    def __init__(self, kind: str, kinds: Iterable[str]) -> None:
+        super().__init__(f"kind {kind!r} is not one of {sorted(kinds)}")
+
+
+class NotPooled(Exception):
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"kind {kind!r} is dedicated (one task per observer): it has no hosts")
+
+
+def revision(task_definition: str | None) -> int | None:
+    """The revision at the end of a task definition ARN (``...:task-definition/family:7``)."""
+    if not task_definition or ":" not in task_definition:
+        return None
+    tail = task_definition.rsplit(":", 1)[1]
+    return int(tail) if tail.isdigit() else None
+
+
+def host_json(host: Host, now: datetime) -> dict[str, Any]:
+    age = (now - host.heartbeat_at).total_seconds() if host.heartbeat_at else None
+    return {
+        "id": host.host_id,
+        "kind": host.kind,
+        "status": host.status.value,
+        "task_arn": host.task_arn,
+        "task_definition": host.task_definition,
+        "revision": revision(host.task_definition),
+        "slots": host.slots,
+        "used": host.used,
+        "free": host.free,
+        "heartbeat_age_seconds": round(age, 1) if age is not None else None,
+        "observers": dict(sorted(host.assigned.items())),
+        "status_reason": host.status_reason,
+    }
+
+
+def list_hosts(
+    hosts: Iterable[Host],
+    placements: Mapping[str, KindOptions],
+    kinds: Iterable[str],
+    kind: str | None,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """Hosts in id order, of one kind if asked (an unknown or a dedicated kind is refused)."""
+    if kind is not None:
+        known = set(kinds)
+        if kind not in known:
+            raise UnknownHostKind(kind, known)
+        placement = placements.get(kind)
+        if placement is None or not placement.pooled:
+            raise NotPooled(kind)
+    chosen = [h for h in hosts if kind is None or h.kind == kind]
+    return [host_json(h, now) for h in sorted(chosen, key=lambda h: h.host_id)]

@@ -1,0 +1,70 @@
+"""A host item as the reconciler reads it, and a pooled kind's placement settings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from vigil.clock import from_epoch_ms
+from vigil.contract.hosts import HOSTS_KEY, HostStatus
+
+ACCEPTING = (HostStatus.STARTING, HostStatus.RUNNING)
+"""Statuses that take new observers (a DRAINING host takes none)."""
+
+
+@dataclass(frozen=True)
+class Host:
+    host_id: str
+    kind: str
+    status: HostStatus
+    slots: int
+    created_at: datetime
+    version: int = 1
+    assigned: dict[str, int] = field(default_factory=dict)
+    running: dict[str, Any] = field(default_factory=dict)
+    handover: dict[str, int] = field(default_factory=dict)
+    task_arn: str | None = None
+    task_definition: str | None = None
+    heartbeat_at: datetime | None = None
+    status_reason: str | None = None
+    start_attempts: int = 0
+
+    @property
+    def used(self) -> int:
+        return len(self.assigned)
+
+    @property
+    def free(self) -> int:
+        return max(self.slots - self.used, 0)
+
+    @property
+    def accepting(self) -> bool:
+        return self.status in ACCEPTING
+
+    def runs(self, name: str, generation: int) -> bool:
+        """Whether the host's last heartbeat said it runs this generation of ``name``."""
+        entry = self.running.get(name)
+        return isinstance(entry, Mapping) and int(entry.get("generation", -1)) == generation
+
+
+def host_from_item(item: Mapping[str, Any]) -> Host:
+    return Host(
+        host_id=str(item[HOSTS_KEY]),
+        kind=str(item.get("kind", "")),
+        status=HostStatus(item.get("status", HostStatus.STARTING)),
+        slots=int(item.get("slots", 1)),
+        created_at=from_epoch_ms(int(item.get("created_at_ms", 0))),
+        version=int(item.get("version", 1)),
+        assigned={k: int(v) for k, v in (item.get("assigned") or {}).items()},
+        running=dict(item.get("running") or {}),
+        handover={k: int(v) for k, v in (item.get("handover") or {}).items()},
+        task_arn=item.get("task_arn"),
+        task_definition=item.get("task_definition"),
+        heartbeat_at=from_epoch_ms(int(item["heartbeat_at_ms"]))
+        if item.get("heartbeat_at_ms") is not None
+        else None,
+        status_reason=item.get("status_reason"),
+        start_attempts=int(item.get("start_attempts", 0)),
+    )

@@ -1,0 +1,147 @@
+"""What the manager must do with a kind's hosts: pure functions of the hosts, ECS's task list,
+the waiting observers and time, returning a :class:`HostPlan` (tested without AWS).
+
+Rules:
+
+* **Placement** (:func:`choose_host`): the least-loaded accepting (STARTING or RUNNING) host of the
+  kind with a free slot; ties go to a RUNNING host, then the smaller host id. It is *sticky*: an
+  observer already on an accepting host with room stays there (a restart reuses its slot), and
+  nothing moves an observer between passes except its host being lost, drained or replaced.
+* **Dead host** (:func:`host_dead`): no heartbeat for 3 intervals (a STARTING host: none within the
+  start timeout), or its task is no longer among the cluster's running tasks. (Its ECS STOPPED
+  event says the same at once; the event pass acts on it.)
+* **Headroom**: keep at least ``headroom`` free slots per kind beyond the observers waiting for one;
+  start ``ceil(shortfall / K)`` hosts when below (a kind without observers keeps no host). **Scale-in**: when one host fewer would still
+  leave the headroom (``free - K >= headroom``, nobody waiting), drain the emptiest RUNNING host,
+  one per kind per pass, so the fleet shrinks gradually and never below what a failover needs.
+* **Drain**: a DRAINING host hands every observer over; once it runs none, its task is stopped and
+  it is STOPPED.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from vigil.contract.hosts import HostStatus
+from vigil.observers.decisions import Settings
+from vigil.observers.hosts.model import Host
+from vigil.observers.kind_options import KindOptions
+
+
+def host_dead(
+    host: Host, running_tasks: Collection[str] | None, now: datetime, settings: Settings
+) -> str | None:
+    """Why a live host is dead, or None while it is alive (or already LOST/STOPPED)."""
+    if host.status not in (HostStatus.STARTING, HostStatus.RUNNING, HostStatus.DRAINING):
+        return None
+    if running_tasks is not None and host.task_arn and host.task_arn not in running_tasks:
+        return f"task {host.task_arn} is no longer running"
+    if host.heartbeat_at is not None:
+        silent = now - host.heartbeat_at
+        if silent > settings.stale_after:
+            return f"no heartbeat for {int(silent.total_seconds())} s"
+        return None
+    if host.task_arn and now - host.created_at > settings.start_timeout:
+        return f"no heartbeat within {int(settings.start_timeout.total_seconds())} s of its start"
+    return None
+
+
+def choose_host(hosts: Iterable[Host], kind: str, prefer: str | None = None) -> Host | None:
+    """Where one observer of ``kind`` goes: its current host if it still takes it, else the
+    least-loaded accepting host with a free slot; None when every host is full."""
+    candidates = [h for h in hosts if h.kind == kind and h.accepting and h.free > 0]
+    for host in candidates:
+        if host.host_id == prefer:
+            return host
+    if not candidates:
+        return None
+    return min(candidates, key=lambda h: (h.used, h.status is not HostStatus.RUNNING, h.host_id))
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    lost: tuple[tuple[str, str], ...] = ()
+    """(host id, why) of live hosts to mark LOST; their observers are then moved."""
+    promote: tuple[str, ...] = ()
+    """STARTING hosts that heartbeat: RUNNING."""
+    retry_run: tuple[str, ...] = ()
+    """STARTING hosts whose RunTask has not succeeded yet: RunTask again (same clientToken)."""
+    start: Mapping[str, int] = field(default_factory=dict)
+    """kind -> how many new hosts to start."""
+    drain: tuple[str, ...] = ()
+    """Surplus hosts to mark DRAINING (their observers are handed over)."""
+    finish: tuple[str, ...] = ()
+    """DRAINING hosts that run nothing any more: StopTask, then STOPPED."""
+
+
+def plan_hosts(
+    hosts: Iterable[Host],
+    running_tasks: Collection[str] | None,
+    waiting: Mapping[str, int],
+    placements: Mapping[str, KindOptions],
+    now: datetime,
+    settings: Settings,
+) -> HostPlan:
+    """The whole fleet's host plan for one pass (``waiting``: kind -> observers wanting a slot)."""
+    all_hosts = sorted(hosts, key=lambda h: h.host_id)
+    lost = tuple(
+        (h.host_id, why)
+        for h in all_hosts
+        if (why := host_dead(h, running_tasks, now, settings)) is not None
+    )
+    dead = {host_id for host_id, _ in lost}
+    alive = [h for h in all_hosts if h.host_id not in dead]
+    promote = tuple(
+        h.host_id for h in alive if h.status is HostStatus.STARTING and h.heartbeat_at is not None
+    )
+    retry_run = tuple(
+        h.host_id for h in alive if h.status is HostStatus.STARTING and not h.task_arn
+    )
+    finish = tuple(
+        h.host_id
+        for h in alive
+        if h.status is HostStatus.DRAINING and not h.assigned and not h.running
+    )
+    start: dict[str, int] = {}
+    drain: list[str] = []
+    for kind, placement in sorted(placements.items()):
+        if not placement.pooled:
+            continue
+        mine = [h for h in alive if h.kind == kind and h.accepting]
+        # Observers still on a draining host will want a slot soon: count them as waiting, so
+        # one drain at a time completes before the next is judged.
+        leaving = sum(
+            max(len(h.assigned), len(h.running))
+            for h in alive
+            if h.kind == kind and h.status is HostStatus.DRAINING
+        )
+        more, surplus = _capacity(mine, waiting.get(kind, 0) + leaving, placement)
+        if more:
+            start[kind] = more
+        if surplus:
+            drain.append(surplus)
+    return HostPlan(lost, promote, retry_run, start, tuple(drain), finish)
+
+
+def _capacity(hosts: list[Host], waiting: int, placement: KindOptions) -> tuple[int, str | None]:
+    """(hosts to start, host to drain) for one kind's accepting hosts.
+
+    A kind with no observer at all keeps no host (headroom serves failovers; the first observer
+    starts a host itself), so an unused pooled kind costs nothing.
+    """
+    running = [h for h in hosts if h.status is HostStatus.RUNNING]
+    if not waiting and not any(h.used for h in hosts):
+        return 0, min(running, key=lambda h: h.host_id).host_id if running else None
+    free = sum(h.free for h in hosts)
+    needed = placement.headroom + waiting
+    if free < needed:
+        return math.ceil((needed - free) / placement.slots_per_host), None
+    if waiting or free - placement.slots_per_host < placement.headroom:
+        return 0, None
+    if not running:
+        return 0, None
+    emptiest = min(running, key=lambda h: (h.used, h.host_id))
+    return 0, emptiest.host_id

@@ -1,0 +1,200 @@
+"""The manager of pooled hosts: a host's ECS event, and the hosts' share of the resync.
+
+Why the healthy resync costs O(hosts), not O(observers): the pass scans the hosts table (one page
+per ~200 hosts of K = 50), lists the cluster's tasks (one page per 100), and queries the sparse
+waiting index per pooled kind (observers that want a slot: new, backing off, or placed but not
+confirmed; usually empty). Observer records are read (GetItem, consistent) only where a decision
+needs them: the observers of a host found dead or drained, and the waiting ones. A healthy pooled
+observer is never read: its host's heartbeat stands for it, and its exit reaches the reconciler
+through the registry stream (``HOST_EXIT``). The fleet index is read only when the fleet also has
+dedicated kinds (as today) or every ``sweep_minutes`` (a safety net for a lost stream record or a
+placement interrupted between its writes); pooled records found there are checked against the
+hosts already scanned, and read only when they look wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from vigil.clock import Clock, epoch_ms, system_clock
+from vigil.contract.hosts import HostStatus
+from vigil.contract.observers import Desired, Status
+from vigil.observers import decisions as d
+from vigil.observers.ecs_tasks import EcsTasks
+from vigil.observers.fleet_store import FleetStore
+from vigil.observers.hosts.model import Host
+from vigil.observers.hosts.planning import HostPlan, plan_hosts
+from vigil.observers.hosts.store import HostConflict, HostStore
+from vigil.observers.reconciler.executor import Settler
+from vigil.observers.reconciler.placer import Placer
+from vigil.observers.reconciler.report import PassReport, isolated
+from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
+
+SWEEP_MINUTES = 10
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostManager:
+    placer: Placer
+    hosts: HostStore
+    store: FleetStore
+    ecs: EcsTasks
+    settler: Settler
+    settings: d.Settings
+    clock: Clock = system_clock
+    sweep_minutes: int = SWEEP_MINUTES
+
+    @property
+    def pooled_kinds(self) -> list[str]:
+        return sorted(k for k, p in self.placer.placements.items() if p.pooled)
+
+    def sweep_due(self, now: datetime) -> bool:
+        return (epoch_ms(now) // 60_000) % self.sweep_minutes == 0
+
+    # A host task's ECS event ----------------------------------------------------------------------
+
+    def on_task_event(self, task: d.TaskState, report: PassReport) -> None:
+        """STOPPED: the host is lost at once and its observers move; else record its task."""
+        assert task.host is not None
+        self.placer.begin()
+        host = self.hosts.get(task.host)
+        if host is None or host.task_arn not in (None, task.arn):
+            if not task.stopped:
+                self.ecs.stop(task.arn, f"orphan host task: {task.host} does not own it")
+                report.orphans_stopped += 1
+            return
+        if task.stopped:
+            self.lose(host, f"its task stopped: {task.stopped_reason or task.stop_code}", report)
+        elif host.task_arn is None and host.accepting:
+            self.placer.run_host(host)  # adopts the ARN (same clientToken)
+
+    # The resync's share ---------------------------------------------------------------------------
+
+    def resync(self, running: set[str], report: PassReport) -> set[str]:
+        """One pass over the hosts; answers the task ARNs that are hosts (not orphans)."""
+        hosts = list(self.hosts.scan())
+        self.placer.begin(hosts)
+        now = self.clock()
+        waiting = {kind: self.store.waiting(kind, now) for kind in self.pooled_kinds}
+        plan = plan_hosts(
+            hosts,
+            running,
+            {k: len(v) for k, v in waiting.items()},
+            self.placer.placements,
+            now,
+            self.settings,
+        )
+        self._carry_out(plan, waiting, report)
+        return {h.task_arn for h in hosts if h.task_arn}
+
+    def check(self, records: Iterable[d.Record], report: PassReport) -> None:
+        """Pooled records from a fleet-index read: read and settle only those that look wrong."""
+        hosts = self.placer.all_hosts().values()
+        placed = {(n, g) for h in hosts if h.accepting for n, g in h.assigned.items()}
+        now = self.clock()
+        for record in records:
+            if _looks_wrong(record, placed, now):
+                with isolated(record.name, report):
+                    self._settle_fresh(record.name, report)
+
+    def _carry_out(self, plan: HostPlan, waiting: dict[str, list[str]], report: PassReport) -> None:
+        book = self.placer.all_hosts()
+        for host_id, why in plan.lost:
+            with isolated(host_id, report):
+                self.lose(book[host_id], why, report)
+        for host_id in plan.promote:
+            with isolated(host_id, report):
+                self._mark(book[host_id], HostStatus.RUNNING, None)
+        for host_id in plan.retry_run:
+            with isolated(host_id, report):
+                self.placer.run_host(book[host_id])
+        for names in waiting.values():
+            for name in names:
+                with isolated(name, report):
+                    self._settle_fresh(name, report)
+        for kind, count in plan.start.items():
+            for _ in range(count):
+                with isolated(kind, report):
+                    self.placer.start_host(kind)
+        for host_id in plan.drain:
+            with isolated(host_id, report):
+                self.drain(book[host_id])
+        for host_id in plan.finish:
+            with isolated(host_id, report):
+                self._finish(book[host_id], report)
+
+    def lose(self, host: Host, why: str, report: PassReport) -> None:
+        """Mark LOST (its heartbeat is refused from now on), stop its task, move its observers.
+
+        Only once: a repeated STOPPED event for a host already LOST or STOPPED does nothing."""
+        if host.status in (HostStatus.LOST, HostStatus.STOPPED):
+            return
+        lost = self._mark(host, HostStatus.LOST, why)
+        if lost is None or lost.status is not HostStatus.LOST:
+            return
+        if lost.task_arn:
+            self.ecs.stop(lost.task_arn, f"host lost: {why}")
+        self._move_all(lost, report)
+
+    def drain(self, host: Host) -> None:
+        """DRAINING: takes nothing new; each observer is handed over (its child checkpoints and
+        exits, its exit report places the next generation elsewhere)."""
+        drained = self._mark(host, HostStatus.DRAINING, "surplus: scale-in")
+        if drained is None or drained.status is not HostStatus.DRAINING:
+            return
+        for name in sorted(drained.assigned):
+            current = self.placer.host(drained.host_id) or drained
+            if name in current.assigned:
+                try:
+                    self.placer.book.put(self.hosts.unassign(current, name, handover=True))
+                except HostConflict:
+                    continue  # the next pass sees it still assigned and finishes the hand-over
+
+    def _finish(self, host: Host, report: PassReport) -> None:
+        if host.task_arn:
+            self.ecs.stop(host.task_arn, "drained")
+        stopped = self._mark(host, HostStatus.STOPPED, "drained")
+        if stopped is not None:
+            self._move_all(stopped, report)
+
+    def _move_all(self, host: Host, report: PassReport) -> None:
+        """Every observer the host had (assigned or handed over) that still names it."""
+        for name in sorted({*host.assigned, *host.handover}):
+            with isolated(name, report):
+                record = self.store.get(name)
+                if record is not None and record.pooled.host == host.host_id:
+                    report.observers += 1
+                    self.settler.settle(record, None, report)
+
+    def _settle_fresh(self, name: str, report: PassReport) -> None:
+        record = self.store.get(name)
+        if record is not None:
+            report.observers += 1
+            self.settler.settle(record, None, report)
+
+    def _mark(self, host: Host, status: HostStatus, why: str | None) -> Host | None:
+        current: Host | None = host
+        for _ in range(MAX_DECISION_ROUNDS):
+            if current is None or current.status in (HostStatus.LOST, HostStatus.STOPPED):
+                return current
+            try:
+                return self.placer.book.put(self.hosts.mark(current, status, why))
+            except HostConflict as conflict:
+                current = conflict.current
+        return None
+
+
+def _looks_wrong(record: d.Record, placed: set[tuple[str, int]], now: datetime) -> bool:
+    """From the index's small projection: should this pooled record be read and decided?"""
+    observer = record.observer
+    if observer.status in (Status.FAILED, Status.STOPPED):
+        return False
+    if observer.desired is Desired.STOPPED:
+        return True
+    if observer.status is Status.PENDING:
+        return observer.next_start_at is None or observer.next_start_at <= now
+    if observer.next_start_at is not None:
+        return observer.next_start_at <= now
+    return (observer.name, observer.generation) not in placed

@@ -1,0 +1,191 @@
+"""Placing pooled observers on hosts: the pooled reading of a plan's StartTask, RetryStart and
+StopTask, and starting hosts.
+
+Placing one observer, in order (each write conditional):
+
+1. pick the host (:func:`~vigil.observers.hosts.planning.choose_host` on this pass's view of the
+   hosts; when every host is full, a new host: its STARTING item, then RunTask);
+2. the observer's write (next generation, ``host``, STARTING, ``next_start_at``, in the waiting
+   index): the commit point, as for a dedicated task;
+3. ``assigned[name] = generation`` on the host (the host runs it from its next heartbeat);
+4. the observer leaves the waiting index (``record_placed``).
+
+A crash or a refused host write between 2 and 4 leaves the observer in the waiting index: the next
+pass places it again with the same generation. A host whose RunTask failed keeps its observers
+(STARTING, the reason on the observer) and RunTask is retried with the same clientToken.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from vigil.clock import Clock, system_clock
+from vigil.observers import decisions as d
+from vigil.observers.ecs_tasks import EcsTasks, RunTaskFailed
+from vigil.observers.fleet_store import Conflict, FleetStore
+from vigil.observers.hosts.model import Host
+from vigil.observers.hosts.planning import choose_host
+from vigil.observers.hosts.store import HostConflict, HostStore
+from vigil.observers.kind_options import KindOptionsMap
+from vigil.observers.reconciler.report import MetricSink, no_metrics
+from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
+from vigil.telemetry import ObserverMetric
+
+
+def random_host_id(kind: str) -> str:
+    return f"{kind[:40]}-{uuid.uuid4().hex[:12]}"
+
+
+class HostBook:
+    """This pass's view of the hosts: loaded once (a scan), kept current by every write's answer."""
+
+    def __init__(self) -> None:
+        self.hosts: dict[str, Host] | None = None
+
+    def reset(self, hosts: Iterable[Host] | None) -> None:
+        self.hosts = None if hosts is None else {h.host_id: h for h in hosts}
+
+    def put(self, host: Host) -> Host:
+        if self.hosts is not None:
+            self.hosts[host.host_id] = host
+        return host
+
+
+@dataclass(frozen=True, kw_only=True)
+class Placer:
+    hosts: HostStore
+    store: FleetStore
+    ecs: EcsTasks
+    placements: KindOptionsMap
+    settings: d.Settings
+    clock: Clock = system_clock
+    metric: MetricSink = no_metrics
+    new_host_id: Callable[[str], str] = random_host_id
+    book: HostBook = field(default_factory=HostBook)
+
+    def pooled(self, kind: str | None) -> bool:
+        placement = self.placements.get(kind or "")
+        return placement is not None and placement.pooled
+
+    # The pass's view ------------------------------------------------------------------------------
+
+    def begin(self, hosts: Iterable[Host] | None = None) -> None:
+        """A new pass: forget the last one's view (``hosts``: a scan the pass already made)."""
+        self.book.reset(hosts)
+
+    def all_hosts(self) -> dict[str, Host]:
+        if self.book.hosts is None:
+            self.book.reset(self.hosts.scan())
+        assert self.book.hosts is not None
+        return self.book.hosts
+
+    def host(self, host_id: str | None) -> Host | None:
+        if host_id is None:
+            return None
+        if self.book.hosts is not None:
+            return self.book.hosts.get(host_id)
+        return self.hosts.get(host_id)
+
+    # Placement ------------------------------------------------------------------------------------
+
+    def choose(self, kind: str, prefer: str | None) -> Host:
+        found = choose_host(self.all_hosts().values(), kind, prefer)
+        return found if found is not None else self.start_host(kind)
+
+    def start_host(self, kind: str) -> Host:
+        """A new host: its item first (STARTING), then RunTask; a failed RunTask is kept on the
+        item and retried by the next pass."""
+        placement = self.placements[kind]
+        definition = self.ecs.task_definition(kind) or ""
+        host = self.hosts.create(
+            self.new_host_id(kind), kind, placement.slots_per_host, definition, self.clock()
+        )
+        return self.run_host(self.book.put(host))
+
+    def run_host(self, host: Host) -> Host:
+        try:
+            arn = self.ecs.run_host(host_id=host.host_id, kind=host.kind, slots=host.slots)
+        except RunTaskFailed as failed:
+            self.metric(ObserverMetric.RUN_TASK_FAILED, host.kind, 1)
+            try:
+                return self.book.put(self.hosts.record_start_failure(host, failed.reason))
+            except HostConflict as conflict:
+                return self.book.put(conflict.current) if conflict.current else host
+        try:
+            return self.book.put(self.hosts.record_task(host, arn))
+        except HostConflict as conflict:
+            if conflict.current is None or not conflict.current.accepting:
+                self.ecs.stop(arn, "orphan: its host item was lost while starting")
+                return conflict.current or host
+            return self.book.put(self.hosts.record_task(conflict.current, arn))
+
+    def place(self, record: d.Record, generation: int, written_version: int, host_id: str) -> None:
+        """Steps 3 and 4 for a committed placement; never raises for a full or changed host."""
+        name = record.name
+        host = self.host(host_id)
+        for _ in range(MAX_DECISION_ROUNDS):
+            if host is None or not host.accepting:
+                break
+            if host.assigned.get(name) != generation:
+                if name not in host.assigned and host.free == 0:
+                    break
+                try:
+                    host = self.book.put(self.hosts.assign(host, name, generation))
+                except HostConflict as conflict:
+                    host = conflict.current
+                    continue
+            self.store.record_placed(
+                name, generation, host_id, host.task_arn, self.clock(), written_version
+            )
+            if host.status_reason and not host.task_arn:
+                self._note_failure(name, generation, f"host {host_id}: {host.status_reason}")
+            return
+        self._note_failure(name, generation, f"host {host_id} no longer takes it")
+
+    def retry(self, record: d.Record, generation: int) -> None:
+        """A RetryStart: place the current generation again, on its host if it still takes it."""
+        host = self.choose(record.observer.kind, record.pooled.host)
+        version = record.observer.version
+        if host.host_id != record.pooled.host:
+            try:
+                self.store.record_host(record, host.host_id, host.task_definition, self.clock())
+            except Conflict:
+                return  # the record moved on; the next pass decides again
+            version += 1
+        self.place(record, generation, version, host.host_id)
+
+    def take_off(self, record: d.Record, *, handover: bool = False) -> None:
+        """The host stops the observer's child at its next heartbeat (the child checkpoints)."""
+        host = self.host(record.pooled.host)
+        for _ in range(MAX_DECISION_ROUNDS):
+            if host is None or record.name not in host.assigned:
+                return
+            try:
+                self.book.put(self.hosts.unassign(host, record.name, handover=handover))
+                return
+            except HostConflict as conflict:
+                host = conflict.current
+
+    def _note_failure(self, name: str, generation: int, reason: str) -> None:
+        """Keep it STARTING, in the waiting index, with the reason and a retry time."""
+        for _ in range(MAX_DECISION_ROUNDS):
+            current = self.store.get(name)
+            if current is None or current.observer.generation != generation:
+                return
+            now = self.clock()
+            retry_at = now + d.run_task_retry_delay(
+                current.tracking.start_attempts + 1, self.settings
+            )
+            try:
+                self.store.record_start_failure(current, reason, retry_at, now)
+                return
+            except Conflict:
+                continue
+
+
+def start_write(placer: Placer, record: d.Record, write: d.StartTask) -> d.StartTask:
+    """The decided StartTask with its host chosen (sticky: the current host if it takes it)."""
+    host = placer.choose(record.observer.kind, record.pooled.host)
+    return replace(write, host=host.host_id, task_definition=host.task_definition)

@@ -1,0 +1,191 @@
+"""A pooled observer fleet on moto: the MotoFleet plus a hosts table, a pooled kind, and a fake
+host that heartbeats and reports exits through the tables exactly as the contract says the real
+host process does (tests and benchmarks of the manager side; the host process is tested apart).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.helpers.moto_fleet import CONTAINER, KIND, TABLE, MotoFleet
+from tests.helpers.observers import HOSTS_TABLE, create_hosts_table
+from vigil.clock import epoch_ms
+from vigil.contract.hosts import (
+    HOST_EXIT,
+    HOSTS_KEY,
+    LIVE_HOST_STATUSES,
+    OBSERVER_HOST,
+    Placement,
+)
+from vigil.dynamo import Update, from_wire, to_wire
+from vigil.leases import LeaseTable
+from vigil.observers.fleet_store import FleetStore
+from vigil.observers.hosts.model import Host, host_from_item
+from vigil.observers.hosts.store import HostStore
+from vigil.observers.kind_options import KindOptions
+from vigil.observers.model import Status
+from vigil.observers.reconciler import Notices, Reconciler, assemble
+
+POOLED = "pooled-ticker"
+SLOTS = 3
+HEADROOM = 1
+
+
+@dataclass
+class PooledFleet(MotoFleet):
+    """``placements``: the dedicated ``ticker`` and the pooled ``pooled-ticker`` (K=3)."""
+
+    slots: int = SLOTS
+    headroom: int = HEADROOM
+    with_dedicated: bool = True
+    """Whether the fleet also has the dedicated ``ticker`` (then every resync reads the index)."""
+    pooled_definition_arn: str = ""
+    host_ids: Any = field(default_factory=lambda: itertools.count(1))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        create_hosts_table(self.dynamodb)
+        self.pooled_definition_arn = self.ecs_client.register_task_definition(
+            family="vigil-observer-pooled-ticker",
+            requiresCompatibilities=["FARGATE"],
+            networkMode="awsvpc",
+            cpu="512",
+            memory="1024",
+            containerDefinitions=[
+                {"name": CONTAINER, "image": "vigil/observer:test", "memory": 1024}
+            ],
+        )["taskDefinition"]["taskDefinitionArn"]
+
+    @property
+    def placements(self) -> dict[str, KindOptions]:
+        pooled = {POOLED: KindOptions(Placement.POOLED, self.slots, self.headroom)}
+        return {KIND: KindOptions(), **pooled} if self.with_dedicated else pooled
+
+    def task_definitions(self) -> dict[str, str]:
+        return {KIND: self.task_definition_arn, POOLED: self.pooled_definition_arn}
+
+    def reconciler(
+        self, *, ecs_client: Any = None, dynamodb: Any = None, **options: Any
+    ) -> Reconciler:
+        table_client = dynamodb or self.dynamodb
+        return assemble(
+            store=FleetStore(table_client, TABLE, pooled_kinds=frozenset({POOLED})),
+            ecs=self.ecs(ecs_client),
+            notices=Notices(self.sqs, self.dlq_url),
+            leases=LeaseTable(table_client, TABLE, self.clock),
+            settings=self.settings,
+            clock=self.clock,
+            sleeper=self.sleeps.append,
+            metric=lambda metric, kind, value: self.metrics.append((metric.value, kind, value)),
+            hosts=HostStore(table_client, HOSTS_TABLE),
+            placements=self.placements,
+            new_host_id=lambda kind: f"{kind}-h{next(self.host_ids):03d}",
+            **options,
+        )
+
+    # Looking ---------------------------------------------------------------------------------
+
+    def hosts(self) -> dict[str, Host]:
+        found = self.dynamodb.scan(TableName=HOSTS_TABLE, ConsistentRead=True)["Items"]
+        return {h.host_id: h for h in (host_from_item(from_wire(i) or {}) for i in found)}
+
+    def host(self, host_id: str) -> Host:
+        return self.hosts()[host_id]
+
+    def pooled(self, name: str, **fields: Any) -> Any:
+        return self.observer(name, kind=POOLED, **fields)
+
+    # The fake host process -------------------------------------------------------------------
+
+    def heartbeat(self, host_id: str, *, claim: bool = True) -> bool:
+        """One heartbeat as the host makes it (conditional on its task and a live status); its
+        children claim what ``assigned`` hands back. False: refused (a zombie)."""
+        host = self.host(host_id)
+        update = Update().set_all(
+            {
+                "heartbeat_at_ms": epoch_ms(self.clock()),
+                "running": {
+                    n: {"generation": g, "state": "running"} for n, g in host.assigned.items()
+                },
+            }
+        )
+        update.condition(update.one_of("status", *LIVE_HOST_STATUSES))
+        update.condition(update.eq("task_arn", host.task_arn or "-"))
+        try:
+            self.dynamodb.update_item(
+                TableName=HOSTS_TABLE, Key=to_wire({HOSTS_KEY: host_id}), **update.request()
+            )
+        except self.dynamodb.exceptions.ConditionalCheckFailedException:
+            return False
+        if claim:
+            for name, generation in host.assigned.items():
+                self.claim(name, generation, host_id)
+        return True
+
+    def heartbeat_all(self) -> None:
+        for host_id, host in self.hosts().items():
+            if host.status in LIVE_HOST_STATUSES and host.task_arn:
+                self.heartbeat(host_id)
+
+    def claim(self, name: str, generation: int, host_id: str) -> bool:
+        """The child's claim: RUNNING, conditional on its generation and host."""
+        update = Update().set("status", Status.RUNNING.value)
+        update.condition(update.eq("generation", generation), update.eq(OBSERVER_HOST, host_id))
+        update.condition(update.one_of("status", Status.STARTING.value, Status.RUNNING.value))
+        try:
+            self.dynamodb.update_item(
+                TableName=TABLE, Key=to_wire({"name": name}), **update.request()
+            )
+            return True
+        except self.dynamodb.exceptions.ConditionalCheckFailedException:
+            return False
+
+    def host_exit(self, name: str, exit_code: int, reason: str = "exited") -> dict[str, Any]:
+        """The host's report of a child's exit (HOST_EXIT), fenced on generation and host; the
+        stream record it makes (new and old images) is returned for the stream pass."""
+        old = self.item(name)
+        report = {
+            "generation": old["generation"],
+            "exit_code": exit_code,
+            "reason": reason,
+            "at_ms": epoch_ms(self.clock()),
+        }
+        update = Update().set(HOST_EXIT, report)
+        update.condition(
+            update.eq("generation", old["generation"]), update.eq(OBSERVER_HOST, old["host"])
+        )
+        self.dynamodb.update_item(TableName=TABLE, Key=to_wire({"name": name}), **update.request())
+        return {"new": self.item(name), "old": old}
+
+    def stop_host_task(self, host_id: str) -> str:
+        arn = self.host(host_id).task_arn
+        assert arn is not None
+        self.ecs_client.stop_task(cluster=self.cluster_arn, task=arn, reason="host died")
+        return arn
+
+
+def host_event(
+    fleet: PooledFleet, host_id: str, *, last_status: str, version: int
+) -> dict[str, Any]:
+    """The ECS Task State Change event of a host's task (it carries VIGIL_HOST_ID, no observer)."""
+    host = fleet.host(host_id)
+    detail: dict[str, Any] = {
+        "clusterArn": fleet.cluster_arn,
+        "taskArn": host.task_arn,
+        "taskDefinitionArn": fleet.pooled_definition_arn,
+        "lastStatus": last_status,
+        "desiredStatus": "STOPPED" if last_status == "STOPPED" else "RUNNING",
+        "containers": [{"name": CONTAINER, "lastStatus": last_status, "exitCode": 137}],
+        "overrides": {
+            "containerOverrides": [
+                {"name": CONTAINER, "environment": [{"name": "VIGIL_HOST_ID", "value": host_id}]}
+            ]
+        },
+        "version": version,
+    }
+    if last_status == "STOPPED":
+        detail["stopCode"] = "TaskFailedToStart"
+        detail["stoppedReason"] = "host died"
+    return detail

@@ -1,0 +1,166 @@
+"""Pooled kinds at synth: their parameters reach the functions and containers; bad ones fail."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk import App, Duration, Environment, Stack
+from aws_cdk.assertions import Match, Template
+
+from infra.errors import ConfigurationError
+from infra.observer_fleet import HOST_BASE_MEMORY_MIB, ObserverFleet, ObserverKind
+from vigil.contract.hosts import HOST_SLOTS_ENV, PLACEMENTS_ENV, WAITING_INDEX
+
+POOLED = ObserverKind(
+    "observers.ticker.run",
+    cpu=512,
+    memory_mib=1024,
+    placement="pooled",
+    slots_per_host=10,
+    observer_memory_mib=64,
+    headroom=3,
+)
+
+
+def build(kinds: dict[str, str | ObserverKind]) -> tuple[Stack, ObserverFleet]:
+    stack = Stack(App(), "Test", env=Environment(account="123456789012", region="us-east-1"))
+    fleet = ObserverFleet(
+        stack, "Observers", kinds=kinds, heartbeat_interval=Duration.seconds(20), max_observers=5
+    )
+    return stack, fleet
+
+
+@pytest.fixture(scope="module")
+def built() -> tuple[Template, ObserverFleet, Stack]:
+    stack, fleet = build({"ticker": "observers.ticker.run", "pooled-ticker": POOLED})
+    return Template.from_stack(stack), fleet, stack
+
+
+def test_placements_reach_the_reconciler_the_api_and_the_containers(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, fleet, _ = built
+    expected = {
+        "ticker": {"placement": "dedicated"},
+        "pooled-ticker": {"placement": "pooled", "slots_per_host": 10, "headroom": 3},
+    }
+    assert json.loads(fleet.placements_json) == expected
+    functions = template.find_resources("AWS::Lambda::Function")
+    with_placements = [
+        f
+        for f in functions.values()
+        if PLACEMENTS_ENV in f["Properties"].get("Environment", {}).get("Variables", {})
+    ]
+    assert len(with_placements) == 2  # the reconciler and the API
+    definitions = template.find_resources("AWS::ECS::TaskDefinition")
+    envs = {
+        d["Properties"].get("Family", key): {
+            e["Name"]: e["Value"] for e in d["Properties"]["ContainerDefinitions"][0]["Environment"]
+        }
+        for key, d in definitions.items()
+    }
+    slots = [env.get(HOST_SLOTS_ENV) for env in envs.values()]
+    assert sorted(s for s in slots if s) == ["10"] and slots.count(None) == 1
+    assert all(json.loads(env[PLACEMENTS_ENV]) == expected for env in envs.values())
+
+
+def test_a_pooled_fleet_has_the_sparse_waiting_index_and_wakes_on_host_exits(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, _, _ = built
+    template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "GlobalSecondaryIndexes": Match.array_with(
+                [Match.object_like({"IndexName": WAITING_INDEX})]
+            )
+        },
+    )
+    (mapping,) = template.find_resources("AWS::Lambda::EventSourceMapping").values()
+    patterns = [f["Pattern"] for f in mapping["Properties"]["FilterCriteria"]["Filters"]]
+    assert any("host_exit" in p for p in patterns)
+
+
+def test_the_api_reads_the_hosts_table(built: tuple[Template, ObserverFleet, Stack]) -> None:
+    template, _, stack = built
+    policies = template.find_resources("AWS::IAM::Policy")
+    rendered = json.dumps(policies)
+    assert "dynamodb:Scan" in rendered
+    scans = [
+        s
+        for p in policies.values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s["Action"] == ["dynamodb:GetItem", "dynamodb:Scan"]
+    ]
+    assert len(scans) == 1 and "Hosts" in json.dumps(stack.resolve(scans[0]["Resource"]))
+
+
+def test_the_default_headroom_is_half_a_host() -> None:
+    kind = ObserverKind(
+        "observers.ticker.run",
+        cpu=512,
+        memory_mib=1024,
+        placement="pooled",
+        slots_per_host=10,
+        observer_memory_mib=64,
+    )
+    assert kind.options_json()["headroom"] == 5
+
+
+def pooled(**changes: Any) -> ObserverKind:
+    values: dict[str, Any] = {
+        "handler": "observers.ticker.run",
+        "cpu": 512,
+        "memory_mib": 1024,
+        "placement": "pooled",
+        "slots_per_host": 10,
+        "observer_memory_mib": 64,
+    }
+    values.update(changes)
+    return ObserverKind(**values)
+
+
+@pytest.mark.parametrize(
+    ("kind", "parameter"),
+    [
+        (pooled(slots_per_host=0), "slots_per_host"),
+        (pooled(slots_per_host=None), "slots_per_host"),
+        (pooled(observer_memory_mib=None), "observer_memory_mib"),
+        (pooled(observer_memory_mib=0), "observer_memory_mib"),
+        (pooled(slots_per_host=13), "slots_per_host"),  # 13 x 64 + 256 > 1024
+        (pooled(headroom=-1), "headroom"),
+        (pooled(placement="shared"), "placement"),
+        (ObserverKind("observers.ticker.run", slots_per_host=4), "slots_per_host"),
+        (ObserverKind("observers.ticker.run", observer_memory_mib=64), "observer_memory_mib"),
+        (ObserverKind("observers.ticker.run", headroom=2), "headroom"),
+    ],
+)
+def test_bad_placement_parameters_fail_synth_naming_kind_and_parameter(
+    kind: ObserverKind, parameter: str
+) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        build({"pk": kind})
+    assert raised.value.parameter == f"kinds['pk'].{parameter}"
+    assert "'pk'" in str(raised.value) and parameter in str(raised.value)
+
+
+def test_the_memory_rule_counts_the_host_base() -> None:
+    fits = (1024 - HOST_BASE_MEMORY_MIB) // 64
+    build({"pk": pooled(slots_per_host=fits)})  # exactly fits: no error
+    with pytest.raises(ConfigurationError, match="does not fit memory_mib=1024"):
+        build({"pk": pooled(slots_per_host=fits + 1)})
+
+
+def test_the_reconciler_may_query_the_waiting_index(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, _, stack = built
+    queries = [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "dynamodb:Query" in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+    ]
+    assert any(WAITING_INDEX in json.dumps(stack.resolve(s["Resource"])) for s in queries)

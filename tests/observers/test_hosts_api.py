@@ -1,0 +1,149 @@
+"""``GET /hosts``, the host of ``GET /observers/{name}``, and ``vigil hosts list``, on moto."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from handlers import observers_api
+from tests.helpers.observers import HOSTS_TABLE, REGISTRY_TABLE, create_hosts_table
+from vigil.clock import ManualClock
+from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV, HostStatus
+from vigil.dynamo import to_wire
+from vigil.observers.hosts.store import HostStore
+from vigil_tools.cli import InProcessTransport, main, rest_event
+from vigil_tools.lambda_context import LambdaContext
+
+DEFINITION = "arn:aws:ecs:us-east-1:123456789012:task-definition/vigil-pooled:7"
+PLACEMENTS = {
+    "ticker": {"placement": "dedicated"},
+    "pooled-ticker": {"placement": "pooled", "slots_per_host": 3, "headroom": 1},
+}
+
+
+@pytest.fixture
+def hosts(
+    api_env: None, dynamodb: Any, monkeypatch: pytest.MonkeyPatch, clock: ManualClock
+) -> HostStore:
+    create_hosts_table(dynamodb)
+    monkeypatch.setenv(HOSTS_TABLE_ENV, HOSTS_TABLE)
+    monkeypatch.setenv(PLACEMENTS_ENV, json.dumps(PLACEMENTS))
+    monkeypatch.setenv(
+        "VIGIL_OBSERVER_KINDS",
+        json.dumps({"ticker": "observers.ticker.run", "pooled-ticker": "observers.ticker.run"}),
+    )
+    store = HostStore(dynamodb, HOSTS_TABLE)
+    now = clock()
+    one = store.create("pooled-ticker-h1", "pooled-ticker", 3, DEFINITION, now)
+    one = store.record_task(one, "arn:aws:ecs:us-east-1:123456789012:task/c/h1")
+    one = store.assign(one, "a", 1)
+    store.assign(one, "b", 1)
+    two = store.create("pooled-ticker-h2", "pooled-ticker", 3, DEFINITION, now)
+    store.mark(two, HostStatus.LOST, "no heartbeat")
+    dynamodb.update_item(
+        TableName=HOSTS_TABLE,
+        Key=to_wire({"host_id": "pooled-ticker-h1"}),
+        UpdateExpression="SET heartbeat_at_ms = :t",
+        ExpressionAttributeValues=to_wire(
+            {":t": int((now - timedelta(seconds=12)).timestamp() * 1000)}
+        ),
+    )
+    return store
+
+
+def call(path: str, query: dict[str, str] | None = None) -> tuple[int, Any]:
+    answer = observers_api.handler(rest_event("GET", path, query=query), LambdaContext())
+    return int(answer["statusCode"]), json.loads(answer["body"])
+
+
+def test_hosts_are_listed_with_slots_revision_and_heartbeat_age(hosts: HostStore) -> None:
+    status, body = call("/hosts", {"kind": "pooled-ticker"})
+    assert status == 200
+    first, second = body["hosts"]
+    assert first["id"] == "pooled-ticker-h1" and first["status"] == "STARTING"
+    assert (first["used"], first["free"], first["slots"], first["revision"]) == (2, 1, 3, 7)
+    assert first["task_arn"].endswith("/h1") and first["observers"] == {"a": 1, "b": 1}
+    assert first["heartbeat_age_seconds"] is not None and first["heartbeat_age_seconds"] >= 0
+    assert (second["status"], second["heartbeat_age_seconds"]) == ("LOST", None)
+    every_kind = call("/hosts")[1]["hosts"]
+    assert [h["id"] for h in every_kind] == [first["id"], second["id"]]
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        ({"kind": "nope"}, "unknown_kind"),
+        ({"kind": "ticker"}, "not_pooled"),
+        ({"kind": "Bad Kind!"}, "invalid_kind"),
+    ],
+)
+def test_bad_host_queries_are_refused_clearly(
+    hosts: HostStore, query: dict[str, str], code: str
+) -> None:
+    status, body = call("/hosts", query)
+    assert status == 422
+    assert body["error"].startswith(code.split("_")[0]) and body["message"]
+    if code != "invalid_kind":
+        assert body["error"] == code and query["kind"] in body["message"]
+
+
+def test_an_observer_names_its_host_and_a_dedicated_one_null(
+    hosts: HostStore, dynamodb: Any
+) -> None:
+    for name, kind in (("a", "pooled-ticker"), ("d", "ticker")):
+        answer = observers_api.handler(
+            rest_event(
+                "POST",
+                "/observers",
+                headers={"Content-Type": "application/json"},
+                body=json.dumps({"name": name, "kind": kind}),
+            ),
+            LambdaContext(),
+        )
+        assert answer["statusCode"] == 201
+    dynamodb.update_item(
+        TableName=REGISTRY_TABLE,
+        Key=to_wire({"name": "a"}),
+        UpdateExpression="SET host = :h, task_definition = :d, task_arn = :t",
+        ExpressionAttributeValues=to_wire(
+            {":h": "pooled-ticker-h1", ":d": DEFINITION, ":t": "arn:t"}
+        ),
+    )
+    pooled = call("/observers/a")[1]
+    assert (pooled["host"], pooled["task_definition"], pooled["task_arn"]) == (
+        "pooled-ticker-h1",
+        DEFINITION,
+        "arn:t",
+    )
+    dedicated = call("/observers/d")[1]
+    assert dedicated["host"] is None and "task_definition" in dedicated
+    # vigil observers list shows the host column once some observer is pooled
+    out = io.StringIO()
+    assert (
+        main(["observers", "list"], transport=InProcessTransport(observers_api.handler), stdout=out)
+        == 0
+    )
+    header, *rows = out.getvalue().splitlines()
+    assert header.split()[-1] == "HOST"
+    assert any(r.split()[0] == "a" and r.split()[-1] == "pooled-ticker-h1" for r in rows)
+
+
+def test_vigil_hosts_list_prints_the_table_and_refuses_a_dedicated_kind(hosts: HostStore) -> None:
+    transport = InProcessTransport(observers_api.handler)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["hosts", "list", "--kind", "pooled-ticker"], transport=transport, stdout=out) == 0
+    header, *rows = out.getvalue().splitlines()
+    assert header.split()[:5] == ["ID", "KIND", "STATUS", "USED", "FREE"]
+    assert [r.split()[0] for r in rows if r.strip() and not set(r) <= {"-", " "}] == [
+        "pooled-ticker-h1",
+        "pooled-ticker-h2",
+    ]
+    assert main(["hosts", "list", "--kind", "ticker"], transport=transport, stderr=err) == 1
+    assert "not_pooled" in err.getvalue() and "dedicated" in err.getvalue()
+    out = io.StringIO()
+    assert main(["--json", "hosts", "list"], transport=transport, stdout=out) == 0
+    assert len(json.loads(out.getvalue())) == 2

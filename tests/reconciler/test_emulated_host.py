@@ -1,0 +1,107 @@
+"""The emulator's host task (built on the contract) under the real manager, on moto: observers
+packed on a host run the unchanged runtime; a crashed one is restarted on its host from its
+checkpoint; a host replaced by the manager is a zombie at its next heartbeat."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from tests.helpers.moto_fleet import TABLE, default_task_transitions, stream
+from tests.helpers.observers import HOSTS_TABLE
+from tests.helpers.pooled_fleet import POOLED, PooledFleet, host_event
+from vigil.clock import ManualClock
+from vigil.contract.hosts import HOST_ID_ENV, HOSTS_TABLE_ENV, HostStatus
+from vigil.contract.observers import ExitCode
+from vigil.observers.ecs_tasks import task_state
+from vigil.observers.model import to_item
+from vigil.observers.reconciler import changed_records
+from vigil_tools.emulator.hosts import EmulatedHost, task_runner
+
+
+@pytest.fixture
+def pool(aws: None, clock: ManualClock) -> Iterator[PooledFleet]:
+    built = PooledFleet(clock, with_dedicated=False)
+    try:
+        yield built
+    finally:
+        default_task_transitions()
+
+
+def boot(pool: PooledFleet, host_id: str) -> EmulatedHost:
+    host = pool.host(host_id)
+    assert host.task_arn is not None
+    environment = {
+        "VIGIL_OBSERVERS_TABLE": TABLE,
+        "VIGIL_OBSERVER_KINDS": json.dumps({POOLED: "observers.ticker.run"}),
+        "VIGIL_HEARTBEAT_SECONDS": "30",
+        HOSTS_TABLE_ENV: HOSTS_TABLE,
+        HOST_ID_ENV: host_id,
+    }
+    runner = task_runner(
+        host.task_arn, environment, pool.dynamodb, now=pool.clock, log=io.StringIO()
+    )
+    assert isinstance(runner, EmulatedHost)
+    runner.start()
+    return runner
+
+
+def run(pool: PooledFleet, host: EmulatedHost, seconds: int) -> None:
+    for _ in range(seconds // 5):
+        pool.clock.advance(timedelta(seconds=5))
+        host.step()
+
+
+def test_observers_run_on_an_emulated_host_and_a_crash_resumes_from_the_checkpoint(
+    pool: PooledFleet,
+) -> None:
+    records = []
+    for name in ("a", "b"):
+        observer = pool.pooled(name)
+        pool.put(observer)
+        records.append(stream(to_item(observer)))
+    pool.reconciler().on_records(changed_records(records))
+    host_id = pool.item("a")["host"]
+    assert pool.item("b")["host"] == host_id  # packed on one host
+    host = boot(pool, host_id)
+    run(pool, host, 30)
+    assert {pool.item(n)["status"] for n in "ab"} == {"RUNNING"}
+    assert pool.item("a")["checkpoint"]["count"] >= 5
+    # When child "a" dies (SIGKILL: no exit of its own), the host reports it
+    before = pool.item("a")
+    host.children["a"].kill()
+    host.step()
+    after = pool.item("a")
+    assert after["host_exit"]["exit_code"] == ExitCode.CRASH
+    pool.reconciler().on_records(changed_records([stream(after, before)]))
+    # Then generation 2 is placed on the same host and resumes from the checkpoint
+    assert (pool.item("a")["generation"], pool.item("a")["host"]) == (2, host_id)
+    run(pool, host, 35)
+    resumed = pool.item("a")
+    assert resumed["status"] == "RUNNING" and host.children["a"].generation == 2
+    assert resumed["checkpoint"]["count"] > before["checkpoint"]["count"]
+    assert host.children["b"].generation == 1  # its neighbour never noticed
+
+
+def test_a_host_replaced_by_the_manager_is_a_zombie_at_its_next_heartbeat(
+    pool: PooledFleet,
+) -> None:
+    observer = pool.pooled("a")
+    pool.put(observer)
+    pool.reconciler().on_records(changed_records([stream(to_item(observer))]))
+    host_id = pool.item("a")["host"]
+    host = boot(pool, host_id)
+    run(pool, host, 10)
+    # The manager hears the host's task stopped (an event the zombie never sees) and moves "a"
+    pool.reconciler().on_task_event(
+        task_state(host_event(pool, host_id, last_status="STOPPED", version=7))
+    )
+    assert pool.host(host_id).status is HostStatus.LOST
+    run(pool, host, 35)
+    assert host.exit_code is ExitCode.FENCED
+    assert not any(child.alive for child in host.children.values())
+    assert pool.item("a")["generation"] == 2 and pool.item("a")["host"] != host_id
