@@ -49,6 +49,7 @@ from vigil.contract.hosts import (
     PLACEMENT_CAPACITY,
     PLACEMENT_MAX_UNAVAILABLE,
     PLACEMENTS_ENV,
+    REBALANCE_PREFIX,
     WAITING_ATTRIBUTE,
     WAITING_INDEX,
     WAITING_SORT,
@@ -438,14 +439,24 @@ class ObserverFleet(Construct):
                 resources=[f"{self.table.table_arn}/index/{FLEET_INDEX}"],
             )
         )
-        # GET /hosts and the host of GET /observers/{name}: reads of the hosts table; a
-        # rebalance request is one marker item there (the reconciler acts on it).
+        # GET /hosts and the host of GET /observers/{name}: reads of the hosts table.
         function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["dynamodb:GetItem", "dynamodb:Scan", "dynamodb:PutItem"],
+                actions=["dynamodb:GetItem", "dynamodb:Scan"],
                 resources=[self.hosts_table.table_arn],
             )
         )
+        # A rebalance request is one marker item per pooled kind (the reconciler acts on it):
+        # the API may put those keys and no host's.
+        markers = [f"{REBALANCE_PREFIX}{kind}" for kind, spec in self.kinds.items() if spec.pooled]
+        if markers:
+            function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["dynamodb:PutItem"],
+                    resources=[self.hosts_table.table_arn],
+                    conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": markers}},
+                )
+            )
         self.idempotency_table.grant_read_write_data(function)
         return function
 

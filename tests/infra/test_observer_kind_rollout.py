@@ -107,8 +107,9 @@ def test_placement_keys_of_other_readers_are_left_alone() -> None:
     assert parse_kind_options(raw)["k"].capacity.value == "spot"
 
 
-def test_the_api_may_only_put_rebalance_requests_on_the_hosts_table() -> None:
-    stack, fleet = build()
+def test_the_api_may_only_read_hosts_and_put_rebalance_requests_on_the_hosts_table() -> None:
+    pooled = ObserverKind(TICKER, placement="pooled", slots_per_host=2, observer_memory_mib=64)
+    stack, fleet = build(kinds={"k": pooled, "ticker": TICKER})
     template = Template.from_stack(stack)
     role = stack.get_logical_id(fleet.api_function.role.node.default_child)  # type: ignore[union-attr,arg-type]
     hosts = stack.get_logical_id(fleet.hosts_table.node.default_child)  # type: ignore[arg-type]
@@ -120,4 +121,7 @@ def test_the_api_may_only_put_rebalance_requests_on_the_hosts_table() -> None:
             if hosts in json.dumps(statement["Resource"]):
                 actions = statement["Action"]
                 granted.update(actions if isinstance(actions, list) else [actions])
-    assert granted == {"dynamodb:PutItem"}
+                if "dynamodb:PutItem" in actions:
+                    keys = statement["Condition"]["ForAllValues:StringEquals"]
+                    assert keys == {"dynamodb:LeadingKeys": ["#rebalance#k"]}
+    assert granted == {"dynamodb:GetItem", "dynamodb:Scan", "dynamodb:PutItem"}
