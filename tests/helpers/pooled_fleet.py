@@ -19,10 +19,10 @@ from vigil.contract.hosts import (
     OBSERVER_HOST,
     Placement,
 )
-from vigil.dynamo import Update, from_wire, to_wire
+from vigil.dynamo import Update, to_wire
 from vigil.leases import LeaseTable
 from vigil.observers.fleet_store import FleetStore
-from vigil.observers.hosts.model import Host, host_from_item
+from vigil.observers.hosts.model import Host
 from vigil.observers.hosts.store import HostStore
 from vigil.observers.kind_options import KindOptions
 from vigil.observers.model import Status
@@ -88,8 +88,8 @@ class PooledFleet(MotoFleet):
     # Looking ---------------------------------------------------------------------------------
 
     def hosts(self) -> dict[str, Host]:
-        found = self.dynamodb.scan(TableName=HOSTS_TABLE, ConsistentRead=True)["Items"]
-        return {h.host_id: h for h in (host_from_item(from_wire(i) or {}) for i in found)}
+        hosts, _ = HostStore(self.dynamodb, HOSTS_TABLE).scan_with_requests()
+        return {h.host_id: h for h in hosts}
 
     def host(self, host_id: str) -> Host:
         return self.hosts()[host_id]

@@ -309,3 +309,78 @@ def test_a_repeated_stopped_event_of_a_lost_host_does_nothing(pool: PooledFleet)
     assert pool.item("a") == moved
     assert pool.counter.calls["GetItem"] == 2  # the host item (and the check just above)
     assert pool.counter.calls["UpdateItem"] == 0 and pool.counter.calls["StopTask"] == 0
+
+
+# Moving observers on purpose: rollouts and rebalances --------------------------------------------
+
+
+def _hand_overs_complete(pool: PooledFleet) -> None:
+    """What host processes do with observers taken off them: the child checkpoints and exits, the
+    host reports it (HOST_EXIT), and the stream pass places the next generation."""
+    for host in pool.hosts().values():
+        for name, generation in host.handover.items():
+            item = pool.item(name)
+            if item.get("host") == host.host_id and item["generation"] == generation:
+                change = pool.host_exit(name, 0, "handed over")
+                pool.reconciler().on_records(
+                    changed_records([stream(change["new"], change["old"])])
+                )
+
+
+def test_a_new_task_definition_rolls_every_pooled_observer_onto_new_hosts(
+    pool: PooledFleet,
+) -> None:
+    create(pool, "a", "b", "c", "d", "e", "f")  # two full hosts of K = 3
+    pool.heartbeat_all()
+    resync(pool)
+    old_hosts = set(pool.hosts())
+    # A deploy registers a new revision of the pooled kind's task definition
+    new = pool.ecs_client.register_task_definition(
+        family="vigil-observer-pooled-ticker",
+        requiresCompatibilities=["FARGATE"],
+        networkMode="awsvpc",
+        cpu="512",
+        memory="1024",
+        containerDefinitions=[{"name": "observer", "image": "vigil/observer:v2", "memory": 1024}],
+    )["taskDefinition"]["taskDefinitionArn"]
+    pool.pooled_definition_arn = new
+    in_flight = []
+    for step in range(40):
+        pool.clock.advance(timedelta(seconds=30))
+        pool.heartbeat_all()
+        resync(pool, f"roll-{step}")
+        in_flight.append(sum(len(h.handover) for h in pool.hosts().values() if h.assigned == {}))
+        _hand_overs_complete(pool)
+        if all(pool.item(n).get("host") not in old_hosts for n in "abcdef"):
+            break
+    hosts = pool.hosts()
+    for name in "abcdef":
+        item = pool.item(name)
+        assert item["host"] not in old_hosts and hosts[item["host"]].task_definition == new
+        assert item["generation"] == 2 and item["consecutive_failures"] == 0
+    pool.heartbeat_all()
+    resync(pool, "after")
+    assert {hosts_id: pool.host(hosts_id).status for hosts_id in old_hosts} == {
+        h: HostStatus.STOPPED for h in old_hosts
+    }
+
+
+def test_a_rebalance_request_evens_the_load_and_is_cleared(pool: PooledFleet) -> None:
+    from vigil.observers.rebalance_requests import RebalanceRequests
+
+    create(pool, "a", "b", "c")  # h001 full
+    pool.heartbeat_all()
+    resync(pool)  # h002 started for the headroom
+    create(pool, "d")  # the least loaded: h002
+    pool.heartbeat_all()
+    resync(pool)
+    assert sorted(h.used for h in pool.hosts().values()) == [1, 3]
+    RebalanceRequests(pool.dynamodb, HOSTS_TABLE).request(POOLED, 5, "operator", pool.clock())
+    resync(pool, "rebalance")
+    _hand_overs_complete(pool)
+    pool.heartbeat_all()
+    assert sorted(h.used for h in pool.hosts().values()) == [2, 2]
+    markers = pool.dynamodb.scan(TableName=HOSTS_TABLE, ConsistentRead=True)["Items"]
+    assert all(not m["host_id"]["S"].startswith("#") for m in markers)  # acted on, cleared
+    resync(pool, "after")  # a marker-free pass moves nothing more
+    assert sorted(h.used for h in pool.hosts().values()) == [2, 2]

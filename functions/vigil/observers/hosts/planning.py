@@ -49,13 +49,25 @@ def host_dead(
     return None
 
 
-def choose_host(hosts: Iterable[Host], kind: str, prefer: str | None = None) -> Host | None:
-    """Where one observer of ``kind`` goes: its current host if it still takes it, else the
-    least-loaded accepting host with a free slot; None when every host is full."""
-    candidates = [h for h in hosts if h.kind == kind and h.accepting and h.free > 0]
+def choose_host(
+    hosts: Iterable[Host], kind: str, prefer: str | None = None, name: str | None = None
+) -> Host | None:
+    """Where one observer of ``kind`` goes: its current host if it still takes it (its own slot
+    there counts as free: a restart stays in place and the slot is reused, not leaked), else the
+    least-loaded accepting host with a free slot; None when every host is full. A host that
+    handed ``name`` over (a rebalance or a rollout moved it) does not take it back."""
+    candidates = [
+        h
+        for h in hosts
+        if h.kind == kind
+        and h.accepting
+        and name not in h.handover
+        and (h.free > 0 or (name is not None and name in h.assigned))
+    ]
     for host in candidates:
         if host.host_id == prefer:
             return host
+    candidates = [h for h in candidates if h.free > 0]
     if not candidates:
         return None
     return min(candidates, key=lambda h: (h.used, h.status is not HostStatus.RUNNING, h.host_id))
@@ -141,7 +153,8 @@ def _capacity(hosts: list[Host], waiting: int, placement: KindOptions) -> tuple[
         return math.ceil((needed - free) / placement.slots_per_host), None
     if waiting or free - placement.slots_per_host < placement.headroom:
         return 0, None
-    if not running:
+    if not running or any(h.status is HostStatus.STARTING for h in hosts):
+        # Hosts still starting may be the surplus: let them settle rather than drain a full one.
         return 0, None
     emptiest = min(running, key=lambda h: (h.used, h.host_id))
     return 0, emptiest.host_id

@@ -26,6 +26,12 @@ from vigil.dynamo import (
     truncate,
 )
 from vigil.observers.hosts.model import ACCEPTING, Host, host_from_item
+from vigil.observers.rebalance_requests import (
+    RebalanceRequest,
+    RebalanceRequests,
+    is_rebalance_item,
+    request_from_item,
+)
 
 
 class HostConflict(Exception):
@@ -45,9 +51,25 @@ class HostStore:
 
     def scan(self) -> Iterator[Host]:
         """Every host, one Scan page per 1 MB: the healthy pass's O(hosts) read."""
+        hosts, _ = self.scan_with_requests()
+        yield from hosts
+
+    def scan_with_requests(self) -> tuple[list[Host], list[RebalanceRequest]]:
+        """The hosts, and the operators' rebalance requests the same pages carry (their markers
+        share the table so that the pass sees them without another call)."""
+        hosts: list[Host] = []
+        requests: list[RebalanceRequest] = []
         request = {"TableName": self._table, "ConsistentRead": True}
         for item in paginate(self._client.scan, request):
-            yield host_from_item(item)
+            if is_rebalance_item(item):
+                requests.append(request_from_item(item))
+            else:
+                hosts.append(host_from_item(item))
+        return hosts, requests
+
+    def clear_request(self, done: RebalanceRequest) -> bool:
+        """Delete a rebalance marker acted on (kept if a newer request replaced it)."""
+        return RebalanceRequests(self._client, self._table).clear(done)
 
     def get(self, host_id: str) -> Host | None:
         response = self._client.get_item(

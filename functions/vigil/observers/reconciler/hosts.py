@@ -14,6 +14,7 @@ hosts already scanned, and read only when they look wrong.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,10 +28,12 @@ from vigil.observers.fleet_store import FleetStore
 from vigil.observers.hosts.model import Host
 from vigil.observers.hosts.planning import HostPlan, plan_hosts
 from vigil.observers.hosts.store import HostConflict, HostStore
+from vigil.observers.rebalance_requests import RebalanceRequest
 from vigil.observers.reconciler.executor import Settler
 from vigil.observers.reconciler.placer import Placer
 from vigil.observers.reconciler.report import PassReport, isolated
 from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
+from vigil.observers.rollout import HostView, plan_pooled, plan_rebalance
 
 SWEEP_MINUTES = 10
 
@@ -74,7 +77,7 @@ class HostManager:
 
     def resync(self, running: set[str], report: PassReport) -> set[str]:
         """One pass over the hosts; answers the task ARNs that are hosts (not orphans)."""
-        hosts = list(self.hosts.scan())
+        hosts, requests = self.hosts.scan_with_requests()
         self.placer.begin(hosts)
         now = self.clock()
         waiting = {kind: self.store.waiting(kind, now) for kind in self.pooled_kinds}
@@ -87,7 +90,67 @@ class HostManager:
             self.settings,
         )
         self._carry_out(plan, waiting, report)
+        for kind in self.pooled_kinds:
+            with isolated(f"rollout {kind}", report):
+                self._roll(kind, report)
+        for request in requests:
+            with isolated(f"rebalance {request.kind}", report):
+                self._rebalance(request)
         return {h.task_arn for h in hosts if h.task_arn}
+
+    # Moving observers on purpose: rollouts and rebalances -----------------------------------------
+
+    def _roll(self, kind: str, report: PassReport) -> None:
+        """Hosts of an older task definition are drained onto current ones, within the kind's
+        ``max_unavailable`` (``vigil.observers.rollout.plan_pooled``): each move is a hand-over
+        (the old child checkpoints and exits; its exit report places the next generation)."""
+        current = self.ecs.task_definition(kind)
+        if current is None:
+            return
+        options = self.placer.placements[kind]
+        hosts = [h for h in self.placer.all_hosts().values() if h.kind == kind]
+        views = [_view(h, current) for h in hosts]
+        step = plan_pooled(current, options.max_unavailable, options.slots_per_host, views)
+        if step.empty:
+            return
+        for _ in range(step.start_hosts):
+            self.placer.start_host(kind)
+        for host_id, count in step.move:
+            self._hand_over(host_id, count, "rollout to a new task definition")
+        for host_id in step.stop:
+            host = self.placer.host(host_id)
+            if host is not None and not host.assigned:
+                self._finish(host, report)
+
+    def _rebalance(self, request: RebalanceRequest) -> None:
+        """An operator's ``vigil observers rebalance``: hand observers over from the fullest hosts;
+        each lands on the least-loaded one (placement's own rule). The marker is then cleared."""
+        if request.kind in self.pooled_kinds:
+            current = self.ecs.task_definition(request.kind) or ""
+            hosts = [h for h in self.placer.all_hosts().values() if h.kind == request.kind]
+            moves = plan_rebalance([_view(h, current) for h in hosts], request.max_moves)
+            for source, count in Counter(source for source, _ in moves).items():
+                self._hand_over(source, count, None)
+        self.hosts.clear_request(request)
+
+    def _hand_over(self, host_id: str, count: int, drain_reason: str | None) -> None:
+        """Take ``count`` observers off a host (its heartbeat answer no longer names them);
+        with a ``drain_reason`` the host is DRAINING first, so none comes back to it."""
+        host = self.placer.host(host_id)
+        if host is None:
+            return
+        if drain_reason and host.status is not HostStatus.DRAINING:
+            host = self._mark(host, HostStatus.DRAINING, drain_reason)
+            if host is None or host.status is not HostStatus.DRAINING:
+                return
+        for name in sorted(host.assigned)[:count]:
+            current = self.placer.host(host_id) or host
+            if name not in current.assigned:
+                continue
+            try:
+                self.placer.book.put(self.hosts.unassign(current, name, handover=True))
+            except HostConflict:
+                continue  # the next pass decides again on what it reads
 
     def check(self, records: Iterable[d.Record], report: PassReport) -> None:
         """Pooled records from a fleet-index read: read and settle only those that look wrong."""
@@ -184,6 +247,25 @@ class HostManager:
             except HostConflict as conflict:
                 current = conflict.current
         return None
+
+
+def _view(host: Host, current: str) -> HostView:
+    """A host as the pure rollout and rebalance planners see it. A host whose task definition is
+    not recorded yet is starting on the current one (RunTask uses the kind's current revision)."""
+    starting = sum(
+        1
+        for name, generation in host.assigned.items()
+        if (host.running.get(name) or {}).get("generation") != generation
+    )
+    return HostView(
+        host_id=host.host_id,
+        kind=host.kind,
+        task_definition=host.task_definition or current,
+        status=host.status,
+        assigned=len(host.assigned),
+        slots=host.slots,
+        starting=starting,
+    )
 
 
 def _looks_wrong(record: d.Record, placed: set[tuple[str, int]], now: datetime) -> bool:

@@ -90,8 +90,8 @@ class Placer:
 
     # Placement ------------------------------------------------------------------------------------
 
-    def choose(self, kind: str, prefer: str | None) -> Host:
-        found = choose_host(self.all_hosts().values(), kind, prefer)
+    def choose(self, kind: str, prefer: str | None, name: str | None = None) -> Host:
+        found = choose_host(self.all_hosts().values(), kind, prefer, name)
         return found if found is not None else self.start_host(kind)
 
     def start_host(self, kind: str) -> Host:
@@ -146,7 +146,7 @@ class Placer:
 
     def retry(self, record: d.Record, generation: int) -> None:
         """A RetryStart: place the current generation again, on its host if it still takes it."""
-        host = self.choose(record.observer.kind, record.pooled.host)
+        host = self.choose(record.observer.kind, record.pooled.host, record.name)
         version = record.observer.version
         if host.host_id != record.pooled.host:
             try:
@@ -187,5 +187,5 @@ class Placer:
 
 def start_write(placer: Placer, record: d.Record, write: d.StartTask) -> d.StartTask:
     """The decided StartTask with its host chosen (sticky: the current host if it takes it)."""
-    host = placer.choose(record.observer.kind, record.pooled.host)
+    host = placer.choose(record.observer.kind, record.pooled.host, record.name)
     return replace(write, host=host.host_id, task_definition=host.task_definition)
