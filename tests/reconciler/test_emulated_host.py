@@ -15,7 +15,7 @@ from tests.helpers.moto_fleet import TABLE, default_task_transitions, stream
 from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import POOLED, PooledFleet, host_event
 from vigil.clock import ManualClock
-from vigil.contract.hosts import HOST_ID_ENV, HOSTS_TABLE_ENV, HostStatus
+from vigil.contract.hosts import HOST_ID_ENV, HOST_SLOTS_ENV, HOSTS_TABLE_ENV, HostStatus
 from vigil.contract.observers import ExitCode
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.model import to_item
@@ -41,6 +41,7 @@ def boot(pool: PooledFleet, host_id: str) -> EmulatedHost:
         "VIGIL_HEARTBEAT_SECONDS": "30",
         HOSTS_TABLE_ENV: HOSTS_TABLE,
         HOST_ID_ENV: host_id,
+        HOST_SLOTS_ENV: str(pool.slots),  # the reconciler's RunTask override sets it
     }
     runner = task_runner(
         host.task_arn, environment, pool.dynamodb, now=pool.clock, log=io.StringIO()
