@@ -34,12 +34,20 @@ from vigil_tools.emulator.ecs import ObserverContainer, container_logger
 class TaskRunner(Protocol):
     """What the emulator steps for one task (an observer's container, or a host)."""
 
+    task_arn: str
+    exit_code: ExitCode | None
+
     @property
     def alive(self) -> bool: ...
+
+    @property
+    def due_at(self) -> datetime: ...
 
     def start(self) -> None: ...
 
     def step(self) -> None: ...
+
+    def sigterm(self) -> ExitCode | None: ...
 
     def kill(self) -> None: ...
 
@@ -188,7 +196,7 @@ class EmulatedHost:
             container.step()
         self._tick()
 
-    def stop(self) -> ExitCode | None:
+    def sigterm(self) -> ExitCode | None:
         """StopTask: SIGTERM to the host, which hands every child over, then exits."""
         self.supervisor.request_shutdown()
         for _ in range(1000):
