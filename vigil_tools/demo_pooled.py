@@ -223,6 +223,7 @@ def _zombie(story: Pooled) -> None:
     arn = victim["task_arn"]
     host = stack.fleet.hosts[arn]
     names = dict(victim["observers"])
+    counts = {name: story.count(name) for name in names}
     children = {n: c for n, c in host.children.items()}
     story.out(
         f"\n{story.label(victim['id'])} is cut off: ECS reports its task STOPPED, but the process "
@@ -267,6 +268,7 @@ def _zombie(story: Pooled) -> None:
                 "host": (story.label(victim["id"]), story.label(after[n]["host"])),
                 "placed_generation": placed[n]["generation"],
                 "status": after[n]["status"],
+                "count": (counts[n], story.count(n)),
             }
             for n in sorted(names)
         },
