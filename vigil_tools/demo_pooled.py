@@ -11,11 +11,13 @@ all on the simulated clock. Everything printed is read back through ``vigil host
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from vigil_tools.demo_observers import DeployedFleet
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.testing.stack import VigilStack
 
@@ -26,6 +28,9 @@ SECOND = [f"feed-{i:02d}" for i in range(7, 11)]
 STEP = timedelta(seconds=5)
 FAILOVER_LIMIT = timedelta(minutes=3)
 COLUMN = 52
+ROLLOUT = False
+"""Whether the story ends with a rollout to a new revision (the manager's pooled rollout)."""
+ROLLOUT_LIMIT = timedelta(minutes=10)
 
 
 class Pooled:
@@ -93,6 +98,7 @@ def simulate(
     *,
     heartbeat_seconds: int = 30,
     log_dir: Path | None = None,
+    rollout: bool = ROLLOUT,
 ) -> dict[str, Any]:
     """Play the pooled story on the deployed fleet, print it, and return what was read back.
 
@@ -108,6 +114,8 @@ def simulate(
         _packed(story)
         _failover(story)
         _zombie(story)
+        if rollout:
+            _rollout(story)
         _summary(story)
     finally:
         stack.fleet.kill_all()
@@ -303,3 +311,82 @@ def _summary(story: Pooled) -> None:
 def _span(generations: Any) -> str:
     values = sorted(set(generations))
     return ", ".join(str(v) for v in values)
+
+
+def deploy_new_revision(account: LocalAccount, kind: str) -> str:
+    """What a deploy that changes ``kind``'s image does: a new revision of its task definition,
+    and the reconciler's ``VIGIL_TASK_DEFINITIONS`` naming it (a new function configuration)."""
+    ecs, functions = account.session.client("ecs"), account.session.client("lambda")
+    reconciler = DeployedFleet.of(account).reconciler
+    variables = functions.get_function_configuration(FunctionName=reconciler)["Environment"][
+        "Variables"
+    ]
+    definitions = json.loads(variables["VIGIL_TASK_DEFINITIONS"])
+    current = ecs.describe_task_definition(taskDefinition=definitions[kind])["taskDefinition"]
+    registered = ecs.register_task_definition(
+        **{key: current[key] for key in _REGISTERED if key in current}
+    )["taskDefinition"]["taskDefinitionArn"]
+    definitions[kind] = registered
+    functions.update_function_configuration(
+        FunctionName=reconciler,
+        Environment={"Variables": {**variables, "VIGIL_TASK_DEFINITIONS": json.dumps(definitions)}},
+    )
+    return str(registered)
+
+
+_REGISTERED = (
+    "family",
+    "taskRoleArn",
+    "executionRoleArn",
+    "networkMode",
+    "containerDefinitions",
+    "requiresCompatibilities",
+    "cpu",
+    "memory",
+    "runtimePlatform",
+)
+
+
+def _rollout(story: Pooled) -> None:
+    stack = story.stack
+    arn = deploy_new_revision(stack.account, KIND)
+    revision = int(arn.rsplit(":", 1)[1])
+    before = {n: o["generation"] for n, o in story.observers().items()}
+    counts = {n: story.count(n) for n in before}
+    story.out(
+        f"\nA deploy registers revision {revision} of the kind's task definition and gives the "
+        "reconciler\nits new VIGIL_TASK_DEFINITIONS: the resync rolls every observer over, "
+        "hand-overs a few at a time"
+    )
+    began = stack.now()
+    done = None
+    while stack.now() - began < ROLLOUT_LIMIT:
+        story.advance(STEP.total_seconds() * 6)
+        hosts = {h["id"]: h for h in stack.hosts(KIND)}
+        observers = story.observers()
+        if all(
+            o["status"] == "RUNNING" and hosts[o["host"]]["revision"] == revision
+            for o in observers.values()
+        ):
+            done = (stack.now() - began).total_seconds()
+            break
+    story.table(f"Hosts after the rollout to revision {revision}")
+    after = story.observers()
+    hosts = {h["id"]: h for h in stack.hosts(KIND)}
+    story.say(
+        f"every observer on revision {revision}",
+        f"{done:.0f} s after the deploy" if done is not None else "NOT within 10 minutes",
+    )
+    story.facts["rollout"] = {
+        "revision": revision,
+        "seconds": done,
+        "observers": {
+            n: {
+                "generation": (before[n], o["generation"]),
+                "revision": hosts[o["host"]]["revision"] if o["host"] in hosts else None,
+                "status": o["status"],
+                "count": (counts[n], story.count(n)),
+            }
+            for n, o in sorted(after.items())
+        },
+    }
