@@ -106,3 +106,25 @@ def test_a_host_replaced_by_the_manager_is_a_zombie_at_its_next_heartbeat(
     assert host.exit_code is ExitCode.FENCED
     assert not any(child.alive for child in host.children.values())
     assert pool.item("a")["generation"] == 2 and pool.item("a")["host"] != host_id
+
+
+def test_stop_task_hands_every_child_over_and_the_host_exits_cleanly(pool: PooledFleet) -> None:
+    records = []
+    for name in ("a", "b"):
+        observer = pool.pooled(name)
+        pool.put(observer)
+        records.append(stream(to_item(observer)))
+    pool.reconciler().on_records(changed_records(records))
+    host = boot(pool, pool.item("a")["host"])
+    run(pool, host, 30)
+    counts = {n: pool.item(n)["checkpoint"]["count"] for n in "ab"}
+
+    assert host.sigterm() is ExitCode.CLEAN  # StopTask's SIGTERM: no clock moves meanwhile
+
+    for name in "ab":
+        item = pool.item(name)
+        assert item["host_exit"]["generation"] == 1
+        assert item["host_exit"]["exit_code"] == ExitCode.CLEAN
+        assert "host shutting down" in item["host_exit"]["reason"]
+        assert item["checkpoint"]["count"] == counts[name]  # stopped at once, nothing lost
+    assert host.children == {}

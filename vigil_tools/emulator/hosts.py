@@ -30,6 +30,9 @@ from vigil.observers.registry import FencedWrites
 from vigil.observers.runtime import StopReason
 from vigil_tools.emulator.ecs import ObserverContainer, container_logger
 
+STOP_STEPS = 100
+"""Steps a host gets to hand its children over after SIGTERM before ECS kills it."""
+
 
 class TaskRunner(Protocol):
     """What the emulator steps for one task (an observer's container, or a host)."""
@@ -108,8 +111,6 @@ class ContainerLauncher:
         self._host_id = host_id
         self._now = now
         self._log = log
-        self.started: list[ContainerChild] = []
-        """Every child this host started, in order (finished ones too)."""
 
     def start(self, name: str, generation: int) -> ContainerChild:
         environment = {
@@ -126,7 +127,6 @@ class ContainerLauncher:
             host=self._host_id,
         )
         child = ContainerChild(container)
-        self.started.append(child)
         container.start()
         return child
 
@@ -194,15 +194,17 @@ class EmulatedHost:
         self._tick()
         for _, container in sorted(self.children.items()):
             container.step()
-        self._tick()
+        if self.alive:
+            self._tick()
 
     def sigterm(self) -> ExitCode | None:
         """StopTask: SIGTERM to the host, which hands every child over, then exits."""
         self.supervisor.request_shutdown()
-        for _ in range(1000):
+        for _ in range(STOP_STEPS):
             if not self.alive:
-                break
+                return self.exit_code
             self.step()
+        self.kill()  # ECS's SIGKILL once the stop timeout is over (the clock does not move here)
         return self.exit_code
 
     def kill(self) -> None:
