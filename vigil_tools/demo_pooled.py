@@ -243,7 +243,8 @@ def _zombie(story: Pooled) -> None:
     placed = story.observers()
     story.say(
         "the STOPPED event reaches the reconciler",
-        f"{story.label(victim['id'])} {status}; its observers placed elsewhere at generation + 1",
+        f"{story.label(victim['id'])} {status}; its observers placed on "
+        f"{', '.join(sorted({story.label(placed[n]['host']) for n in names}))} at generation + 1",
     )
     began = stack.now()
     while host.alive and stack.now() - began < FAILOVER_LIMIT:
@@ -254,7 +255,7 @@ def _zombie(story: Pooled) -> None:
         f"{fenced_after:.0f} s later: it fences every child, exit code "
         f"{int(host.exit_code) if host.exit_code is not None else '-'}",
     )
-    story.say("  why", str(host.fenced).rpartition(") ")[2])
+    story.say("  why it was refused", str(host.fenced).rpartition("replaced: ")[2])
     exits = {n: c.exit_code for n, c in children.items()}
     codes = sorted({"-" if c is None else str(int(c)) for c in exits.values()})
     story.say(
