@@ -14,6 +14,7 @@ import pytest
 from tests.helpers.moto_fleet import TABLE, default_task_transitions, stream
 from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import POOLED, PooledFleet, host_event
+from tests.reconciler.test_pooled import create
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HOST_ID_ENV, HOST_SLOTS_ENV, HOSTS_TABLE_ENV, HostStatus
 from vigil.contract.observers import ExitCode
@@ -60,12 +61,7 @@ def run(pool: PooledFleet, host: EmulatedHost, seconds: int) -> None:
 def test_observers_run_on_an_emulated_host_and_a_crash_resumes_from_the_checkpoint(
     pool: PooledFleet,
 ) -> None:
-    records = []
-    for name in ("a", "b"):
-        observer = pool.pooled(name)
-        pool.put(observer)
-        records.append(stream(to_item(observer)))
-    pool.reconciler().on_records(changed_records(records))
+    create(pool, "a", "b")
     host_id = pool.item("a")["host"]
     assert pool.item("b")["host"] == host_id  # packed on one host
     host = boot(pool, host_id)
@@ -109,12 +105,7 @@ def test_a_host_replaced_by_the_manager_is_a_zombie_at_its_next_heartbeat(
 
 
 def test_stop_task_hands_every_child_over_and_the_host_exits_cleanly(pool: PooledFleet) -> None:
-    records = []
-    for name in ("a", "b"):
-        observer = pool.pooled(name)
-        pool.put(observer)
-        records.append(stream(to_item(observer)))
-    pool.reconciler().on_records(changed_records(records))
+    create(pool, "a", "b")
     host = boot(pool, pool.item("a")["host"])
     run(pool, host, 30)
     counts = {n: pool.item(n)["checkpoint"]["count"] for n in "ab"}
