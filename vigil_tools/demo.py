@@ -5,8 +5,9 @@ emulated EventBridge Scheduler fires the deployed schedules for 45 simulated min
 AWS really produces (duplicate deliveries, a late delivery, a throttled database, a malformed
 event), then the dead-letter queues are redriven. Observers: the CLI creates observers through the
 deployed API, the reconciler starts them on ECS, their containers heartbeat and checkpoint, one
-crashes and is replaced (its zombie fenced), one is stopped. Everything printed is read back from
-the deployed resources.
+crashes and is replaced (its zombie fenced), one is stopped. Pooled observers: packed on host tasks
+(the real host process), a host killed and its observers resumed elsewhere from their checkpoints,
+a zombie host fenced. Everything printed is read back from the deployed resources.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from freezegun import freeze_time
 from vigil.jobs.store import RunStore
 from vigil_tools.demo_control import simulate_control
 from vigil_tools.demo_observers import simulate as simulate_observers
+from vigil_tools.demo_pooled import simulate as simulate_pooled
 from vigil_tools.emulator.account import LocalAccount, local_account
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
 from vigil_tools.emulator.scheduler import Schedule, deployed_schedules, occurrences
@@ -152,6 +154,7 @@ def simulate(project: Project | None = None) -> dict[str, Any]:
             account, runtime, schedules, frozen.move_to, START + WINDOW + timedelta(minutes=10)
         )
         facts["observers"] = simulate_observers(account, runtime, frozen, log_dir=log_dir)
+        facts["pooled"] = simulate_pooled(account, now, frozen.move_to, log_dir=log_dir)
         return facts
 
 

@@ -14,8 +14,9 @@ import pytest
 from tests.helpers.moto_fleet import TABLE, default_task_transitions, stream
 from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import POOLED, PooledFleet, host_event
+from tests.reconciler.test_pooled import create
 from vigil.clock import ManualClock
-from vigil.contract.hosts import HOST_ID_ENV, HOSTS_TABLE_ENV, HostStatus
+from vigil.contract.hosts import HOST_ID_ENV, HOST_SLOTS_ENV, HOSTS_TABLE_ENV, HostStatus
 from vigil.contract.observers import ExitCode
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.model import to_item
@@ -41,6 +42,7 @@ def boot(pool: PooledFleet, host_id: str) -> EmulatedHost:
         "VIGIL_HEARTBEAT_SECONDS": "30",
         HOSTS_TABLE_ENV: HOSTS_TABLE,
         HOST_ID_ENV: host_id,
+        HOST_SLOTS_ENV: str(pool.slots),  # the reconciler's RunTask override sets it
     }
     runner = task_runner(
         host.task_arn, environment, pool.dynamodb, now=pool.clock, log=io.StringIO()
@@ -59,12 +61,7 @@ def run(pool: PooledFleet, host: EmulatedHost, seconds: int) -> None:
 def test_observers_run_on_an_emulated_host_and_a_crash_resumes_from_the_checkpoint(
     pool: PooledFleet,
 ) -> None:
-    records = []
-    for name in ("a", "b"):
-        observer = pool.pooled(name)
-        pool.put(observer)
-        records.append(stream(to_item(observer)))
-    pool.reconciler().on_records(changed_records(records))
+    create(pool, "a", "b")
     host_id = pool.item("a")["host"]
     assert pool.item("b")["host"] == host_id  # packed on one host
     host = boot(pool, host_id)
@@ -105,3 +102,20 @@ def test_a_host_replaced_by_the_manager_is_a_zombie_at_its_next_heartbeat(
     assert host.exit_code is ExitCode.FENCED
     assert not any(child.alive for child in host.children.values())
     assert pool.item("a")["generation"] == 2 and pool.item("a")["host"] != host_id
+
+
+def test_stop_task_hands_every_child_over_and_the_host_exits_cleanly(pool: PooledFleet) -> None:
+    create(pool, "a", "b")
+    host = boot(pool, pool.item("a")["host"])
+    run(pool, host, 30)
+    counts = {n: pool.item(n)["checkpoint"]["count"] for n in "ab"}
+
+    assert host.sigterm() is ExitCode.CLEAN  # StopTask's SIGTERM: no clock moves meanwhile
+
+    for name in "ab":
+        item = pool.item(name)
+        assert item["host_exit"]["generation"] == 1
+        assert item["host_exit"]["exit_code"] == ExitCode.CLEAN
+        assert "host shutting down" in item["host_exit"]["reason"]
+        assert item["checkpoint"]["count"] == counts[name]  # stopped at once, nothing lost
+    assert host.children == {}

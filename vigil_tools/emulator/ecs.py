@@ -158,6 +158,7 @@ class ObserverContainer:
         *,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         log: IO[str],
+        host: str | None = None,
     ) -> None:
         self.task_arn = task_arn
         self.settings = RuntimeSettings.from_env(environment)
@@ -166,14 +167,10 @@ class ObserverContainer:
         self._now = now
         self._log = log
         self._interval = timedelta(seconds=self.settings.heartbeat_seconds)
-        self._next_beat = now() + self._interval
+        # A pooled child never heartbeats: its host's heartbeat is its liveness.
+        self._next_beat = datetime.max.replace(tzinfo=UTC) if host else now() + self._interval
         self.wakes_at = now()
-        logger = Logger(
-            # A logger of its own (the name is Python's logger's), so its handler is this log.
-            service=f"vigil-container-{self.name}-{self.generation}-{uuid.uuid4().hex[:6]}",
-            logger_handler=_handler(log),
-        )
-        logger.append_keys(service=environment.get("POWERTOOLS_SERVICE_NAME", SERVICE))
+        logger = container_logger(f"{self.name}-{self.generation}", log, environment)
         self.runtime = ObserverRuntime(
             ObserverRegistry(dynamodb, self.settings.table),
             name=self.name,
@@ -184,6 +181,7 @@ class ObserverContainer:
             sleeper=self._sleep,
             monotonic=lambda: now().timestamp(),
             heartbeat_thread=False,
+            host=host,
         )
         self.heartbeats = 0
         self.refused: str | None = None
@@ -231,6 +229,7 @@ class ObserverContainer:
         self._killed = True
         self._resume.release()
         self._paused.acquire()
+        self._thread.join()  # it is unwinding: once joined, ``alive`` is False for every reader
         self._error = None
 
     # -- inside the container's thread ------------------------------------------------------------
@@ -280,6 +279,15 @@ class ObserverContainer:
 
 class _Killed(BaseException):
     """Unwinds a killed container's thread past the runtime's ``except Exception``."""
+
+
+def container_logger(label: str, log: IO[str], environment: Mapping[str, str]) -> Logger:
+    """A logger of its own (the name is Python's logger's), so its handler is this ``log``."""
+    logger = Logger(
+        service=f"vigil-container-{label}-{uuid.uuid4().hex[:6]}", logger_handler=_handler(log)
+    )
+    logger.append_keys(service=environment.get("POWERTOOLS_SERVICE_NAME", SERVICE))
+    return logger
 
 
 def _handler(stream: IO[str]) -> Any:

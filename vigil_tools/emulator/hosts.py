@@ -1,57 +1,139 @@
-"""A pooled host task in the emulator, built on the shared contract (``vigil.contract.hosts``).
+"""A pooled host task in the emulator: the real host process, stepped on the emulator's clock.
 
-The host process itself is built elsewhere; until the emulator runs its entry point, this stands
-in for it with the contract's behaviour, so the manager side can be exercised end to end:
-
-* one conditional heartbeat per interval on its own item (live status, its own ``task_arn``),
-  ``ReturnValues=ALL_NEW``; the answer's ``assigned`` is what it runs; a refusal makes it a zombie
-  (every child stopped, exit 3);
-* each assigned (name, generation) runs as an :class:`~vigil_tools.emulator.ecs.ObserverContainer`
-  (the unchanged observer runtime), stepped like a dedicated container; a child whose generation
-  is no longer assigned gets SIGTERM;
-* a child that exits is reported once with ``HOST_EXIT`` on its observer's item, conditioned on
-  the generation and the host.
+What runs is the host's own code (:mod:`vigil.observers.host`): its
+:class:`~vigil.observers.host.supervisor.HostSupervisor` with the real
+:class:`~vigil.observers.host.heartbeat_store.HeartbeatStore` and ``HOST_EXIT`` reports, driven
+through :meth:`~HostSupervisor.tick` with the simulated time instead of its ``run`` loop. Only the
+children differ from ECS: instead of forked processes they are in-process
+:class:`~vigil_tools.emulator.ecs.ObserverContainer` s running the unchanged observer runtime in
+pooled mode (no heartbeats of their own, the claim conditioned on the host). A host signals a child
+(SIGTERM: stop and hand over; SIGUSR1: fenced, write nothing; SIGKILL); here the same three reach
+the child's runtime directly (:class:`ContainerChild`).
 
 :func:`task_runner` picks what a task runs from its environment: a host (``VIGIL_HOST_ID``) or one
-observer. ``HOST_RUNNER`` is the hook the real host entry point replaces.
+observer's container. ``HOST_RUNNER`` is what runs a host task (tests may substitute it).
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import IO, Any, Protocol
 
-from botocore.exceptions import ClientError
-
-from vigil.clock import epoch_ms
-from vigil.contract.hosts import (
-    HOST_EXIT,
-    HOST_ID_ENV,
-    HOSTS_KEY,
-    HOSTS_TABLE_ENV,
-    LIVE_HOST_STATUSES,
-    OBSERVER_HOST,
-)
+from vigil.contract.hosts import HOST_ID_ENV, TASK_ARN_ENV
 from vigil.contract.observers import ExitCode
-from vigil.dynamo import Update, from_wire, is_condition_failure, to_wire
-from vigil_tools.emulator.ecs import ObserverContainer
+from vigil.observers.host.heartbeat_store import HeartbeatStore
+from vigil.observers.host.settings import HostSettings
+from vigil.observers.host.supervisor import HostSupervisor
+from vigil.observers.registry import FencedWrites
+from vigil.observers.runtime import StopReason
+from vigil_tools.emulator.ecs import ObserverContainer, container_logger
+
+STOP_STEPS = 100
+"""Steps a host gets to hand its children over after SIGTERM before ECS kills it."""
 
 
 class TaskRunner(Protocol):
     """What the emulator steps for one task (an observer's container, or a host)."""
 
+    task_arn: str
+    exit_code: ExitCode | None
+
     @property
     def alive(self) -> bool: ...
+
+    @property
+    def due_at(self) -> datetime: ...
 
     def start(self) -> None: ...
 
     def step(self) -> None: ...
 
+    def sigterm(self) -> ExitCode | None: ...
+
     def kill(self) -> None: ...
 
 
+class ContainerChild:
+    """The :class:`~vigil.observers.host.children.Child` protocol over an in-process container:
+    the signals a host sends its child processes, delivered as the child's handlers would."""
+
+    NO_SENTINEL = -1
+    """No process to wait on: the emulator steps the host instead of letting it wait."""
+
+    def __init__(self, container: ObserverContainer) -> None:
+        self.container = container
+        self.name = container.name
+        self.generation = container.generation
+
+    @property
+    def exitcode(self) -> int | None:
+        """As multiprocessing gives it: the runtime's code, or minus the signal that ended it
+        (a container that ended without a code of its own was killed)."""
+        code = self.container.exit_code
+        if code is not None:
+            return int(code)
+        return None if self.container.alive else -int(signal.SIGKILL)
+
+    @property
+    def sentinel(self) -> int:
+        return self.NO_SENTINEL
+
+    def stop(self) -> None:
+        """SIGTERM: ``ctx.stopping``, then the runtime checkpoints and reports its exit."""
+        self.container.runtime.request_stop(StopReason.SIGTERM)
+
+    def fence(self) -> None:
+        """SIGUSR1: stop at once and write nothing more."""
+        self.container.runtime.request_stop(StopReason.FENCED)
+
+    def kill(self) -> None:
+        self.container.kill()
+
+
+class ContainerLauncher:
+    """Starts each child as a pooled :class:`ObserverContainer` with the host's environment."""
+
+    def __init__(
+        self,
+        task_arn: str,
+        environment: Mapping[str, str],
+        dynamodb: Any,
+        *,
+        host_id: str,
+        now: Callable[[], datetime],
+        log: IO[str],
+    ) -> None:
+        self._task_arn = task_arn
+        self._environment = dict(environment)
+        self._dynamodb = dynamodb
+        self._host_id = host_id
+        self._now = now
+        self._log = log
+
+    def start(self, name: str, generation: int) -> ContainerChild:
+        environment = {
+            **self._environment,
+            "VIGIL_OBSERVER_NAME": name,
+            "VIGIL_OBSERVER_GENERATION": str(generation),
+        }
+        container = ObserverContainer(
+            self._task_arn,
+            environment,
+            self._dynamodb,
+            now=self._now,
+            log=self._log,
+            host=self._host_id,
+        )
+        child = ContainerChild(container)
+        container.start()
+        return child
+
+
 class EmulatedHost:
+    """One host task: the real supervisor, ticked on the emulator's clock by :meth:`step`."""
+
     def __init__(
         self,
         task_arn: str,
@@ -61,122 +143,94 @@ class EmulatedHost:
         now: Callable[[], datetime],
         log: IO[str],
     ) -> None:
+        settings = HostSettings.from_env({**environment, TASK_ARN_ENV: task_arn})
         self.task_arn = task_arn
-        self.host_id = environment[HOST_ID_ENV]
-        self._environment = dict(environment)
-        self._table = environment[HOSTS_TABLE_ENV]
-        self._registry = environment["VIGIL_OBSERVERS_TABLE"]
-        self._interval = timedelta(seconds=int(environment["VIGIL_HEARTBEAT_SECONDS"]))
-        self._dynamodb = dynamodb
+        self.host_id = settings.host_id
         self._now = now
-        self._log = log
-        self._next_beat = now()
-        self.children: dict[str, ObserverContainer] = {}
+        self.launcher = ContainerLauncher(
+            task_arn, environment, dynamodb, host_id=self.host_id, now=now, log=log
+        )
+        self.heartbeats = HeartbeatStore(
+            dynamodb, settings.hosts_table, host_id=self.host_id, task_arn=task_arn, clock=now
+        )
+        self.supervisor = HostSupervisor(
+            self.heartbeats,
+            self.launcher,
+            FencedWrites(dynamodb, settings.table, clock=now),
+            slots=settings.slots,
+            heartbeat_seconds=settings.heartbeat_seconds,
+            stop_timeout_seconds=settings.stop_timeout_seconds,
+            logger=container_logger(f"host-{self.host_id}", log, environment),
+            monotonic=lambda: now().timestamp(),
+        )
         self.exit_code: ExitCode | None = None
-        self.heartbeats = 0
 
     @property
     def alive(self) -> bool:
         return self.exit_code is None
 
+    @property
+    def children(self) -> dict[str, ObserverContainer]:
+        """The live children's containers by observer name."""
+        return {
+            name: child.container
+            for name, child in self.supervisor.children.items()
+            if isinstance(child, ContainerChild)
+        }
+
+    @property
+    def fenced(self) -> str | None:
+        return self.supervisor.fenced
+
     def start(self) -> None:
+        """The host's first step: its first heartbeat, and the children it was assigned."""
         self.step()
 
     def step(self) -> None:
+        """The supervisor's step at the clock's time, the children run until they sleep again,
+        and a second step reaps (and reports) those that exited meanwhile."""
         if not self.alive:
             return
-        if self._now() >= self._next_beat:
-            self._next_beat = self._now() + self._interval
-            assigned = self._heartbeat()
-            if assigned is None:  # refused: replaced or lost, a zombie
-                for child in self.children.values():
-                    child.kill()
-                self.exit_code = ExitCode.FENCED
-                return
-            self._follow(assigned)
-        for name, child in sorted(self.children.items()):
-            child.step()
-            if not child.alive:
-                self._report(name, child)
+        self._tick()
+        for _, container in sorted(self.children.items()):
+            container.step()
+        if self.alive:
+            self._tick()
+
+    def sigterm(self) -> ExitCode | None:
+        """StopTask: SIGTERM to the host, which hands every child over, then exits."""
+        self.supervisor.request_shutdown()
+        for _ in range(STOP_STEPS):
+            if not self.alive:
+                return self.exit_code
+            self.step()
+        self.kill()  # ECS's SIGKILL once the stop timeout is over (the clock does not move here)
+        return self.exit_code
 
     def kill(self) -> None:
-        for child in self.children.values():
-            child.kill()
+        """The task ends at once (SIGKILL): every child with it, nothing more written."""
+        for container in self.children.values():
+            container.kill()
         self.exit_code = ExitCode.CRASH
 
-    def _heartbeat(self) -> dict[str, int] | None:
-        running = {
-            n: {"generation": c.generation, "state": "running" if c.alive else "exited"}
-            for n, c in self.children.items()
-        }
-        update = Update().set_all({"heartbeat_at_ms": epoch_ms(self._now()), "running": running})
-        update.condition(update.one_of("status", *LIVE_HOST_STATUSES))
-        update.condition(update.eq("task_arn", self.task_arn))
-        try:
-            answer = self._dynamodb.update_item(
-                TableName=self._table,
-                Key=to_wire({HOSTS_KEY: self.host_id}),
-                ReturnValues="ALL_NEW",
-                **update.request(),
-            )
-        except ClientError as error:
-            if is_condition_failure(error):
-                return None
-            raise
-        self.heartbeats += 1
-        item = from_wire(answer["Attributes"]) or {}
-        return {k: int(v) for k, v in (item.get("assigned") or {}).items()}
-
-    def _follow(self, assigned: dict[str, int]) -> None:
-        for name, child in list(self.children.items()):
-            if assigned.get(name) != child.generation and child.alive:
-                child.sigterm()
-                self._report(name, child)
-        for name, generation in sorted(assigned.items()):
-            current = self.children.get(name)
-            if current is not None and current.generation == generation:
-                continue
-            environment = {
-                **self._environment,
-                "VIGIL_OBSERVER_NAME": name,
-                "VIGIL_OBSERVER_GENERATION": str(generation),
-            }
-            child = ObserverContainer(
-                self.task_arn, environment, self._dynamodb, now=self._now, log=self._log
-            )
-            self.children[name] = child
-            child.start()
-
-    def _report(self, name: str, child: ObserverContainer) -> None:
-        """HOST_EXIT once per child, fenced on its generation and this host."""
-        if self.children.get(name) is not child:
-            return
-        del self.children[name]
-        code = int(child.exit_code) if child.exit_code is not None else int(ExitCode.CRASH)
-        update = Update().set(
-            HOST_EXIT,
-            {
-                "generation": child.generation,
-                "exit_code": code,
-                "reason": f"child exited with {code}",
-                "at_ms": epoch_ms(self._now()),
-            },
+    @property
+    def due_at(self) -> datetime:
+        """When the host next has something to do: a heartbeat, a deadline, a child's wake."""
+        now = self._now()
+        moment = datetime.fromtimestamp(
+            now.timestamp() + self.supervisor.next_wake(now.timestamp()), tz=now.tzinfo
         )
-        update.condition(
-            update.eq("generation", child.generation), update.eq(OBSERVER_HOST, self.host_id)
-        )
-        try:
-            self._dynamodb.update_item(
-                TableName=self._registry, Key=to_wire({"name": name}), **update.request()
-            )
-        except ClientError as error:
-            if not is_condition_failure(error):
-                raise
+        return min([moment, *(c.due_at for c in self.children.values())])
+
+    def _tick(self) -> None:
+        code = self.supervisor.tick(self._now().timestamp())
+        if code is not None:
+            self.exit_code = code
 
 
 HostRunner = Callable[..., TaskRunner]
 HOST_RUNNER: HostRunner = EmulatedHost
-"""What runs a host task in the emulator; the host process's entry point replaces it."""
+"""What runs a host task in the emulator."""
 
 
 def task_runner(

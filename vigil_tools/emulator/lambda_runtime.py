@@ -7,6 +7,7 @@ follow the function's EventInvokeConfig: retries, then the on-failure destinatio
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import logging
@@ -14,7 +15,7 @@ import os
 import sys
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -98,7 +99,7 @@ class LocalLambda:
         }
         log = self._log_dir / f"{config['FunctionName']}.log" if self._log_dir else None
         with _environment(variables), _output_to(log, variables.get("POWERTOOLS_SERVICE_NAME")):
-            handler = self._handler(config["Handler"])
+            handler = self._handler(config["Handler"], _revision(config))
             try:
                 return Invocation(ok=True, payload=handler(json.loads(json.dumps(event)), context))
             except Exception as error:
@@ -126,13 +127,16 @@ class LocalLambda:
             done.append(self.invoke_async(function, event))
         return done
 
-    def _handler(self, path: str) -> Callable[[Any, Any], Any]:
-        """Each LocalLambda is a fresh set of containers: modules are imported anew the first time."""
-        if path not in self._handlers:
+    def _handler(self, path: str, revision: str) -> Callable[[Any, Any], Any]:
+        """Each LocalLambda is a fresh set of containers: modules are imported anew the first time,
+        and again after a deploy changed the function's code or environment, as Lambda starts new
+        containers then: what a handler cached from its environment is read again."""
+        key = f"{path}@{revision}"
+        if key not in self._handlers:
             module, _, name = path.rpartition(".")
             sys.modules.pop(module, None)
-            self._handlers[path] = getattr(importlib.import_module(module), name)
-        return self._handlers[path]
+            self._handlers[key] = getattr(importlib.import_module(module), name)
+        return self._handlers[key]
 
     def invoke_async(self, function: str, event: Any) -> AsyncInvocation:
         retries, on_failure = self._async_config(function)
@@ -245,3 +249,9 @@ def _point(handler: logging.StreamHandler[Any], stream: Any) -> None:
         handler.stream = stream
     else:
         handler.setStream(stream)
+
+
+def _revision(config: Mapping[str, Any]) -> str:
+    """What a function's containers are made from (moto keeps no ``RevisionId``)."""
+    made_of = [config.get("CodeSha256"), config.get("Environment", {}).get("Variables", {})]
+    return hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()[:16]

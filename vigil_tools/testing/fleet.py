@@ -5,7 +5,8 @@ is left to do (:meth:`SteppedFleet.settle`):
 
 * registry changes reach the reconciler through the registry stream's mapping;
 * a task the reconciler ran gets its container: the observer runtime with the task's environment
-  (:class:`~vigil_tools.emulator.ecs.ObserverContainer`, stepped on the clock);
+  (:class:`~vigil_tools.emulator.ecs.ObserverContainer`, stepped on the clock), or for a pooled
+  kind's host task the host process (:class:`~vigil_tools.emulator.hosts.EmulatedHost`);
 * a container that exits stops its task, and StopTask sends the container SIGTERM; either way the
   reconciler receives the task's STOPPED event, with the container's exit code;
 * asynchronous invocations a function queued are delivered.
@@ -28,6 +29,7 @@ from vigil_tools.emulator.ecs import (
     container_environment,
     describe_task,
 )
+from vigil_tools.emulator.hosts import EmulatedHost, task_runner
 from vigil_tools.emulator.lambda_runtime import Invocation, LocalLambda
 from vigil_tools.emulator.streams import StreamMapping
 
@@ -47,6 +49,8 @@ class SteppedFleet:
     now: Callable[[], datetime]
     stream: StreamMapping
     containers: dict[str, ObserverContainer] = field(default_factory=dict)
+    hosts: dict[str, EmulatedHost] = field(default_factory=dict)
+    """Host tasks (pooled kinds) by task ARN."""
     logs: dict[str, io.StringIO] = field(default_factory=dict)
     """Each task's container output, by task ARN."""
     versions: dict[str, int] = field(default_factory=dict)
@@ -94,52 +98,71 @@ class SteppedFleet:
         due = [c for c in self.live() if c.due_at <= self.now()]
         for container in sorted(due, key=lambda c: (c.name, c.generation)):
             container.step()
-        return bool(due)
+        hosts = [h for h in self.live_hosts() if h.due_at <= self.now()]
+        for host in sorted(hosts, key=lambda h: h.host_id):
+            host.step()
+        return bool(due or hosts)
 
     def next_due(self) -> datetime | None:
-        return min((c.due_at for c in self.live()), default=None)
+        runners: list[ObserverContainer | EmulatedHost] = [*self.live(), *self.live_hosts()]
+        return min((r.due_at for r in runners), default=None)
+
+    def live_hosts(self) -> list[EmulatedHost]:
+        return [h for h in self.hosts.values() if h.alive]
 
     def live(self) -> list[ObserverContainer]:
         return [c for c in self.containers.values() if c.alive]
 
     def crash(self, arn: str) -> None:
         """The task's container dies (exit 1): ECS stops the task and reports it."""
-        container = self.containers.get(arn)
-        if container is not None:
-            container.kill()
+        runner = self.containers.get(arn) or self.hosts.get(arn)
+        if runner is not None:
+            runner.kill()
         self.ecs.stop_task(
             cluster=self.fleet.cluster, task=arn, reason="Essential container in task exited"
         )
         self._task_event(arn, stop_code="EssentialContainerExited", exit_code=1)
 
+    def lose_contact(self, arn: str) -> None:
+        """ECS reports the task STOPPED, but its process runs on (an instance cut off from ECS):
+        the task's container or host keeps running here, a zombie."""
+        self.ecs.stop_task(cluster=self.fleet.cluster, task=arn, reason="Task lost contact")
+        self._task_event(arn, stop_code="EssentialContainerExited", exit_code=137)
+
     def kill_all(self) -> None:
-        for container in self.live():
-            container.kill()
+        runners: list[ObserverContainer | EmulatedHost] = [*self.live(), *self.live_hosts()]
+        for runner in runners:
+            runner.kill()
 
     def _start_containers(self) -> bool:
         arns = self.ecs.list_tasks(cluster=self.fleet.cluster, desiredStatus="RUNNING")["taskArns"]
         started = False
         for arn in arns:
-            if arn in self.containers or arn in self.reported:
+            if arn in self.containers or arn in self.hosts or arn in self.reported:
                 continue
             task = describe_task(self.ecs, self.fleet.cluster, arn)
             environment = container_environment(self.ecs, task, self.fleet.container)
             self.logs[arn] = io.StringIO()
-            container = ObserverContainer(
+            runner = task_runner(
                 arn,
                 environment,
                 self.account.session.client("dynamodb"),
                 now=self.now,
                 log=self.logs[arn],
             )
-            self.containers[arn] = container
-            container.start()
+            if isinstance(runner, EmulatedHost):
+                self.hosts[arn] = runner
+            else:
+                assert isinstance(runner, ObserverContainer)
+                self.containers[arn] = runner
+            runner.start()
             started = True
         return started
 
     def _report_stopped(self) -> bool:
         acted = False
-        for arn, container in list(self.containers.items()):
+        runners: dict[str, ObserverContainer | EmulatedHost] = {**self.containers, **self.hosts}
+        for arn, container in runners.items():
             if arn in self.reported or container.alive or container.exit_code is None:
                 continue
             # The container exited by itself (a crash, a clean stop, fenced): ECS stops the task.
@@ -155,7 +178,7 @@ class SteppedFleet:
             if arn in self.reported:
                 continue
             # StopTask (the reconciler's): ECS sends the container SIGTERM and waits for it.
-            running = self.containers.get(arn)
+            running = runners.get(arn)
             exit_code = running.sigterm() if running is not None else None
             self._task_event(
                 arn,

@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from vigil.contract.schedule import Schedule as Evaluator
@@ -97,7 +98,9 @@ class VigilStack:
         now: Callable[[], datetime],
         move_to: Callable[[datetime], object],
         functions_dir: Any = None,
+        log_dir: Path | None = None,
     ) -> None:
+        """``log_dir``: where the functions' logs go (default: the console)."""
         self.account = account
         self._now = now
         self._move_to = move_to
@@ -106,6 +109,7 @@ class VigilStack:
             now=now,
             advance=lambda delta: move_to(now() + delta),
             functions_dir=functions_dir,
+            log_dir=log_dir,
         )
         self.catalog = JobsCatalog.from_stack(
             account.session.client("cloudformation"), account.deployed.stack_name
@@ -325,6 +329,14 @@ class VigilStack:
     @property
     def kinds(self) -> list[str]:
         return self._api.kinds()
+
+    def hosts(self, kind: str | None = None) -> list[dict[str, Any]]:
+        """``vigil hosts list``: the pooled kinds' hosts as ``GET /hosts`` answers."""
+        return self._api.hosts(kind)
+
+    def observers(self) -> list[dict[str, Any]]:
+        """``vigil observers list``: every observer as ``GET /observers`` answers (with its host)."""
+        return self._api.list()
 
     def create_observer(
         self, name: str, kind: str, config: dict[str, Any] | None = None

@@ -1,0 +1,49 @@
+"""The emulator's Lambda starts new containers after a deploy changed a function, as Lambda does:
+a handler that cached its environment at import reads the new one (a deploy that names a new task
+definition revision reaches the reconciler this way)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import boto3
+
+from vigil_tools.emulator.lambda_runtime import LocalLambda
+
+HANDLER = "cached_env_handler"
+
+
+def test_a_configuration_update_reimports_the_handler(aws: None, tmp_path: Path) -> None:
+    (tmp_path / f"{HANDLER}.py").write_text(
+        "import os\nREAD_AT_IMPORT = os.environ['SETTING']\n"
+        "def handler(event, context):\n    return READ_AT_IMPORT\n"
+    )
+    session = boto3.session.Session(region_name="us-east-1")
+    role = session.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr(f"{HANDLER}.py", "")
+    functions = session.client("lambda")
+    functions.create_function(
+        FunctionName="f",
+        Runtime="python3.12",
+        Role=role["Role"]["Arn"],
+        Handler=f"{HANDLER}.handler",
+        Code={"ZipFile": code.getvalue()},
+        Environment={"Variables": {"SETTING": "old"}},
+    )
+    local = LocalLambda(
+        session, now=lambda: datetime.now(UTC), advance=lambda _: None, functions_dir=tmp_path
+    )
+
+    first = local.invoke("f", {})
+    again = local.invoke("f", {})
+    functions.update_function_configuration(
+        FunctionName="f", Environment={"Variables": {"SETTING": "new"}}
+    )
+    deployed = local.invoke("f", {})
+
+    assert (first.payload, again.payload, deployed.payload) == ("old", "old", "new")
