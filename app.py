@@ -69,6 +69,9 @@ def declare_observers(scope: Construct) -> ObserverFleet:
                 slots_per_host=10,
                 observer_memory_mib=64,
                 headroom=5,
+                # Half the kind may be in a hand-over at once: a deploy reaches every observer in
+                # a few minutes (the default, 10 %, suits fleets of thousands).
+                max_unavailable=50,
             ),
         },
         heartbeat_interval=Duration.seconds(30),

@@ -28,7 +28,7 @@ SECOND = [f"feed-{i:02d}" for i in range(7, 11)]
 STEP = timedelta(seconds=5)
 FAILOVER_LIMIT = timedelta(minutes=3)
 COLUMN = 52
-ROLLOUT = False
+ROLLOUT = True
 """Whether the story ends with a rollout to a new revision (the manager's pooled rollout)."""
 ROLLOUT_LIMIT = timedelta(minutes=10)
 

@@ -139,7 +139,7 @@ def test_local_up_serves_the_stack_to_both_clis_and_stops_cleanly(
         return out.getvalue()
 
     # the vigil CLI: the management API, served on the endpoint, through the deployed functions
-    assert json.loads(cli("observers", "kinds")) == ["ticker"]
+    assert json.loads(cli("observers", "kinds")) == ["pooled-ticker", "ticker"]
     created = json.loads(
         cli("observers", "create", "w1", "--kind", "ticker", "--config", '{"interval_seconds": 1}')
     )

@@ -128,7 +128,9 @@ def test_names_the_app_does_not_have_are_refused_with_the_ones_it_has(
         vigil_stack.fire("clean-up")
     with pytest.raises(UnknownName, match=r"no job 'nope'.*jobs: cleanup, daily-report"):
         vigil_stack.history("nope")
-    with pytest.raises(UnknownName, match=r"no kind 'websocket' in this app; kinds: ticker"):
+    with pytest.raises(
+        UnknownName, match=r"no kind 'websocket' in this app; kinds: pooled-ticker, ticker"
+    ):
         vigil_stack.create_observer("sol-watch", "websocket", {})
     vigil_stack.create_observer("btc-watch", "ticker")
     with pytest.raises(
