@@ -9,7 +9,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.helpers.moto_fleet import CONTAINER, KIND, TABLE, MotoFleet
+from tests.helpers.moto_fleet import CONTAINER, KIND, TABLE, MotoFleet, stream
 from tests.helpers.observers import HOSTS_TABLE, create_hosts_table
 from vigil.clock import epoch_ms
 from vigil.contract.hosts import (
@@ -25,8 +25,8 @@ from vigil.observers.fleet_store import FleetStore
 from vigil.observers.hosts.model import Host
 from vigil.observers.hosts.store import HostStore
 from vigil.observers.kind_options import KindOptions
-from vigil.observers.model import Status
-from vigil.observers.reconciler import Notices, Reconciler, assemble
+from vigil.observers.model import Status, to_item
+from vigil.observers.reconciler import Notices, Reconciler, assemble, changed_records
 
 POOLED = "pooled-ticker"
 SLOTS = 3
@@ -189,3 +189,17 @@ def host_event(
         detail["stopCode"] = "TaskFailedToStart"
         detail["stoppedReason"] = "host died"
     return detail
+
+
+def create(pool: PooledFleet, *names: str) -> None:
+    """Pooled observers just created, as the stream pass sees them."""
+    records = []
+    for name in names:
+        observer = pool.pooled(name)
+        pool.put(observer)
+        records.append(stream(to_item(observer)))
+    pool.reconciler().on_records(changed_records(records))
+
+
+def resync(pool: PooledFleet, holder: str = "pass") -> None:
+    assert pool.reconciler().resync(holder) is not None

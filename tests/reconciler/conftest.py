@@ -7,12 +7,23 @@ from collections.abc import Iterator
 import pytest
 
 from tests.helpers.moto_fleet import MotoFleet, default_task_transitions
+from tests.helpers.pooled_fleet import PooledFleet
 from vigil.clock import ManualClock
 
 
 @pytest.fixture
 def fleet(aws: None, clock: ManualClock) -> Iterator[MotoFleet]:
     built = MotoFleet(clock)
+    try:
+        yield built
+    finally:
+        default_task_transitions()
+
+
+@pytest.fixture
+def pool(aws: None, clock: ManualClock) -> Iterator[PooledFleet]:
+    """A fleet with the dedicated ``ticker`` and the pooled ``pooled-ticker`` (K = 3)."""
+    built = PooledFleet(clock)
     try:
         yield built
     finally:

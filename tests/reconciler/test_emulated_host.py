@@ -13,8 +13,7 @@ import pytest
 
 from tests.helpers.moto_fleet import TABLE, default_task_transitions, stream
 from tests.helpers.observers import HOSTS_TABLE
-from tests.helpers.pooled_fleet import POOLED, PooledFleet, host_event
-from tests.reconciler.test_pooled import create
+from tests.helpers.pooled_fleet import POOLED, PooledFleet, create, host_event
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HOST_ID_ENV, HOST_SLOTS_ENV, HOSTS_TABLE_ENV, HostStatus
 from vigil.contract.observers import ExitCode

@@ -3,43 +3,17 @@ reports exits through the tables as the contract says the host process does."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-
-import pytest
 
 from tests.helpers.moto_fleet import default_task_transitions, running, stream
 from tests.helpers.observers import HOSTS_TABLE
-from tests.helpers.pooled_fleet import POOLED, PooledFleet, host_event
+from tests.helpers.pooled_fleet import POOLED, PooledFleet, create, host_event, resync
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HostStatus
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.hosts.store import HostStore
-from vigil.observers.model import Desired, Status, to_item
+from vigil.observers.model import Desired, Status
 from vigil.observers.reconciler import changed_records
-
-
-@pytest.fixture
-def pool(aws: None, clock: ManualClock) -> Iterator[PooledFleet]:
-    built = PooledFleet(clock)
-    try:
-        yield built
-    finally:
-        default_task_transitions()
-
-
-def create(pool: PooledFleet, *names: str) -> None:
-    """Observers just created, as the stream pass sees them."""
-    records = []
-    for name in names:
-        observer = pool.pooled(name)
-        pool.put(observer)
-        records.append(stream(to_item(observer)))
-    pool.reconciler().on_records(changed_records(records))
-
-
-def resync(pool: PooledFleet, holder: str = "pass") -> None:
-    assert pool.reconciler().resync(holder) is not None
 
 
 def placement(pool: PooledFleet) -> dict[str, tuple[str, int]]:

@@ -2,43 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from tests.helpers.moto_fleet import default_task_transitions, running, stream
+from tests.helpers.moto_fleet import running, stream
 from tests.helpers.observers import HOSTS_TABLE
-from tests.helpers.pooled_fleet import POOLED, PooledFleet
-from vigil.clock import ManualClock
+from tests.helpers.pooled_fleet import POOLED, PooledFleet, create, resync
 from vigil.contract.hosts import LIVE_HOST_STATUSES
 from vigil.observers.fleet_store import FleetStore
-from vigil.observers.model import to_item
 from vigil.observers.rebalance_requests import RebalanceRequests
 from vigil.observers.reconciler import changed_records
-
-
-@pytest.fixture
-def pool(aws: None, clock: ManualClock) -> Iterator[PooledFleet]:
-    built = PooledFleet(clock)
-    try:
-        yield built
-    finally:
-        default_task_transitions()
-
-
-def create(pool: PooledFleet, *names: str) -> None:
-    records = []
-    for name in names:
-        observer = pool.pooled(name)
-        pool.put(observer)
-        records.append(stream(to_item(observer)))
-    pool.reconciler().on_records(changed_records(records))
-
-
-def resync(pool: PooledFleet, holder: str = "pass") -> None:
-    assert pool.reconciler().resync(holder) is not None
 
 
 def assigned_on(pool: PooledFleet, name: str) -> dict[str, int]:
