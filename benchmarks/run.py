@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks import (
+    demo_duration,
     host_memory,
     import_time,
     jobs_requests,
@@ -29,6 +30,7 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="print only; leave README.md")
     args = parser.parse_args()
     sections: list[tuple[str, Callable[[], str]]] = [
+        ("`make demo`: seconds after set-up", demo_duration.run),
         ("Scheduled jobs: DynamoDB requests", jobs_requests.run),
         ("Scheduled jobs: import time of a job module", import_time.run),
         ("Observers: reconciler passes", lambda: reconciler_scale.run(quick=args.quick)),

