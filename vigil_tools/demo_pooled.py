@@ -22,7 +22,7 @@ from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.testing.stack import VigilStack
 
 KIND = "pooled-ticker"
-CONFIG = {"interval_seconds": 10}
+CONFIG = {"interval_seconds": 30}
 FIRST = [f"feed-{i:02d}" for i in range(1, 7)]
 SECOND = [f"feed-{i:02d}" for i in range(7, 11)]
 STEP = timedelta(seconds=5)
@@ -296,7 +296,12 @@ def _summary(story: Pooled) -> None:
             f"{count if count is not None else '-':>7}  {story.label(observer['host'])}"
         )
     story.facts["hosts"] = {
-        story.label(h["id"]): {"status": h["status"], "observers": h["observers"]} for h in rows
+        story.label(h["id"]): {
+            "status": h["status"],
+            "revision": h["revision"],
+            "observers": h["observers"],
+        }
+        for h in rows
     }
     story.facts["observers"] = {
         name: {
@@ -371,16 +376,30 @@ def _rollout(story: Pooled) -> None:
         ):
             done = (stack.now() - began).total_seconds()
             break
-    story.table(f"Hosts after the rollout to revision {revision}")
-    after = story.observers()
-    hosts = {h["id"]: h for h in stack.hosts(KIND)}
     story.say(
         f"every observer on revision {revision}",
         f"{done:.0f} s after the deploy" if done is not None else "NOT within 10 minutes",
     )
+    retired = None
+    while done is not None and stack.now() - began < ROLLOUT_LIMIT:
+        if all(
+            h["status"] in {"STOPPED", "LOST"}
+            for h in stack.hosts(KIND)
+            if h["revision"] != revision
+        ):
+            retired = (stack.now() - began).total_seconds()
+            break
+        story.advance(STEP.total_seconds() * 6)
+    story.say(
+        f"every revision-{revision - 1} host drained and stopped",
+        f"{retired:.0f} s after the deploy" if retired is not None else "NOT within 10 minutes",
+    )
+    after = story.observers()
+    hosts = {h["id"]: h for h in stack.hosts(KIND)}
     story.facts["rollout"] = {
         "revision": revision,
         "seconds": done,
+        "retired_seconds": retired,
         "observers": {
             n: {
                 "generation": (before[n], o["generation"]),

@@ -104,3 +104,19 @@ def test_the_story_reads_well(story: dict[str, Any]) -> None:
     host_logs = list(story["logs"].glob("host-*.log"))
     assert len(host_logs) == len(story["facts"]["hosts"])
     assert any('"observer":"feed-01"' in log.read_text() for log in host_logs)
+
+
+def test_a_deploy_rolls_every_observer_onto_the_new_revision_and_retires_the_old_hosts(
+    story: dict[str, Any],
+) -> None:
+    rollout = story["facts"]["rollout"]
+    assert rollout["seconds"] is not None and rollout["retired_seconds"] is not None
+    for name, moved in rollout["observers"].items():
+        assert moved["status"] == "RUNNING", name
+        assert moved["revision"] == rollout["revision"], name
+        before, after = moved["generation"]
+        assert after > before, name  # a hand-over: a new generation claimed it
+        was, now = moved["count"]
+        assert now >= was, name  # resumed from the checkpoint, never from zero
+    old = [h for h in story["facts"]["hosts"].values() if h["revision"] != rollout["revision"]]
+    assert old and {h["status"] for h in old} <= {"STOPPED", "LOST"}
