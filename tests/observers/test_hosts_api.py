@@ -147,3 +147,48 @@ def test_vigil_hosts_list_prints_the_table_and_refuses_a_dedicated_kind(hosts: H
     out = io.StringIO()
     assert main(["--json", "hosts", "list"], transport=transport, stdout=out) == 0
     assert len(json.loads(out.getvalue())) == 2
+
+
+@pytest.mark.parametrize("status", [HostStatus.LOST, HostStatus.STOPPED])
+def test_a_dead_host_lists_no_observers_while_each_observer_names_where_it_is_now(
+    hosts: HostStore, dynamodb: Any, clock: ManualClock, status: HostStatus
+) -> None:
+    # Given "a" placed on h3, whose task then died: the manager moved "a" to h1 and marked h3
+    # dead, leaving h3's last assignment on its item
+    dead = hosts.assign(
+        hosts.create("pooled-ticker-h3", "pooled-ticker", 3, DEFINITION, clock()), "a", 1
+    )
+    hosts.mark(dead, status, "its task stopped")
+    answer = observers_api.handler(
+        rest_event(
+            "POST",
+            "/observers",
+            headers={"Content-Type": "application/json"},
+            body=json.dumps({"name": "a", "kind": "pooled-ticker"}),
+        ),
+        LambdaContext(),
+    )
+    assert answer["statusCode"] == 201
+    dynamodb.update_item(
+        TableName=REGISTRY_TABLE,
+        Key=to_wire({"name": "a"}),
+        UpdateExpression="SET host = :h",
+        ExpressionAttributeValues=to_wire({":h": "pooled-ticker-h1"}),
+    )
+
+    # When the hosts are listed, through the API and the CLI
+    listed = {h["id"]: h for h in call("/hosts", {"kind": "pooled-ticker"})[1]["hosts"]}
+    out = io.StringIO()
+    transport = InProcessTransport(observers_api.handler)
+    assert main(["hosts", "list"], transport=transport, stdout=out) == 0
+
+    # Then the dead host shows nothing on it, and the observer says where it is
+    assert listed["pooled-ticker-h3"]["status"] == status.value
+    assert listed["pooled-ticker-h3"]["observers"] == {}
+    assert (listed["pooled-ticker-h3"]["used"], listed["pooled-ticker-h3"]["free"]) == (0, 0)
+    assert listed["pooled-ticker-h1"]["observers"] == {"a": 1, "b": 1}  # a live host's stay
+    header, *rows = out.getvalue().splitlines()
+    columns = header.split()
+    row = next(r.split() for r in rows if r.startswith("pooled-ticker-h3"))
+    assert row[columns.index("USED")] == "0" and row[columns.index("FREE")] == "0"
+    assert call("/observers/a")[1]["host"] == "pooled-ticker-h1"

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from vigil.contract.hosts import LIVE_HOST_STATUSES
 from vigil.observers.hosts.model import Host
 from vigil.observers.kind_options import KindOptions
 
@@ -29,7 +30,11 @@ def revision(task_definition: str | None) -> int | None:
 
 
 def host_json(host: Host, now: datetime) -> dict[str, Any]:
+    """A LOST or STOPPED host runs nothing and takes nothing: it shows no observers and no slots
+    used or free, though its item keeps its last ``assigned`` map (the manager moves observers
+    by their own records, which say where each one is now)."""
     age = (now - host.heartbeat_at).total_seconds() if host.heartbeat_at else None
+    live = host.status in LIVE_HOST_STATUSES
     return {
         "id": host.host_id,
         "kind": host.kind,
@@ -38,10 +43,10 @@ def host_json(host: Host, now: datetime) -> dict[str, Any]:
         "task_definition": host.task_definition,
         "revision": revision(host.task_definition),
         "slots": host.slots,
-        "used": host.used,
-        "free": host.free,
+        "used": host.used if live else 0,
+        "free": host.free if live else 0,
         "heartbeat_age_seconds": round(age, 1) if age is not None else None,
-        "observers": dict(sorted(host.assigned.items())),
+        "observers": dict(sorted(host.assigned.items())) if live else {},
         "status_reason": host.status_reason,
     }
 
