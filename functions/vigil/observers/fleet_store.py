@@ -78,7 +78,6 @@ def record_from_item(item: Mapping[str, Any]) -> Record:
             if "started_at_ms" in item
             else None,
             start_attempts=int(item.get("start_attempts", 0)),
-            task_definition=item.get(OBSERVER_TASK_DEFINITION),
             capacity=item.get(OBSERVER_CAPACITY),
         ),
         pooled=_pooled(item),
@@ -101,7 +100,6 @@ def _pooled(item: Mapping[str, Any]) -> Pooled:
         )
     return Pooled(
         host=item.get(OBSERVER_HOST),
-        task_definition=item.get(OBSERVER_TASK_DEFINITION),
         host_exit=host_exit,
     )
 

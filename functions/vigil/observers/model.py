@@ -226,6 +226,8 @@ class Observer:
     host: str | None = None
     """Pooled: the host its current generation is placed on (None for a dedicated observer)."""
     task_definition: str | None = None
+    """The task definition ARN (with revision) its current generation was started or placed
+    with: the one reading of ``OBSERVER_TASK_DEFINITION`` (rollouts and the API use it)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
