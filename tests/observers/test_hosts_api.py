@@ -14,6 +14,7 @@ from tests.helpers.observers import HOSTS_TABLE, REGISTRY_TABLE, create_hosts_ta
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV, HostStatus
 from vigil.dynamo import to_wire
+from vigil.observers.fleet_store import FleetStore
 from vigil.observers.hosts.store import HostStore
 from vigil_tools.cli import InProcessTransport, main, rest_event
 from vigil_tools.lambda_context import LambdaContext
@@ -192,3 +193,42 @@ def test_a_dead_host_lists_no_observers_while_each_observer_names_where_it_is_no
     row = next(r.split() for r in rows if r.startswith("pooled-ticker-h3"))
     assert row[columns.index("USED")] == "0" and row[columns.index("FREE")] == "0"
     assert call("/observers/a")[1]["host"] == "pooled-ticker-h1"
+
+
+def test_a_waiting_pooled_observer_shows_why_in_the_api_and_the_cli(
+    hosts: HostStore, dynamodb: Any, clock: ManualClock
+) -> None:
+    # Given a pooled observer the manager could not place yet, the reason written on its record
+    # as the reconciler writes it
+    answer = observers_api.handler(
+        rest_event(
+            "POST",
+            "/observers",
+            headers={"Content-Type": "application/json"},
+            body=json.dumps({"name": "a", "kind": "pooled-ticker"}),
+        ),
+        LambdaContext(),
+    )
+    assert answer["statusCode"] == 201
+    store = FleetStore(dynamodb, REGISTRY_TABLE, pooled_kinds=frozenset({"pooled-ticker"}))
+    record = store.get("a")
+    assert record is not None
+    reason = "waiting for a host: RunTask failed: RESOURCE:CPU; retrying"
+    store.record_start_failure(record, reason, clock() + timedelta(seconds=30), clock())
+
+    # When it is read through the API and the CLI
+    one = call("/observers/a")[1]
+    listed = call("/observers")[1]["observers"]
+    transport = InProcessTransport(observers_api.handler)
+    table, details = io.StringIO(), io.StringIO()
+    assert main(["observers", "list"], transport=transport, stdout=table) == 0
+    assert main(["observers", "get", "a"], transport=transport, stdout=details) == 0
+
+    # Then each shows the reason
+    assert one["status_reason"] == reason
+    assert [o["status_reason"] for o in listed] == [reason]
+    header, *rows = table.getvalue().splitlines()
+    assert header.split()[-1] == "REASON" and rows[-1].rstrip().endswith(reason)
+    assert any(
+        line.split(None, 1) == ["status_reason", reason] for line in details.getvalue().splitlines()
+    )

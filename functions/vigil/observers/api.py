@@ -179,6 +179,9 @@ class ObserverBody(BaseModel):
     updated_at: str
     last_exit: dict[str, Any] | None
     failure_reason: str | None
+    status_reason: str | None = Field(
+        None, description="Why it is not running yet (RunTask failed, waiting for a host)"
+    )
     host: str | None = Field(None, description="Pooled: the host it runs on (null: dedicated)")
     task_definition: str | None = None
 
