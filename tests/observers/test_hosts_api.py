@@ -232,3 +232,25 @@ def test_a_waiting_pooled_observer_shows_why_in_the_api_and_the_cli(
     assert any(
         line.split(None, 1) == ["status_reason", reason] for line in details.getvalue().splitlines()
     )
+
+
+@pytest.mark.parametrize(
+    ("kind", "code"), [("nope", "unknown_kind"), ("Bad Kind!", "invalid_kind")]
+)
+def test_vigil_hosts_list_with_an_unknown_kind_names_the_kinds_that_exist(
+    hosts: HostStore, kind: str, code: str
+) -> None:
+    # When an operator asks for the hosts of a kind this fleet does not have
+    status, body = call("/hosts", {"kind": kind})
+    err = io.StringIO()
+    transport = InProcessTransport(observers_api.handler)
+    exit_code = main(["hosts", "list", "--kind", kind], transport=transport, stderr=err)
+
+    # Then the API refuses it (422, like an unknown kind anywhere in a query or body) and the
+    # CLI exits 1, each naming the kinds that exist and which of them have hosts
+    assert (status, body["error"]) == (422, code)
+    assert exit_code == 1
+    for message in (body["message"], err.getvalue()):
+        assert repr(kind) in message
+        assert "pooled-ticker (pooled)" in message and "ticker (dedicated)" in message
+    assert f"({code}, HTTP 422)" in err.getvalue()
