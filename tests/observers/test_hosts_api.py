@@ -61,6 +61,19 @@ def call(path: str, query: dict[str, str] | None = None) -> tuple[int, Any]:
     return int(answer["statusCode"]), json.loads(answer["body"])
 
 
+def create_observer(name: str, kind: str) -> None:
+    answer = observers_api.handler(
+        rest_event(
+            "POST",
+            "/observers",
+            headers={"Content-Type": "application/json"},
+            body=json.dumps({"name": name, "kind": kind}),
+        ),
+        LambdaContext(),
+    )
+    assert answer["statusCode"] == 201
+
+
 def test_hosts_are_listed_with_slots_revision_and_heartbeat_age(hosts: HostStore) -> None:
     status, body = call("/hosts", {"kind": "pooled-ticker"})
     assert status == 200
@@ -96,16 +109,7 @@ def test_an_observer_names_its_host_and_a_dedicated_one_null(
     hosts: HostStore, dynamodb: Any
 ) -> None:
     for name, kind in (("a", "pooled-ticker"), ("d", "ticker")):
-        answer = observers_api.handler(
-            rest_event(
-                "POST",
-                "/observers",
-                headers={"Content-Type": "application/json"},
-                body=json.dumps({"name": name, "kind": kind}),
-            ),
-            LambdaContext(),
-        )
-        assert answer["statusCode"] == 201
+        create_observer(name, kind)
     dynamodb.update_item(
         TableName=REGISTRY_TABLE,
         Key=to_wire({"name": "a"}),
@@ -160,16 +164,7 @@ def test_a_dead_host_lists_no_observers_while_each_observer_names_where_it_is_no
         hosts.create("pooled-ticker-h3", "pooled-ticker", 3, DEFINITION, clock()), "a", 1
     )
     hosts.mark(dead, status, "its task stopped")
-    answer = observers_api.handler(
-        rest_event(
-            "POST",
-            "/observers",
-            headers={"Content-Type": "application/json"},
-            body=json.dumps({"name": "a", "kind": "pooled-ticker"}),
-        ),
-        LambdaContext(),
-    )
-    assert answer["statusCode"] == 201
+    create_observer("a", "pooled-ticker")
     dynamodb.update_item(
         TableName=REGISTRY_TABLE,
         Key=to_wire({"name": "a"}),
@@ -200,16 +195,7 @@ def test_a_waiting_pooled_observer_shows_why_in_the_api_and_the_cli(
 ) -> None:
     # Given a pooled observer the manager could not place yet, the reason written on its record
     # as the reconciler writes it
-    answer = observers_api.handler(
-        rest_event(
-            "POST",
-            "/observers",
-            headers={"Content-Type": "application/json"},
-            body=json.dumps({"name": "a", "kind": "pooled-ticker"}),
-        ),
-        LambdaContext(),
-    )
-    assert answer["statusCode"] == 201
+    create_observer("a", "pooled-ticker")
     store = FleetStore(dynamodb, REGISTRY_TABLE, pooled_kinds=frozenset({"pooled-ticker"}))
     record = store.get("a")
     assert record is not None
