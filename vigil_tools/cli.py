@@ -475,10 +475,12 @@ def _human(command: str, result: Any) -> str:
 
 
 def _table(observers: list[dict[str, Any]]) -> str:
-    """The HOST column appears when some observer runs pooled (a dedicated fleet's table stays)."""
+    """The HOST column appears when some observer runs pooled, REASON (last: it is free text)
+    when some observer waits with a reason, so a dedicated, healthy fleet's table stays."""
     columns: tuple[tuple[str, str], ...] = _COLUMNS
-    if any(o.get("host") for o in observers):
-        columns = (*_COLUMNS, ("HOST", "host"))
+    for column in (("HOST", "host"), ("REASON", "status_reason")):
+        if any(o.get(column[1]) for o in observers):
+            columns = (*columns, column)
     header = [h for h, _ in columns]
     return render_table(header, [[_cell(o.get(key)) for _, key in columns] for o in observers])
 

@@ -343,3 +343,45 @@ def test_given_a_child_already_stopping_when_the_host_is_fenced_then_it_is_fence
     assert host.launcher.child("b").signals == ["USR1", "KILL"]
     assert host.supervisor.children == {}
     assert all(HOST_EXIT not in raw_item(host.client, registry_table, n) for n in "ab")
+
+
+def test_given_sigterm_when_the_host_steps_then_it_announces_draining_before_stopping_anyone(
+    host: Host, registry_table: str
+) -> None:
+    placed(host, registry_table, {"a": 1, "b": 1})
+    host.step()
+    counter = CallCounter()
+    counter.attach(host.client)
+
+    host.supervisor.request_shutdown()
+    host.step(0.1)  # well before the next interval: the announcement does not wait for it
+    assert dict(counter.calls) == {"UpdateItem": 1}  # one write: the heartbeat carries it
+
+    item = host_item(host.client, HOSTS_TABLE, "h1")
+    assert item["status"] == HostStatus.DRAINING and "SIGTERM" in item["status_reason"]
+    assert item["heartbeat_at_ms"] == host.clock().timestamp() * 1000
+    assert item["version"] == 1  # the manager's versioned writes are not made to fail
+    assert all(c.signals == ["TERM"] for c in host.launcher.started)
+
+    mark_host(host.client, HOSTS_TABLE, "h1", status=HostStatus.RUNNING)  # a stale manager write
+    host.step(INTERVAL)
+    assert host_item(host.client, HOSTS_TABLE, "h1")["status"] == HostStatus.DRAINING
+
+
+@pytest.mark.parametrize(
+    "change", [{"status": HostStatus.LOST}, {"task_arn": "arn:aws:ecs:::task/vigil/other"}]
+)
+def test_given_a_zombie_host_when_sigterm_arrives_then_its_announcement_is_refused_and_it_fences(
+    host: Host, registry_table: str, change: dict[str, Any]
+) -> None:
+    placed(host, registry_table, {"a": 1})
+    host.step()
+    mark_host(host.client, HOSTS_TABLE, "h1", **change)
+    before = host_item(host.client, HOSTS_TABLE, "h1")
+
+    host.supervisor.request_shutdown()
+    host.step(0.1)
+
+    assert host_item(host.client, HOSTS_TABLE, "h1") == before  # nothing written
+    assert host.supervisor.fenced is not None
+    assert host.launcher.child("a").signals == ["USR1"]  # fenced, not asked to checkpoint

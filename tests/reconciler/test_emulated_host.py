@@ -118,3 +118,25 @@ def test_stop_task_hands_every_child_over_and_the_host_exits_cleanly(pool: Poole
         assert "host shutting down" in item["host_exit"]["reason"]
         assert item["checkpoint"]["count"] == counts[name]  # stopped at once, nothing lost
     assert host.children == {}
+
+
+def test_a_host_told_to_stop_announces_it_and_its_observers_are_placed_elsewhere_at_once(
+    pool: PooledFleet,
+) -> None:
+    create(pool, "a", "b")
+    host_id = pool.item("a")["host"]
+    host = boot(pool, host_id)
+    run(pool, host, 30)
+    before = {n: pool.item(n) for n in "ab"}
+
+    # ECS sends the host SIGTERM (scale-in, a Spot interruption, a deploy); no STOPPED event yet
+    assert host.sigterm() is ExitCode.CLEAN
+    assert pool.host(host_id).status is HostStatus.DRAINING
+    reports = [stream(pool.item(n), before[n]) for n in "ab"]
+    pool.reconciler().on_records(changed_records(reports))
+
+    for name in "ab":
+        item = pool.item(name)
+        assert item["generation"] == 2 and item["host"] != host_id
+        assert item["checkpoint"]["count"] == before[name]["checkpoint"]["count"]
+    assert pool.host(host_id).status is HostStatus.DRAINING  # takes nothing back

@@ -7,13 +7,15 @@ generation on the new revision, which claims and resumes from the checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 from tests.helpers.moto_fleet import KIND, TABLE, MotoFleet, running, task_event
 from vigil.contract.hosts import PLACEMENTS_ENV
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import task_state
-from vigil.observers.model import Observer, Status
+from vigil.observers.fleet_store import record_from_item
+from vigil.observers.model import Observer, Status, to_item
 from vigil.observers.reconciler import Reconciler, ReconcilerConfig, Rollouts, dedicated_rollouts
 from vigil.observers.registry import ObserverRegistry
 from vigil.observers.rollout import budget
@@ -262,3 +264,16 @@ def test_a_due_observer_that_needs_a_look_is_not_handed_over_this_pass(fleet: Mo
     handed = rollouts.replace(record, healthy, due)
     assert isinstance(handed.write, d.HandOver) and handed.write.task_definition == new
     assert rollouts.replace(record, healthy, {}) is healthy
+
+
+def test_the_recorded_task_definition_is_read_into_one_field(fleet: MotoFleet) -> None:
+    # Given a pooled observer's item, placed and started on a revision
+    item = to_item(fleet.observer("obs-1", host="h1", task_definition=fleet.task_definition_arn))
+
+    # When the reconciler reads it
+    record = record_from_item(item)
+
+    # Then the observer carries the revision, and nothing else parses it a second time
+    assert record.observer.task_definition == fleet.task_definition_arn
+    for part in (d.Tracking, d.Pooled):
+        assert "task_definition" not in {f.name for f in dataclasses.fields(part)}

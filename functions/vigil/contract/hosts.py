@@ -12,6 +12,8 @@ Who writes what (each write is conditional, so a zombie or a stale reconciler ch
   UpdateItem per heartbeat interval conditioned on its own ``task_arn`` and a live status, with
   ``ReturnValues=ALL_NEW``: the answer's ``assigned`` map is what it must run. A refused heartbeat
   means the host was replaced (a zombie): it stops every child and exits ``ExitCode.FENCED``.
+  Once it is told to stop (SIGTERM), the same heartbeat also sets ``status`` DRAINING and
+  ``status_reason`` (at once, then at each beat until it exits), under the same condition.
 * When a child exits, the host reports it with one write on that observer's registry item
   (``HOST_EXIT``), conditioned on the observer's ``generation`` and ``host``; the reconciler treats it
   as it treats a dedicated task's STOPPED event.
@@ -39,7 +41,8 @@ class HostStatus(StrEnum):
     RUNNING = "RUNNING"
     """Heartbeating; takes new observers while it has free slots."""
     DRAINING = "DRAINING"
-    """Takes no new observers; its observers are handed over, then the task is stopped."""
+    """Takes no new observers; its observers are handed over, then the task is stopped. Set by
+    the manager (scale-in, rollout) or by the host itself when its task is told to stop."""
     LOST = "LOST"
     """Missed 3 heartbeats or its task stopped: its observers were moved; its heartbeat is refused."""
     STOPPED = "STOPPED"

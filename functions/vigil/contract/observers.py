@@ -39,6 +39,11 @@ class ExitCode(IntEnum):
     """This generation was replaced (or lost the registry): another container owns the observer."""
 
 
+STATUS_REASON = "last_start_error"
+"""On an observer's registry item: why it is not running yet (RunTask failed, no host took it),
+written by the reconciler with the time it tries again and removed once it starts. The API and
+``vigil observers list``/``get`` show it as ``status_reason``."""
+
 FLEET_INDEX = "fleet-index"
 """The registry's index over every observer (partition ``fleet``, sort ``name``)."""
 FLEET_INDEX_ATTRIBUTES = (

@@ -45,7 +45,12 @@ from vigil.http_answers import (
     validation_response,
 )
 from vigil.idempotent_requests import HEADER_DESCRIPTION, KeyedOnce
-from vigil.observers.hosts.listing import NotPooled, UnknownHostKind, list_hosts
+from vigil.observers.hosts.listing import (
+    InvalidHostKind,
+    NotPooled,
+    UnknownHostKind,
+    list_hosts,
+)
 from vigil.observers.hosts.store import HostStore
 from vigil.observers.kind_options import KindOptions, parse_kind_options
 from vigil.observers.model import (
@@ -179,6 +184,9 @@ class ObserverBody(BaseModel):
     updated_at: str
     last_exit: dict[str, Any] | None
     failure_reason: str | None
+    status_reason: str | None = Field(
+        None, description="Why it is not running yet (RunTask failed, waiting for a host)"
+    )
     host: str | None = Field(None, description="Pooled: the host it runs on (null: dedicated)")
     task_definition: str | None = None
 
@@ -228,6 +236,7 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     KindNotFound: (HTTPStatus.NOT_FOUND, "kind_not_found"),
     NothingToRebalance: (HTTPStatus.CONFLICT, "nothing_to_rebalance"),
     UnknownKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "unknown_kind"),
+    InvalidHostKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_kind"),
     UnknownHostKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "unknown_kind"),
     NotPooled: (HTTPStatus.UNPROCESSABLE_ENTITY, "not_pooled"),
     **idempotent_requests.ERRORS,
@@ -356,7 +365,12 @@ def build_app(services: Services) -> APIGatewayRestResolver:
     @app.get("/hosts", summary="Pooled hosts: slots used and free, heartbeat age, status")
     def get_hosts(
         kind: Annotated[
-            str | None, Query(pattern=NAME_RULE, description="Only hosts of this pooled kind")
+            str | None,
+            Query(
+                max_length=200,
+                description="Only hosts of this pooled kind (one that is not is refused, "
+                "naming the fleet's kinds)",
+            ),
         ] = None,
     ) -> dict[str, Any]:
         found = list(services.hosts.scan()) if services.hosts is not None else []

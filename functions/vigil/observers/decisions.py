@@ -73,8 +73,6 @@ class Tracking:
     """When the current generation was started (RunTask requested)."""
     start_attempts: int = 0
     """RunTask calls that failed for the current generation (drives the retry backoff)."""
-    task_definition: str | None = None
-    """The task definition ARN (with revision) the current generation was started with."""
     capacity: str | None = None
     """The capacity (``Capacity``) the current task got."""
 
@@ -95,7 +93,6 @@ class Pooled:
 
     host: str | None = None
     """The host its current generation is placed on (the commit point of a placement)."""
-    task_definition: str | None = None
     host_exit: HostExit | None = None
 
     def exit_of(self, generation: int) -> HostExit | None:

@@ -23,6 +23,7 @@ from vigil.contract.hosts import (
     WAITING_INDEX,
     WAITING_SORT,
 )
+from vigil.contract.observers import STATUS_REASON
 from vigil.dynamo import (
     Item,
     Update,
@@ -78,7 +79,6 @@ def record_from_item(item: Mapping[str, Any]) -> Record:
             if "started_at_ms" in item
             else None,
             start_attempts=int(item.get("start_attempts", 0)),
-            task_definition=item.get(OBSERVER_TASK_DEFINITION),
             capacity=item.get(OBSERVER_CAPACITY),
         ),
         pooled=_pooled(item),
@@ -101,7 +101,6 @@ def _pooled(item: Mapping[str, Any]) -> Pooled:
         )
     return Pooled(
         host=item.get(OBSERVER_HOST),
-        task_definition=item.get(OBSERVER_TASK_DEFINITION),
         host_exit=host_exit,
     )
 
@@ -187,7 +186,7 @@ class FleetStore:
             return (
                 Update()
                 .set_all(values)
-                .remove("next_start_at", "next_start_at_ms", "last_start_error", WAITING_ATTRIBUTE)
+                .remove("next_start_at", "next_start_at_ms", STATUS_REASON, WAITING_ATTRIBUTE)
             )
 
         expected = written_version
@@ -241,7 +240,7 @@ class FleetStore:
             return (
                 Update()
                 .set_all({"task_arn": arn, "start_attempts": 0, **values})
-                .remove("next_start_at", "next_start_at_ms", "last_start_error")
+                .remove("next_start_at", "next_start_at_ms", STATUS_REASON)
             )
 
         try:
@@ -276,7 +275,7 @@ class FleetStore:
                 "start_attempts": record.tracking.start_attempts + 1,
                 "next_start_at": iso(retry_at),
                 "next_start_at_ms": epoch_ms(retry_at),
-                "last_start_error": truncate(error),
+                STATUS_REASON: truncate(error),
             }
         )
         if record.observer.kind in self._pooled:
@@ -344,7 +343,7 @@ def _transition(
             remove += ["task_arn", "heartbeat_at", "heartbeat_at_ms", "task_version", "task_status"]
             # A restart request is answered by this generation; clearing it keeps heartbeats out
             # of the stream filter that wakes the reconciler for pending requests.
-            remove += ["failure_reason", "last_start_error", "restart_generation"]
+            remove += ["failure_reason", STATUS_REASON, "restart_generation"]
             # Its starter records what this generation runs on (RunTask's answer).
             remove += [OBSERVER_TASK_DEFINITION, OBSERVER_CAPACITY]
             _set_exit(set_, write.last_exit)

@@ -31,6 +31,7 @@ from vigil.clock import epoch_ms, from_epoch_ms, iso
 from vigil.contract.hosts import OBSERVER_HOST, OBSERVER_TASK_DEFINITION
 from vigil.contract.observers import FLEET_INDEX as FLEET_INDEX
 from vigil.contract.observers import FLEET_INDEX_ATTRIBUTES as FLEET_INDEX_ATTRIBUTES
+from vigil.contract.observers import STATUS_REASON
 from vigil.contract.observers import Desired as Desired
 from vigil.contract.observers import Status as Status
 from vigil.dynamo import to_wire
@@ -221,11 +222,15 @@ class Observer:
     last_exit: LastExit | None = None
     next_start_at: datetime | None = None
     failure_reason: str | None = None
+    status_reason: str | None = None
+    """Why it is not running yet (a failed RunTask, waiting for a host), while it waits."""
     restart_generation: int | None = None
     """Set by a restart request: a task of this generation or an older one must be replaced."""
     host: str | None = None
     """Pooled: the host its current generation is placed on (None for a dedicated observer)."""
     task_definition: str | None = None
+    """The task definition ARN (with revision) its current generation was started or placed
+    with: the one reading of ``OBSERVER_TASK_DEFINITION`` (rollouts and the API use it)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -245,6 +250,7 @@ class Observer:
             "updated_at": iso(self.updated_at),
             "last_exit": self.last_exit.to_json() if self.last_exit else None,
             "failure_reason": self.failure_reason,
+            "status_reason": self.status_reason,
             "host": self.host,
             "task_definition": self.task_definition,
         }
@@ -280,6 +286,8 @@ def to_item(observer: Observer) -> dict[str, Any]:
         item["next_start_at_ms"] = epoch_ms(observer.next_start_at)
     if observer.failure_reason:
         item["failure_reason"] = observer.failure_reason
+    if observer.status_reason:
+        item[STATUS_REASON] = observer.status_reason
     if observer.restart_generation is not None:
         item["restart_generation"] = observer.restart_generation
     if observer.host:
@@ -313,6 +321,7 @@ def from_item(item: dict[str, Any]) -> Observer:
         if "next_start_at_ms" in item
         else None,
         failure_reason=item.get("failure_reason"),
+        status_reason=item.get(STATUS_REASON),
         restart_generation=int(item["restart_generation"])
         if "restart_generation" in item
         else None,

@@ -5,6 +5,13 @@ it sets ``heartbeat_at_ms`` and ``running`` and, with ``ReturnValues=ALL_NEW``, 
 ``assigned`` map the reconciler wrote, which is what the host must run. The condition (its own
 ``task_arn`` and a live status) is the host's fence: a host the reconciler declared LOST, stopped
 or replaced by another task is refused, and learns it is a zombie.
+
+A host shutting down (SIGTERM: scale-in, a Spot interruption, a deploy) says so in the same write:
+``status`` DRAINING and its ``status_reason``, under the same condition (so a zombie cannot), so
+the manager places its observers elsewhere as soon as each has checkpointed and exited, instead
+of back on a host that will start nothing, until the task's STOPPED event. The write does not bump
+``version``: the manager's versioned writes never fail because of a heartbeat, and the host says
+DRAINING again at each heartbeat until it exits, so a stale manager write cannot undo it for long.
 """
 
 from __future__ import annotations
@@ -68,14 +75,17 @@ class HeartbeatStore:
         self.task_arn = task_arn
         self._clock = clock
 
-    def beat(self, running: Mapping[str, Slot]) -> Assignment:
-        """Record liveness and the children; raises HostFenced when refused."""
+    def beat(self, running: Mapping[str, Slot], *, draining: str | None = None) -> Assignment:
+        """Record liveness and the children (and, with ``draining``, that the host is shutting
+        down and why); raises HostFenced when refused."""
         update = Update().set_all(
             {
                 "heartbeat_at_ms": epoch_ms(self._clock()),
                 "running": {name: slot.to_json() for name, slot in running.items()},
             }
         )
+        if draining is not None:
+            update.set_all({"status": HostStatus.DRAINING.value, "status_reason": draining})
         update.condition(
             update.eq("task_arn", self.task_arn),
             update.one_of("status", *(s.value for s in LIVE_HOST_STATUSES)),

@@ -15,8 +15,13 @@ then SIGKILL after a short grace), reports nothing more, and exits FENCED::
     zombie host: beat | (blocked) ......... beat -> HostFenced -> fence children -> exit 3
                                     <-- at most one interval -->
 
-A SIGTERM (StopTask, a Spot interruption) is a hand-over: every child is told to stop (it
-checkpoints), the host keeps heartbeating while they do, reports each exit, then exits CLEAN.
+A SIGTERM (StopTask, a Spot interruption) is a hand-over: the host beats at once, announcing
+DRAINING in that heartbeat (so the manager places each observer elsewhere as soon as its exit is
+reported), then tells every child to stop (it checkpoints), keeps heartbeating (still DRAINING)
+while they do, reports each exit, then exits CLEAN::
+
+    SIGTERM -> beat(DRAINING) -> children TERM ... child exits -> HOST_EXIT -> manager places it
+                                                   on another host (a DRAINING one takes nothing)
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ from vigil.observers.host.settings import DEFAULT_STOP_TIMEOUT_SECONDS
 from vigil.observers.runtime import DEFAULT_FENCE_GRACE_SECONDS, SELF_FENCE_INTERVALS
 
 FENCED_WHY = "host fenced"
+DRAINING_WHY = "task stopping (SIGTERM): handing its observers over"
+"""The host's ``status_reason`` while it shuts down."""
 Wait = Callable[[Sequence[int], float], None]
 """Waits up to ``seconds`` for one of the sentinels (a child's exit) or a signal."""
 
@@ -94,6 +101,8 @@ class HostSupervisor:
         self._next_beat: float | None = None
         self._last_accepted: float | None = None
         self._shutdown = False
+        self._announced = False
+        """Whether a heartbeat has carried the shutdown (DRAINING) yet."""
         self._fenced: str | None = None
 
     # -- what the entry point and tests see -----------------------------------------------------
@@ -131,7 +140,7 @@ class HostSupervisor:
         """One step at monotonic time ``now``; the host's exit code once it is done."""
         self._reap()
         self._kill_overdue(now)
-        if self._fenced is None and (self._next_beat is None or now >= self._next_beat):
+        if self._fenced is None and self._beat_due(now):
             self._beat(now)
         accepting = self._fenced is None and not self._shutdown
         step = plan(
@@ -166,8 +175,15 @@ class HostSupervisor:
 
     # -- the heartbeat ----------------------------------------------------------------------------
 
+    def _beat_due(self, now: float) -> bool:
+        """At each interval, and at once after SIGTERM (the announcement precedes every stop)."""
+        if self._shutdown and not self._announced:
+            return True
+        return self._next_beat is None or now >= self._next_beat
+
     def _beat(self, now: float) -> None:
         self._next_beat = now + self._interval
+        self._announced = self._shutdown
         if self._last_accepted is None:
             self._last_accepted = now
         running = {
@@ -178,7 +194,9 @@ class HostSupervisor:
             for name, slot in self._children.items()
         }
         try:
-            answer = self._heartbeats.beat(running)
+            answer = self._heartbeats.beat(
+                running, draining=DRAINING_WHY if self._shutdown else None
+            )
         except HostFenced as fenced:
             self._fence(str(fenced))
             return

@@ -6,13 +6,27 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from vigil.contract.hosts import LIVE_HOST_STATUSES
 from vigil.observers.hosts.model import Host
 from vigil.observers.kind_options import KindOptions
+from vigil.observers.model import NAME_PATTERN
 
 
 class UnknownHostKind(Exception):
-    def __init__(self, kind: str, kinds: Iterable[str]) -> None:
-        super().__init__(f"kind {kind!r} is not one of {sorted(kinds)}")
+    """A kind this fleet does not have; the message names those it has, and which have hosts."""
+
+    def __init__(self, kind: str, kinds: Mapping[str, bool], problem: str = "") -> None:
+        named = ", ".join(
+            f"{k} ({'pooled' if pooled else 'dedicated'})" for k, pooled in sorted(kinds.items())
+        )
+        super().__init__(f"kind {kind!r} {problem or 'is unknown'}: this fleet's kinds are {named}")
+
+
+class InvalidHostKind(UnknownHostKind):
+    """Not even a kind name (so certainly not one of the fleet's)."""
+
+    def __init__(self, kind: str, kinds: Mapping[str, bool]) -> None:
+        super().__init__(kind, kinds, "is not a kind name ([a-z0-9-]{1,63})")
 
 
 class NotPooled(Exception):
@@ -29,7 +43,11 @@ def revision(task_definition: str | None) -> int | None:
 
 
 def host_json(host: Host, now: datetime) -> dict[str, Any]:
+    """A LOST or STOPPED host runs nothing and takes nothing: it shows no observers and no slots
+    used or free, though its item keeps its last ``assigned`` map (the manager moves observers
+    by their own records, which say where each one is now)."""
     age = (now - host.heartbeat_at).total_seconds() if host.heartbeat_at else None
+    live = host.status in LIVE_HOST_STATUSES
     return {
         "id": host.host_id,
         "kind": host.kind,
@@ -38,10 +56,10 @@ def host_json(host: Host, now: datetime) -> dict[str, Any]:
         "task_definition": host.task_definition,
         "revision": revision(host.task_definition),
         "slots": host.slots,
-        "used": host.used,
-        "free": host.free,
+        "used": host.used if live else 0,
+        "free": host.free if live else 0,
         "heartbeat_age_seconds": round(age, 1) if age is not None else None,
-        "observers": dict(sorted(host.assigned.items())),
+        "observers": dict(sorted(host.assigned.items())) if live else {},
         "status_reason": host.status_reason,
     }
 
@@ -55,8 +73,10 @@ def list_hosts(
 ) -> list[dict[str, Any]]:
     """Hosts in id order, of one kind if asked (an unknown or a dedicated kind is refused)."""
     if kind is not None:
-        known = set(kinds)
+        known = {k: k in placements and placements[k].pooled for k in kinds}
         if kind not in known:
+            if not NAME_PATTERN.fullmatch(kind):
+                raise InvalidHostKind(kind, known)
             raise UnknownHostKind(kind, known)
         placement = placements.get(kind)
         if placement is None or not placement.pooled:

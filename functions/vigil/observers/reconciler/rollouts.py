@@ -29,7 +29,7 @@ class Rollouts:
         by_kind: dict[str, list[Member]] = defaultdict(list)
         outdated: set[str] = set()
         for record in records:
-            observer, started_on = record.observer, record.tracking.task_definition
+            observer, started_on = record.observer, record.observer.task_definition
             current = self.revisions.get(observer.kind)
             if current is None:
                 continue

@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.hosts import OBSERVER_HOST, OBSERVER_TASK_DEFINITION
+from vigil.contract.observers import STATUS_REASON
 from vigil.dynamo import (
     Item,
     Update,
@@ -61,6 +62,7 @@ LIST_ATTRIBUTES = (
     *FLEET_INDEX_ATTRIBUTES,
     OBSERVER_HOST,
     OBSERVER_TASK_DEFINITION,
+    STATUS_REASON,
 )
 """What a listed observer carries: everything but its checkpoint."""
 _LIVE_TASK = (Status.STARTING, Status.RUNNING, Status.STOPPING)
