@@ -186,3 +186,19 @@ def test_the_fixture_fails_with_that_message_not_a_stack_trace(tmp_path: Path) -
         session.account_for_test()
     assert failed.value.pytrace is False
     assert "resource RunsTable (AWS::DynamoDB::GlobalTable" in str(failed.value)
+
+
+def test_boto3s_default_session_is_given_back_when_a_test_ends(
+    _vigil_session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even where moto is configured not to give it back itself (a team's moto config)."""
+    from moto.core.config import default_user_config
+
+    from vigil_tools.testing.plugin import deployed_stack
+
+    monkeypatch.setitem(default_user_config["core"], "reset_boto3_session", False)
+    before = boto3.DEFAULT_SESSION
+    with deployed_stack(_vigil_session) as stack:
+        assert boto3.DEFAULT_SESSION is stack.account.session  # the functions' clients use it
+
+    assert boto3.DEFAULT_SESSION is before
