@@ -4,6 +4,9 @@ cannot deploy fails with the resource and moto's reason."""
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -202,3 +205,47 @@ def test_boto3s_default_session_is_given_back_when_a_test_ends(
         assert boto3.DEFAULT_SESSION is stack.account.session  # the functions' clients use it
 
     assert boto3.DEFAULT_SESSION is before
+
+
+COUNTING_KIND = """
+STARTS = 0  # module state: a new container (a new process) starts it at 0 again
+
+
+def run(ctx):
+    global STARTS
+    STARTS += 1
+    ctx.checkpoint({"starts_in_this_process": STARTS})
+    while not ctx.stopping:
+        ctx.sleep(5)
+"""
+
+
+@pytest.fixture
+def counting_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The deployed kind ``ticker`` runs ``counting_kind.run``: a kind with a module-level counter."""
+    from vigil_tools.testing import fleet
+
+    (tmp_path / "counting_kind.py").write_text(COUNTING_KIND)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    deployed = fleet.container_environment
+
+    def environment(*args: Any) -> dict[str, str]:
+        kinds = {"ticker": "counting_kind.run"}
+        return {**deployed(*args), "VIGIL_OBSERVER_KINDS": json.dumps(kinds)}
+
+    monkeypatch.setattr(fleet, "container_environment", environment)
+    yield
+    sys.modules.pop("counting_kind", None)
+
+
+def test_each_generation_imports_the_kind_anew_as_a_new_container_does(
+    vigil_stack: VigilStack, counting_kind: None
+) -> None:
+    vigil_stack.create_observer("eth-watch", "ticker")
+    assert vigil_stack.observer("eth-watch").checkpoint == {"starts_in_this_process": 1}
+
+    vigil_stack.crash("eth-watch")
+
+    observer = vigil_stack.observer("eth-watch")
+    assert (observer.generation, observer.checkpoint) == (2, {"starts_in_this_process": 1})
+
