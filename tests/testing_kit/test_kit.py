@@ -249,3 +249,16 @@ def test_each_generation_imports_the_kind_anew_as_a_new_container_does(
     observer = vigil_stack.observer("eth-watch")
     assert (observer.generation, observer.checkpoint) == (2, {"starts_in_this_process": 1})
 
+
+def test_the_teams_modules_are_imported_anew_for_each_test(_vigil_session: Any) -> None:
+    from vigil_tools.testing.plugin import deployed_stack
+
+    with deployed_stack(_vigil_session) as first:
+        first.fire("cleanup")
+        helper = sys.modules["jobs"]  # the team's package every job imports
+        helper.cache = "left by the first test"  # type: ignore[attr-defined]  # module state
+
+    with deployed_stack(_vigil_session) as second:
+        second.fire("cleanup")
+        assert sys.modules["jobs"] is not helper
+        assert not hasattr(sys.modules["jobs"], "cache")

@@ -32,11 +32,13 @@ from vigil.jobs.store import RunStore
 from vigil.observers.registry import ObserverNotFound, ObserverRegistry
 from vigil_tools.cli import ApiError, InProcessTransport, ObserversClient
 from vigil_tools.emulator.account import LocalAccount
+from vigil_tools.emulator.author_code import forget_modules
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.scheduler import Schedule, deployed_schedules
 from vigil_tools.jobs_cli import JobsCatalog
 from vigil_tools.lambda_context import LambdaContext
+from vigil_tools.project import find_project
 from vigil_tools.redrive import redrive
 from vigil_tools.testing.fleet import SteppedFleet
 from vigil_tools.testing.names import UnknownName, check
@@ -101,6 +103,9 @@ class VigilStack:
         log_dir: Path | None = None,
     ) -> None:
         """``log_dir``: where the functions' logs go (default: the console)."""
+        # A new test is a new set of containers: the team's modules (a job's helpers too) are
+        # imported afresh, so no module state leaks from one test into the next.
+        forget_modules(Path(functions_dir) if functions_dir else find_project().functions)
         self.account = account
         self._now = now
         self._move_to = move_to
