@@ -95,7 +95,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     endpoint.start()
     stack: _Running | None = None
     try:
-        stack = _Running.start(project, endpoint, args, out, err)
+        stack = _Running.start(project, endpoint, args, out, err, stop)
         print(READY, file=out, flush=True)
         stack.loop(stop, quiet=args.quiet)
     except _Stop:
@@ -135,7 +135,13 @@ class _Running:
 
     @classmethod
     def start(
-        cls, project: Any, endpoint: Any, args: argparse.Namespace, out: TextIO, err: TextIO
+        cls,
+        project: Any,
+        endpoint: Any,
+        args: argparse.Namespace,
+        out: TextIO,
+        err: TextIO,
+        stop: threading.Event,
     ) -> _Running:
         import boto3
         from moto.moto_api import state_manager
@@ -145,7 +151,7 @@ class _Running:
         from vigil_tools.emulator.template import load, synthesize
         from vigil_tools.jobs_cli import JobsCatalog
         from vigil_tools.local.containers import ContainerProcesses, image_command
-        from vigil_tools.local.live import Live, SerialLambda, SimulatedClock
+        from vigil_tools.local.live import Deliveries, Live, SerialLambda, SimulatedClock
 
         env = exports(endpoint.url, endpoint.api_url)
         os.environ.update(env)  # the functions, run here, reach the endpoint too
@@ -161,10 +167,11 @@ class _Running:
         )
         log_dir = project.root / LOG_DIR
         clock = SimulatedClock(args.speed)
+        deliveries = Deliveries(stop, speed=args.speed)  # Ctrl-C ends every retry delay at once
         runtime = SerialLambda(
             session,
             now=lambda: datetime.now(UTC),
-            advance=lambda delta: threading.Event().wait(delta.total_seconds() / args.speed),
+            advance=deliveries.delay,
             log_dir=log_dir,
             functions_dir=project.functions,
         )
@@ -174,6 +181,7 @@ class _Running:
             runtime,
             reconciler=fleet.reconciler,
             clock=clock,
+            deliveries=deliveries,
             functions=project.functions,
             out=lambda line: print(line, file=err, flush=True),
         )
