@@ -16,9 +16,9 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any, TextIO
 
+from vigil_tools.local.interrupts import Interrupts, Stopped
 from vigil_tools.project import ProjectNotFound, find_project
 
 DEFAULT_PORT = 4580
@@ -53,10 +53,6 @@ def exports(endpoint_url: str, api_url: str) -> dict[str, str]:
     }
 
 
-class _Stop(Exception):
-    pass
-
-
 class _CannotStart(Exception):
     pass
 
@@ -85,20 +81,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except (ProjectNotFound, _CannotStart) as problem:
         print(f"error: {problem}", file=err)
         return 2
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-        raise _Stop()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    interrupts = Interrupts()
+    stop = interrupts.stop
+    previous = {s: signal.signal(s, interrupts.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     endpoint.start()
     stack: _Running | None = None
     try:
-        stack = _Running.start(project, endpoint, args, out, err, stop)
+        stack = _Running.start(project, endpoint, args, out, err, interrupts)
         print(READY, file=out, flush=True)
         stack.loop(stop, quiet=args.quiet)
-    except _Stop:
+    except Stopped:
         pass
     except Exception as error:
         from vigil_tools.emulator.deploy import DeployFailed
@@ -141,7 +133,7 @@ class _Running:
         args: argparse.Namespace,
         out: TextIO,
         err: TextIO,
-        stop: threading.Event,
+        interrupts: Interrupts,
     ) -> _Running:
         import boto3
         from moto.moto_api import state_manager
@@ -167,7 +159,9 @@ class _Running:
         )
         log_dir = project.root / LOG_DIR
         clock = SimulatedClock(args.speed)
-        deliveries = Deliveries(stop, speed=args.speed)  # Ctrl-C ends every retry delay at once
+        deliveries = Deliveries(
+            interrupts.stop, speed=args.speed
+        )  # Ctrl-C ends every retry delay at once
         runtime = SerialLambda(
             session,
             now=lambda: datetime.now(UTC),
@@ -194,6 +188,7 @@ class _Running:
             endpoint_env=env,
             log_dir=log_dir,
             deliver=live.task_event,
+            held=interrupts.held,
         )
         endpoint.api = _api(runtime, fleet.api_function, account)
         catalog = JobsCatalog.from_stack(
