@@ -53,6 +53,14 @@ def exports(endpoint_url: str, api_url: str) -> dict[str, str]:
     }
 
 
+def pointer_lines(env: dict[str, str]) -> list[str]:
+    """The ``export`` lines, one per variable, under a line that says what they are for."""
+    return [
+        "Point the AWS CLI and the vigil CLI at it:",
+        *(f"export {name}={value}" for name, value in env.items()),
+    ]
+
+
 class _CannotStart(Exception):
     pass
 
@@ -124,6 +132,8 @@ class _Running:
     endpoint: Any
     speed: float
     out: TextIO
+    pointers: list[str]
+    """What points both CLIs at the stack: printed at the start, kept atop the live view."""
 
     @classmethod
     def start(
@@ -196,13 +206,11 @@ class _Running:
         )
         print(
             f"Deployed {account.deployed.stack_name}: {len(account.deployed.physical)} resources; "
-            f"jobs {', '.join(sorted(catalog.jobs))}; logs in {log_dir}/\n"
-            "Point the AWS CLI and the vigil CLI at it:",
+            f"jobs {', '.join(sorted(catalog.jobs))}; logs in {log_dir}/",
             file=out,
         )
-        for name, value in env.items():
-            print(f"export {name}={value}", file=out)
-        out.flush()
+        pointers = pointer_lines(env)
+        print("\n".join(pointers), file=out, flush=True)
         return cls(
             session=session,
             live=live,
@@ -213,6 +221,7 @@ class _Running:
             endpoint=endpoint,
             speed=args.speed,
             out=out,
+            pointers=pointers,
         )
 
     def loop(self, stop: threading.Event, *, quiet: bool) -> None:
@@ -228,7 +237,8 @@ class _Running:
                 screen = render(
                     self.session, self.catalog, self.fleet.registry_table, self.clock(), header
                 )
-                print(CLEAR + screen, file=self.out, flush=True)
+                # the screen is cleared: the export lines are drawn again, so they stay copyable
+                print(CLEAR + "\n".join([*self.pointers, "", screen]), file=self.out, flush=True)
             stop.wait(TICK_SECONDS)
 
     def shutdown(self, out: TextIO) -> None:
