@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,8 +52,17 @@ def test_the_export_lines_stay_on_screen_after_a_refresh(monkeypatch: pytest.Mon
     running.loop(stop, quiet=False)
 
     refreshed = out.getvalue().split(CLEAR)[-1].splitlines()
-    assert refreshed[0] == "Point the AWS CLI and the vigil CLI at it:"
     assert [line for line in refreshed if line.startswith("export ")] == [
         f"export {name}={value}" for name, value in env.items()
     ]
-    assert "JOBS AND OBSERVERS" in refreshed
+    assert f"aws --endpoint-url {URL} sqs list-queues" in refreshed
+    assert refreshed[-1] == "JOBS AND OBSERVERS"
+
+
+def test_the_readme_shows_the_lines_local_up_prints() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    env = exports("http://127.0.0.1:4580", "http://127.0.0.1:4580/vigil-api")
+
+    printed = "\n".join(pointer_lines(env))
+
+    assert f"```bash\n{printed}\n```" in readme

@@ -54,10 +54,14 @@ def exports(endpoint_url: str, api_url: str) -> dict[str, str]:
 
 
 def pointer_lines(env: dict[str, str]) -> list[str]:
-    """The ``export`` lines, one per variable, under a line that says what they are for."""
+    """What points both CLIs at the stack, pasteable into a shell: the ``export`` lines, one per
+    variable, then an AWS CLI command with ``--endpoint-url`` (AWS CLI v1 does not apply
+    ``AWS_ENDPOINT_URL`` to every service: its ``sqs`` commands still go to AWS)."""
     return [
-        "Point the AWS CLI and the vigil CLI at it:",
+        "# Point the vigil CLI, boto3 and the AWS CLI at it:",
         *(f"export {name}={value}" for name, value in env.items()),
+        "# AWS CLI v1 ignores AWS_ENDPOINT_URL for some services (sqs): give it --endpoint-url",
+        f"aws --endpoint-url {env['AWS_ENDPOINT_URL']} sqs list-queues",
     ]
 
 
