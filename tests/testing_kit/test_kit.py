@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import boto3
 import pytest
 from aws_lambda_powertools import Logger
+from botocore.client import BaseClient
 from moto import mock_aws
 
 from vigil_tools.emulator.deploy import DeployFailed, deploy
@@ -262,3 +264,32 @@ def test_the_teams_modules_are_imported_anew_for_each_test(_vigil_session: Any) 
         second.fire("cleanup")
         assert sys.modules["jobs"] is not helper
         assert not hasattr(sys.modules["jobs"], "cache")
+
+
+def test_copies_of_a_delivery_run_at_once_and_the_guard_runs_the_tick_once(
+    vigil_stack: VigilStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests: list[str] = []  # the thread of each request the emulator applied, in order
+    applied = BaseClient._make_api_call
+
+    def record(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+        requests.append(threading.current_thread().name)
+        return applied(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", record)
+    t = vigil_stack.now() + timedelta(minutes=5)
+
+    delivered = vigil_stack.fire("cleanup", at=t, copies=3)
+
+    answers = [d.attempts[-1].payload for d in delivered]
+    assert sorted(a["outcome"] for a in answers) == ["DUPLICATE", "DUPLICATE", "SUCCEEDED"]
+    # the duplicates were refused while the tick was running: they overlapped its run
+    (winner,) = [a for a in answers if a["outcome"] == "SUCCEEDED"]
+    assert {a["reason"] for a in answers if a is not winner} == {
+        f"tick is running under token {winner['fencing_token']}"
+    }
+    assert [(r.status, r.attempts) for r in vigil_stack.history("cleanup")] == [("SUCCEEDED", 1)]
+    # the emulator saw the copies' requests interleaved, not one copy's after another's
+    copies = [name for name in requests if name.startswith("copy-")]
+    runs = [name for i, name in enumerate(copies) if i == 0 or copies[i - 1] != name]
+    assert len(set(copies)) == 3 and len(runs) > 3
