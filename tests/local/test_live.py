@@ -3,10 +3,8 @@ the one stop event), so stopping never waits one out and the retry never runs.""
 
 from __future__ import annotations
 
-import io
 import sys
 import threading
-import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
+from tests.helpers.lambdas import deploy_function
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation
 from vigil_tools.local.live import Deliveries, SerialLambda
 
@@ -38,21 +37,13 @@ class WatchedStop(threading.Event):
 @pytest.fixture
 def failing_function(aws: None, tmp_path: Path) -> Iterator[Any]:
     """A deployed function that fails every attempt (Lambda retries it twice, a minute apart)."""
-    (tmp_path / f"{HANDLER}.py").write_text(
-        "ATTEMPTS = []\ndef handler(event, context):\n"
-        "    ATTEMPTS.append(event)\n    raise RuntimeError('down')\n"
-    )
     session = boto3.session.Session(region_name="us-east-1")
-    role = session.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")
-    code = io.BytesIO()
-    with zipfile.ZipFile(code, "w") as archive:
-        archive.writestr(f"{HANDLER}.py", "")
-    session.client("lambda").create_function(
-        FunctionName="f",
-        Runtime="python3.12",
-        Role=role["Role"]["Arn"],
-        Handler=f"{HANDLER}.handler",
-        Code={"ZipFile": code.getvalue()},
+    deploy_function(
+        session,
+        tmp_path,
+        HANDLER,
+        "ATTEMPTS = []\ndef handler(event, context):\n"
+        "    ATTEMPTS.append(event)\n    raise RuntimeError('down')\n",
     )
     yield session
     sys.path.remove(str(tmp_path))
