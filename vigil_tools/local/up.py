@@ -173,9 +173,8 @@ class _Running:
         )
         log_dir = project.root / LOG_DIR
         clock = SimulatedClock(args.speed)
-        deliveries = Deliveries(
-            interrupts.stop, speed=args.speed
-        )  # Ctrl-C ends every retry delay at once
+        # every retry delay waits on the event Ctrl-C sets: stopping never waits one out
+        deliveries = Deliveries(interrupts.stop, speed=args.speed)
         runtime = SerialLambda(
             session,
             now=lambda: datetime.now(UTC),
