@@ -4,6 +4,10 @@ cannot deploy fails with the resource and moto's reason."""
 
 from __future__ import annotations
 
+import json
+import sys
+import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -11,6 +15,7 @@ from typing import Any
 import boto3
 import pytest
 from aws_lambda_powertools import Logger
+from botocore.client import BaseClient
 from moto import mock_aws
 
 from vigil_tools.emulator.deploy import DeployFailed, deploy
@@ -186,3 +191,105 @@ def test_the_fixture_fails_with_that_message_not_a_stack_trace(tmp_path: Path) -
         session.account_for_test()
     assert failed.value.pytrace is False
     assert "resource RunsTable (AWS::DynamoDB::GlobalTable" in str(failed.value)
+
+
+def test_boto3s_default_session_is_given_back_when_a_test_ends(
+    _vigil_session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even where moto is configured not to give it back itself (a team's moto config)."""
+    from moto.core.config import default_user_config
+
+    from vigil_tools.testing.plugin import deployed_stack
+
+    monkeypatch.setitem(default_user_config["core"], "reset_boto3_session", False)
+    before = boto3.DEFAULT_SESSION
+    with deployed_stack(_vigil_session) as stack:
+        assert boto3.DEFAULT_SESSION is stack.account.session  # the functions' clients use it
+
+    assert boto3.DEFAULT_SESSION is before
+
+
+COUNTING_KIND = """
+STARTS = 0  # module state: a new container (a new process) starts it at 0 again
+
+
+def run(ctx):
+    global STARTS
+    STARTS += 1
+    ctx.checkpoint({"starts_in_this_process": STARTS})
+    while not ctx.stopping:
+        ctx.sleep(5)
+"""
+
+
+@pytest.fixture
+def counting_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The deployed kind ``ticker`` runs ``counting_kind.run``: a kind with a module-level counter."""
+    from vigil_tools.testing import fleet
+
+    (tmp_path / "counting_kind.py").write_text(COUNTING_KIND)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    deployed = fleet.container_environment
+
+    def environment(*args: Any) -> dict[str, str]:
+        kinds = {"ticker": "counting_kind.run"}
+        return {**deployed(*args), "VIGIL_OBSERVER_KINDS": json.dumps(kinds)}
+
+    monkeypatch.setattr(fleet, "container_environment", environment)
+    yield
+    sys.modules.pop("counting_kind", None)
+
+
+def test_each_generation_imports_the_kind_anew_as_a_new_container_does(
+    vigil_stack: VigilStack, counting_kind: None
+) -> None:
+    vigil_stack.create_observer("eth-watch", "ticker")
+    assert vigil_stack.observer("eth-watch").checkpoint == {"starts_in_this_process": 1}
+
+    vigil_stack.crash("eth-watch")
+
+    observer = vigil_stack.observer("eth-watch")
+    assert (observer.generation, observer.checkpoint) == (2, {"starts_in_this_process": 1})
+
+
+def test_the_teams_modules_are_imported_anew_for_each_test(_vigil_session: Any) -> None:
+    from vigil_tools.testing.plugin import deployed_stack
+
+    with deployed_stack(_vigil_session) as first:
+        first.fire("cleanup")
+        helper = sys.modules["jobs"]  # the team's package every job imports
+        helper.cache = "left by the first test"  # type: ignore[attr-defined]  # module state
+
+    with deployed_stack(_vigil_session) as second:
+        second.fire("cleanup")
+        assert sys.modules["jobs"] is not helper
+        assert not hasattr(sys.modules["jobs"], "cache")
+
+
+def test_copies_of_a_delivery_run_at_once_and_the_guard_runs_the_tick_once(
+    vigil_stack: VigilStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests: list[str] = []  # the thread of each request the emulator applied, in order
+    applied = BaseClient._make_api_call
+
+    def record(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+        requests.append(threading.current_thread().name)
+        return applied(client, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", record)
+    t = vigil_stack.now() + timedelta(minutes=5)
+
+    delivered = vigil_stack.fire("cleanup", at=t, copies=3)
+
+    answers = [d.attempts[-1].payload for d in delivered]
+    assert sorted(a["outcome"] for a in answers) == ["DUPLICATE", "DUPLICATE", "SUCCEEDED"]
+    # the duplicates were refused while the tick was running: they overlapped its run
+    (winner,) = [a for a in answers if a["outcome"] == "SUCCEEDED"]
+    assert {a["reason"] for a in answers if a is not winner} == {
+        f"tick is running under token {winner['fencing_token']}"
+    }
+    assert [(r.status, r.attempts) for r in vigil_stack.history("cleanup")] == [("SUCCEEDED", 1)]
+    # the emulator saw the copies' requests interleaved, not one copy's after another's
+    copies = [name for name in requests if name.startswith("copy-")]
+    runs = [name for i, name in enumerate(copies) if i == 0 or copies[i - 1] != name]
+    assert len(set(copies)) == 3 and len(runs) > 3

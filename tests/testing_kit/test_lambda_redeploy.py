@@ -4,36 +4,26 @@ definition revision reaches the reconciler this way)."""
 
 from __future__ import annotations
 
-import io
-import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 import boto3
 
+from tests.helpers.lambdas import deploy_function
 from vigil_tools.emulator.lambda_runtime import LocalLambda
 
 HANDLER = "cached_env_handler"
 
 
 def test_a_configuration_update_reimports_the_handler(aws: None, tmp_path: Path) -> None:
-    (tmp_path / f"{HANDLER}.py").write_text(
-        "import os\nREAD_AT_IMPORT = os.environ['SETTING']\n"
-        "def handler(event, context):\n    return READ_AT_IMPORT\n"
-    )
     session = boto3.session.Session(region_name="us-east-1")
-    role = session.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")
-    code = io.BytesIO()
-    with zipfile.ZipFile(code, "w") as archive:
-        archive.writestr(f"{HANDLER}.py", "")
-    functions = session.client("lambda")
-    functions.create_function(
-        FunctionName="f",
-        Runtime="python3.12",
-        Role=role["Role"]["Arn"],
-        Handler=f"{HANDLER}.handler",
-        Code={"ZipFile": code.getvalue()},
-        Environment={"Variables": {"SETTING": "old"}},
+    functions = deploy_function(
+        session,
+        tmp_path,
+        HANDLER,
+        "import os\nREAD_AT_IMPORT = os.environ['SETTING']\n"
+        "def handler(event, context):\n    return READ_AT_IMPORT\n",
+        environment={"SETTING": "old"},
     )
     local = LocalLambda(
         session, now=lambda: datetime.now(UTC), advance=lambda _: None, functions_dir=tmp_path

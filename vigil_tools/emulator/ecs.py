@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import IO, Any
 
 from aws_lambda_powertools import Logger
@@ -29,6 +30,8 @@ from vigil.contract.metrics import SERVICE
 from vigil.contract.observers import ExitCode
 from vigil.observers.registry import ObserverRegistry
 from vigil.observers.runtime import ObserverRuntime, RuntimeSettings, StopReason
+from vigil_tools.emulator.author_code import forget_modules
+from vigil_tools.project import find_project
 
 
 def describe_task(ecs: Any, cluster: str, arn: str) -> dict[str, Any]:
@@ -159,8 +162,11 @@ class ObserverContainer:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         log: IO[str],
         host: str | None = None,
+        functions: Path | None = None,
     ) -> None:
+        """``functions``: where the team's code is imported from (default: the project's)."""
         self.task_arn = task_arn
+        self._functions = functions
         self.settings = RuntimeSettings.from_env(environment)
         self.name = self.settings.name
         self.generation = self.settings.generation
@@ -236,6 +242,10 @@ class ObserverContainer:
 
     def _main(self) -> None:
         try:
+            # A new container is a new process: the kind's module and the team's code are
+            # imported afresh, with their module state (what an earlier generation left is gone).
+            kinds = (target.rpartition(".")[0] for target in self.settings.kinds.values())
+            forget_modules(self._functions or find_project().functions, also=kinds)
             self.exit_code = self.runtime.run()
             if self.exit_code is ExitCode.FENCED and self.refused is None:
                 self.refused = "checkpoint"

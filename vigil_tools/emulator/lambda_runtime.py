@@ -92,14 +92,7 @@ class LocalLambda:
             aws_request_id=str(uuid.uuid4()),
             remaining_ms=lambda: max(0, int((deadline - self._now()).total_seconds() * 1000)),
         )
-        region = self._lambda.meta.region_name  # Lambda sets both in every function's environment
-        variables = {
-            "AWS_REGION": region,
-            "AWS_DEFAULT_REGION": region,
-            **config.get("Environment", {}).get("Variables", {}),
-        }
-        log = self._log_dir / f"{config['FunctionName']}.log" if self._log_dir else None
-        with _environment(variables), _output_to(log, variables.get("POWERTOOLS_SERVICE_NAME")):
+        with self._container(config):
             handler = self._handler(config["Handler"], _revision(config))
             try:
                 return Invocation(ok=True, payload=handler(json.loads(json.dumps(event)), context))
@@ -110,6 +103,28 @@ class LocalLambda:
                     error_message=str(error),
                     exception=error,
                 )
+
+    @contextmanager
+    def concurrently(self, function: str) -> Iterator[None]:
+        """Around invocations of ``function`` that run at once: its environment, its log and its
+        handler are set up once, so no invocation's set-up or tear-down changes another's."""
+        config = self._lambda.get_function_configuration(FunctionName=function)
+        with self._container(config):
+            self._handler(config["Handler"], _revision(config))
+            yield
+
+    @contextmanager
+    def _container(self, config: Mapping[str, Any]) -> Iterator[None]:
+        """What an invocation runs in: the function's environment and log."""
+        region = self._lambda.meta.region_name  # Lambda sets both in every function's environment
+        variables = {
+            "AWS_REGION": region,
+            "AWS_DEFAULT_REGION": region,
+            **config.get("Environment", {}).get("Variables", {}),
+        }
+        log = self._log_dir / f"{config['FunctionName']}.log" if self._log_dir else None
+        with _environment(variables), _output_to(log, variables.get("POWERTOOLS_SERVICE_NAME")):
+            yield
 
     def _queue_async_invoke(self, params: dict[str, Any], **_: Any) -> Any:
         """``params`` is the serialized request: the invocation type is a header, the function

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,6 +66,8 @@ class ContainerProcesses:
     deliver: Callable[[dict[str, Any]], object]
     """Hands a task state change event to the reconciler."""
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
+    held: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+    """A block Ctrl-C waits for (``Interrupts.held``): spawning a process and recording it."""
     running: dict[str, Running] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)
     versions: dict[str, int] = field(default_factory=dict)
@@ -127,21 +130,29 @@ class ContainerProcesses:
             self.log_dir / f"container-{name}{'-gen' + generation if generation else ''}.log"
         ).open("ab")
         command = [sys.executable if part == "python" else part for part in self.command]
-        process = subprocess.Popen(
-            command,
-            cwd=self.functions,
-            env={
-                **_base_environment(),
-                **environment,
-                **self.endpoint_env,
-                "PYTHONPATH": str(self.functions),
-            },
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # Ctrl-C reaches `vigil local up`, which stops it in order
-        )
-        self.running[arn] = Running(process, log, _stop_timeout(self.ecs, task, self.container))
+        stop_timeout = _stop_timeout(self.ecs, task, self.container)
+        try:
+            # Ctrl-C waits for the record: a process started but not recorded is never stopped.
+            with self.held():
+                process = subprocess.Popen(
+                    command,
+                    cwd=self.functions,
+                    env={
+                        **_base_environment(),
+                        **environment,
+                        **self.endpoint_env,
+                        "PYTHONPATH": str(self.functions),
+                    },
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,  # Ctrl-C reaches `vigil local up`, which stops it
+                )
+                self.running[arn] = Running(process, log, stop_timeout)
+        except BaseException:
+            if arn not in self.running:
+                log.close()
+            raise
 
     def _signal(self, run: Running) -> None:
         if run.signalled_at is None:

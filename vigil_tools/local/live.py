@@ -7,7 +7,8 @@ The functions and containers themselves read the real clock, so leases and heart
 real meaning. Lambda's asynchronous retries wait their delays divided by ``speed``.
 
 Functions run in this process (moto would need Docker), one invocation at a time, each with its
-deployed environment; deliveries wait on a small thread pool so a retry's delay blocks nothing.
+deployed environment; deliveries wait on a small thread pool so a retry's delay blocks nothing,
+and every delay waits on the stop event, so Ctrl-C never waits one out.
 """
 
 from __future__ import annotations
@@ -31,6 +32,36 @@ from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.scheduler import deployed_schedules
 from vigil_tools.emulator.streams import StreamMapping
 from vigil_tools.local.reload import CodeWatcher
+
+
+class Stopping(Exception):
+    """``vigil local up`` is stopping: a delivery waiting out a retry delay gives up."""
+
+
+class Deliveries:
+    """The threads deliveries run on, and the one stop event every wait of theirs uses.
+
+    A retry delay waits on ``stop`` (the event Ctrl-C sets), so stopping interrupts it at once:
+    :meth:`close` then returns when the invocations already running have ended, not after the
+    delays still pending.
+    """
+
+    def __init__(self, stop: threading.Event, *, speed: float, workers: int = 4) -> None:
+        self.stop = stop
+        self.speed = speed
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delivery")
+
+    def delay(self, delta: timedelta) -> None:
+        """Lambda's wait before the next asynchronous attempt (divided by ``speed``)."""
+        if self.stop.wait(delta.total_seconds() / self.speed):
+            raise Stopping()
+
+    def submit(self, run: Callable[[], object]) -> None:
+        self._pool.submit(run)
+
+    def close(self) -> None:
+        self.stop.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class SerialLambda(LocalLambda):
@@ -99,6 +130,7 @@ class Live:
         *,
         reconciler: str,
         clock: SimulatedClock,
+        deliveries: Deliveries,
         functions: Path,
         out: Callable[[str], None],
     ) -> None:
@@ -106,7 +138,7 @@ class Live:
         self.runtime = runtime
         self.clock = clock
         self.out = out
-        self.pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="delivery")
+        self.deliveries = deliveries
         self.stream = StreamMapping.of(account.session, reconciler)
         self.reconciler = reconciler
         self.watcher = CodeWatcher(functions)
@@ -135,7 +167,7 @@ class Live:
             self.out(f"reloaded: {', '.join(changed)} (next invocations and new containers)")
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.deliveries.close()
 
     def task_event(self, event: dict[str, Any]) -> None:
         self.runtime.invoke(self.reconciler, event)
@@ -157,6 +189,8 @@ class Live:
         def run() -> None:
             try:
                 result = self.runtime.invoke_async(function, event)
+            except Stopping:
+                return
             except Exception as error:  # the loop must go on; say what broke
                 print(f"delivery to {function} failed: {error}", file=sys.stderr)
                 return
@@ -165,7 +199,7 @@ class Live:
                 "ok" if last.ok else f"{last.error_type}: {last.error_message}"
             )
 
-        self.pool.submit(run)
+        self.deliveries.submit(run)
 
     def _take_pending(self) -> list[tuple[str, Any]]:
         taken, self.runtime.pending[:] = list(self.runtime.pending), []

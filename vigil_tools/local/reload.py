@@ -8,10 +8,9 @@ changing it needs a restart.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-RUNTIME_LIBRARY = "vigil"
+from vigil_tools.emulator.author_code import forget_modules
 
 
 class CodeWatcher:
@@ -36,8 +35,4 @@ class CodeWatcher:
         return sorted(str(p.relative_to(self.root)) for p in paths)
 
     def forget_modules(self) -> None:
-        for name, module in list(sys.modules.items()):
-            path = Path(getattr(module, "__file__", None) or "/")
-            if name.split(".")[0] == RUNTIME_LIBRARY or not path.is_relative_to(self.root):
-                continue
-            del sys.modules[name]
+        forget_modules(self.root)

@@ -16,9 +16,9 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any, TextIO
 
+from vigil_tools.local.interrupts import Interrupts, Stopped
 from vigil_tools.project import ProjectNotFound, find_project
 
 DEFAULT_PORT = 4580
@@ -53,8 +53,16 @@ def exports(endpoint_url: str, api_url: str) -> dict[str, str]:
     }
 
 
-class _Stop(Exception):
-    pass
+def pointer_lines(env: dict[str, str]) -> list[str]:
+    """What points both CLIs at the stack, pasteable into a shell: the ``export`` lines, one per
+    variable, then an AWS CLI command with ``--endpoint-url`` (AWS CLI v1 does not apply
+    ``AWS_ENDPOINT_URL`` to every service: its ``sqs`` commands still go to AWS)."""
+    return [
+        "# Point the vigil CLI, boto3 and the AWS CLI at it:",
+        *(f"export {name}={value}" for name, value in env.items()),
+        "# AWS CLI v1 ignores AWS_ENDPOINT_URL for some services (sqs): give it --endpoint-url",
+        f"aws --endpoint-url {env['AWS_ENDPOINT_URL']} sqs list-queues",
+    ]
 
 
 class _CannotStart(Exception):
@@ -85,20 +93,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except (ProjectNotFound, _CannotStart) as problem:
         print(f"error: {problem}", file=err)
         return 2
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
-        raise _Stop()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    interrupts = Interrupts()
+    stop = interrupts.stop
+    previous = {s: signal.signal(s, interrupts.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     endpoint.start()
     stack: _Running | None = None
     try:
-        stack = _Running.start(project, endpoint, args, out, err)
+        stack = _Running.start(project, endpoint, args, out, err, interrupts)
         print(READY, file=out, flush=True)
         stack.loop(stop, quiet=args.quiet)
-    except _Stop:
+    except Stopped:
         pass
     except Exception as error:
         from vigil_tools.emulator.deploy import DeployFailed
@@ -132,10 +136,18 @@ class _Running:
     endpoint: Any
     speed: float
     out: TextIO
+    pointers: list[str]
+    """What points both CLIs at the stack: printed at the start, kept atop the live view."""
 
     @classmethod
     def start(
-        cls, project: Any, endpoint: Any, args: argparse.Namespace, out: TextIO, err: TextIO
+        cls,
+        project: Any,
+        endpoint: Any,
+        args: argparse.Namespace,
+        out: TextIO,
+        err: TextIO,
+        interrupts: Interrupts,
     ) -> _Running:
         import boto3
         from moto.moto_api import state_manager
@@ -145,7 +157,7 @@ class _Running:
         from vigil_tools.emulator.template import load, synthesize
         from vigil_tools.jobs_cli import JobsCatalog
         from vigil_tools.local.containers import ContainerProcesses, image_command
-        from vigil_tools.local.live import Live, SerialLambda, SimulatedClock
+        from vigil_tools.local.live import Deliveries, Live, SerialLambda, SimulatedClock
 
         env = exports(endpoint.url, endpoint.api_url)
         os.environ.update(env)  # the functions, run here, reach the endpoint too
@@ -161,10 +173,12 @@ class _Running:
         )
         log_dir = project.root / LOG_DIR
         clock = SimulatedClock(args.speed)
+        # every retry delay waits on the event Ctrl-C sets: stopping never waits one out
+        deliveries = Deliveries(interrupts.stop, speed=args.speed)
         runtime = SerialLambda(
             session,
             now=lambda: datetime.now(UTC),
-            advance=lambda delta: threading.Event().wait(delta.total_seconds() / args.speed),
+            advance=deliveries.delay,
             log_dir=log_dir,
             functions_dir=project.functions,
         )
@@ -174,6 +188,7 @@ class _Running:
             runtime,
             reconciler=fleet.reconciler,
             clock=clock,
+            deliveries=deliveries,
             functions=project.functions,
             out=lambda line: print(line, file=err, flush=True),
         )
@@ -186,6 +201,7 @@ class _Running:
             endpoint_env=env,
             log_dir=log_dir,
             deliver=live.task_event,
+            held=interrupts.held,
         )
         endpoint.api = _api(runtime, fleet.api_function, account)
         catalog = JobsCatalog.from_stack(
@@ -193,13 +209,11 @@ class _Running:
         )
         print(
             f"Deployed {account.deployed.stack_name}: {len(account.deployed.physical)} resources; "
-            f"jobs {', '.join(sorted(catalog.jobs))}; logs in {log_dir}/\n"
-            "Point the AWS CLI and the vigil CLI at it:",
+            f"jobs {', '.join(sorted(catalog.jobs))}; logs in {log_dir}/",
             file=out,
         )
-        for name, value in env.items():
-            print(f"export {name}={value}", file=out)
-        out.flush()
+        pointers = pointer_lines(env)
+        print("\n".join(pointers), file=out, flush=True)
         return cls(
             session=session,
             live=live,
@@ -210,6 +224,7 @@ class _Running:
             endpoint=endpoint,
             speed=args.speed,
             out=out,
+            pointers=pointers,
         )
 
     def loop(self, stop: threading.Event, *, quiet: bool) -> None:
@@ -225,7 +240,8 @@ class _Running:
                 screen = render(
                     self.session, self.catalog, self.fleet.registry_table, self.clock(), header
                 )
-                print(CLEAR + screen, file=self.out, flush=True)
+                # the screen is cleared: the export lines are drawn again, so they stay copyable
+                print(CLEAR + "\n".join([*self.pointers, "", screen]), file=self.out, flush=True)
             stop.wait(TICK_SECONDS)
 
     def shutdown(self, out: TextIO) -> None:

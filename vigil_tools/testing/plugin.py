@@ -12,6 +12,7 @@ account; when one did reset it, the next ``vigil_stack`` deploys again.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -80,6 +81,14 @@ def _vigil_session() -> _Session:
 @pytest.fixture
 def vigil_stack(_vigil_session: _Session) -> Iterator[Any]:
     """The app deployed on the emulator, empty, on a simulated clock (see ``VigilStack``)."""
+    with deployed_stack(_vigil_session) as stack:
+        yield stack
+
+
+@contextmanager
+def deployed_stack(vigil_session: _Session) -> Iterator[Any]:
+    """One test's ``vigil_stack``; boto3's default session is the test's own until it ends."""
+    import boto3
     from freezegun import freeze_time
     from moto import mock_aws
     from moto.moto_api import state_manager
@@ -87,6 +96,7 @@ def vigil_stack(_vigil_session: _Session) -> Iterator[Any]:
     from vigil_tools.testing.stack import VigilStack
 
     mock = mock_aws()
+    default_session = boto3.DEFAULT_SESSION
     with freeze_time(START) as frozen:
         mock.start(reset=False)
         # moto advances a task's status on every DescribeTasks unless told not to (NOTES.md).
@@ -95,7 +105,7 @@ def vigil_stack(_vigil_session: _Session) -> Iterator[Any]:
         )
         stack: VigilStack | None = None
         try:
-            account = _vigil_session.account_for_test()
+            account = vigil_session.account_for_test()
             stack = VigilStack(
                 account,
                 now=lambda: datetime.now(UTC),
@@ -107,3 +117,4 @@ def vigil_stack(_vigil_session: _Session) -> Iterator[Any]:
                 stack.fleet.kill_all()
             state_manager.unset_transition(model_name="ecs::task")
             mock.stop(remove_data=False)
+            boto3.DEFAULT_SESSION = default_session

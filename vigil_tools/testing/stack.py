@@ -1,7 +1,7 @@
 """``VigilStack``: the deployed app on a simulated clock, as a test drives it.
 
 Jobs: ``fire`` delivers a job's schedule event as EventBridge Scheduler would (``copies`` for the
-duplicate deliveries Scheduler may make), through the deployed function with Lambda's retries and
+duplicate deliveries Scheduler may make, at once), through the deployed function with Lambda's retries and
 on-failure destination; ``advance`` moves the clock and every deployed schedule (and the
 reconciler's minute resync) fires on the way; ``history``, ``dead_letters`` and ``redrive`` read
 and act as the ``vigil jobs`` commands do.
@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +34,19 @@ from vigil.jobs.store import RunStore
 from vigil.observers.registry import ObserverNotFound, ObserverRegistry
 from vigil_tools.cli import ApiError, InProcessTransport, ObserversClient
 from vigil_tools.emulator.account import LocalAccount
+from vigil_tools.emulator.author_code import forget_modules
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.scheduler import Schedule, deployed_schedules
 from vigil_tools.jobs_cli import JobsCatalog
 from vigil_tools.lambda_context import LambdaContext
+from vigil_tools.project import find_project
 from vigil_tools.redrive import redrive
 from vigil_tools.testing.fleet import SteppedFleet
+from vigil_tools.testing.interleave import Turns
 from vigil_tools.testing.names import UnknownName, check
 from vigil_tools.testing.tracebacks import format_author, reraise
 
-DUPLICATE_GAP = timedelta(seconds=2)
-"""Between copies of one delivery (Scheduler's duplicates arrive close together)."""
 MAX_STEPS = 100_000
 
 
@@ -101,6 +104,9 @@ class VigilStack:
         log_dir: Path | None = None,
     ) -> None:
         """``log_dir``: where the functions' logs go (default: the console)."""
+        # A new test is a new set of containers: the team's modules (a job's helpers too) are
+        # imported afresh, so no module state leaks from one test into the next.
+        forget_modules(Path(functions_dir) if functions_dir else find_project().functions)
         self.account = account
         self._now = now
         self._move_to = move_to
@@ -213,7 +219,8 @@ class VigilStack:
     def fire(
         self, job: str, at: datetime | None = None, *, copies: int = 1
     ) -> list[AsyncInvocation]:
-        """Scheduler delivers ``job``'s tick scheduled at ``at`` (default: now), ``copies`` times.
+        """Scheduler delivers ``job``'s tick scheduled at ``at`` (default: now), ``copies`` times
+        at once: the copies run concurrently, their requests interleaved (:mod:`.interleave`).
 
         The clock moves to ``at`` when it is ahead; an ``at`` in the past is a late delivery.
         """
@@ -223,12 +230,12 @@ class VigilStack:
         moment = (at or self.now()).astimezone(UTC)
         if moment > self.now():
             self._move_to(moment)
-        results = []
-        for copy in range(copies):
-            if copy:
-                self._move_to(self.now() + DUPLICATE_GAP)
-            event = json.loads(schedule.render_input(moment, attempt=copy + 1))
-            results.append(self._invoke_async(schedule.target_arn, event, moment))
+        events = [json.loads(schedule.render_input(moment, attempt=c + 1)) for c in range(copies)]
+        function = schedule.target_arn
+        with _quiet(), self.runtime.concurrently(function):
+            results = Turns().run([partial(self.runtime.invoke_async, function, e) for e in events])
+        for result in results:
+            self._record_failures(function, result, moment)
         self.fleet.settle()
         return results
 
@@ -310,15 +317,19 @@ class VigilStack:
         raise LookupError(f"job {job!r} has no deployed schedule")
 
     def _invoke_async(self, function: str, event: Any, moment: datetime | None) -> AsyncInvocation:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="No application metrics to publish")
+        with _quiet():
             result = self.runtime.invoke_async(function, event)
+        self._record_failures(function, result, moment)
+        return result
+
+    def _record_failures(
+        self, function: str, result: AsyncInvocation, moment: datetime | None
+    ) -> None:
         job = self._job_of(function)
         if job is not None and moment is not None:
             for attempt in result.attempts:
                 if attempt.exception is not None:
                     self._failures[(job, _tick_key(moment))] = attempt.exception
-        return result
 
     def _job_of(self, function: str) -> str | None:
         name = function.rsplit(":", 1)[-1]
@@ -408,6 +419,14 @@ class VigilStack:
             assert result.exception is not None
             raise result.exception
         return dict(result.payload)
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Powertools warns when an invocation emitted no metric: not news in a test."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
+        yield
 
 
 def _tick_key(moment: str | datetime) -> str:
