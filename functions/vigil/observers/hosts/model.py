@@ -30,6 +30,8 @@ class Host:
     heartbeat_at: datetime | None = None
     status_reason: str | None = None
     start_attempts: int = 0
+    evacuated: bool = False
+    """LOST or STOPPED, its task stopped and every observer it had moved: nothing left to do."""
 
     @property
     def used(self) -> int:
@@ -67,4 +69,5 @@ def host_from_item(item: Mapping[str, Any]) -> Host:
         else None,
         status_reason=item.get("status_reason"),
         start_attempts=int(item.get("start_attempts", 0)),
+        evacuated=bool(item.get("evacuated", False)),
     )

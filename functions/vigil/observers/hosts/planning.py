@@ -16,6 +16,9 @@ Rules:
   one per kind per pass, so the fleet shrinks gradually and never below what a failover needs.
 * **Drain**: a DRAINING host hands every observer over; once it runs none, its task is stopped and
   it is STOPPED.
+* **Unfinished** (:func:`host_unfinished`): a LOST or STOPPED host not yet ``evacuated`` that still
+  names observers or whose task is still listed: a loss or a drain an error interrupted. The next
+  pass finishes it; a finished host costs nothing (no observer read).
 """
 
 from __future__ import annotations
@@ -47,6 +50,14 @@ def host_dead(
     if host.task_arn and now - host.created_at > settings.start_timeout:
         return f"no heartbeat within {int(settings.start_timeout.total_seconds())} s of its start"
     return None
+
+
+def host_unfinished(host: Host, running_tasks: Collection[str] | None) -> bool:
+    """Whether a LOST or STOPPED host still has work left: observers to move, a task to stop."""
+    if host.status not in (HostStatus.LOST, HostStatus.STOPPED) or host.evacuated:
+        return False
+    listed = running_tasks is not None and host.task_arn in running_tasks
+    return bool(host.assigned or host.handover or listed)
 
 
 def choose_host(
@@ -87,6 +98,8 @@ class HostPlan:
     """Surplus hosts to mark DRAINING (their observers are handed over)."""
     finish: tuple[str, ...] = ()
     """DRAINING hosts that run nothing any more: StopTask, then STOPPED."""
+    evacuate: tuple[str, ...] = ()
+    """LOST or STOPPED hosts whose loss or drain is unfinished (:func:`host_unfinished`)."""
 
 
 def plan_hosts(
@@ -135,7 +148,8 @@ def plan_hosts(
             start[kind] = more
         if surplus:
             drain.append(surplus)
-    return HostPlan(lost, promote, retry_run, start, tuple(drain), finish)
+    evacuate = tuple(h.host_id for h in all_hosts if host_unfinished(h, running_tasks))
+    return HostPlan(lost, promote, retry_run, start, tuple(drain), finish, evacuate)
 
 
 def _capacity(hosts: list[Host], waiting: int, placement: KindOptions) -> tuple[int, str | None]:

@@ -141,6 +141,10 @@ class HostStore:
             update.set("status_reason", truncate(reason))
         return self._write(host, update)
 
+    def mark_evacuated(self, host: Host) -> Host:
+        """Its loss or drain is finished: no pass looks at its observers again."""
+        return self._write(host, Update().set("evacuated", True))
+
     def _write(self, host: Host, update: Update) -> Host:
         update.set("version", host.version + 1)
         update.condition(update.eq("version", host.version))

@@ -89,7 +89,7 @@ class HostManager:
             now,
             self.settings,
         )
-        self._carry_out(plan, waiting, report)
+        self._carry_out(plan, waiting, running, report)
         for kind in self.pooled_kinds:
             with isolated(f"rollout {kind}", report):
                 self._roll(kind, report)
@@ -162,11 +162,20 @@ class HostManager:
                 with isolated(record.name, report):
                     self._settle_fresh(record.name, report)
 
-    def _carry_out(self, plan: HostPlan, waiting: dict[str, list[str]], report: PassReport) -> None:
+    def _carry_out(
+        self,
+        plan: HostPlan,
+        waiting: dict[str, list[str]],
+        running: set[str],
+        report: PassReport,
+    ) -> None:
         book = self.placer.all_hosts()
         for host_id, why in plan.lost:
             with isolated(host_id, report):
                 self.lose(book[host_id], why, report)
+        for host_id in plan.evacuate:
+            with isolated(host_id, report):
+                self._evacuate(book[host_id], "host lost", report, running)
         for host_id in plan.promote:
             with isolated(host_id, report):
                 self._mark(book[host_id], HostStatus.RUNNING, None)
@@ -191,15 +200,34 @@ class HostManager:
     def lose(self, host: Host, why: str, report: PassReport) -> None:
         """Mark LOST (its heartbeat is refused from now on), stop its task, move its observers.
 
-        Only once: a repeated STOPPED event for a host already LOST or STOPPED does nothing."""
+        Only once: a repeated STOPPED event for a host already LOST (and evacuated) or STOPPED
+        does nothing; one whose loss an error interrupted is finished."""
+        if host.status is HostStatus.LOST and not host.evacuated:
+            self._evacuate(host, f"host lost: {why}", report)
         if host.status in (HostStatus.LOST, HostStatus.STOPPED):
             return
         lost = self._mark(host, HostStatus.LOST, why)
         if lost is None or lost.status is not HostStatus.LOST:
             return
-        if lost.task_arn:
-            self.ecs.stop(lost.task_arn, f"host lost: {why}")
-        self._move_all(lost, report)
+        self._evacuate(lost, f"host lost: {why}", report)
+
+    def _evacuate(
+        self, host: Host, why: str, report: PassReport, running: set[str] | None = None
+    ) -> None:
+        """Stop its task (when ``running`` lists it, or always without a list) and move every
+        observer that still names it; ``evacuated`` only once all that succeeded, so an error
+        leaves the host for the next pass (``planning.host_unfinished``) to finish."""
+        errors = report.errors
+        if host.task_arn and (running is None or host.task_arn in running):
+            with isolated(host.host_id, report):
+                self.ecs.stop(host.task_arn, why)
+        self._move_all(host, report)
+        if report.errors == errors and (host.assigned or host.handover):
+            try:
+                current = self.placer.host(host.host_id) or host
+                self.placer.book.put(self.hosts.mark_evacuated(current))
+            except HostConflict:
+                pass  # changed meanwhile: the next pass looks again
 
     def drain(self, host: Host) -> None:
         """DRAINING: takes nothing new; each observer is handed over (its child checkpoints and
@@ -219,8 +247,8 @@ class HostManager:
         if host.task_arn:
             self.ecs.stop(host.task_arn, "drained")
         stopped = self._mark(host, HostStatus.STOPPED, "drained")
-        if stopped is not None:
-            self._move_all(stopped, report)
+        if stopped is not None and stopped.status is HostStatus.STOPPED:
+            self._evacuate(stopped, "drained", report, running=set())
 
     def _move_all(self, host: Host, report: PassReport) -> None:
         """Every observer the host had (assigned or handed over) that still names it."""

@@ -1,0 +1,128 @@
+"""Gaps the closing review of pooled hosts left on the manager side, each reproduced on moto
+before its fix: a host loss repaired in one pass, the fleet gauges on every pass, hand-overs in
+the shortfall, alarms on lost and stuck hosts, and a kind whose hosts cannot start."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from tests.helpers.moto_fleet import TABLE, running
+from tests.helpers.pooled_fleet import PooledFleet, create, host_event, resync
+from vigil.contract.hosts import HostStatus
+from vigil.observers.ecs_tasks import task_state
+
+
+def an_ordinary_minute(pool: PooledFleet) -> None:
+    """Move the clock off a sweep minute (every 10th), where the fleet index is read anyway."""
+    pool.clock.advance(timedelta(minutes=1))
+    pool.heartbeat_all()
+
+
+def on_host(pool: PooledFleet, host_id: str) -> list[str]:
+    return sorted(pool.host(host_id).assigned)
+
+
+class FailingTable:
+    """The moto DynamoDB client, with GetItem of the named observers failing (a throttle)."""
+
+    def __init__(self, client: Any, names: set[str]) -> None:
+        self._client = client
+        self._names = names
+
+    def get_item(self, **request: Any) -> Any:
+        if request["TableName"] == TABLE and request["Key"]["name"]["S"] in self._names:
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "GetItem"
+            )
+        return self._client.get_item(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+class RefusingStop:
+    """The moto ECS client, with StopTask refused (AccessDenied, a throttle, a timeout alike)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def stop_task(self, **request: Any) -> Any:
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "no"}}, "StopTask")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+# 1. A host loss that failed part-way is repaired by the next regular pass ------------------------
+
+
+def test_a_loss_interrupted_by_a_dynamodb_error_is_finished_by_the_next_pass(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    create(pool, "a", "b", "c", "d")
+    an_ordinary_minute(pool)
+    resync(pool, "promote")
+    victim = pool.item("a")["host"]
+    moving = on_host(pool, victim)
+    pool.stop_host_task(victim)
+    # When the pass that finds the host dead cannot read one of its observers
+    an_ordinary_minute(pool)
+    flaky = FailingTable(pool.dynamodb, {moving[1]})
+    pool.reconciler(dynamodb=flaky).resync("interrupted")
+    assert pool.host(victim).status is HostStatus.LOST
+    assert pool.item(moving[1])["host"] == victim  # left behind
+    # Then the next ordinary pass (no sweep) moves it
+    an_ordinary_minute(pool)
+    resync(pool, "repair")
+    for name in moving:
+        item = pool.item(name)
+        assert item["host"] != victim and item["generation"] == 2, name
+    # And once repaired, a healthy pass reads no observer again (O(hosts))
+    an_ordinary_minute(pool)
+    resync(pool, "settle")
+    an_ordinary_minute(pool)
+    pool.counter.reset()
+    resync(pool, "healthy")
+    assert pool.counter.calls["GetItem"] == 0
+
+
+def test_a_stopped_event_whose_stop_task_fails_is_finished_by_the_next_pass(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    create(pool, "a", "b")
+    an_ordinary_minute(pool)
+    resync(pool, "promote")
+    victim = pool.item("a")["host"]
+    moving = on_host(pool, victim)
+    # When the host's STOPPED event is handled but StopTask fails (its task runs on)
+    event = task_state(host_event(pool, victim, last_status="STOPPED", version=3))
+    pool.reconciler(ecs_client=RefusingStop(pool.ecs_client)).on_task_event(event)
+    assert pool.host(victim).status is HostStatus.LOST
+    assert pool.host(victim).task_arn in running(pool)
+    # Then the next ordinary pass stops its task and moves every observer
+    an_ordinary_minute(pool)
+    resync(pool, "repair")
+    assert pool.host(victim).task_arn not in running(pool)
+    for name in moving:
+        assert pool.item(name)["host"] != victim and pool.item(name)["generation"] == 2
+
+
+def test_a_redelivered_stopped_event_finishes_an_interrupted_loss(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    create(pool, "a")
+    victim = pool.item("a")["host"]
+    event = task_state(host_event(pool, victim, last_status="STOPPED", version=3))
+    pool.reconciler(dynamodb=FailingTable(pool.dynamodb, {"a"})).on_task_event(event)
+    assert pool.item("a")["host"] == victim
+    # When ECS delivers the event again (at least once) or Lambda retries it
+    pool.reconciler().on_task_event(event)
+    # Then the observer moved, and the host is finished with
+    assert pool.item("a")["host"] != victim and pool.item("a")["generation"] == 2
+    assert pool.host(victim).evacuated
