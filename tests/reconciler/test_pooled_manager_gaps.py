@@ -9,10 +9,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from tests.helpers.moto_fleet import TABLE, running
+from tests.helpers.moto_fleet import TABLE, running, stream
 from tests.helpers.pooled_fleet import PooledFleet, create, host_event, resync
 from vigil.contract.hosts import HostStatus
 from vigil.observers.ecs_tasks import task_state
+from vigil.observers.reconciler import changed_records
 
 
 def an_ordinary_minute(pool: PooledFleet) -> None:
@@ -126,3 +127,54 @@ def test_a_redelivered_stopped_event_finishes_an_interrupted_loss(
     # Then the observer moved, and the host is finished with
     assert pool.item("a")["host"] != victim and pool.item("a")["generation"] == 2
     assert pool.host(victim).evacuated
+
+
+# 2. The fleet gauges on every pass of an all-pooled fleet ----------------------------------------
+
+
+def gauges(pool: PooledFleet) -> dict[str, float]:
+    """The last value of each fleet-wide gauge the reconciler emitted."""
+    return {name: value for name, kind, value in pool.metrics if kind is None}
+
+
+def test_an_ordinary_pooled_pass_emits_desired_and_running_without_reading_observers(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    create(pool, "a", "b", "c", "d")
+    an_ordinary_minute(pool)
+    resync(pool, "promote")
+    an_ordinary_minute(pool)
+    pool.metrics.clear()
+    pool.counter.reset()
+    # When an ordinary pass (not a sweep's) runs on a healthy fleet
+    resync(pool, "healthy")
+    # Then desired and running are emitted, equal, from the hosts alone
+    seen = gauges(pool)
+    assert (seen["FleetDesiredRunning"], seen["FleetRunning"]) == (4, 4)
+    assert pool.counter.calls["GetItem"] == 0
+    # And when a host dies (its observers moved, not running yet), running drops below desired
+    pool.stop_host_task(pool.item("a")["host"])
+    pool.clock.advance(timedelta(seconds=30))
+    pool.metrics.clear()
+    resync(pool, "dead")
+    seen = gauges(pool)
+    assert seen["FleetDesiredRunning"] == 4 and seen["FleetRunning"] < 4
+
+
+def test_observers_backing_off_count_as_desired_not_running(pooled_only: PooledFleet) -> None:
+    pool = pooled_only
+    create(pool, "a", "b")
+    an_ordinary_minute(pool)
+    resync(pool, "promote")
+    # When "a" crashes and backs off (PENDING until its next start, in the waiting index)
+    for _ in range(2):
+        change = pool.host_exit("a", 1, "crashed")
+        pool.reconciler().on_records(changed_records([stream(change["new"], change["old"])]))
+        pool.heartbeat_all()
+    assert pool.item("a")["status"] in ("PENDING", "STARTING")
+    an_ordinary_minute(pool)
+    pool.metrics.clear()
+    resync(pool, "backoff")
+    seen = gauges(pool)
+    assert seen["FleetDesiredRunning"] == 2 and seen["FleetRunning"] == 1

@@ -24,6 +24,7 @@ from vigil.contract.hosts import HostStatus
 from vigil.contract.observers import Desired, Status
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
+from vigil.observers.fleet_gauges import PooledCounts, pooled_counts
 from vigil.observers.fleet_store import FleetStore
 from vigil.observers.hosts.model import Host
 from vigil.observers.hosts.planning import HostPlan, plan_hosts
@@ -36,6 +37,14 @@ from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
 from vigil.observers.rollout import HostView, plan_pooled, plan_rebalance
 
 SWEEP_MINUTES = 10
+
+
+@dataclass(frozen=True)
+class HostsPass:
+    task_arns: set[str]
+    """Tasks that are hosts' (the orphan sweep leaves them alone)."""
+    counts: PooledCounts
+    """The pooled share of the fleet gauges."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,12 +84,17 @@ class HostManager:
 
     # The resync's share ---------------------------------------------------------------------------
 
-    def resync(self, running: set[str], report: PassReport) -> set[str]:
-        """One pass over the hosts; answers the task ARNs that are hosts (not orphans)."""
+    def resync(self, running: set[str], report: PassReport) -> HostsPass:
+        """One pass over the hosts: the task ARNs that are hosts (not orphans), and the pooled
+        observers wanted and running as the pass leaves them (the fleet gauges' pooled share)."""
         hosts, requests = self.hosts.scan_with_requests()
         self.placer.begin(hosts)
         now = self.clock()
-        waiting = {kind: self.store.waiting(kind, now) for kind in self.pooled_kinds}
+        wanting = {kind: self.store.waiting(kind) for kind in self.pooled_kinds}
+        waiting = {
+            kind: [name for name, due in names.items() if due <= now]
+            for kind, names in wanting.items()
+        }
         plan = plan_hosts(
             hosts,
             running,
@@ -96,7 +110,11 @@ class HostManager:
         for request in requests:
             with isolated(f"rebalance {request.kind}", report):
                 self._rebalance(request)
-        return {h.task_arn for h in hosts if h.task_arn}
+        book = self.placer.all_hosts().values()
+        return HostsPass(
+            task_arns={h.task_arn for h in hosts if h.task_arn},
+            counts=pooled_counts(book, (n for names in wanting.values() for n in names)),
+        )
 
     # Moving observers on purpose: rollouts and rebalances -----------------------------------------
 
