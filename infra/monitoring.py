@@ -123,6 +123,7 @@ class Monitoring(Construct):
                 left=[
                     fleet.metric(ObserverMetric.FLEET_DESIRED, "Maximum", MINUTE),
                     fleet.metric(ObserverMetric.FLEET_RUNNING, "Maximum", MINUTE),
+                    fleet.metric(ObserverMetric.FLEET_HANDING_OVER, "Maximum", MINUTE),
                 ],
                 width=8,
             ),

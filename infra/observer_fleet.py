@@ -700,15 +700,19 @@ class ObserverFleet(Construct):
         return fleet_metric(metric, statistic, period)
 
     def shortfall_metric(self) -> cloudwatch.MathExpression:
-        """Observers wanted running minus observers running, as each resync saw them."""
+        """Observers wanted running minus observers running, as each resync saw them, less those
+        in a planned hand-over within their kind's ``max_unavailable`` (a rollout is no shortfall)."""
         return cloudwatch.MathExpression(
-            expression="desired - running",
+            expression="desired - running - FILL(handover, 0)",
             using_metrics={
                 "desired": self.metric(
                     ObserverMetric.FLEET_DESIRED, "Maximum", Duration.minutes(1)
                 ),
                 "running": self.metric(
                     ObserverMetric.FLEET_RUNNING, "Maximum", Duration.minutes(1)
+                ),
+                "handover": self.metric(
+                    ObserverMetric.FLEET_HANDING_OVER, "Maximum", Duration.minutes(1)
                 ),
             },
             label="running below desired",

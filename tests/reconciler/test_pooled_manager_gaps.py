@@ -178,3 +178,80 @@ def test_observers_backing_off_count_as_desired_not_running(pooled_only: PooledF
     resync(pool, "backoff")
     seen = gauges(pool)
     assert seen["FleetDesiredRunning"] == 2 and seen["FleetRunning"] == 1
+
+
+# 3. Hand-overs of a rollout are not a shortfall; a real one during a rollout is -----------------
+
+
+def shortfall(pool: PooledFleet) -> float:
+    """What the FleetShortfall alarm computes: desired - running - handing over."""
+    seen = gauges(pool)
+    return seen["FleetDesiredRunning"] - seen["FleetRunning"] - seen["FleetHandingOver"]
+
+
+def new_revision(pool: PooledFleet) -> None:
+    pool.pooled_definition_arn = pool.ecs_client.register_task_definition(
+        family="vigil-observer-pooled-ticker",
+        requiresCompatibilities=["FARGATE"],
+        networkMode="awsvpc",
+        cpu="512",
+        memory="1024",
+        containerDefinitions=[{"name": "observer", "image": "vigil/observer:v2", "memory": 1024}],
+    )["taskDefinition"]["taskDefinitionArn"]
+
+
+def hand_overs_complete(pool: PooledFleet) -> None:
+    """The host processes' side: a child taken off its host checkpoints, exits and is reported."""
+    for host in pool.hosts().values():
+        for name, generation in host.handover.items():
+            item = pool.item(name)
+            if item.get("host") == host.host_id and item["generation"] == generation:
+                change = pool.host_exit(name, 0, "handed over")
+                pool.reconciler().on_records(
+                    changed_records([stream(change["new"], change["old"])])
+                )
+
+
+def test_observers_handed_over_by_a_rollout_are_not_a_shortfall(pooled_only: PooledFleet) -> None:
+    pool = pooled_only
+    create(pool, "a", "b", "c", "d", "e", "f")  # two full hosts of K = 3
+    an_ordinary_minute(pool)
+    resync(pool, "promote")
+    new_revision(pool)
+    # When the rollout runs pass after pass, hand-overs always in flight
+    seen_in_flight = 0
+    for step in range(30):
+        pool.clock.advance(timedelta(seconds=30))
+        pool.heartbeat_all()
+        pool.metrics.clear()
+        resync(pool, f"roll-{step}")
+        values = gauges(pool)
+        # Then no pass counts a planned hand-over as missing
+        assert shortfall(pool) == 0, (step, values)
+        seen_in_flight = max(seen_in_flight, int(values["FleetHandingOver"]))
+        hand_overs_complete(pool)
+    assert seen_in_flight >= 1
+
+
+def test_a_host_lost_during_a_rollout_is_still_a_shortfall(pooled_only: PooledFleet) -> None:
+    pool = pooled_only
+    create(pool, "a", "b", "c", "d", "e", "f")
+    an_ordinary_minute(pool)
+    resync(pool, "promote")
+    new_revision(pool)
+    pool.clock.advance(timedelta(seconds=30))
+    pool.heartbeat_all()
+    resync(pool, "roll-0")
+    hand_overs_complete(pool)
+    # When a host that is not handing over dies in the middle of the rollout
+    steady = next(
+        h
+        for h, host in pool.hosts().items()
+        if host.status is HostStatus.RUNNING and host.assigned and not host.handover
+    )
+    pool.stop_host_task(steady)
+    pool.clock.advance(timedelta(seconds=30))
+    pool.metrics.clear()
+    resync(pool, "roll-1")
+    # Then its observers are missing beyond the hand-overs the rollout allows
+    assert shortfall(pool) > 0

@@ -58,6 +58,9 @@ class ObserverMetric(StrEnum):
     FLEET_STOPPED = "FleetStopped"
     FLEET_FAILED = "FleetFailed"
     FLEET_OLDEST_HEARTBEAT_AGE = "FleetOldestHeartbeatAge"
+    FLEET_HANDING_OVER = "FleetHandingOver"
+    """Observers in a planned hand-over (a rollout, a drain, a rebalance) within their kind's
+    ``max_unavailable``: FleetShortfall does not count them as missing."""
 
 
 METRIC_UNITS: dict[str, str] = {

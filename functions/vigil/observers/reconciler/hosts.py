@@ -113,7 +113,11 @@ class HostManager:
         book = self.placer.all_hosts().values()
         return HostsPass(
             task_arns={h.task_arn for h in hosts if h.task_arn},
-            counts=pooled_counts(book, (n for names in wanting.values() for n in names)),
+            counts=pooled_counts(
+                book,
+                wanting,
+                {k: p.max_unavailable for k, p in self.placer.placements.items()},
+            ),
         )
 
     # Moving observers on purpose: rollouts and rebalances -----------------------------------------
