@@ -10,7 +10,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from tests.helpers.moto_fleet import TABLE, running, stream
-from tests.helpers.pooled_fleet import PooledFleet, create, host_event, resync
+from tests.helpers.pooled_fleet import POOLED, PooledFleet, create, host_event, resync
 from vigil.contract.hosts import HostStatus
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.reconciler import changed_records
@@ -255,3 +255,39 @@ def test_a_host_lost_during_a_rollout_is_still_a_shortfall(pooled_only: PooledFl
     resync(pool, "roll-1")
     # Then its observers are missing beyond the hand-overs the rollout allows
     assert shortfall(pool) > 0
+
+
+# 4. Metrics for hosts lost and hosts stuck STARTING ----------------------------------------------
+
+
+def test_a_lost_host_is_counted_per_kind(pooled_only: PooledFleet) -> None:
+    pool = pooled_only
+    create(pool, "a")
+    victim = pool.item("a")["host"]
+    pool.stop_host_task(victim)
+    event = task_state(host_event(pool, victim, last_status="STOPPED", version=3))
+    pool.reconciler().on_task_event(event)
+    pool.reconciler().on_task_event(event)  # redelivered: counted once
+    assert [m for m in pool.metrics if m[0] == "HostLost"] == [("HostLost", POOLED, 1)]
+
+
+def test_hosts_starting_past_the_start_timeout_are_a_gauge_per_kind(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    refusing = pool.ecs_client.run_task
+
+    def refuse(**request: Any) -> dict[str, Any]:
+        return {"tasks": [], "failures": [{"reason": "RESOURCE:FARGATE", "detail": "quota"}]}
+
+    pool.ecs_client.run_task = refuse  # type: ignore[method-assign]
+    create(pool, "a")
+    an_ordinary_minute(pool)
+    pool.metrics.clear()
+    resync(pool, "young")
+    assert ("HostsStuckStarting", POOLED, 0) in pool.metrics
+    pool.clock.advance(pool.settings.start_timeout)
+    pool.metrics.clear()
+    resync(pool, "stuck")
+    assert ("HostsStuckStarting", POOLED, 1) in pool.metrics
+    pool.ecs_client.run_task = refusing  # type: ignore[method-assign]

@@ -49,6 +49,11 @@ class ObserverMetric(StrEnum):
     HEARTBEAT_STALE = "ObserverHeartbeatStale"
     FENCED = "ObserverFenced"
     RECONCILE_DURATION = "ReconcilePassDuration"
+    HOST_LOST = "HostLost"
+    """A pooled host marked LOST (silent for 3 intervals, or its task stopped), per kind."""
+    HOSTS_STUCK_STARTING = "HostsStuckStarting"
+    """Gauge per pooled kind, every resync: hosts STARTING for longer than the start timeout
+    (RunTask keeps failing, or the task never heartbeats)."""
     # Gauges every resync emits for the whole fleet (vigil.observers.fleet_gauges).
     FLEET_DESIRED = "FleetDesiredRunning"
     FLEET_PENDING = "FleetPending"

@@ -60,6 +60,22 @@ def host_unfinished(host: Host, running_tasks: Collection[str] | None) -> bool:
     return bool(host.assigned or host.handover or listed)
 
 
+def stuck_starting(
+    hosts: Iterable[Host], kinds: Iterable[str], now: datetime, settings: Settings
+) -> dict[str, int]:
+    """Kind -> hosts STARTING for longer than the start timeout (zeros included, so the gauge
+    has no gaps): a kind that cannot get its hosts started."""
+    stuck = dict.fromkeys(kinds, 0)
+    for host in hosts:
+        if (
+            host.kind in stuck
+            and host.status is HostStatus.STARTING
+            and now - host.created_at >= settings.start_timeout
+        ):
+            stuck[host.kind] += 1
+    return stuck
+
+
 def choose_host(
     hosts: Iterable[Host], kind: str, prefer: str | None = None, name: str | None = None
 ) -> Host | None:

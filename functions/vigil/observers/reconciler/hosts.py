@@ -27,7 +27,7 @@ from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_gauges import PooledCounts, pooled_counts
 from vigil.observers.fleet_store import FleetStore
 from vigil.observers.hosts.model import Host
-from vigil.observers.hosts.planning import HostPlan, plan_hosts
+from vigil.observers.hosts.planning import HostPlan, plan_hosts, stuck_starting
 from vigil.observers.hosts.store import HostConflict, HostStore
 from vigil.observers.rebalance_requests import RebalanceRequest
 from vigil.observers.reconciler.executor import Settler
@@ -35,6 +35,7 @@ from vigil.observers.reconciler.placer import Placer
 from vigil.observers.reconciler.report import PassReport, isolated
 from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
 from vigil.observers.rollout import HostView, plan_pooled, plan_rebalance
+from vigil.telemetry import ObserverMetric
 
 SWEEP_MINUTES = 10
 
@@ -104,6 +105,8 @@ class HostManager:
             self.settings,
         )
         self._carry_out(plan, waiting, running, report)
+        for kind, stuck in stuck_starting(hosts, self.pooled_kinds, now, self.settings).items():
+            self.placer.metric(ObserverMetric.HOSTS_STUCK_STARTING, kind, stuck)
         for kind in self.pooled_kinds:
             with isolated(f"rollout {kind}", report):
                 self._roll(kind, report)
@@ -231,6 +234,7 @@ class HostManager:
         lost = self._mark(host, HostStatus.LOST, why)
         if lost is None or lost.status is not HostStatus.LOST:
             return
+        self.placer.metric(ObserverMetric.HOST_LOST, lost.kind, 1)
         self._evacuate(lost, f"host lost: {why}", report)
 
     def _evacuate(
