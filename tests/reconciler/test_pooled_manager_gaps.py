@@ -291,3 +291,44 @@ def test_hosts_starting_past_the_start_timeout_are_a_gauge_per_kind(
     resync(pool, "stuck")
     assert ("HostsStuckStarting", POOLED, 1) in pool.metrics
     pool.ecs_client.run_task = refusing  # type: ignore[method-assign]
+
+
+# 5. A kind whose hosts cannot start answers clearly, and retries without a storm -----------------
+
+
+def test_a_kind_without_host_capacity_says_so_backs_off_and_clears_the_reason(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    real = pool.ecs_client.run_task
+    refused: list[str] = []
+
+    def refuse(**request: Any) -> dict[str, Any]:
+        refused.append(str(request["clientToken"]))
+        return {"tasks": [], "failures": [{"reason": "RESOURCE:FARGATE", "detail": "quota"}]}
+
+    pool.ecs_client.run_task = refuse  # type: ignore[method-assign]
+    # Given ECS refuses every RunTask for the kind's host (capacity, quota)
+    create(pool, "a", "b")
+    # Then each waiting observer says why it waits, naming ECS's answer
+    for name in ("a", "b"):
+        item = pool.item(name)
+        assert item["status"] == "STARTING" and item["pooled_waiting"] == POOLED
+        assert item["last_start_error"].startswith("waiting for a host: RunTask failed: ")
+        assert "RESOURCE:FARGATE" in item["last_start_error"]
+        assert item["last_start_error"].endswith("; retrying")
+    # And over ten minutes of passes RunTask is retried with backoff, not on every pass
+    for minute in range(10):
+        pool.clock.advance(timedelta(minutes=1))
+        resync(pool, f"pass-{minute}")
+    assert 2 <= len(refused) <= 7, refused
+    assert set(refused) == {f"{POOLED}-h001"}  # one host, one clientToken: never a second host
+    # When capacity is back, Then the host starts, the observers are placed, the reason is gone
+    pool.ecs_client.run_task = real  # type: ignore[method-assign]
+    for minute in range(6):
+        pool.clock.advance(timedelta(minutes=1))
+        pool.heartbeat_all()
+        resync(pool, f"back-{minute}")
+    for name in ("a", "b"):
+        item = pool.item(name)
+        assert item["status"] == "RUNNING" and "last_start_error" not in item, item

@@ -107,7 +107,8 @@ class HostPlan:
     promote: tuple[str, ...] = ()
     """STARTING hosts that heartbeat: RUNNING."""
     retry_run: tuple[str, ...] = ()
-    """STARTING hosts whose RunTask has not succeeded yet: RunTask again (same clientToken)."""
+    """STARTING hosts whose RunTask has not succeeded yet and whose backoff is over: RunTask
+    again (same clientToken)."""
     start: Mapping[str, int] = field(default_factory=dict)
     """kind -> how many new hosts to start."""
     drain: tuple[str, ...] = ()
@@ -139,7 +140,11 @@ def plan_hosts(
         h.host_id for h in alive if h.status is HostStatus.STARTING and h.heartbeat_at is not None
     )
     retry_run = tuple(
-        h.host_id for h in alive if h.status is HostStatus.STARTING and not h.task_arn
+        h.host_id
+        for h in alive
+        if h.status is HostStatus.STARTING
+        and not h.task_arn
+        and (h.retry_at is None or now >= h.retry_at)
     )
     finish = tuple(
         h.host_id

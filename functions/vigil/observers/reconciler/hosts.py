@@ -96,10 +96,13 @@ class HostManager:
             kind: [name for name, due in names.items() if due <= now]
             for kind, names in wanting.items()
         }
+        # A waiting observer already assigned to an accepting host (its placement unconfirmed, or
+        # its host's RunTask failing) has its slot: counting it again would start a spare host.
+        placed = {n for h in hosts if h.accepting for n in h.assigned}
         plan = plan_hosts(
             hosts,
             running,
-            {k: len(v) for k, v in waiting.items()},
+            {k: sum(1 for n in v if n not in placed) for k, v in waiting.items()},
             self.placer.placements,
             now,
             self.settings,
