@@ -22,6 +22,13 @@ def an_ordinary_minute(pool: PooledFleet) -> None:
     pool.heartbeat_all()
 
 
+def placed(pool: PooledFleet, *names: str) -> None:
+    """Pooled observers created, their hosts heartbeating, promoted by an ordinary pass."""
+    create(pool, *names)
+    an_ordinary_minute(pool)
+    resync(pool, "promote")
+
+
 def on_host(pool: PooledFleet, host_id: str) -> list[str]:
     return sorted(pool.host(host_id).assigned)
 
@@ -64,9 +71,7 @@ def test_a_loss_interrupted_by_a_dynamodb_error_is_finished_by_the_next_pass(
     pooled_only: PooledFleet,
 ) -> None:
     pool = pooled_only
-    create(pool, "a", "b", "c", "d")
-    an_ordinary_minute(pool)
-    resync(pool, "promote")
+    placed(pool, "a", "b", "c", "d")
     victim = pool.item("a")["host"]
     moving = on_host(pool, victim)
     pool.stop_host_task(victim)
@@ -95,9 +100,7 @@ def test_a_stopped_event_whose_stop_task_fails_is_finished_by_the_next_pass(
     pooled_only: PooledFleet,
 ) -> None:
     pool = pooled_only
-    create(pool, "a", "b")
-    an_ordinary_minute(pool)
-    resync(pool, "promote")
+    placed(pool, "a", "b")
     victim = pool.item("a")["host"]
     moving = on_host(pool, victim)
     # When the host's STOPPED event is handled but StopTask fails (its task runs on)
@@ -141,9 +144,7 @@ def test_an_ordinary_pooled_pass_emits_desired_and_running_without_reading_obser
     pooled_only: PooledFleet,
 ) -> None:
     pool = pooled_only
-    create(pool, "a", "b", "c", "d")
-    an_ordinary_minute(pool)
-    resync(pool, "promote")
+    placed(pool, "a", "b", "c", "d")
     an_ordinary_minute(pool)
     pool.metrics.clear()
     pool.counter.reset()
@@ -164,9 +165,7 @@ def test_an_ordinary_pooled_pass_emits_desired_and_running_without_reading_obser
 
 def test_observers_backing_off_count_as_desired_not_running(pooled_only: PooledFleet) -> None:
     pool = pooled_only
-    create(pool, "a", "b")
-    an_ordinary_minute(pool)
-    resync(pool, "promote")
+    placed(pool, "a", "b")
     # When "a" crashes and backs off (PENDING until its next start, in the waiting index)
     for _ in range(2):
         change = pool.host_exit("a", 1, "crashed")
@@ -190,33 +189,12 @@ def shortfall(pool: PooledFleet) -> float:
 
 
 def new_revision(pool: PooledFleet) -> None:
-    pool.pooled_definition_arn = pool.ecs_client.register_task_definition(
-        family="vigil-observer-pooled-ticker",
-        requiresCompatibilities=["FARGATE"],
-        networkMode="awsvpc",
-        cpu="512",
-        memory="1024",
-        containerDefinitions=[{"name": "observer", "image": "vigil/observer:v2", "memory": 1024}],
-    )["taskDefinition"]["taskDefinitionArn"]
-
-
-def hand_overs_complete(pool: PooledFleet) -> None:
-    """The host processes' side: a child taken off its host checkpoints, exits and is reported."""
-    for host in pool.hosts().values():
-        for name, generation in host.handover.items():
-            item = pool.item(name)
-            if item.get("host") == host.host_id and item["generation"] == generation:
-                change = pool.host_exit(name, 0, "handed over")
-                pool.reconciler().on_records(
-                    changed_records([stream(change["new"], change["old"])])
-                )
+    pool.pooled_definition_arn = pool.register_pooled_revision("vigil/observer:v2")
 
 
 def test_observers_handed_over_by_a_rollout_are_not_a_shortfall(pooled_only: PooledFleet) -> None:
     pool = pooled_only
-    create(pool, "a", "b", "c", "d", "e", "f")  # two full hosts of K = 3
-    an_ordinary_minute(pool)
-    resync(pool, "promote")
+    placed(pool, "a", "b", "c", "d", "e", "f")  # two full hosts of K = 3
     new_revision(pool)
     # When the rollout runs pass after pass, hand-overs always in flight
     seen_in_flight = 0
@@ -229,20 +207,18 @@ def test_observers_handed_over_by_a_rollout_are_not_a_shortfall(pooled_only: Poo
         # Then no pass counts a planned hand-over as missing
         assert shortfall(pool) == 0, (step, values)
         seen_in_flight = max(seen_in_flight, int(values["FleetHandingOver"]))
-        hand_overs_complete(pool)
+        pool.complete_hand_overs()
     assert seen_in_flight >= 1
 
 
 def test_a_host_lost_during_a_rollout_is_still_a_shortfall(pooled_only: PooledFleet) -> None:
     pool = pooled_only
-    create(pool, "a", "b", "c", "d", "e", "f")
-    an_ordinary_minute(pool)
-    resync(pool, "promote")
+    placed(pool, "a", "b", "c", "d", "e", "f")
     new_revision(pool)
     pool.clock.advance(timedelta(seconds=30))
     pool.heartbeat_all()
     resync(pool, "roll-0")
-    hand_overs_complete(pool)
+    pool.complete_hand_overs()
     # When a host that is not handing over dies in the middle of the rollout
     steady = next(
         h
@@ -275,12 +251,7 @@ def test_hosts_starting_past_the_start_timeout_are_a_gauge_per_kind(
     pooled_only: PooledFleet,
 ) -> None:
     pool = pooled_only
-    refusing = pool.ecs_client.run_task
-
-    def refuse(**request: Any) -> dict[str, Any]:
-        return {"tasks": [], "failures": [{"reason": "RESOURCE:FARGATE", "detail": "quota"}]}
-
-    pool.ecs_client.run_task = refuse  # type: ignore[method-assign]
+    pool.refuse_run_task()
     create(pool, "a")
     an_ordinary_minute(pool)
     pool.metrics.clear()
@@ -290,7 +261,6 @@ def test_hosts_starting_past_the_start_timeout_are_a_gauge_per_kind(
     pool.metrics.clear()
     resync(pool, "stuck")
     assert ("HostsStuckStarting", POOLED, 1) in pool.metrics
-    pool.ecs_client.run_task = refusing  # type: ignore[method-assign]
 
 
 # 5. A kind whose hosts cannot start answers clearly, and retries without a storm -----------------
@@ -300,15 +270,8 @@ def test_a_kind_without_host_capacity_says_so_backs_off_and_clears_the_reason(
     pooled_only: PooledFleet,
 ) -> None:
     pool = pooled_only
-    real = pool.ecs_client.run_task
-    refused: list[str] = []
-
-    def refuse(**request: Any) -> dict[str, Any]:
-        refused.append(str(request["clientToken"]))
-        return {"tasks": [], "failures": [{"reason": "RESOURCE:FARGATE", "detail": "quota"}]}
-
-    pool.ecs_client.run_task = refuse  # type: ignore[method-assign]
     # Given ECS refuses every RunTask for the kind's host (capacity, quota)
+    refused = pool.refuse_run_task()
     create(pool, "a", "b")
     # Then each waiting observer says why it waits, naming ECS's answer
     for name in ("a", "b"):
@@ -324,7 +287,7 @@ def test_a_kind_without_host_capacity_says_so_backs_off_and_clears_the_reason(
     assert 2 <= len(refused) <= 7, refused
     assert set(refused) == {f"{POOLED}-h001"}  # one host, one clientToken: never a second host
     # When capacity is back, Then the host starts, the observers are placed, the reason is gone
-    pool.ecs_client.run_task = real  # type: ignore[method-assign]
+    pool.allow_run_task()
     for minute in range(6):
         pool.clock.advance(timedelta(minutes=1))
         pool.heartbeat_all()
