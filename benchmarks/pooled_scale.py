@@ -77,7 +77,8 @@ def _pooled_fleet(observers: int, clock: ManualClock) -> tuple[PooledFleet, Timi
         arn = ecs.run_host(host_id=host_id, kind=POOLED, slots=K)
         names = [f"obs-{index * K + slot:05d}" for slot in range(K)]
         fleet.dynamodb.put_item(
-            TableName=HOSTS_TABLE, Item=to_wire(_host_item(host_id, arn, names, clock()))
+            TableName=HOSTS_TABLE,
+            Item=to_wire(_host_item(host_id, arn, names, clock(), fleet.pooled_definition_arn)),
         )
         placed += [
             (fleet.pooled(n, status=Status.RUNNING, generation=1, task_arn=arn, host=host_id))
@@ -90,7 +91,11 @@ def _pooled_fleet(observers: int, clock: ManualClock) -> tuple[PooledFleet, Timi
     return fleet, timing, PagedListTasks(fleet.ecs_client, timing)
 
 
-def _host_item(host_id: str, arn: str, names: list[str], now: datetime) -> dict[str, Any]:
+def _host_item(
+    host_id: str, arn: str, names: list[str], now: datetime, task_definition: str = ""
+) -> dict[str, Any]:
+    """A healthy host on the kind's current revision (another revision would make the
+    "healthy" pass start a rollout)."""
     return {
         "host_id": host_id,
         "kind": POOLED,
@@ -100,7 +105,8 @@ def _host_item(host_id: str, arn: str, names: list[str], now: datetime) -> dict[
         "running": {n: {"generation": 1, "state": "running"} for n in names},
         "handover": {},
         "task_arn": arn,
-        "task_definition": "arn:aws:ecs:us-east-1:123456789012:task-definition/vigil-pooled:1",
+        "task_definition": task_definition
+        or "arn:aws:ecs:us-east-1:123456789012:task-definition/vigil-observer-pooled-ticker:1",
         "heartbeat_at_ms": epoch_ms(now),
         "created_at_ms": epoch_ms(now - timedelta(hours=2)),
         "start_attempts": 0,

@@ -123,6 +123,7 @@ class Monitoring(Construct):
                 left=[
                     fleet.metric(ObserverMetric.FLEET_DESIRED, "Maximum", MINUTE),
                     fleet.metric(ObserverMetric.FLEET_RUNNING, "Maximum", MINUTE),
+                    fleet.metric(ObserverMetric.FLEET_HANDING_OVER, "Maximum", MINUTE),
                 ],
                 width=8,
             ),
@@ -170,6 +171,24 @@ class Monitoring(Construct):
                 width=12,
             ),
         )
+        if fleet.pooled_kinds:
+            self.dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title="pooled hosts: lost (per 5 min)",
+                    left=[
+                        fleet.kind_metric(ObserverMetric.HOST_LOST, k) for k in fleet.pooled_kinds
+                    ],
+                    width=12,
+                ),
+                cloudwatch.GraphWidget(
+                    title="pooled hosts: STARTING past the start timeout",
+                    left=[
+                        fleet.kind_metric(ObserverMetric.HOSTS_STUCK_STARTING, k, "Maximum", MINUTE)
+                        for k in fleet.pooled_kinds
+                    ],
+                    width=12,
+                ),
+            )
         for kind, definition in fleet.task_definitions.items():
             self.dashboard.add_widgets(*kind_row(kind, fleet.cluster, definition))
 

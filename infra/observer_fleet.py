@@ -677,6 +677,8 @@ class ObserverFleet(Construct):
             periods=SHORTFALL_MINUTES,
             gauge=True,
         )
+        for kind in self.pooled_kinds:
+            alarms.update(self._host_alarms(kind))
         alarms["ReconcilerErrors"] = alarm_above_zero(
             self,
             "ReconcilerErrorsAlarm",
@@ -691,7 +693,54 @@ class ObserverFleet(Construct):
         )
         return alarms
 
+    def _host_alarms(self, kind: str) -> dict[str, cloudwatch.Alarm]:
+        """A pooled kind's hosts: one lost (its observers were moved; find out why), or hosts
+        that do not start (RunTask refused: capacity, quota; or a task that never heartbeats)."""
+        look = f"`vigil hosts list --kind {kind}` (status, reason, heartbeat age)"
+        return {
+            f"HostLost-{kind}": alarm_above_zero(
+                self,
+                f"HostLostAlarm-{kind}",
+                description=f"Vigil observers: a host of the pooled kind {kind} was LOST (no "
+                f"heartbeat for 3 intervals, or its task stopped); its observers were moved. "
+                f"Type {look}, then `vigil observers list` for where they run now.",
+                metric=self.kind_metric(ObserverMetric.HOST_LOST, kind),
+            ),
+            f"HostsStuckStarting-{kind}": alarm_above_zero(
+                self,
+                f"HostsStuckStartingAlarm-{kind}",
+                description=f"Vigil observers: hosts of the pooled kind {kind} have been "
+                f"STARTING longer than the start timeout (RunTask failing: no capacity, a quota; "
+                f"or the task never heartbeats); observers wait for them. Type {look}; the "
+                "reason names ECS's answer.",
+                metric=self.kind_metric(
+                    ObserverMetric.HOSTS_STUCK_STARTING, kind, "Maximum", Duration.minutes(1)
+                ),
+                gauge=True,
+            ),
+        }
+
     # Monitoring handles -------------------------------------------------------------------------
+
+    @property
+    def pooled_kinds(self) -> list[str]:
+        return sorted(kind for kind, spec in self.kinds.items() if spec.pooled)
+
+    def kind_metric(
+        self,
+        metric: ObserverMetric,
+        kind: str,
+        statistic: str = "Sum",
+        period: Duration = Duration.minutes(5),
+    ) -> cloudwatch.Metric:
+        """A metric the reconciler emits per kind (``kind`` dimension)."""
+        return cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=str(metric),
+            dimensions_map={"service": SERVICE, "kind": kind},
+            statistic=statistic,
+            period=period,
+        )
 
     def metric(
         self, metric: ObserverMetric, statistic: str = "Sum", period: Duration = Duration.minutes(5)
@@ -700,15 +749,19 @@ class ObserverFleet(Construct):
         return fleet_metric(metric, statistic, period)
 
     def shortfall_metric(self) -> cloudwatch.MathExpression:
-        """Observers wanted running minus observers running, as each resync saw them."""
+        """Observers wanted running minus observers running, as each resync saw them, less those
+        in a planned hand-over within their kind's ``max_unavailable`` (a rollout is no shortfall)."""
         return cloudwatch.MathExpression(
-            expression="desired - running",
+            expression="desired - running - FILL(handover, 0)",
             using_metrics={
                 "desired": self.metric(
                     ObserverMetric.FLEET_DESIRED, "Maximum", Duration.minutes(1)
                 ),
                 "running": self.metric(
                     ObserverMetric.FLEET_RUNNING, "Maximum", Duration.minutes(1)
+                ),
+                "handover": self.metric(
+                    ObserverMetric.FLEET_HANDING_OVER, "Maximum", Duration.minutes(1)
                 ),
             },
             label="running below desired",

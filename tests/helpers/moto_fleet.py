@@ -108,17 +108,24 @@ class MotoFleet:
         self.task_definition_arn = self.register_revision("vigil/observer:test")
         self.dlq_url = self.sqs.create_queue(QueueName="vigil-observers-dlq")["QueueUrl"]
 
-    def register_revision(self, image: str) -> str:
-        """A revision of the kind's task definition family (a deploy registers the next one)."""
+    def register_revision(
+        self,
+        image: str,
+        *,
+        family: str = "vigil-observer-ticker",
+        cpu: int = 256,
+        memory: int = 512,
+    ) -> str:
+        """A revision of a kind's task definition family (a deploy registers the next one)."""
         return str(
             self.ecs_client.register_task_definition(
-                family="vigil-observer-ticker",
+                family=family,
                 requiresCompatibilities=["FARGATE"],
                 networkMode="awsvpc",
-                cpu="256",
-                memory="512",
+                cpu=str(cpu),
+                memory=str(memory),
                 containerDefinitions=[
-                    {"name": CONTAINER, "image": image, "memory": 512, "essential": True}
+                    {"name": CONTAINER, "image": image, "memory": memory, "essential": True}
                 ],
             )["taskDefinition"]["taskDefinitionArn"]
         )

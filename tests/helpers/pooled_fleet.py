@@ -47,16 +47,13 @@ class PooledFleet(MotoFleet):
     def __post_init__(self) -> None:
         super().__post_init__()
         create_hosts_table(self.dynamodb)
-        self.pooled_definition_arn = self.ecs_client.register_task_definition(
-            family="vigil-observer-pooled-ticker",
-            requiresCompatibilities=["FARGATE"],
-            networkMode="awsvpc",
-            cpu="512",
-            memory="1024",
-            containerDefinitions=[
-                {"name": CONTAINER, "image": "vigil/observer:test", "memory": 1024}
-            ],
-        )["taskDefinition"]["taskDefinitionArn"]
+        self.pooled_definition_arn = self.register_pooled_revision("vigil/observer:test")
+
+    def register_pooled_revision(self, image: str) -> str:
+        """A revision of the pooled kind's task definition (a deploy registers the next one)."""
+        return self.register_revision(
+            image, family="vigil-observer-pooled-ticker", cpu=512, memory=1024
+        )
 
     @property
     def placements(self) -> dict[str, KindOptions]:
@@ -158,6 +155,33 @@ class PooledFleet(MotoFleet):
         )
         self.dynamodb.update_item(TableName=TABLE, Key=to_wire({"name": name}), **update.request())
         return {"new": self.item(name), "old": old}
+
+    def refuse_run_task(self, reason: str = "RESOURCE:FARGATE") -> list[str]:
+        """ECS starts nothing from now on (a ``failures`` answer: capacity, a quota); answers the
+        list the refused requests' clientTokens are appended to. ``allow_run_task`` undoes it."""
+        refused: list[str] = []
+
+        def refuse(**request: Any) -> dict[str, Any]:
+            refused.append(str(request["clientToken"]))
+            return {"tasks": [], "failures": [{"reason": reason, "detail": "refused"}]}
+
+        self.ecs_client.run_task = refuse
+        return refused
+
+    def allow_run_task(self) -> None:
+        del self.ecs_client.run_task  # the client's own method again
+
+    def complete_hand_overs(self) -> None:
+        """What host processes do with observers taken off them: the child checkpoints and
+        exits, the host reports it (HOST_EXIT), and the stream pass places the next generation."""
+        for host in self.hosts().values():
+            for name, generation in host.handover.items():
+                item = self.item(name)
+                if item.get("host") == host.host_id and item["generation"] == generation:
+                    change = self.host_exit(name, 0, "handed over")
+                    self.reconciler().on_records(
+                        changed_records([stream(change["new"], change["old"])])
+                    )
 
     def stop_host_task(self, host_id: str) -> str:
         arn = self.host(host_id).task_arn

@@ -65,13 +65,14 @@ def test_the_new_alarms_watch_failed_observers_shortfall_reconciler_and_api(
     shortfall = alarms["FleetShortfallAlarm"]
     assert shortfall["EvaluationPeriods"] == shortfall["DatapointsToAlarm"] == 5
     (expression,) = [q for q in shortfall["Metrics"] if "Expression" in q]
-    assert expression["Expression"] == "desired - running"
+    # Observers in a planned hand-over (a rollout within max_unavailable) are not missing
+    assert expression["Expression"] == "desired - running - FILL(handover, 0)"
     names = {
         q["MetricStat"]["Metric"]["MetricName"]
         for q in shortfall["Metrics"]
         if "Id" in q and "MetricStat" in q
     }
-    assert names == {"FleetDesiredRunning", "FleetRunning"}
+    assert names == {"FleetDesiredRunning", "FleetRunning", "FleetHandingOver"}
     assert alarms["ReconcilerErrorsAlarm"]["MetricName"] == "Errors"
     assert alarms["Api5xxAlarm"]["MetricName"] == "5XXError"
     assert alarms["ReconcilerFailuresAlarm"]["MetricName"] == "ApproximateNumberOfMessagesVisible"

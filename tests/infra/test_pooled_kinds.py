@@ -166,3 +166,34 @@ def test_the_reconciler_may_query_the_waiting_index(
         if "dynamodb:Query" in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
     ]
     assert any(WAITING_INDEX in json.dumps(stack.resolve(s["Resource"])) for s in queries)
+
+
+def test_each_pooled_kind_alarms_on_lost_and_stuck_hosts_telling_what_to_type(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, _, _ = built
+    alarms = template.find_resources("AWS::CloudWatch::Alarm")
+    by_metric = {
+        props["Properties"].get("MetricName"): props["Properties"]
+        for props in alarms.values()
+        if {"Name": "kind", "Value": "pooled-ticker"} in props["Properties"].get("Dimensions", [])
+    }
+    lost, stuck = by_metric["HostLost"], by_metric["HostsStuckStarting"]
+    for alarm in (lost, stuck):
+        assert alarm["Namespace"] == "Vigil"
+        assert {"Name": "service", "Value": "vigil"} in alarm["Dimensions"]
+        assert "vigil hosts list --kind pooled-ticker" in alarm["AlarmDescription"]
+    assert lost["Statistic"] == "Sum" and lost["TreatMissingData"] == "notBreaching"
+    assert stuck["Statistic"] == "Maximum" and stuck["TreatMissingData"] == "ignore"
+    # A dedicated kind has no hosts, so no host alarm
+    assert not [
+        a
+        for a in alarms.values()
+        if {"Name": "kind", "Value": "ticker"} in a["Properties"].get("Dimensions", [])
+    ]
+
+
+def test_the_dashboard_shows_lost_and_stuck_hosts_per_pooled_kind(synthesized: Any) -> None:
+    (dashboard,) = synthesized.resources("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    assert "HostLost" in body and "HostsStuckStarting" in body

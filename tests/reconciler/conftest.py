@@ -28,3 +28,14 @@ def pool(aws: None, clock: ManualClock) -> Iterator[PooledFleet]:
         yield built
     finally:
         default_task_transitions()
+
+
+@pytest.fixture
+def pooled_only(aws: None, clock: ManualClock) -> Iterator[PooledFleet]:
+    """A fleet whose only kind is the pooled ``pooled-ticker`` (K = 3): its resync reads the
+    fleet index only on sweep minutes, so what the manager misses waits for the sweep."""
+    built = PooledFleet(clock, with_dedicated=False)
+    try:
+        yield built
+    finally:
+        default_task_transitions()

@@ -18,6 +18,7 @@ import pytest
 from tests.helpers.monitoring import Series, series_read
 from tests.helpers.moto_fleet import MotoFleet
 from vigil import telemetry
+from vigil.contract.metrics import powertools_environment
 from vigil.jobs import scheduled_job
 from vigil.observers.fleet_gauges import fleet_gauges
 from vigil.observers.model import Status
@@ -114,6 +115,9 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
     monkeypatch: pytest.MonkeyPatch,
     fresh_metrics: None,
 ) -> None:
+    # The functions' Powertools environment, as deployed (per-kind metrics take `service` from it)
+    for name, value in powertools_environment().items():
+        monkeypatch.setenv(name, value)
     # The fleet: a resync (gauges, pass duration), then every other fleet metric once via the sink
     fleet.running_task("alive", 1)
     assert fleet.reconciler(metric=powertools_metric).resync(holder="r-1") is not None

@@ -288,19 +288,6 @@ def test_a_repeated_stopped_event_of_a_lost_host_does_nothing(pool: PooledFleet)
 # Moving observers on purpose: rollouts and rebalances --------------------------------------------
 
 
-def _hand_overs_complete(pool: PooledFleet) -> None:
-    """What host processes do with observers taken off them: the child checkpoints and exits, the
-    host reports it (HOST_EXIT), and the stream pass places the next generation."""
-    for host in pool.hosts().values():
-        for name, generation in host.handover.items():
-            item = pool.item(name)
-            if item.get("host") == host.host_id and item["generation"] == generation:
-                change = pool.host_exit(name, 0, "handed over")
-                pool.reconciler().on_records(
-                    changed_records([stream(change["new"], change["old"])])
-                )
-
-
 def test_a_new_task_definition_rolls_every_pooled_observer_onto_new_hosts(
     pool: PooledFleet,
 ) -> None:
@@ -324,7 +311,7 @@ def test_a_new_task_definition_rolls_every_pooled_observer_onto_new_hosts(
         pool.heartbeat_all()
         resync(pool, f"roll-{step}")
         in_flight.append(sum(len(h.handover) for h in pool.hosts().values() if h.assigned == {}))
-        _hand_overs_complete(pool)
+        pool.complete_hand_overs()
         if all(pool.item(n).get("host") not in old_hosts for n in "abcdef"):
             break
     hosts = pool.hosts()
@@ -351,7 +338,7 @@ def test_a_rebalance_request_evens_the_load_and_is_cleared(pool: PooledFleet) ->
     assert sorted(h.used for h in pool.hosts().values()) == [1, 3]
     RebalanceRequests(pool.dynamodb, HOSTS_TABLE).request(POOLED, 5, "operator", pool.clock())
     resync(pool, "rebalance")
-    _hand_overs_complete(pool)
+    pool.complete_hand_overs()
     pool.heartbeat_all()
     assert sorted(h.used for h in pool.hosts().values()) == [2, 2]
     markers = pool.dynamodb.scan(TableName=HOSTS_TABLE, ConsistentRead=True)["Items"]

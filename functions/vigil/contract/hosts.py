@@ -93,12 +93,17 @@ HOST_ATTRIBUTES = (
     "status_reason",
     "handover",
     "start_attempts",
+    "retry_at_ms",
+    "evacuated",
     "version",
 )
 """Every attribute of a host item besides its key; ``assigned`` and ``running`` are maps keyed by
 observer name (``assigned[name]`` is a generation; ``running[name]`` is {"generation", "state"}).
 ``handover`` (reconciler only, the host ignores it) keeps name -> generation of the observers a
-DRAINING host was told to give up, so they are moved even if their exit report never comes."""
+DRAINING host was told to give up, so they are moved even if their exit report never comes.
+``retry_at_ms`` (reconciler only): after a failed RunTask, when the next one may be tried (backoff).
+``evacuated`` (reconciler only) is set on a LOST or STOPPED host once its task is stopped and every
+observer it had is moved: until then each pass finishes the job (a loss interrupted by an error)."""
 
 OBSERVER_HOST = "host"
 """On an observer's registry item: the host id its current generation is placed on (absent for

@@ -49,6 +49,11 @@ class ObserverMetric(StrEnum):
     HEARTBEAT_STALE = "ObserverHeartbeatStale"
     FENCED = "ObserverFenced"
     RECONCILE_DURATION = "ReconcilePassDuration"
+    HOST_LOST = "HostLost"
+    """A pooled host marked LOST (silent for 3 intervals, or its task stopped), per kind."""
+    HOSTS_STUCK_STARTING = "HostsStuckStarting"
+    """Gauge per pooled kind, every resync: hosts STARTING for longer than the start timeout
+    (RunTask keeps failing, or the task never heartbeats)."""
     # Gauges every resync emits for the whole fleet (vigil.observers.fleet_gauges).
     FLEET_DESIRED = "FleetDesiredRunning"
     FLEET_PENDING = "FleetPending"
@@ -58,6 +63,9 @@ class ObserverMetric(StrEnum):
     FLEET_STOPPED = "FleetStopped"
     FLEET_FAILED = "FleetFailed"
     FLEET_OLDEST_HEARTBEAT_AGE = "FleetOldestHeartbeatAge"
+    FLEET_HANDING_OVER = "FleetHandingOver"
+    """Observers in a planned hand-over (a rollout, a drain, a rebalance) within their kind's
+    ``max_unavailable``: FleetShortfall does not count them as missing."""
 
 
 METRIC_UNITS: dict[str, str] = {

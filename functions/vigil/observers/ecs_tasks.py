@@ -52,6 +52,10 @@ class Launched:
     capacity: Capacity
 
 
+RUN_TASK_FAILURES = "RunTask failures: "
+"""How a RunTask answer's ``failures`` list starts the reason (ECS started nothing)."""
+
+
 class RunTaskFailed(Exception):
     """RunTask did not start the task: an error code or an entry of its ``failures`` list."""
 
@@ -269,7 +273,7 @@ class EcsTasks:
             reasons = "; ".join(
                 f"{f.get('reason')} {f.get('detail') or ''}".strip() for f in failures
             )
-            raise RunTaskFailed(f"RunTask failures: {reasons}", transient=True, refused=True)
+            raise RunTaskFailed(f"{RUN_TASK_FAILURES}{reasons}", transient=True, refused=True)
         tasks = response.get("tasks") or []
         if not tasks:
             raise RunTaskFailed("RunTask returned no task and no failure", transient=True)

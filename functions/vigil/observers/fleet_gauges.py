@@ -2,15 +2,32 @@
 
 Every resync emits every gauge, zeros included, so a graph never has gaps where nothing is FAILED and
 an alarm on "running below desired" compares two series sampled at the same instant.
+
+Pooled kinds: their share of desired and running comes from what every pass reads anyway (the
+hosts scan and the waiting index, :func:`pooled_counts`), on every pass, so an all-pooled fleet,
+whose resync reads the fleet index only every ``sweep_minutes``, still feeds FleetShortfall each
+minute. The same source on every pass (sweep or not) keeps the series free of a sawtooth. A pooled
+FAILED observer is on no host and in no index: it is not in the pooled desired count (the sweep's
+FleetFailed gauge and its alarm report it).
+
+FleetHandingOver: pooled observers in a planned hand-over (their old host still stopping them, or
+their next generation not yet running on the new host), at most the kind's ``max_unavailable``
+budget; FleetShortfall subtracts it, so a long rollout does not alarm while one that loses more
+than its budget (a host dies meanwhile) still does. Dedicated hand-overs are not counted yet.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
+from vigil.contract.hosts import DEFAULT_MAX_UNAVAILABLE, LIVE_HOST_STATUSES
 from vigil.observers.decisions import Record
+from vigil.observers.hosts.model import Host
 from vigil.observers.model import Desired, Status
+from vigil.observers.rollout import budget
 from vigil.telemetry import ObserverMetric
 
 BY_STATUS: dict[Status, ObserverMetric] = {
@@ -39,4 +56,65 @@ def fleet_gauges(records: Iterable[Record], now: datetime) -> dict[ObserverMetri
         if observer.status is Status.RUNNING and observer.heartbeat_at is not None:
             oldest = max(oldest, (now - observer.heartbeat_at).total_seconds())
     gauges[ObserverMetric.FLEET_OLDEST_HEARTBEAT_AGE] = oldest
+    gauges[ObserverMetric.FLEET_HANDING_OVER] = 0.0
     return gauges
+
+
+@dataclass(frozen=True)
+class PooledCounts:
+    """Pooled observers wanted running and running, from the hosts and the waiting index."""
+
+    desired: int = 0
+    running: int = 0
+    handing_over: int = 0
+
+    def gauges(self, dedicated: Iterable[Record] = ()) -> dict[ObserverMetric, float]:
+        """Desired, running and handing over: these counts plus the dedicated records'."""
+        desired, running = float(self.desired), float(self.running)
+        for record in dedicated:
+            desired += record.observer.desired is Desired.RUNNING
+            running += record.observer.status is Status.RUNNING
+        return {
+            ObserverMetric.FLEET_DESIRED: desired,
+            ObserverMetric.FLEET_RUNNING: running,
+            ObserverMetric.FLEET_HANDING_OVER: float(self.handing_over),
+        }
+
+
+def pooled_counts(
+    hosts: Iterable[Host], waiting: Mapping[str, Iterable[str]], max_unavailable: Mapping[str, int]
+) -> PooledCounts:
+    """Wanted: every observer assigned to a host (or still on a LOST/STOPPED one whose loss is
+    unfinished), still stopping on a host that handed it over, or waiting (kind -> names) for a
+    placement. Running: those a live host's last heartbeat runs at their assigned generation.
+    Handing over: see the module's docstring."""
+    hosts = list(hosts)
+    kind_of = {name: kind for kind, names in waiting.items() for name in names}
+    running: set[str] = set()
+    stopping: set[str] = set()
+    handed: dict[str, int] = {}
+    """Name -> the generation a host handed over (its next one is the hand-over's)."""
+    for host in hosts:
+        handed.update(host.handover)
+        if host.status in LIVE_HOST_STATUSES:
+            kind_of.update(dict.fromkeys(host.assigned, host.kind))
+            stopping.update(n for n, g in host.handover.items() if host.runs(n, g))
+            kind_of.update(dict.fromkeys(stopping & host.handover.keys(), host.kind))
+            running.update(n for n, g in host.assigned.items() if host.runs(n, g))
+        elif not host.evacuated:
+            kind_of.update(dict.fromkeys(host.assigned, host.kind))
+    arriving = {
+        n
+        for host in hosts
+        if host.status in LIVE_HOST_STATUSES
+        for n, g in host.assigned.items()
+        if handed.get(n) == g - 1
+    }
+    moving = ((stopping | arriving) - running) & kind_of.keys()
+    wanted = Counter(kind_of.values())
+    in_flight = Counter(kind_of[n] for n in moving)
+    allowed = sum(
+        min(count, budget(max_unavailable.get(kind, DEFAULT_MAX_UNAVAILABLE), wanted[kind]))
+        for kind, count in in_flight.items()
+    )
+    return PooledCounts(desired=len(kind_of), running=len(running), handing_over=allowed)

@@ -140,17 +140,21 @@ class FleetStore:
                 return
             request["ExclusiveStartKey"] = last
 
-    def waiting(self, kind: str, now: datetime) -> list[str]:
-        """Names of pooled observers of ``kind`` due for a placement (the sparse index: one
-        Query page per 1 MB of keys, usually one)."""
+    def waiting(self, kind: str) -> dict[str, datetime]:
+        """Pooled observers of ``kind`` wanting a placement, with when each may be tried (the
+        sparse index's keys: one Query page per 1 MB, usually one). Those not due yet are
+        backing off: the fleet gauges count them as wanted and not running."""
         request = {
             "TableName": self._table,
             "IndexName": WAITING_INDEX,
-            "KeyConditionExpression": "#w = :kind AND #s <= :now",
-            "ExpressionAttributeNames": {"#w": WAITING_ATTRIBUTE, "#s": WAITING_SORT},
-            "ExpressionAttributeValues": to_wire({":kind": kind, ":now": epoch_ms(now)}),
+            "KeyConditionExpression": "#w = :kind",
+            "ExpressionAttributeNames": {"#w": WAITING_ATTRIBUTE},
+            "ExpressionAttributeValues": to_wire({":kind": kind}),
         }
-        return [str(item["name"]) for item in paginate(self._client.query, request)]
+        return {
+            str(item["name"]): from_epoch_ms(int(item[WAITING_SORT]))
+            for item in paginate(self._client.query, request)
+        }
 
     def get(self, name: str) -> Record | None:
         response = self._client.get_item(

@@ -30,6 +30,10 @@ class Host:
     heartbeat_at: datetime | None = None
     status_reason: str | None = None
     start_attempts: int = 0
+    retry_at: datetime | None = None
+    """After a failed RunTask: not tried again before then (backoff, not a RunTask every pass)."""
+    evacuated: bool = False
+    """LOST or STOPPED, its task stopped and every observer it had moved: nothing left to do."""
 
     @property
     def used(self) -> int:
@@ -67,4 +71,8 @@ def host_from_item(item: Mapping[str, Any]) -> Host:
         else None,
         status_reason=item.get("status_reason"),
         start_attempts=int(item.get("start_attempts", 0)),
+        retry_at=from_epoch_ms(int(item["retry_at_ms"]))
+        if item.get("retry_at_ms") is not None
+        else None,
+        evacuated=bool(item.get("evacuated", False)),
     )

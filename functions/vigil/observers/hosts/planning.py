@@ -16,6 +16,9 @@ Rules:
   one per kind per pass, so the fleet shrinks gradually and never below what a failover needs.
 * **Drain**: a DRAINING host hands every observer over; once it runs none, its task is stopped and
   it is STOPPED.
+* **Unfinished** (:func:`host_unfinished`): a LOST or STOPPED host not yet ``evacuated`` that still
+  names observers or whose task is still listed: a loss or a drain an error interrupted. The next
+  pass finishes it; a finished host costs nothing (no observer read).
 """
 
 from __future__ import annotations
@@ -49,6 +52,30 @@ def host_dead(
     return None
 
 
+def host_unfinished(host: Host, running_tasks: Collection[str] | None) -> bool:
+    """Whether a LOST or STOPPED host still has work left: observers to move, a task to stop."""
+    if host.status not in (HostStatus.LOST, HostStatus.STOPPED) or host.evacuated:
+        return False
+    listed = running_tasks is not None and host.task_arn in running_tasks
+    return bool(host.assigned or host.handover or listed)
+
+
+def stuck_starting(
+    hosts: Iterable[Host], kinds: Iterable[str], now: datetime, settings: Settings
+) -> dict[str, int]:
+    """Kind -> hosts STARTING for longer than the start timeout (zeros included, so the gauge
+    has no gaps): a kind that cannot get its hosts started."""
+    stuck = dict.fromkeys(kinds, 0)
+    for host in hosts:
+        if (
+            host.kind in stuck
+            and host.status is HostStatus.STARTING
+            and now - host.created_at >= settings.start_timeout
+        ):
+            stuck[host.kind] += 1
+    return stuck
+
+
 def choose_host(
     hosts: Iterable[Host], kind: str, prefer: str | None = None, name: str | None = None
 ) -> Host | None:
@@ -80,13 +107,16 @@ class HostPlan:
     promote: tuple[str, ...] = ()
     """STARTING hosts that heartbeat: RUNNING."""
     retry_run: tuple[str, ...] = ()
-    """STARTING hosts whose RunTask has not succeeded yet: RunTask again (same clientToken)."""
+    """STARTING hosts whose RunTask has not succeeded yet and whose backoff is over: RunTask
+    again (same clientToken)."""
     start: Mapping[str, int] = field(default_factory=dict)
     """kind -> how many new hosts to start."""
     drain: tuple[str, ...] = ()
     """Surplus hosts to mark DRAINING (their observers are handed over)."""
     finish: tuple[str, ...] = ()
     """DRAINING hosts that run nothing any more: StopTask, then STOPPED."""
+    evacuate: tuple[str, ...] = ()
+    """LOST or STOPPED hosts whose loss or drain is unfinished (:func:`host_unfinished`)."""
 
 
 def plan_hosts(
@@ -110,7 +140,11 @@ def plan_hosts(
         h.host_id for h in alive if h.status is HostStatus.STARTING and h.heartbeat_at is not None
     )
     retry_run = tuple(
-        h.host_id for h in alive if h.status is HostStatus.STARTING and not h.task_arn
+        h.host_id
+        for h in alive
+        if h.status is HostStatus.STARTING
+        and not h.task_arn
+        and (h.retry_at is None or now >= h.retry_at)
     )
     finish = tuple(
         h.host_id
@@ -135,7 +169,8 @@ def plan_hosts(
             start[kind] = more
         if surplus:
             drain.append(surplus)
-    return HostPlan(lost, promote, retry_run, start, tuple(drain), finish)
+    evacuate = tuple(h.host_id for h in all_hosts if host_unfinished(h, running_tasks))
+    return HostPlan(lost, promote, retry_run, start, tuple(drain), finish, evacuate)
 
 
 def _capacity(hosts: list[Host], waiting: int, placement: KindOptions) -> tuple[int, str | None]:

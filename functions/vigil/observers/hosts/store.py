@@ -106,13 +106,22 @@ class HostStore:
         return host_from_item(item)
 
     def record_task(self, host: Host, arn: str) -> Host:
-        update = Update().set("task_arn", arn).set("start_attempts", 0).remove("status_reason")
+        update = (
+            Update()
+            .set("task_arn", arn)
+            .set("start_attempts", 0)
+            .remove("status_reason", "retry_at_ms")
+        )
         update.condition(update.one_of("status", *ACCEPTING))
         return self._write(host, update)
 
-    def record_start_failure(self, host: Host, reason: str) -> Host:
+    def record_start_failure(self, host: Host, reason: str, retry_at: datetime) -> Host:
         update = Update().set_all(
-            {"status_reason": truncate(reason), "start_attempts": host.start_attempts + 1}
+            {
+                "status_reason": truncate(reason),
+                "start_attempts": host.start_attempts + 1,
+                "retry_at_ms": epoch_ms(retry_at),
+            }
         )
         return self._write(host, update)
 
@@ -140,6 +149,10 @@ class HostStore:
         if reason:
             update.set("status_reason", truncate(reason))
         return self._write(host, update)
+
+    def mark_evacuated(self, host: Host) -> Host:
+        """Its loss or drain is finished: no pass looks at its observers again."""
+        return self._write(host, Update().set("evacuated", True))
 
     def _write(self, host: Host, update: Update) -> Host:
         update.set("version", host.version + 1)

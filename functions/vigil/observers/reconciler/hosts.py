@@ -24,9 +24,10 @@ from vigil.contract.hosts import HostStatus
 from vigil.contract.observers import Desired, Status
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
+from vigil.observers.fleet_gauges import PooledCounts, pooled_counts
 from vigil.observers.fleet_store import FleetStore
 from vigil.observers.hosts.model import Host
-from vigil.observers.hosts.planning import HostPlan, plan_hosts
+from vigil.observers.hosts.planning import HostPlan, plan_hosts, stuck_starting
 from vigil.observers.hosts.store import HostConflict, HostStore
 from vigil.observers.rebalance_requests import RebalanceRequest
 from vigil.observers.reconciler.executor import Settler
@@ -34,8 +35,17 @@ from vigil.observers.reconciler.placer import Placer
 from vigil.observers.reconciler.report import PassReport, isolated
 from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
 from vigil.observers.rollout import HostView, plan_pooled, plan_rebalance
+from vigil.telemetry import ObserverMetric
 
 SWEEP_MINUTES = 10
+
+
+@dataclass(frozen=True)
+class HostsPass:
+    task_arns: set[str]
+    """Tasks that are hosts' (the orphan sweep leaves them alone)."""
+    counts: PooledCounts
+    """The pooled share of the fleet gauges."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,28 +85,46 @@ class HostManager:
 
     # The resync's share ---------------------------------------------------------------------------
 
-    def resync(self, running: set[str], report: PassReport) -> set[str]:
-        """One pass over the hosts; answers the task ARNs that are hosts (not orphans)."""
+    def resync(self, running: set[str], report: PassReport) -> HostsPass:
+        """One pass over the hosts: the task ARNs that are hosts (not orphans), and the pooled
+        observers wanted and running as the pass leaves them (the fleet gauges' pooled share)."""
         hosts, requests = self.hosts.scan_with_requests()
         self.placer.begin(hosts)
         now = self.clock()
-        waiting = {kind: self.store.waiting(kind, now) for kind in self.pooled_kinds}
+        wanting = {kind: self.store.waiting(kind) for kind in self.pooled_kinds}
+        waiting = {
+            kind: [name for name, due in names.items() if due <= now]
+            for kind, names in wanting.items()
+        }
+        # A waiting observer already assigned to an accepting host (its placement unconfirmed, or
+        # its host's RunTask failing) has its slot: counting it again would start a spare host.
+        placed = {n for h in hosts if h.accepting for n in h.assigned}
         plan = plan_hosts(
             hosts,
             running,
-            {k: len(v) for k, v in waiting.items()},
+            {k: sum(1 for n in v if n not in placed) for k, v in waiting.items()},
             self.placer.placements,
             now,
             self.settings,
         )
-        self._carry_out(plan, waiting, report)
+        self._carry_out(plan, waiting, running, report)
+        for kind, stuck in stuck_starting(hosts, self.pooled_kinds, now, self.settings).items():
+            self.placer.metric(ObserverMetric.HOSTS_STUCK_STARTING, kind, stuck)
         for kind in self.pooled_kinds:
             with isolated(f"rollout {kind}", report):
                 self._roll(kind, report)
         for request in requests:
             with isolated(f"rebalance {request.kind}", report):
                 self._rebalance(request)
-        return {h.task_arn for h in hosts if h.task_arn}
+        book = self.placer.all_hosts().values()
+        return HostsPass(
+            task_arns={h.task_arn for h in hosts if h.task_arn},
+            counts=pooled_counts(
+                book,
+                wanting,
+                {k: p.max_unavailable for k, p in self.placer.placements.items()},
+            ),
+        )
 
     # Moving observers on purpose: rollouts and rebalances -----------------------------------------
 
@@ -162,11 +190,20 @@ class HostManager:
                 with isolated(record.name, report):
                     self._settle_fresh(record.name, report)
 
-    def _carry_out(self, plan: HostPlan, waiting: dict[str, list[str]], report: PassReport) -> None:
+    def _carry_out(
+        self,
+        plan: HostPlan,
+        waiting: dict[str, list[str]],
+        running: set[str],
+        report: PassReport,
+    ) -> None:
         book = self.placer.all_hosts()
         for host_id, why in plan.lost:
             with isolated(host_id, report):
                 self.lose(book[host_id], why, report)
+        for host_id in plan.evacuate:
+            with isolated(host_id, report):
+                self._evacuate(book[host_id], "host lost", report, running)
         for host_id in plan.promote:
             with isolated(host_id, report):
                 self._mark(book[host_id], HostStatus.RUNNING, None)
@@ -191,15 +228,35 @@ class HostManager:
     def lose(self, host: Host, why: str, report: PassReport) -> None:
         """Mark LOST (its heartbeat is refused from now on), stop its task, move its observers.
 
-        Only once: a repeated STOPPED event for a host already LOST or STOPPED does nothing."""
+        Only once: a repeated STOPPED event for a host already LOST (and evacuated) or STOPPED
+        does nothing; one whose loss an error interrupted is finished."""
+        if host.status is HostStatus.LOST and not host.evacuated:
+            self._evacuate(host, f"host lost: {why}", report)
         if host.status in (HostStatus.LOST, HostStatus.STOPPED):
             return
         lost = self._mark(host, HostStatus.LOST, why)
         if lost is None or lost.status is not HostStatus.LOST:
             return
-        if lost.task_arn:
-            self.ecs.stop(lost.task_arn, f"host lost: {why}")
-        self._move_all(lost, report)
+        self.placer.metric(ObserverMetric.HOST_LOST, lost.kind, 1)
+        self._evacuate(lost, f"host lost: {why}", report)
+
+    def _evacuate(
+        self, host: Host, why: str, report: PassReport, running: set[str] | None = None
+    ) -> None:
+        """Stop its task (when ``running`` lists it, or always without a list) and move every
+        observer that still names it; ``evacuated`` only once all that succeeded, so an error
+        leaves the host for the next pass (``planning.host_unfinished``) to finish."""
+        errors = report.errors
+        if host.task_arn and (running is None or host.task_arn in running):
+            with isolated(host.host_id, report):
+                self.ecs.stop(host.task_arn, why)
+        self._move_all(host, report)
+        if report.errors == errors and (host.assigned or host.handover):
+            try:
+                current = self.placer.host(host.host_id) or host
+                self.placer.book.put(self.hosts.mark_evacuated(current))
+            except HostConflict:
+                pass  # changed meanwhile: the next pass looks again
 
     def drain(self, host: Host) -> None:
         """DRAINING: takes nothing new; each observer is handed over (its child checkpoints and
@@ -219,8 +276,8 @@ class HostManager:
         if host.task_arn:
             self.ecs.stop(host.task_arn, "drained")
         stopped = self._mark(host, HostStatus.STOPPED, "drained")
-        if stopped is not None:
-            self._move_all(stopped, report)
+        if stopped is not None and stopped.status is HostStatus.STOPPED:
+            self._evacuate(stopped, "drained", report, running=set())
 
     def _move_all(self, host: Host, report: PassReport) -> None:
         """Every observer the host had (assigned or handed over) that still names it."""

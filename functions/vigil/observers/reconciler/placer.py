@@ -12,7 +12,8 @@ Placing one observer, in order (each write conditional):
 
 A crash or a refused host write between 2 and 4 leaves the observer in the waiting index: the next
 pass places it again with the same generation. A host whose RunTask failed keeps its observers
-(STARTING, the reason on the observer) and RunTask is retried with the same clientToken.
+(STARTING, :func:`waiting_for_host` on the observer, cleared once placed) and RunTask is retried
+with the same clientToken after a backoff (``run_task_retry_delay``, as for a dedicated task).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from vigil.clock import Clock, system_clock
 from vigil.observers import decisions as d
-from vigil.observers.ecs_tasks import EcsTasks, RunTaskFailed
+from vigil.observers.ecs_tasks import RUN_TASK_FAILURES, EcsTasks, RunTaskFailed
 from vigil.observers.fleet_store import Conflict, FleetStore
 from vigil.observers.hosts.model import Host
 from vigil.observers.hosts.planning import choose_host
@@ -109,8 +110,10 @@ class Placer:
             arn = self.ecs.run_host(host_id=host.host_id, kind=host.kind, slots=host.slots)
         except RunTaskFailed as failed:
             self.metric(ObserverMetric.RUN_TASK_FAILED, host.kind, 1)
+            delay = d.run_task_retry_delay(host.start_attempts + 1, self.settings)
+            retry_at = self.clock() + delay
             try:
-                return self.book.put(self.hosts.record_start_failure(host, failed.reason))
+                return self.book.put(self.hosts.record_start_failure(host, failed.reason, retry_at))
             except HostConflict as conflict:
                 return self.book.put(conflict.current) if conflict.current else host
         try:
@@ -140,7 +143,7 @@ class Placer:
                 name, generation, host_id, host.task_arn, self.clock(), written_version
             )
             if host.status_reason and not host.task_arn:
-                self._note_failure(name, generation, f"host {host_id}: {host.status_reason}")
+                self._note_failure(name, generation, waiting_for_host(host.status_reason))
             return
         self._note_failure(name, generation, f"host {host_id} no longer takes it")
 
@@ -183,6 +186,11 @@ class Placer:
                 return
             except Conflict:
                 continue
+
+
+def waiting_for_host(reason: str) -> str:
+    """A waiting observer's reason (its ``STATUS_REASON``) while its host's RunTask fails."""
+    return f"waiting for a host: RunTask failed: {reason.removeprefix(RUN_TASK_FAILURES)}; retrying"
 
 
 def start_write(placer: Placer, record: d.Record, write: d.StartTask) -> d.StartTask:

@@ -77,22 +77,28 @@ class ResyncPass:
         when the fleet has dedicated kinds or a sweep is due (see ``reconciler.hosts``)."""
         report = PassReport()
         running = set(self.ecs.running())
-        host_tasks = manager.resync(running, report)
+        hosts = manager.resync(running, report)
         if not (self.dedicated_kinds or manager.sweep_due(self.clock())):
+            self._emit(hosts.counts.gauges())
             return report
-        records = self._read_fleet(report)
+        records = self._read_fleet(report, emit=False)
         pooled = [r for r in records if manager.placer.pooled(r.observer.kind)]
         dedicated = [r for r in records if not manager.placer.pooled(r.observer.kind)]
+        self._emit({**fleet_gauges(records, self.clock()), **hosts.counts.gauges(dedicated)})
         manager.check(pooled, report)
-        self._dedicated(dedicated, running - host_tasks, report)
+        self._dedicated(dedicated, running - hosts.task_arns, report)
         return report
 
-    def _read_fleet(self, report: PassReport) -> list[d.Record]:
+    def _read_fleet(self, report: PassReport, *, emit: bool = True) -> list[d.Record]:
         records = list(self.store.fleet())
         report.observers += len(records)
-        for gauge, value in fleet_gauges(records, self.clock()).items():
-            self.metric(gauge, None, value)
+        if emit:
+            self._emit(fleet_gauges(records, self.clock()))
         return records
+
+    def _emit(self, gauges: dict[ObserverMetric, float]) -> None:
+        for gauge, value in gauges.items():
+            self.metric(gauge, None, value)
 
     def _dedicated(self, records: list[d.Record], running: set[str], report: PassReport) -> None:
         to_describe: dict[str, d.Record] = {}
