@@ -145,9 +145,13 @@ class HostStore:
         return self._write(host, update)
 
     def mark(self, host: Host, status: HostStatus, reason: str | None = None) -> Host:
+        """Set ``status``; RUNNING (a promotion) only over STARTING: the host's own DRAINING
+        heartbeat bumps no ``version``, so the version alone would let RUNNING overwrite it."""
         update = Update().set("status", status.value)
         if reason:
             update.set("status_reason", truncate(reason))
+        if status is HostStatus.RUNNING:
+            update.condition(update.eq("status", HostStatus.STARTING.value))
         return self._write(host, update)
 
     def mark_evacuated(self, host: Host) -> Host:

@@ -299,6 +299,8 @@ class HostManager:
         for _ in range(MAX_DECISION_ROUNDS):
             if current is None or current.status in (HostStatus.LOST, HostStatus.STOPPED):
                 return current
+            if status is HostStatus.RUNNING and current.status is not HostStatus.STARTING:
+                return current  # a promotion is for a STARTING host only (never over DRAINING)
             try:
                 return self.placer.book.put(self.hosts.mark(current, status, why))
             except HostConflict as conflict:

@@ -1,0 +1,54 @@
+"""Gaps in the manager's handling of a host that drains itself (SIGTERM: it heartbeats DRAINING
+at once), and of dead hosts' items, each reproduced on moto before its fix."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from tests.helpers.hosts import mark_host
+from tests.helpers.observers import HOSTS_TABLE
+from tests.helpers.pooled_fleet import PooledFleet, create, resync
+from vigil.contract.hosts import HostStatus
+
+
+def an_ordinary_minute(pool: PooledFleet) -> None:
+    """Move the clock off a sweep minute (every 10th), where the fleet index is read anyway."""
+    pool.clock.advance(timedelta(minutes=1))
+    pool.heartbeat_all()
+
+
+class DrainsAfterScan:
+    """The moto DynamoDB client; right after the pass's scan of the hosts, the named host's own
+    heartbeat announces DRAINING (its SIGTERM), which bumps no ``version``."""
+
+    def __init__(self, client: Any, host_id: str) -> None:
+        self._client = client
+        self._host_id = host_id
+
+    def scan(self, **request: Any) -> Any:
+        page = self._client.scan(**request)
+        if request["TableName"] == HOSTS_TABLE:
+            mark_host(self._client, HOSTS_TABLE, self._host_id, status=HostStatus.DRAINING)
+        return page
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+# c. A promotion applies to a STARTING host only ------------------------------------------------
+
+
+def test_a_promotion_never_writes_running_over_a_host_that_drains_itself(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    create(pool, "a")
+    host_id = pool.item("a")["host"]
+    assert pool.heartbeat(host_id)
+    assert pool.host(host_id).status is HostStatus.STARTING
+    # When the host announces its shutdown between the pass's scan and its promotion
+    pool.clock.advance(timedelta(minutes=1))
+    pool.reconciler(dynamodb=DrainsAfterScan(pool.dynamodb, host_id)).resync("promote")
+    # Then it stays DRAINING (a RUNNING host would take observers back)
+    assert pool.host(host_id).status is HostStatus.DRAINING
