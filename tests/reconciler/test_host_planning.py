@@ -222,3 +222,17 @@ def test_a_kind_without_observers_keeps_no_host() -> None:
     assert plan_hosts([], None, {}, POOL, NOW, SETTINGS).start == {}
     idle = [host("h2"), host("h1")]
     assert plan_hosts(idle, None, {}, POOL, NOW, SETTINGS).drain == ("h1",)
+
+
+def test_an_observer_a_draining_host_has_not_started_is_placed_elsewhere_at_once() -> None:
+    starting = record(Status.STARTING)  # placed (no retry time), not running yet
+    draining = host("h1", "a", status=HostStatus.DRAINING)
+    assert decide_pooled(starting, draining, NOW, SETTINGS).effects == (d.RetryStart(1),)
+    # One the host already runs is handed over by the host (its exit report moves it)
+    runs = host("h1", "a", status=HostStatus.DRAINING, running={"a": {"generation": 1}})
+    assert decide_pooled(starting, runs, NOW, SETTINGS).write is None
+    assert not any(
+        isinstance(e, d.RetryStart) for e in decide_pooled(starting, runs, NOW, SETTINGS).effects
+    )
+    # On a RUNNING host it waits for its host as before
+    assert isinstance(decide_pooled(starting, host("h1", "a"), NOW, SETTINGS).effects[0], d.Ignore)

@@ -9,6 +9,7 @@ from typing import Any
 from tests.helpers.hosts import mark_host
 from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import PooledFleet, create, resync
+from vigil.clock import epoch_ms
 from vigil.contract.hosts import HostStatus
 
 
@@ -52,3 +53,47 @@ def test_a_promotion_never_writes_running_over_a_host_that_drains_itself(
     pool.reconciler(dynamodb=DrainsAfterScan(pool.dynamodb, host_id)).resync("promote")
     # Then it stays DRAINING (a RUNNING host would take observers back)
     assert pool.host(host_id).status is HostStatus.DRAINING
+
+
+def placed(pool: PooledFleet, *names: str) -> str:
+    """Pooled observers created on one host, heartbeating, promoted; answers the host."""
+    create(pool, *names)
+    an_ordinary_minute(pool)
+    resync(pool, "promote")
+    host_id = str(pool.item(names[0])["host"])
+    assert all(pool.item(n)["host"] == host_id for n in names)
+    return host_id
+
+
+def drains_itself(pool: PooledFleet, host_id: str, *runs: str) -> None:
+    """The host's SIGTERM heartbeat: DRAINING, running only ``runs`` (at their generations)."""
+    mark_host(
+        pool.dynamodb,
+        HOSTS_TABLE,
+        host_id,
+        status=HostStatus.DRAINING,
+        heartbeat_at_ms=epoch_ms(pool.clock()),
+        running={n: {"generation": pool.item(n)["generation"], "state": "RUNNING"} for n in runs},
+    )
+
+
+# a. An observer its draining host never started is moved at once --------------------------------
+
+
+def test_an_observer_a_draining_host_never_started_is_placed_elsewhere_by_the_next_pass(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    host_id = placed(pool, "a")
+    create(pool, "b")
+    assert (pool.item("b")["host"], pool.item("b")["status"]) == (host_id, "STARTING")
+    # Given the host runs "a" but has not started "b" yet when it is told to stop
+    pool.clock.advance(timedelta(minutes=1))
+    drains_itself(pool, host_id, "a")
+    # When the next ordinary pass runs
+    resync(pool, "drain")
+    # Then "b" is placed on another host at once (same generation: it never ran), "a" stays
+    moved = pool.item("b")
+    assert moved["host"] != host_id and moved["generation"] == 1
+    assert pool.host(moved["host"]).assigned == {"b": 1}
+    assert pool.item("a")["host"] == host_id

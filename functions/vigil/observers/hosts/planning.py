@@ -60,6 +60,19 @@ def host_unfinished(host: Host, running_tasks: Collection[str] | None) -> bool:
     return bool(host.assigned or host.handover or listed)
 
 
+def not_started_on_draining(hosts: Iterable[Host]) -> list[str]:
+    """Observers assigned to a DRAINING host that has not started them (it never will: a host
+    shutting down starts nothing): the pass reads and places them elsewhere at once. Empty on a
+    healthy fleet and on a drain the manager began (it hands every observer over first)."""
+    return sorted(
+        name
+        for h in hosts
+        if h.status is HostStatus.DRAINING
+        for name, generation in h.assigned.items()
+        if not h.runs(name, generation)
+    )
+
+
 def stuck_starting(
     hosts: Iterable[Host], kinds: Iterable[str], now: datetime, settings: Settings
 ) -> dict[str, int]:

@@ -27,7 +27,12 @@ from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_gauges import PooledCounts, pooled_counts
 from vigil.observers.fleet_store import FleetStore
 from vigil.observers.hosts.model import Host
-from vigil.observers.hosts.planning import HostPlan, plan_hosts, stuck_starting
+from vigil.observers.hosts.planning import (
+    HostPlan,
+    not_started_on_draining,
+    plan_hosts,
+    stuck_starting,
+)
 from vigil.observers.hosts.store import HostConflict, HostStore
 from vigil.observers.rebalance_requests import RebalanceRequest
 from vigil.observers.reconciler.executor import Settler
@@ -107,7 +112,10 @@ class HostManager:
             now,
             self.settings,
         )
-        self._carry_out(plan, waiting, running, report)
+        dead = {host_id for host_id, _ in plan.lost}
+        stranded = not_started_on_draining(h for h in hosts if h.host_id not in dead)
+        settle = [name for names in waiting.values() for name in names]
+        self._carry_out(plan, [*settle, *stranded], running, report)
         for kind, stuck in stuck_starting(hosts, self.pooled_kinds, now, self.settings).items():
             self.placer.metric(ObserverMetric.HOSTS_STUCK_STARTING, kind, stuck)
         for kind in self.pooled_kinds:
@@ -193,7 +201,7 @@ class HostManager:
     def _carry_out(
         self,
         plan: HostPlan,
-        waiting: dict[str, list[str]],
+        settle: list[str],
         running: set[str],
         report: PassReport,
     ) -> None:
@@ -210,10 +218,9 @@ class HostManager:
         for host_id in plan.retry_run:
             with isolated(host_id, report):
                 self.placer.run_host(book[host_id])
-        for names in waiting.values():
-            for name in names:
-                with isolated(name, report):
-                    self._settle_fresh(name, report)
+        for name in dict.fromkeys(settle):
+            with isolated(name, report):
+                self._settle_fresh(name, report)
         for kind, count in plan.start.items():
             for _ in range(count):
                 with isolated(kind, report):
