@@ -140,3 +140,32 @@ def test_a_host_told_to_stop_announces_it_and_its_observers_are_placed_elsewhere
         assert item["generation"] == 2 and item["host"] != host_id
         assert item["checkpoint"]["count"] == before[name]["checkpoint"]["count"]
     assert pool.host(host_id).status is HostStatus.DRAINING  # takes nothing back
+
+
+def sigterm_and_report(pool: PooledFleet, host: EmulatedHost, host_id: str) -> None:
+    """ECS sends the host SIGTERM: it hands every child over (their exit reports reach the
+    stream pass), exits, and its task stops."""
+    before = {n: pool.item(n) for n in "ab"}
+    assert host.sigterm() is ExitCode.CLEAN
+    reports = [stream(pool.item(n), before[n]) for n in "ab"]
+    pool.reconciler().on_records(changed_records(reports))
+    pool.stop_host_task(host_id)
+
+
+def test_a_host_that_drained_itself_ends_stopped_without_an_extra_host(pool: PooledFleet) -> None:
+    create(pool, "a", "b")
+    host_id = pool.item("a")["host"]
+    host = boot(pool, host_id)
+    run(pool, host, 30)
+    sigterm_and_report(pool, host, host_id)
+    # Then its observers left it: it no longer names them
+    assert pool.host(host_id).assigned == {}
+    # When the next pass finds its task gone (no STOPPED event yet)
+    pool.clock.advance(timedelta(seconds=30))
+    pool.heartbeat_all()
+    assert pool.reconciler().resync("after") is not None
+    # Then it is STOPPED, not LOST, and the one new host holds both observers with the headroom
+    assert pool.host(host_id).status is HostStatus.STOPPED
+    others = {h: x for h, x in pool.hosts().items() if h != host_id}
+    assert len(others) == 1, others
+    assert sorted(next(iter(others.values())).assigned) == ["a", "b"]

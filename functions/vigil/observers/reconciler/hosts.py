@@ -29,6 +29,7 @@ from vigil.observers.fleet_store import FleetStore
 from vigil.observers.hosts.model import Host
 from vigil.observers.hosts.planning import (
     HostPlan,
+    leaving_hosts,
     not_started_on_draining,
     plan_hosts,
     stuck_starting,
@@ -103,7 +104,8 @@ class HostManager:
         }
         # A waiting observer already assigned to an accepting host (its placement unconfirmed, or
         # its host's RunTask failing) has its slot: counting it again would start a spare host.
-        placed = {n for h in hosts if h.accepting for n in h.assigned}
+        # One still on a draining host is counted there, as leaving it.
+        placed = {n for h in hosts if h.accepting for n in h.assigned} | leaving_hosts(hosts)
         plan = plan_hosts(
             hosts,
             running,
@@ -230,7 +232,7 @@ class HostManager:
                 self.drain(book[host_id])
         for host_id in plan.finish:
             with isolated(host_id, report):
-                self._finish(book[host_id], report)
+                self._finish(book[host_id], report, running)
 
     def lose(self, host: Host, why: str, report: PassReport) -> None:
         """Mark LOST (its heartbeat is refused from now on), stop its task, move its observers.
@@ -279,8 +281,9 @@ class HostManager:
                 except HostConflict:
                     continue  # the next pass sees it still assigned and finishes the hand-over
 
-    def _finish(self, host: Host, report: PassReport) -> None:
-        if host.task_arn:
+    def _finish(self, host: Host, report: PassReport, running: set[str] | None = None) -> None:
+        """StopTask (unless ``running`` says it is gone already), STOPPED, evacuated."""
+        if host.task_arn and (running is None or host.task_arn in running):
             self.ecs.stop(host.task_arn, "drained")
         stopped = self._mark(host, HostStatus.STOPPED, "drained")
         if stopped is not None and stopped.status is HostStatus.STOPPED:
