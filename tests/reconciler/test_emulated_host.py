@@ -169,3 +169,20 @@ def test_a_host_that_drained_itself_ends_stopped_without_an_extra_host(pool: Poo
     others = {h: x for h, x in pool.hosts().items() if h != host_id}
     assert len(others) == 1, others
     assert sorted(next(iter(others.values())).assigned) == ["a", "b"]
+
+
+def test_the_stopped_event_of_a_host_that_drained_itself_marks_it_stopped(
+    pool: PooledFleet,
+) -> None:
+    create(pool, "a", "b")
+    host_id = pool.item("a")["host"]
+    host = boot(pool, host_id)
+    run(pool, host, 30)
+    sigterm_and_report(pool, host, host_id)
+    # When its task's STOPPED event arrives, every observer handed over
+    event = task_state(host_event(pool, host_id, last_status="STOPPED", version=9))
+    pool.reconciler().on_task_event(event)
+    # Then it is STOPPED (a clean shutdown), finished with, and not counted as a loss
+    assert pool.host(host_id).status is HostStatus.STOPPED
+    assert not [m for m in pool.metrics if m[0] == "HostLost"]
+    assert all(pool.item(n)["host"] != host_id for n in "ab")

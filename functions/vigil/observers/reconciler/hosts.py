@@ -75,7 +75,8 @@ class HostManager:
     # A host task's ECS event ----------------------------------------------------------------------
 
     def on_task_event(self, task: d.TaskState, report: PassReport) -> None:
-        """STOPPED: the host is lost at once and its observers move; else record its task."""
+        """STOPPED: the host is lost at once and its observers move (a DRAINING host that handed
+        every observer over is STOPPED instead: it drained); else record its task."""
         assert task.host is not None
         self.placer.begin()
         host = self.hosts.get(task.host)
@@ -84,7 +85,9 @@ class HostManager:
                 self.ecs.stop(task.arn, f"orphan host task: {task.host} does not own it")
                 report.orphans_stopped += 1
             return
-        if task.stopped:
+        if task.stopped and host.status is HostStatus.DRAINING and not host.assigned:
+            self._finish(host, report, running=set())  # drained itself: a clean end, not a loss
+        elif task.stopped:
             self.lose(host, f"its task stopped: {task.stopped_reason or task.stop_code}", report)
         elif host.task_arn is None and host.accepting:
             self.placer.run_host(host)  # adopts the ARN (same clientToken)
