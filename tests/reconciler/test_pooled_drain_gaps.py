@@ -6,11 +6,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from tests.helpers.hosts import mark_host
+import pytest
+
+from tests.helpers.hosts import host_item, mark_host
 from tests.helpers.observers import HOSTS_TABLE
-from tests.helpers.pooled_fleet import PooledFleet, create, resync
+from tests.helpers.pooled_fleet import PooledFleet, create, host_event, resync
 from vigil.clock import epoch_ms
-from vigil.contract.hosts import HostStatus
+from vigil.contract.hosts import HOST_EXPIRES, HOSTS_KEY, HostStatus, SlotState
+from vigil.dynamo import to_wire
+from vigil.observers.ecs_tasks import task_state
+from vigil.observers.host.heartbeat_store import HeartbeatStore, HostFenced, Slot
+from vigil.observers.hosts.store import HostStore
 
 
 def an_ordinary_minute(pool: PooledFleet) -> None:
@@ -97,3 +103,46 @@ def test_an_observer_a_draining_host_never_started_is_placed_elsewhere_by_the_ne
     assert moved["host"] != host_id and moved["generation"] == 1
     assert pool.host(moved["host"]).assigned == {"b": 1}
     assert pool.item("a")["host"] == host_id
+
+
+# e. Dead hosts expire a week after their end -----------------------------------------------------
+
+
+def test_a_dead_host_expires_a_week_after_its_end_and_the_pass_skips_it_once_expired(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    host_id = placed(pool, "a")
+    victim = pool.host(host_id)
+    pool.stop_host_task(host_id)
+    lost_at = pool.clock()
+    pool.reconciler().on_task_event(
+        task_state(host_event(pool, host_id, last_status="STOPPED", version=5))
+    )
+    # Then its item carries the TTL attribute, 7 days on, in epoch seconds
+    item = host_item(pool.dynamodb, HOSTS_TABLE, host_id)
+    assert pool.host(host_id).status is HostStatus.LOST
+    assert item[HOST_EXPIRES] == int((lost_at + timedelta(days=7)).timestamp())
+    survivor = pool.item("a")["host"]
+    assert HOST_EXPIRES not in host_item(pool.dynamodb, HOSTS_TABLE, survivor)  # live: never
+    store = HostStore(pool.dynamodb, HOSTS_TABLE)
+    # Still inspectable during the week
+    assert host_id in {h.host_id for h in store.scan(lost_at + timedelta(days=6))}
+    # When the week is over (DynamoDB has not deleted it yet), Then the manager skips it
+    later = lost_at + timedelta(days=7, seconds=1)
+    assert {h.host_id for h in store.scan(later)} == {survivor}
+    assert victim.host_id in pool.hosts()  # the item itself is still there
+
+
+def test_a_zombie_heartbeat_against_a_deleted_host_item_is_fenced(pooled_only: PooledFleet) -> None:
+    pool = pooled_only
+    host_id = placed(pool, "a")
+    arn = pool.host(host_id).task_arn
+    assert arn is not None
+    # Given DynamoDB deleted the host's item (its TTL), and the host still runs somewhere
+    pool.dynamodb.delete_item(TableName=HOSTS_TABLE, Key=to_wire({HOSTS_KEY: host_id}))
+    beats = HeartbeatStore(pool.dynamodb, HOSTS_TABLE, host_id=host_id, task_arn=arn)
+    # When it heartbeats, Then it is refused (a zombie), and no item is written back
+    with pytest.raises(HostFenced, match="its item is gone"):
+        beats.beat({"a": Slot(1, SlotState.RUNNING)})
+    assert host_id not in pool.hosts()

@@ -97,7 +97,7 @@ class HostManager:
     def resync(self, running: set[str], report: PassReport) -> HostsPass:
         """One pass over the hosts: the task ARNs that are hosts (not orphans), and the pooled
         observers wanted and running as the pass leaves them (the fleet gauges' pooled share)."""
-        hosts, requests = self.hosts.scan_with_requests()
+        hosts, requests = self.hosts.scan_with_requests(self.clock())
         self.placer.begin(hosts)
         now = self.clock()
         wanting = {kind: self.store.waiting(kind) for kind in self.pooled_kinds}
@@ -315,7 +315,7 @@ class HostManager:
             if status is HostStatus.RUNNING and current.status is not HostStatus.STARTING:
                 return current  # a promotion is for a STARTING host only (never over DRAINING)
             try:
-                return self.placer.book.put(self.hosts.mark(current, status, why))
+                return self.placer.book.put(self.hosts.mark(current, status, why, now=self.clock()))
             except HostConflict as conflict:
                 current = conflict.current
         return None

@@ -81,7 +81,7 @@ class Placer:
 
     def all_hosts(self) -> dict[str, Host]:
         if self.book.hosts is None:
-            self.book.reset(self.hosts.scan())
+            self.book.reset(self.hosts.scan(self.clock()))
         assert self.book.hosts is not None
         return self.book.hosts
 
