@@ -57,6 +57,15 @@ def run(pool: PooledFleet, host: EmulatedHost, seconds: int) -> None:
         host.step()
 
 
+def a_and_b_running(pool: PooledFleet) -> tuple[str, EmulatedHost]:
+    """Observers "a" and "b" packed on one emulated host, running for 30 s."""
+    create(pool, "a", "b")
+    host_id = str(pool.item("a")["host"])
+    host = boot(pool, host_id)
+    run(pool, host, 30)
+    return host_id, host
+
+
 def test_observers_run_on_an_emulated_host_and_a_crash_resumes_from_the_checkpoint(
     pool: PooledFleet,
 ) -> None:
@@ -123,10 +132,7 @@ def test_stop_task_hands_every_child_over_and_the_host_exits_cleanly(pool: Poole
 def test_a_host_told_to_stop_announces_it_and_its_observers_are_placed_elsewhere_at_once(
     pool: PooledFleet,
 ) -> None:
-    create(pool, "a", "b")
-    host_id = pool.item("a")["host"]
-    host = boot(pool, host_id)
-    run(pool, host, 30)
+    host_id, host = a_and_b_running(pool)
     before = {n: pool.item(n) for n in "ab"}
 
     # ECS sends the host SIGTERM (scale-in, a Spot interruption, a deploy); no STOPPED event yet
@@ -153,10 +159,7 @@ def sigterm_and_report(pool: PooledFleet, host: EmulatedHost, host_id: str) -> N
 
 
 def test_a_host_that_drained_itself_ends_stopped_without_an_extra_host(pool: PooledFleet) -> None:
-    create(pool, "a", "b")
-    host_id = pool.item("a")["host"]
-    host = boot(pool, host_id)
-    run(pool, host, 30)
+    host_id, host = a_and_b_running(pool)
     sigterm_and_report(pool, host, host_id)
     # Then its observers left it: it no longer names them
     assert pool.host(host_id).assigned == {}
@@ -174,10 +177,7 @@ def test_a_host_that_drained_itself_ends_stopped_without_an_extra_host(pool: Poo
 def test_the_stopped_event_of_a_host_that_drained_itself_marks_it_stopped(
     pool: PooledFleet,
 ) -> None:
-    create(pool, "a", "b")
-    host_id = pool.item("a")["host"]
-    host = boot(pool, host_id)
-    run(pool, host, 30)
+    host_id, host = a_and_b_running(pool)
     sigterm_and_report(pool, host, host_id)
     # When its task's STOPPED event arrives, every observer handed over
     event = task_state(host_event(pool, host_id, last_status="STOPPED", version=9))

@@ -10,7 +10,14 @@ import pytest
 
 from tests.helpers.hosts import host_item, mark_host
 from tests.helpers.observers import HOSTS_TABLE
-from tests.helpers.pooled_fleet import PooledFleet, create, host_event, resync
+from tests.helpers.pooled_fleet import (
+    Delegating,
+    PooledFleet,
+    an_ordinary_minute,
+    create,
+    host_event,
+    resync,
+)
 from vigil.clock import epoch_ms
 from vigil.contract.hosts import HOST_EXPIRES, HOSTS_KEY, HostStatus, SlotState
 from vigil.dynamo import to_wire
@@ -19,18 +26,12 @@ from vigil.observers.host.heartbeat_store import HeartbeatStore, HostFenced, Slo
 from vigil.observers.hosts.store import HostStore
 
 
-def an_ordinary_minute(pool: PooledFleet) -> None:
-    """Move the clock off a sweep minute (every 10th), where the fleet index is read anyway."""
-    pool.clock.advance(timedelta(minutes=1))
-    pool.heartbeat_all()
-
-
-class DrainsAfterScan:
+class DrainsAfterScan(Delegating):
     """The moto DynamoDB client; right after the pass's scan of the hosts, the named host's own
     heartbeat announces DRAINING (its SIGTERM), which bumps no ``version``."""
 
     def __init__(self, client: Any, host_id: str) -> None:
-        self._client = client
+        super().__init__(client)
         self._host_id = host_id
 
     def scan(self, **request: Any) -> Any:
@@ -38,9 +39,6 @@ class DrainsAfterScan:
         if request["TableName"] == HOSTS_TABLE:
             mark_host(self._client, HOSTS_TABLE, self._host_id, status=HostStatus.DRAINING)
         return page
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
 
 # c. A promotion applies to a STARTING host only ------------------------------------------------
