@@ -43,6 +43,7 @@ from infra.removal import data_removal_policy
 from vigil.contract.hosts import (
     DEFAULT_MAX_UNAVAILABLE,
     HOST_EXIT,
+    HOST_EXPIRES,
     HOST_SLOTS_ENV,
     HOSTS_KEY,
     HOSTS_TABLE_ENV,
@@ -294,6 +295,7 @@ class ObserverFleet(Construct):
             "Hosts",
             partition_key=dynamodb.Attribute(name=HOSTS_KEY, type=dynamodb.AttributeType.STRING),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute=HOST_EXPIRES,  # dead hosts go a week after their end
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),

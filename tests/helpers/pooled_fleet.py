@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from tests.helpers.moto_fleet import CONTAINER, KIND, TABLE, MotoFleet, stream
@@ -188,6 +189,22 @@ class PooledFleet(MotoFleet):
         assert arn is not None
         self.ecs_client.stop_task(cluster=self.cluster_arn, task=arn, reason="host died")
         return arn
+
+
+class Delegating:
+    """A boto3 client with some calls replaced by a subclass (a fault, a race), the rest its own."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def an_ordinary_minute(pool: PooledFleet) -> None:
+    """Move the clock off a sweep minute (every 10th), where the fleet index is read anyway."""
+    pool.clock.advance(timedelta(minutes=1))
+    pool.heartbeat_all()
 
 
 def host_event(

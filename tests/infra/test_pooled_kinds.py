@@ -11,7 +11,13 @@ from aws_cdk.assertions import Match, Template
 
 from infra.errors import ConfigurationError
 from infra.observer_fleet import HOST_BASE_MEMORY_MIB, ObserverFleet, ObserverKind
-from vigil.contract.hosts import HOST_SLOTS_ENV, PLACEMENTS_ENV, WAITING_INDEX
+from vigil.contract.hosts import (
+    HOST_EXPIRES,
+    HOST_SLOTS_ENV,
+    HOSTS_KEY,
+    PLACEMENTS_ENV,
+    WAITING_INDEX,
+)
 
 POOLED = ObserverKind(
     "observers.ticker.run",
@@ -197,3 +203,17 @@ def test_the_dashboard_shows_lost_and_stuck_hosts_per_pooled_kind(synthesized: A
     (dashboard,) = synthesized.resources("AWS::CloudWatch::Dashboard").values()
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     assert "HostLost" in body and "HostsStuckStarting" in body
+
+
+def test_dead_hosts_expire_through_the_hosts_table_ttl(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, _, _ = built
+    (hosts,) = [
+        t
+        for t in template.find_resources("AWS::DynamoDB::Table").values()
+        if t["Properties"]["KeySchema"] == [{"AttributeName": HOSTS_KEY, "KeyType": "HASH"}]
+    ]
+    ttl = hosts["Properties"]["TimeToLiveSpecification"]
+    assert ttl == {"AttributeName": HOST_EXPIRES, "Enabled": True}
+    assert HOST_EXPIRES == "expiration"  # the name the other tables' TTL uses

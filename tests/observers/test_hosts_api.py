@@ -44,7 +44,7 @@ def hosts(
     one = store.assign(one, "a", 1)
     store.assign(one, "b", 1)
     two = store.create("pooled-ticker-h2", "pooled-ticker", 3, DEFINITION, now)
-    store.mark(two, HostStatus.LOST, "no heartbeat")
+    store.mark(two, HostStatus.LOST, "no heartbeat", now=now)
     dynamodb.update_item(
         TableName=HOSTS_TABLE,
         Key=to_wire({"host_id": "pooled-ticker-h1"}),
@@ -163,7 +163,7 @@ def test_a_dead_host_lists_no_observers_while_each_observer_names_where_it_is_no
     dead = hosts.assign(
         hosts.create("pooled-ticker-h3", "pooled-ticker", 3, DEFINITION, clock()), "a", 1
     )
-    hosts.mark(dead, status, "its task stopped")
+    hosts.mark(dead, status, "its task stopped", now=clock())
     create_observer("a", "pooled-ticker")
     dynamodb.update_item(
         TableName=REGISTRY_TABLE,

@@ -57,6 +57,15 @@ def run(pool: PooledFleet, host: EmulatedHost, seconds: int) -> None:
         host.step()
 
 
+def a_and_b_running(pool: PooledFleet) -> tuple[str, EmulatedHost]:
+    """Observers "a" and "b" packed on one emulated host, running for 30 s."""
+    create(pool, "a", "b")
+    host_id = str(pool.item("a")["host"])
+    host = boot(pool, host_id)
+    run(pool, host, 30)
+    return host_id, host
+
+
 def test_observers_run_on_an_emulated_host_and_a_crash_resumes_from_the_checkpoint(
     pool: PooledFleet,
 ) -> None:
@@ -123,10 +132,7 @@ def test_stop_task_hands_every_child_over_and_the_host_exits_cleanly(pool: Poole
 def test_a_host_told_to_stop_announces_it_and_its_observers_are_placed_elsewhere_at_once(
     pool: PooledFleet,
 ) -> None:
-    create(pool, "a", "b")
-    host_id = pool.item("a")["host"]
-    host = boot(pool, host_id)
-    run(pool, host, 30)
+    host_id, host = a_and_b_running(pool)
     before = {n: pool.item(n) for n in "ab"}
 
     # ECS sends the host SIGTERM (scale-in, a Spot interruption, a deploy); no STOPPED event yet
@@ -140,3 +146,43 @@ def test_a_host_told_to_stop_announces_it_and_its_observers_are_placed_elsewhere
         assert item["generation"] == 2 and item["host"] != host_id
         assert item["checkpoint"]["count"] == before[name]["checkpoint"]["count"]
     assert pool.host(host_id).status is HostStatus.DRAINING  # takes nothing back
+
+
+def sigterm_and_report(pool: PooledFleet, host: EmulatedHost, host_id: str) -> None:
+    """ECS sends the host SIGTERM: it hands every child over (their exit reports reach the
+    stream pass), exits, and its task stops."""
+    before = {n: pool.item(n) for n in "ab"}
+    assert host.sigterm() is ExitCode.CLEAN
+    reports = [stream(pool.item(n), before[n]) for n in "ab"]
+    pool.reconciler().on_records(changed_records(reports))
+    pool.stop_host_task(host_id)
+
+
+def test_a_host_that_drained_itself_ends_stopped_without_an_extra_host(pool: PooledFleet) -> None:
+    host_id, host = a_and_b_running(pool)
+    sigterm_and_report(pool, host, host_id)
+    # Then its observers left it: it no longer names them
+    assert pool.host(host_id).assigned == {}
+    # When the next pass finds its task gone (no STOPPED event yet)
+    pool.clock.advance(timedelta(seconds=30))
+    pool.heartbeat_all()
+    assert pool.reconciler().resync("after") is not None
+    # Then it is STOPPED, not LOST, and the one new host holds both observers with the headroom
+    assert pool.host(host_id).status is HostStatus.STOPPED
+    others = {h: x for h, x in pool.hosts().items() if h != host_id}
+    assert len(others) == 1, others
+    assert sorted(next(iter(others.values())).assigned) == ["a", "b"]
+
+
+def test_the_stopped_event_of_a_host_that_drained_itself_marks_it_stopped(
+    pool: PooledFleet,
+) -> None:
+    host_id, host = a_and_b_running(pool)
+    sigterm_and_report(pool, host, host_id)
+    # When its task's STOPPED event arrives, every observer handed over
+    event = task_state(host_event(pool, host_id, last_status="STOPPED", version=9))
+    pool.reconciler().on_task_event(event)
+    # Then it is STOPPED (a clean shutdown), finished with, and not counted as a loss
+    assert pool.host(host_id).status is HostStatus.STOPPED
+    assert not [m for m in pool.metrics if m[0] == "HostLost"]
+    assert all(pool.item(n)["host"] != host_id for n in "ab")

@@ -222,3 +222,31 @@ def test_a_kind_without_observers_keeps_no_host() -> None:
     assert plan_hosts([], None, {}, POOL, NOW, SETTINGS).start == {}
     idle = [host("h2"), host("h1")]
     assert plan_hosts(idle, None, {}, POOL, NOW, SETTINGS).drain == ("h1",)
+
+
+def test_an_observer_a_draining_host_has_not_started_is_placed_elsewhere_at_once() -> None:
+    starting = record(Status.STARTING)  # placed (no retry time), not running yet
+    draining = host("h1", "a", status=HostStatus.DRAINING)
+    assert decide_pooled(starting, draining, NOW, SETTINGS).effects == (d.RetryStart(1),)
+    # One the host already runs is handed over by the host (its exit report moves it)
+    runs = host("h1", "a", status=HostStatus.DRAINING, running={"a": {"generation": 1}})
+    assert decide_pooled(starting, runs, NOW, SETTINGS).write is None
+    assert not any(
+        isinstance(e, d.RetryStart) for e in decide_pooled(starting, runs, NOW, SETTINGS).effects
+    )
+    # On a RUNNING host it waits for its host as before
+    assert isinstance(decide_pooled(starting, host("h1", "a"), NOW, SETTINGS).effects[0], d.Ignore)
+
+
+def test_observers_already_placed_elsewhere_are_not_counted_as_leaving_again() -> None:
+    # h1 drained itself: "a" and "b" were placed on h2, its last heartbeat still lists them
+    gone = {n: {"generation": 1} for n in "abc"}
+    draining = host("h1", "c", status=HostStatus.DRAINING, running=gone)
+    hosts = [draining, host("h2", "a", "b"), host("h3")]
+    # c leaving + headroom 2 = 3 <= 4 free: no host to start (a and b have their slots)
+    assert plan_hosts(hosts, None, {}, POOL, NOW, SETTINGS).start == {}
+    # Once every observer left it, it is finished, even with its task gone (not lost)
+    emptied = host("h1", status=HostStatus.DRAINING, running=gone)
+    listed = {"arn:task/h2"}
+    plan = plan_hosts([emptied, host("h2", "a", "b")], listed, {}, POOL, NOW, SETTINGS)
+    assert plan.finish == ("h1",) and plan.lost == ()

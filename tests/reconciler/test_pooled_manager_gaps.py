@@ -10,16 +10,18 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from tests.helpers.moto_fleet import TABLE, running, stream
-from tests.helpers.pooled_fleet import POOLED, PooledFleet, create, host_event, resync
+from tests.helpers.pooled_fleet import (
+    POOLED,
+    Delegating,
+    PooledFleet,
+    an_ordinary_minute,
+    create,
+    host_event,
+    resync,
+)
 from vigil.contract.hosts import HostStatus
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.reconciler import changed_records
-
-
-def an_ordinary_minute(pool: PooledFleet) -> None:
-    """Move the clock off a sweep minute (every 10th), where the fleet index is read anyway."""
-    pool.clock.advance(timedelta(minutes=1))
-    pool.heartbeat_all()
 
 
 def placed(pool: PooledFleet, *names: str) -> None:
@@ -33,11 +35,11 @@ def on_host(pool: PooledFleet, host_id: str) -> list[str]:
     return sorted(pool.host(host_id).assigned)
 
 
-class FailingTable:
+class FailingTable(Delegating):
     """The moto DynamoDB client, with GetItem of the named observers failing (a throttle)."""
 
     def __init__(self, client: Any, names: set[str]) -> None:
-        self._client = client
+        super().__init__(client)
         self._names = names
 
     def get_item(self, **request: Any) -> Any:
@@ -47,21 +49,12 @@ class FailingTable:
             )
         return self._client.get_item(**request)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
-
-class RefusingStop:
+class RefusingStop(Delegating):
     """The moto ECS client, with StopTask refused (AccessDenied, a throttle, a timeout alike)."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
 
     def stop_task(self, **request: Any) -> Any:
         raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "no"}}, "StopTask")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
 
 # 1. A host loss that failed part-way is repaired by the next regular pass ------------------------

@@ -80,6 +80,12 @@ PLACEMENTS_ENV = "VIGIL_OBSERVER_PLACEMENTS"
 """JSON: kind -> {"placement", "slots_per_host", "headroom", "max_unavailable", "capacity"}."""
 
 HOSTS_KEY = "host_id"
+HOST_EXPIRES = "expiration"
+"""The hosts table's TTL attribute (epoch seconds, the name the other tables' TTL uses): set when a
+host is marked LOST or STOPPED, ``DEAD_HOST_RETENTION_DAYS`` later, so a dead host stays
+inspectable for a week and then DynamoDB deletes it (which may lag by days: the reconciler's scan
+skips expired dead items meanwhile). A live host never has it."""
+DEAD_HOST_RETENTION_DAYS = 7
 HOST_ATTRIBUTES = (
     "kind",
     "status",
@@ -95,6 +101,7 @@ HOST_ATTRIBUTES = (
     "start_attempts",
     "retry_at_ms",
     "evacuated",
+    HOST_EXPIRES,
     "version",
 )
 """Every attribute of a host item besides its key; ``assigned`` and ``running`` are maps keyed by

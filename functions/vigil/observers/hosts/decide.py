@@ -12,6 +12,8 @@ its loss moves the observer. In the plan, ``StopTask`` means "take it off its ho
   host, from the checkpoint; not counted as the observer's failure (its code did not fail);
 * placed on a live host -> nothing, unless a stop or restart is asked for, or the placement is
   still unconfirmed past its retry time (placed again, same generation);
+* STARTING on a DRAINING host that has not started it -> placed elsewhere at once (same
+  generation): a host shutting down starts nothing, so waiting for it would only lose time;
 * otherwise (PENDING, FAILED, STOPPED) -> exactly as a dedicated observer.
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from vigil.contract.hosts import LIVE_HOST_STATUSES
+from vigil.contract.hosts import LIVE_HOST_STATUSES, HostStatus
 from vigil.contract.observers import Desired, Status
 from vigil.observers import decisions as d
 from vigil.observers.hosts.model import Host
@@ -81,6 +83,8 @@ def decide_pooled(
     )
     if observer.status is Status.STOPPING or asked:
         return d.decide(view, d.Listed(True), now, settings)
+    if observer.status is Status.STARTING and not_started(host, observer.name, observer.generation):
+        return d.only(d.RetryStart(observer.generation))  # it never will: place it elsewhere now
     if observer.next_start_at and now >= observer.next_start_at:
         return d.only(d.RetryStart(observer.generation))  # placement never confirmed
     return d.only(d.Ignore(f"placed on live host {host.host_id}"))
@@ -107,6 +111,11 @@ def _lost(record: d.Record, host: Host | None, now: datetime, settings: d.Settin
     ):
         return None  # handed over (draining): its exit report, or the drain's end, moves it
     return host_dead(host, None, now, settings)
+
+
+def not_started(host: Host, name: str, generation: int) -> bool:
+    """Whether a DRAINING host holds this generation without running it: it never will."""
+    return host.status is HostStatus.DRAINING and not host.runs(name, generation)
 
 
 def _on(host: Host, name: str, generation: int) -> bool:

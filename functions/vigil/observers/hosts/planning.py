@@ -15,7 +15,9 @@ Rules:
   leave the headroom (``free - K >= headroom``, nobody waiting), drain the emptiest RUNNING host,
   one per kind per pass, so the fleet shrinks gradually and never below what a failover needs.
 * **Drain**: a DRAINING host hands every observer over; once it runs none, its task is stopped and
-  it is STOPPED.
+  it is STOPPED. A host that drained itself (SIGTERM) is STOPPED too once no observer is assigned
+  to it any more (each one placed elsewhere forgets its old host), even when its task is already
+  gone or silent: that is the drain's end, not a loss.
 * **Unfinished** (:func:`host_unfinished`): a LOST or STOPPED host not yet ``evacuated`` that still
   names observers or whose task is still listed: a loss or a drain an error interrupted. The next
   pass finishes it; a finished host costs nothing (no observer read).
@@ -58,6 +60,34 @@ def host_unfinished(host: Host, running_tasks: Collection[str] | None) -> bool:
         return False
     listed = running_tasks is not None and host.task_arn in running_tasks
     return bool(host.assigned or host.handover or listed)
+
+
+def leaving_hosts(hosts: Iterable[Host]) -> set[str]:
+    """Observers a DRAINING host still has (assigned, or running at its last heartbeat) that no
+    accepting host holds yet: each will want a slot once. One already placed elsewhere has its
+    slot there (counting it again would start a spare host)."""
+    hosts = list(hosts)
+    placed = {name for h in hosts if h.accepting for name in h.assigned}
+    return {
+        name
+        for h in hosts
+        if h.status is HostStatus.DRAINING
+        for name in (*h.assigned, *h.running)
+        if name not in placed
+    }
+
+
+def not_started_on_draining(hosts: Iterable[Host]) -> list[str]:
+    """Observers assigned to a DRAINING host that has not started them (it never will: a host
+    shutting down starts nothing): the pass reads and places them elsewhere at once. Empty on a
+    healthy fleet and on a drain the manager began (it hands every observer over first)."""
+    return sorted(
+        name
+        for h in hosts
+        if h.status is HostStatus.DRAINING
+        for name, generation in h.assigned.items()
+        if not h.runs(name, generation)
+    )
 
 
 def stuck_starting(
@@ -129,13 +159,19 @@ def plan_hosts(
 ) -> HostPlan:
     """The whole fleet's host plan for one pass (``waiting``: kind -> observers wanting a slot)."""
     all_hosts = sorted(hosts, key=lambda h: h.host_id)
-    lost = tuple(
-        (h.host_id, why)
-        for h in all_hosts
-        if (why := host_dead(h, running_tasks, now, settings)) is not None
-    )
-    dead = {host_id for host_id, _ in lost}
-    alive = [h for h in all_hosts if h.host_id not in dead]
+    lost_hosts: list[tuple[str, str]] = []
+    finish_hosts: list[str] = []
+    for h in all_hosts:
+        why = host_dead(h, running_tasks, now, settings)
+        if h.status is HostStatus.DRAINING and not h.assigned and (why or not h.running):
+            # Drained: every observer left it. One that drained itself (SIGTERM) exits without
+            # a last heartbeat, so its ``running`` stays as it was: its end is a drain's end.
+            finish_hosts.append(h.host_id)
+        elif why is not None:
+            lost_hosts.append((h.host_id, why))
+    lost, finish = tuple(lost_hosts), tuple(finish_hosts)
+    gone = {host_id for host_id, _ in lost} | set(finish)
+    alive = [h for h in all_hosts if h.host_id not in gone]
     promote = tuple(
         h.host_id for h in alive if h.status is HostStatus.STARTING and h.heartbeat_at is not None
     )
@@ -146,11 +182,6 @@ def plan_hosts(
         and not h.task_arn
         and (h.retry_at is None or now >= h.retry_at)
     )
-    finish = tuple(
-        h.host_id
-        for h in alive
-        if h.status is HostStatus.DRAINING and not h.assigned and not h.running
-    )
     start: dict[str, int] = {}
     drain: list[str] = []
     for kind, placement in sorted(placements.items()):
@@ -159,11 +190,7 @@ def plan_hosts(
         mine = [h for h in alive if h.kind == kind and h.accepting]
         # Observers still on a draining host will want a slot soon: count them as waiting, so
         # one drain at a time completes before the next is judged.
-        leaving = sum(
-            max(len(h.assigned), len(h.running))
-            for h in alive
-            if h.kind == kind and h.status is HostStatus.DRAINING
-        )
+        leaving = len(leaving_hosts([h for h in alive if h.kind == kind]))
         more, surplus = _capacity(mine, waiting.get(kind, 0) + leaving, placement)
         if more:
             start[kind] = more

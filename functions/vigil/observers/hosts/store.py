@@ -8,14 +8,14 @@ heartbeats never make the manager's writes fail.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import datetime
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from vigil.clock import epoch_ms
-from vigil.contract.hosts import HOSTS_KEY, HostStatus
+from vigil.contract.hosts import DEAD_HOST_RETENTION_DAYS, HOST_EXPIRES, HOSTS_KEY, HostStatus
 from vigil.dynamo import (
     Update,
     from_wire,
@@ -33,6 +33,16 @@ from vigil.observers.rebalance_requests import (
     request_from_item,
 )
 
+DEAD = (HostStatus.LOST, HostStatus.STOPPED)
+DEAD_HOST_RETENTION = timedelta(days=DEAD_HOST_RETENTION_DAYS)
+
+
+def expired(item: Mapping[str, Any], now: datetime) -> bool:
+    """A dead host's item past its retention (DynamoDB deletes it, possibly days later): the
+    manager ignores it. Only LOST and STOPPED items carry an expiry."""
+    expires = item.get(HOST_EXPIRES)
+    return expires is not None and int(expires) <= int(now.timestamp())
+
 
 class HostConflict(Exception):
     """The host item changed (or refused the change); ``current`` is it now (None: gone)."""
@@ -49,21 +59,25 @@ class HostStore:
 
     # Reads ---------------------------------------------------------------------------------------
 
-    def scan(self) -> Iterator[Host]:
-        """Every host, one Scan page per 1 MB: the healthy pass's O(hosts) read."""
-        hosts, _ = self.scan_with_requests()
+    def scan(self, now: datetime | None = None) -> Iterator[Host]:
+        """Every host, one Scan page per 1 MB: the healthy pass's O(hosts) read (with ``now``:
+        without the dead hosts past their retention, see :func:`expired`)."""
+        hosts, _ = self.scan_with_requests(now)
         yield from hosts
 
-    def scan_with_requests(self) -> tuple[list[Host], list[RebalanceRequest]]:
+    def scan_with_requests(
+        self, now: datetime | None = None
+    ) -> tuple[list[Host], list[RebalanceRequest]]:
         """The hosts, and the operators' rebalance requests the same pages carry (their markers
-        share the table so that the pass sees them without another call)."""
+        share the table so that the pass sees them without another call). With ``now``, dead
+        hosts whose retention is over are skipped before they are even parsed."""
         hosts: list[Host] = []
         requests: list[RebalanceRequest] = []
         request = {"TableName": self._table, "ConsistentRead": True}
         for item in paginate(self._client.scan, request):
             if is_rebalance_item(item):
                 requests.append(request_from_item(item))
-            else:
+            elif now is None or not expired(item, now):
                 hosts.append(host_from_item(item))
         return hosts, requests
 
@@ -144,10 +158,19 @@ class HostStore:
             update.set_in("handover", name, host.assigned[name])
         return self._write(host, update)
 
-    def mark(self, host: Host, status: HostStatus, reason: str | None = None) -> Host:
+    def mark(
+        self, host: Host, status: HostStatus, reason: str | None = None, *, now: datetime
+    ) -> Host:
+        """Set ``status``; RUNNING (a promotion) only over STARTING: the host's own DRAINING
+        heartbeat bumps no ``version``, so the version alone would let RUNNING overwrite it.
+        LOST and STOPPED also set the item's expiry (``HOST_EXPIRES``), in the same write."""
         update = Update().set("status", status.value)
         if reason:
             update.set("status_reason", truncate(reason))
+        if status in DEAD:
+            update.set(HOST_EXPIRES, int((now + DEAD_HOST_RETENTION).timestamp()))
+        if status is HostStatus.RUNNING:
+            update.condition(update.eq("status", HostStatus.STARTING.value))
         return self._write(host, update)
 
     def mark_evacuated(self, host: Host) -> Host:

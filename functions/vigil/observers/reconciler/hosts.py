@@ -27,7 +27,13 @@ from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_gauges import PooledCounts, pooled_counts
 from vigil.observers.fleet_store import FleetStore
 from vigil.observers.hosts.model import Host
-from vigil.observers.hosts.planning import HostPlan, plan_hosts, stuck_starting
+from vigil.observers.hosts.planning import (
+    HostPlan,
+    leaving_hosts,
+    not_started_on_draining,
+    plan_hosts,
+    stuck_starting,
+)
 from vigil.observers.hosts.store import HostConflict, HostStore
 from vigil.observers.rebalance_requests import RebalanceRequest
 from vigil.observers.reconciler.executor import Settler
@@ -69,7 +75,8 @@ class HostManager:
     # A host task's ECS event ----------------------------------------------------------------------
 
     def on_task_event(self, task: d.TaskState, report: PassReport) -> None:
-        """STOPPED: the host is lost at once and its observers move; else record its task."""
+        """STOPPED: the host is lost at once and its observers move (a DRAINING host that handed
+        every observer over is STOPPED instead: it drained); else record its task."""
         assert task.host is not None
         self.placer.begin()
         host = self.hosts.get(task.host)
@@ -78,7 +85,9 @@ class HostManager:
                 self.ecs.stop(task.arn, f"orphan host task: {task.host} does not own it")
                 report.orphans_stopped += 1
             return
-        if task.stopped:
+        if task.stopped and host.status is HostStatus.DRAINING and not host.assigned:
+            self._finish(host, report, running=set())  # drained itself: a clean end, not a loss
+        elif task.stopped:
             self.lose(host, f"its task stopped: {task.stopped_reason or task.stop_code}", report)
         elif host.task_arn is None and host.accepting:
             self.placer.run_host(host)  # adopts the ARN (same clientToken)
@@ -88,7 +97,7 @@ class HostManager:
     def resync(self, running: set[str], report: PassReport) -> HostsPass:
         """One pass over the hosts: the task ARNs that are hosts (not orphans), and the pooled
         observers wanted and running as the pass leaves them (the fleet gauges' pooled share)."""
-        hosts, requests = self.hosts.scan_with_requests()
+        hosts, requests = self.hosts.scan_with_requests(self.clock())
         self.placer.begin(hosts)
         now = self.clock()
         wanting = {kind: self.store.waiting(kind) for kind in self.pooled_kinds}
@@ -98,7 +107,8 @@ class HostManager:
         }
         # A waiting observer already assigned to an accepting host (its placement unconfirmed, or
         # its host's RunTask failing) has its slot: counting it again would start a spare host.
-        placed = {n for h in hosts if h.accepting for n in h.assigned}
+        # One still on a draining host is counted there, as leaving it.
+        placed = {n for h in hosts if h.accepting for n in h.assigned} | leaving_hosts(hosts)
         plan = plan_hosts(
             hosts,
             running,
@@ -107,7 +117,10 @@ class HostManager:
             now,
             self.settings,
         )
-        self._carry_out(plan, waiting, running, report)
+        dead = {host_id for host_id, _ in plan.lost}
+        stranded = not_started_on_draining(h for h in hosts if h.host_id not in dead)
+        settle = [name for names in waiting.values() for name in names]
+        self._carry_out(plan, [*settle, *stranded], running, report)
         for kind, stuck in stuck_starting(hosts, self.pooled_kinds, now, self.settings).items():
             self.placer.metric(ObserverMetric.HOSTS_STUCK_STARTING, kind, stuck)
         for kind in self.pooled_kinds:
@@ -193,7 +206,7 @@ class HostManager:
     def _carry_out(
         self,
         plan: HostPlan,
-        waiting: dict[str, list[str]],
+        settle: list[str],
         running: set[str],
         report: PassReport,
     ) -> None:
@@ -210,10 +223,9 @@ class HostManager:
         for host_id in plan.retry_run:
             with isolated(host_id, report):
                 self.placer.run_host(book[host_id])
-        for names in waiting.values():
-            for name in names:
-                with isolated(name, report):
-                    self._settle_fresh(name, report)
+        for name in dict.fromkeys(settle):
+            with isolated(name, report):
+                self._settle_fresh(name, report)
         for kind, count in plan.start.items():
             for _ in range(count):
                 with isolated(kind, report):
@@ -223,7 +235,7 @@ class HostManager:
                 self.drain(book[host_id])
         for host_id in plan.finish:
             with isolated(host_id, report):
-                self._finish(book[host_id], report)
+                self._finish(book[host_id], report, running)
 
     def lose(self, host: Host, why: str, report: PassReport) -> None:
         """Mark LOST (its heartbeat is refused from now on), stop its task, move its observers.
@@ -272,8 +284,9 @@ class HostManager:
                 except HostConflict:
                     continue  # the next pass sees it still assigned and finishes the hand-over
 
-    def _finish(self, host: Host, report: PassReport) -> None:
-        if host.task_arn:
+    def _finish(self, host: Host, report: PassReport, running: set[str] | None = None) -> None:
+        """StopTask (unless ``running`` says it is gone already), STOPPED, evacuated."""
+        if host.task_arn and (running is None or host.task_arn in running):
             self.ecs.stop(host.task_arn, "drained")
         stopped = self._mark(host, HostStatus.STOPPED, "drained")
         if stopped is not None and stopped.status is HostStatus.STOPPED:
@@ -299,8 +312,10 @@ class HostManager:
         for _ in range(MAX_DECISION_ROUNDS):
             if current is None or current.status in (HostStatus.LOST, HostStatus.STOPPED):
                 return current
+            if status is HostStatus.RUNNING and current.status is not HostStatus.STARTING:
+                return current  # a promotion is for a STARTING host only (never over DRAINING)
             try:
-                return self.placer.book.put(self.hosts.mark(current, status, why))
+                return self.placer.book.put(self.hosts.mark(current, status, why, now=self.clock()))
             except HostConflict as conflict:
                 current = conflict.current
         return None

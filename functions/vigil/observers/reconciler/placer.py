@@ -8,7 +8,9 @@ Placing one observer, in order (each write conditional):
 2. the observer's write (next generation, ``host``, STARTING, ``next_start_at``, in the waiting
    index): the commit point, as for a dedicated task;
 3. ``assigned[name] = generation`` on the host (the host runs it from its next heartbeat);
-4. the observer leaves the waiting index (``record_placed``).
+4. the observer leaves the waiting index (``record_placed``);
+5. when it moved, its old host (if still live: a DRAINING one) forgets it, so that host can finish
+   its drain (STOPPED, not LOST) and the manager does not count it there as leaving a second time.
 
 A crash or a refused host write between 2 and 4 leaves the observer in the waiting index: the next
 pass places it again with the same generation. A host whose RunTask failed keeps its observers
@@ -23,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from vigil.clock import Clock, system_clock
+from vigil.contract.hosts import LIVE_HOST_STATUSES
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import RUN_TASK_FAILURES, EcsTasks, RunTaskFailed
 from vigil.observers.fleet_store import Conflict, FleetStore
@@ -78,7 +81,7 @@ class Placer:
 
     def all_hosts(self) -> dict[str, Host]:
         if self.book.hosts is None:
-            self.book.reset(self.hosts.scan())
+            self.book.reset(self.hosts.scan(self.clock()))
         assert self.book.hosts is not None
         return self.book.hosts
 
@@ -144,6 +147,9 @@ class Placer:
             )
             if host.status_reason and not host.task_arn:
                 self._note_failure(name, generation, waiting_for_host(host.status_reason))
+            left = self.host(record.pooled.host)
+            if left is not None and left.host_id != host_id and left.status in LIVE_HOST_STATUSES:
+                self._unassign(left, name)  # a LOST or STOPPED host keeps its last map
             return
         self._note_failure(name, generation, f"host {host_id} no longer takes it")
 
@@ -161,12 +167,14 @@ class Placer:
 
     def take_off(self, record: d.Record, *, handover: bool = False) -> None:
         """The host stops the observer's child at its next heartbeat (the child checkpoints)."""
-        host = self.host(record.pooled.host)
+        self._unassign(self.host(record.pooled.host), record.name, handover=handover)
+
+    def _unassign(self, host: Host | None, name: str, *, handover: bool = False) -> None:
         for _ in range(MAX_DECISION_ROUNDS):
-            if host is None or record.name not in host.assigned:
+            if host is None or name not in host.assigned:
                 return
             try:
-                self.book.put(self.hosts.unassign(host, record.name, handover=handover))
+                self.book.put(self.hosts.unassign(host, name, handover=handover))
                 return
             except HostConflict as conflict:
                 host = conflict.current
