@@ -219,3 +219,26 @@ def test_a_speed_that_is_not_positive_is_refused() -> None:
     err = io.StringIO()
     assert vigil(["local", "up", "--speed", "0"], stderr=err) == 2
     assert err.getvalue() == "error: --speed must be positive\n"
+
+
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_a_port_out_of_range_is_refused_with_a_message(port: str) -> None:
+    err = io.StringIO()
+    assert vigil(["local", "up", "--port", port, "--project", str(ROOT)], stderr=err) == 2
+    assert err.getvalue() == f"error: --port must be between 0 and 65535, not {port}\n"
+
+
+@pytest.mark.parametrize("speed", ["nan", "inf"])
+def test_a_speed_that_is_not_a_finite_number_is_refused_with_a_message(speed: str) -> None:
+    err = io.StringIO()
+    assert vigil(["local", "up", "--speed", speed, "--port", "0"], stderr=err) == 2
+    assert err.getvalue() == f"error: --speed must be a finite positive number, not {speed}\n"
+
+
+def test_a_missing_cdk_out_folder_is_refused_with_a_message(tmp_path: Path) -> None:
+    missing = tmp_path / "cdk.out"
+    err = io.StringIO()
+    assert vigil(["local", "up", "--port", "0", "--cdk-out", str(missing)], stderr=err) == 2
+    assert err.getvalue() == (
+        f"error: --cdk-out {missing}: no such folder (synthesize with `cdk synth -o DIR`)\n"
+    )

@@ -9,6 +9,7 @@ and reaped, and the endpoint is shut.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -83,9 +84,24 @@ def _endpoint(port: int) -> Any:
         raise _CannotStart(str(busy)) from None
 
 
-def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def argument_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments, checked before anything starts: a bad port or speed
+    would otherwise fail deep inside (an OverflowError at bind, a NaN clock after deploy)."""
+    if not 0 <= args.port <= 65535:
+        return f"--port must be between 0 and 65535, not {args.port}"
+    if not math.isfinite(args.speed):
+        return f"--speed must be a finite positive number, not {args.speed}"
     if args.speed <= 0:
-        print("error: --speed must be positive", file=err)
+        return "--speed must be positive"
+    if args.cdk_out and not Path(args.cdk_out).is_dir():
+        return f"--cdk-out {args.cdk_out}: no such folder (synthesize with `cdk synth -o DIR`)"
+    return None
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    problem = argument_problem(args)
+    if problem:
+        print(f"error: {problem}", file=err)
         return 2
     try:
         project = find_project(args.project)
