@@ -7,6 +7,11 @@ observer task (``VIGIL_OBSERVER_NAME``/``GENERATION``) or a pooled host task (``
 runs exactly what its container would. When the process exits ECS stops the task; StopTask sends
 it SIGTERM, then SIGKILL after the container's stop timeout; either way the reconciler receives the
 task's STOPPED event with the exit code, as EventBridge would deliver it.
+
+Each container is a session of its own (its process group): as ``docker stop`` does, SIGTERM goes to
+the first process, which hands over to its children; the SIGKILL after the stop timeout, and the end
+of the first process (the container ends with it), kill the whole group, so a pooled host's
+observer children or a kind's subprocesses never outlive their container.
 """
 
 from __future__ import annotations
@@ -91,6 +96,7 @@ class ContainerProcesses:
                 continue
             if code is None:
                 continue
+            _kill_group(run.process)  # the container ends with its first process
             del self.running[arn]
             run.log.close()
             if arn not in stopped:  # it exited by itself: ECS stops the task
@@ -107,16 +113,16 @@ class ContainerProcesses:
         return [run.process.pid for run in self.running.values()]
 
     def stop_all(self, grace: float = 10.0) -> None:
-        """SIGTERM every process, SIGKILL what is left after ``grace`` seconds, reap them all."""
+        """SIGTERM every first process, SIGKILL every container's whole group once its first process
+        has ended or ``grace`` seconds have passed, reap them all."""
         for run in self.running.values():
             _send(run.process, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for run in self.running.values():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 run.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _send(run.process, signal.SIGKILL)
-                run.process.wait()
+            _kill_group(run.process)
+            run.process.wait()
             run.log.close()
         self.running.clear()
 
@@ -159,7 +165,7 @@ class ContainerProcesses:
             run.signalled_at = time.monotonic()
             _send(run.process, signal.SIGTERM)
         elif time.monotonic() - run.signalled_at > run.stop_timeout:
-            _send(run.process, signal.SIGKILL)
+            _kill_group(run.process)
 
     def _report(self, arn: str, exit_code: int | None, stop_code: str) -> None:
         self.reported.add(arn)
@@ -187,3 +193,10 @@ def _send(process: subprocess.Popen[bytes], signum: int) -> None:
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signum)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL every process of the container (its session, led by ``process``). Called before
+    the leader is reaped, or just after, while its id still names the group."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
