@@ -98,6 +98,17 @@ def test_a_redrive_after_the_fix_runs_the_tick(
     assert vigil_stack.dead_letters("cleanup") == []
 
 
+def test_dead_letters_lists_every_failed_tick_not_just_ten(
+    vigil_stack: VigilStack, cleanup_fails: None
+) -> None:
+    for _ in range(12):
+        vigil_stack.fire("cleanup", at=vigil_stack.now() + timedelta(minutes=5))
+    assert len(vigil_stack.history("cleanup")) == 12  # 12 FAILED ticks, retry_attempts=0
+
+    assert len(vigil_stack.dead_letters("cleanup")) == 12
+    assert len(vigil_stack.dead_letters("cleanup")) == 12  # reading consumed nothing
+
+
 def test_a_crashed_observer_is_restarted_by_the_reconciler(vigil_stack: VigilStack) -> None:
     vigil_stack.create_observer("eth-watch", "ticker", {"interval_seconds": 5})
     vigil_stack.advance(seconds=10)

@@ -36,6 +36,7 @@ from vigil_tools.cli import ApiError, InProcessTransport, ObserversClient
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.author_code import forget_modules
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
+from vigil_tools.emulator.queues import peek
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.scheduler import Schedule, deployed_schedules
 from vigil_tools.jobs_cli import JobsCatalog
@@ -272,30 +273,10 @@ class VigilStack:
                 reraise(error)
 
     def dead_letters(self, job: str) -> list[DeadLetter]:
-        """The events in the job's dead-letter queue (left there)."""
+        """The events in the job's dead-letter queue, all of them, left there (read without
+        receiving: ReceiveMessage answers at most ten, and hides or counts what it answers)."""
         queue = self.catalog.job(check("job", job, self.catalog.jobs))["failed_runs"]
-        sqs = self.account.session.client("sqs")
-        letters: list[DeadLetter] = []
-        for _ in range(100):
-            messages = sqs.receive_message(
-                QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=0
-            ).get("Messages", [])
-            fresh = [m for m in messages if m["MessageId"] not in {d.message_id for d in letters}]
-            if not fresh:
-                break
-            for message in fresh:
-                record = json.loads(message["Body"])
-                answer = record.get("responsePayload") or {}
-                letters.append(
-                    DeadLetter(
-                        scheduled_at=_scheduled_at(record),
-                        error_type=answer.get("errorType"),
-                        error_message=answer.get("errorMessage"),
-                        record=record,
-                        message_id=message["MessageId"],
-                    )
-                )
-        return letters
+        return [_dead_letter(message) for message in peek(self.account.session, queue)]
 
     def redrive(self, job: str) -> list[AsyncInvocation]:
         """What ``vigil jobs redrive`` does: every dead-lettered event back to the function."""
@@ -433,6 +414,18 @@ def _tick_key(moment: str | datetime) -> str:
     if isinstance(moment, str):
         return moment
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _dead_letter(message: dict[str, Any]) -> DeadLetter:
+    record = json.loads(message["Body"])
+    answer = record.get("responsePayload") or {}
+    return DeadLetter(
+        scheduled_at=_scheduled_at(record),
+        error_type=answer.get("errorType"),
+        error_message=answer.get("errorMessage"),
+        record=record,
+        message_id=message["MessageId"],
+    )
 
 
 def _scheduled_at(event: Any) -> datetime | None:
