@@ -109,6 +109,20 @@ def test_dead_letters_lists_every_failed_tick_not_just_ten(
     assert len(vigil_stack.dead_letters("cleanup")) == 12  # reading consumed nothing
 
 
+def test_a_fire_ahead_then_advance_does_not_deliver_a_late_backlog(
+    vigil_stack: VigilStack,
+) -> None:
+    vigil_stack.fire("cleanup", at=vigil_stack.now() + timedelta(minutes=20))  # 06:20
+    vigil_stack.advance(minutes=5)  # to 06:25
+
+    # As on AWS the schedule fired 06:05, 06:10, 06:15 on time while time passed, not late (MISSED)
+    statuses = [r.status for r in vigil_stack.history("cleanup")]
+    assert "MISSED" not in statuses, statuses
+    assert [
+        (r.scheduled_at.strftime("%H:%M"), r.attempts) for r in vigil_stack.history("cleanup")
+    ] == [("06:25", 1), ("06:20", 1), ("06:15", 1), ("06:10", 1), ("06:05", 1)]
+
+
 def test_a_crashed_observer_is_restarted_by_the_reconciler(vigil_stack: VigilStack) -> None:
     vigil_stack.create_observer("eth-watch", "ticker", {"interval_seconds": 5})
     vigil_stack.advance(seconds=10)

@@ -143,6 +143,9 @@ class VigilStack:
         end = self.now() + timedelta(hours=hours, minutes=minutes, seconds=seconds)
         if end < self.now():
             raise ValueError("advance() moves time forward only")
+        return self._advance_to(end)
+
+    def _advance_to(self, end: datetime) -> list[AsyncInvocation]:
         delivered: list[AsyncInvocation] = []
         for _ in range(MAX_STEPS):
             moment, action = self._next(end)
@@ -223,14 +226,20 @@ class VigilStack:
         """Scheduler delivers ``job``'s tick scheduled at ``at`` (default: now), ``copies`` times
         at once: the copies run concurrently, their requests interleaved (:mod:`.interleave`).
 
-        The clock moves to ``at`` when it is ahead; an ``at`` in the past is a late delivery.
+        An ``at`` ahead is reached as :meth:`advance` would reach it: time passes, every schedule
+        fires its occurrences before ``at`` on time (as on AWS, where they do not wait), then the
+        copies are delivered; when ``job``'s own schedule has an occurrence at ``at``, the copies
+        are that occurrence, not more deliveries of it. An ``at`` in the past is a late delivery.
         """
         if copies < 1:
             raise ValueError("copies must be at least 1")
         schedule = self._schedule_of(job)
         moment = (at or self.now()).astimezone(UTC)
         if moment > self.now():
+            self._advance_to(moment - timedelta(microseconds=1))
             self._move_to(moment)
+            if self._occurrence(schedule.name, schedule.expression, schedule.time_zone, moment):
+                self._after[schedule.name] = moment
         events = [json.loads(schedule.render_input(moment, attempt=c + 1)) for c in range(copies)]
         function = schedule.target_arn
         with _quiet(), self.runtime.concurrently(function):
