@@ -3,6 +3,7 @@ with ``endpoint_url``, then stopped with SIGINT, leaving no process behind."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -190,6 +191,56 @@ def test_local_up_serves_the_stack_to_both_clis_and_stops_cleanly(
             or p["ppid"] == str(up.process.pid)
         )
     }
+    assert left == {}
+
+
+def _started(up: Up, monkeypatch: pytest.MonkeyPatch, kinds: dict[str, str]) -> list[int]:
+    """Observers ``name -> kind`` created through the vigil CLI, once all are RUNNING: the pids of
+    the container processes `vigil local up` runs for them."""
+    for name, value in up.exports().items():
+        monkeypatch.setenv(name, value)
+    for name, kind in kinds.items():
+        out, err = io.StringIO(), io.StringIO()
+        config = '{"interval_seconds": 1}'
+        argv = ["--json", "observers", "create", name, "--kind", kind, "--config", config]
+        assert vigil(argv, stdout=out, stderr=err) == 0, err.getvalue()
+
+    def status(name: str) -> Any:
+        out = io.StringIO()
+        vigil(["--json", "observers", "get", name], stdout=out, stderr=io.StringIO())
+        return json.loads(out.getvalue()).get("status")
+
+    for name in kinds:
+        _wait_for(f"{name} RUNNING", lambda name=name: status(name) == "RUNNING", 90)
+    return [
+        pid
+        for pid, p in _processes().items()
+        if p["ppid"] == str(up.process.pid) and "vigil.observers" in p["cmd"]
+    ]
+
+
+def _left(containers: list[int]) -> dict[int, dict[str, str]]:
+    """What is still running of the containers: their processes and their sessions'."""
+    return {
+        pid: p
+        for pid, p in _processes().items()
+        if p["state"] != "Z" and (pid in containers or p["session"] in {str(c) for c in containers})
+    }
+
+
+def test_closing_the_terminal_leaves_no_container_running(
+    up: Up, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    containers = _started(up, monkeypatch, {"w1": "ticker"})
+    assert containers
+
+    up.process.send_signal(signal.SIGHUP)  # the terminal `make up` runs in is closed
+    assert up.process.wait(timeout=60) == 0
+
+    left = _left(containers)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     assert left == {}
 
 

@@ -1,8 +1,9 @@
 """``vigil local up [--port P] [--speed X] [--quiet]``: start, print the exports, run, stop cleanly.
 
 Order: bind the port (a port in use fails before anything else), synthesize and deploy the
-template on the endpoint, print the ``export`` lines, then run the live loop until Ctrl-C or
-SIGTERM; on the way out every container process is stopped (SIGTERM, then SIGKILL after a grace)
+template on the endpoint, print the ``export`` lines, then run the live loop until Ctrl-C,
+SIGTERM or SIGHUP (the terminal closed: the containers are in sessions of their own, so nothing
+else would stop them); on the way out every container process is stopped (SIGTERM, then SIGKILL after a grace)
 and reaped, and the endpoint is shut.
 """
 
@@ -30,6 +31,8 @@ LOG_DIR = Path(".vigil-local/logs")
 TICK_SECONDS = 0.25
 VIEW_SECONDS = 1.0
 READY = "vigil local up: ready"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Each stops ``vigil local up`` and everything it started."""
 
 
 def add_parser(groups: Any) -> None:
@@ -111,7 +114,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 2
     interrupts = Interrupts()
     stop = interrupts.stop
-    previous = {s: signal.signal(s, interrupts.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, interrupts.on_signal) for s in STOP_SIGNALS}
     endpoint.start()
     stack: _Running | None = None
     try:
@@ -128,8 +131,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"error: {error}", file=err)
         return 1
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
         if stack is not None:
             stack.shutdown(out)
         endpoint.stop()
