@@ -228,11 +228,12 @@ def _left(containers: list[int]) -> dict[int, dict[str, str]]:
     }
 
 
-def test_closing_the_terminal_leaves_no_container_running(
+def test_a_pooled_observer_runs_and_closing_the_terminal_leaves_no_container_running(
     up: Up, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    containers = _started(up, monkeypatch, {"w1": "ticker"})
-    assert containers
+    # a pooled host reads its task ARN from ECS's task metadata endpoint, which local up serves
+    containers = _started(up, monkeypatch, {"w1": "ticker", "p1": "pooled-ticker"})
+    assert len(containers) == 2  # the ticker's container and one host: no host after host
 
     up.process.send_signal(signal.SIGHUP)  # the terminal `make up` runs in is closed
     assert up.process.wait(timeout=60) == 0

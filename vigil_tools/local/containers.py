@@ -4,7 +4,8 @@ The process runs the container's command (the task definition's, else the image'
 its Dockerfile) in the functions folder the image is built from, with the task's environment (the
 definition's, then the task's overrides) plus the endpoint's address and fake credentials. So an
 observer task (``VIGIL_OBSERVER_NAME``/``GENERATION``) or a pooled host task (``VIGIL_HOST_ID``)
-runs exactly what its container would. When the process exits ECS stops the task; StopTask sends
+runs exactly what its container would; ``ECS_CONTAINER_METADATA_URI_V4`` points at the task's
+metadata on the local endpoint (:mod:`.task_metadata`), where a host reads its task ARN. When the process exits ECS stops the task; StopTask sends
 it SIGTERM, then SIGKILL after the container's stop timeout; either way the reconciler receives the
 task's STOPPED event with the exit code, as EventBridge would deliver it.
 
@@ -32,6 +33,8 @@ from typing import IO, Any
 
 from vigil_tools.emulator.ecs import TaskEvents, container_environment, describe_task
 from vigil_tools.emulator.template import Synthesized
+from vigil_tools.local.task_metadata import ENV as METADATA_ENV
+from vigil_tools.local.task_metadata import TaskMetadata
 
 DEFAULT_STOP_TIMEOUT = 30.0
 
@@ -73,6 +76,8 @@ class ContainerProcesses:
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
     held: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
     """A block Ctrl-C waits for (``Interrupts.held``): spawning a process and recording it."""
+    metadata: TaskMetadata | None = None
+    """ECS's task metadata endpoint, served by the local endpoint; None: no variable set."""
     running: dict[str, Running] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)
     versions: dict[str, int] = field(default_factory=dict)
@@ -99,6 +104,8 @@ class ContainerProcesses:
             _kill_group(run.process)  # the container ends with its first process
             del self.running[arn]
             run.log.close()
+            if self.metadata is not None:
+                self.metadata.forget(arn)
             if arn not in stopped:  # it exited by itself: ECS stops the task
                 self.ecs.stop_task(
                     cluster=self.cluster, task=arn, reason="Essential container in task exited"
@@ -137,6 +144,8 @@ class ContainerProcesses:
         ).open("ab")
         command = [sys.executable if part == "python" else part for part in self.command]
         stop_timeout = _stop_timeout(self.ecs, task, self.container)
+        if self.metadata is not None:
+            environment[METADATA_ENV] = self.metadata.register(task, self.container)
         try:
             # Ctrl-C waits for the record: a process started but not recorded is never stopped.
             with self.held():

@@ -221,6 +221,7 @@ class _Running:
             log_dir=log_dir,
             deliver=live.task_event,
             held=interrupts.held,
+            metadata=endpoint.task_metadata,
         )
         endpoint.api = _api(runtime, fleet.api_function, account)
         catalog = JobsCatalog.from_stack(
