@@ -134,6 +134,22 @@ def test_a_crashed_observer_is_restarted_by_the_reconciler(vigil_stack: VigilSta
     assert (observer.status, observer.generation, observer.restarts) == ("RUNNING", 2, 1)
 
 
+def test_crashing_one_pooled_observer_does_not_restart_its_neighbours(
+    vigil_stack: VigilStack,
+) -> None:
+    vigil_stack.create_observer("p1", "pooled-ticker", {"interval_seconds": 5})
+    vigil_stack.create_observer("p2", "pooled-ticker", {"interval_seconds": 5})
+    vigil_stack.advance(seconds=30)
+
+    vigil_stack.crash("p1")  # its process dies (exit 1), as a child of its host
+    vigil_stack.advance(seconds=30)
+
+    p1, p2 = vigil_stack.observer("p1"), vigil_stack.observer("p2")
+    assert (p1.status, p1.restarts) == ("RUNNING", 1)
+    assert p1.last_exit is not None and p1.last_exit["exit_code"] == 1
+    assert (p2.generation, p2.restarts) == (1, 0)  # its host and its neighbour ran on
+
+
 def test_a_kind_that_keeps_crashing_fails_with_its_traceback_in_the_logs(
     vigil_stack: VigilStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:

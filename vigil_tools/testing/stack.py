@@ -361,11 +361,13 @@ class VigilStack:
         return self.observer(name)
 
     def crash(self, name: str) -> ObserverState:
-        """The observer's container dies (exit 1); ECS reports it, the reconciler replaces it."""
+        """The observer's process dies (exit 1) and is replaced: its own container, which ECS
+        reports to the reconciler; or for a pooled kind its child process on the host, which the
+        host reports (the host and its other observers run on)."""
         arn = self._known_observer(name).task_arn
         if arn is None:
             raise RuntimeError(f"observer {name!r} has no task to crash")
-        self.fleet.crash(arn)
+        self.fleet.crash(arn, observer=name)
         self.fleet.settle()
         return self.observer(name)
 
