@@ -123,6 +123,15 @@ def test_a_fire_ahead_then_advance_does_not_deliver_a_late_backlog(
     ] == [("06:25", 1), ("06:20", 1), ("06:15", 1), ("06:10", 1), ("06:05", 1)]
 
 
+def test_a_naive_at_is_refused_with_a_clear_error(vigil_stack: VigilStack) -> None:
+    naive = vigil_stack.now().replace(tzinfo=None) + timedelta(minutes=5)
+
+    with pytest.raises(ValueError, match="timezone-aware"):
+        vigil_stack.fire("cleanup", at=naive)
+
+    assert vigil_stack.history("cleanup") == []  # nothing delivered
+
+
 def test_a_crashed_observer_is_restarted_by_the_reconciler(vigil_stack: VigilStack) -> None:
     vigil_stack.create_observer("eth-watch", "ticker", {"interval_seconds": 5})
     vigil_stack.advance(seconds=10)

@@ -230,9 +230,15 @@ class VigilStack:
         fires its occurrences before ``at`` on time (as on AWS, where they do not wait), then the
         copies are delivered; when ``job``'s own schedule has an occurrence at ``at``, the copies
         are that occurrence, not more deliveries of it. An ``at`` in the past is a late delivery.
+        ``at`` must be timezone-aware.
         """
         if copies < 1:
             raise ValueError("copies must be at least 1")
+        if at is not None and at.utcoffset() is None:
+            raise ValueError(
+                f"fire(at={at!r}): give a timezone-aware datetime (e.g. tzinfo=UTC); a naive one "
+                "would be read in this machine's local time"
+            )
         schedule = self._schedule_of(job)
         moment = (at or self.now()).astimezone(UTC)
         if moment > self.now():
