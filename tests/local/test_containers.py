@@ -1,10 +1,13 @@
 """``vigil local up``'s container processes: a Ctrl-C landing as a process has just been spawned
-waits for it to be recorded, so stopping stops it too (nothing left running)."""
+waits for it to be recorded, so stopping stops it too (nothing left running); stopping a container
+kills every process in it, as ECS does, not only its first."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,3 +83,58 @@ def test_a_ctrl_c_as_a_process_starts_still_stops_that_process(
     (process,) = spawned
     assert interrupts.stop.is_set()
     assert process.poll() == -signal.SIGTERM  # stopped and reaped, not left running
+
+
+# A host that hands its observers over slowly (ignores SIGTERM for longer than the grace) and has
+# one child process (an observer, as the pooled host's forkserver children are).
+HOST = """
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, lambda *_: None)
+child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+open(sys.argv[1] + ".tmp", "w").write(str(child.pid))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is not running
+    except (ProcessLookupError, FileNotFoundError):
+        return False
+
+
+def _until(what: str, check: Any, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"waited {seconds} s for {what}"
+        time.sleep(0.02)
+
+
+def test_stopping_a_host_leaves_none_of_its_children_running(
+    spawned: list[subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "child.pid"
+    processes = ContainerProcesses(
+        session=Session(),
+        cluster="vigil",
+        container="observer",
+        command=["python", "-c", HOST, str(pid_file)],
+        functions=tmp_path,
+        endpoint_env={},
+        log_dir=tmp_path / "logs",
+        deliver=lambda _event: None,
+    )
+    processes.sync()
+    _until("the host's child", pid_file.exists)
+    child = int(pid_file.read_text())
+
+    processes.stop_all(grace=0.5)  # what `vigil local up` does on Ctrl-C
+
+    try:
+        _until("the host's child to die", lambda: not _alive(child), seconds=5)
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)

@@ -3,6 +3,7 @@ with ``endpoint_url``, then stopped with SIGINT, leaving no process behind."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -193,6 +194,57 @@ def test_local_up_serves_the_stack_to_both_clis_and_stops_cleanly(
     assert left == {}
 
 
+def _started(up: Up, monkeypatch: pytest.MonkeyPatch, kinds: dict[str, str]) -> list[int]:
+    """Observers ``name -> kind`` created through the vigil CLI, once all are RUNNING: the pids of
+    the container processes `vigil local up` runs for them."""
+    for name, value in up.exports().items():
+        monkeypatch.setenv(name, value)
+    for name, kind in kinds.items():
+        out, err = io.StringIO(), io.StringIO()
+        config = '{"interval_seconds": 1}'
+        argv = ["--json", "observers", "create", name, "--kind", kind, "--config", config]
+        assert vigil(argv, stdout=out, stderr=err) == 0, err.getvalue()
+
+    def status(name: str) -> Any:
+        out = io.StringIO()
+        vigil(["--json", "observers", "get", name], stdout=out, stderr=io.StringIO())
+        return json.loads(out.getvalue()).get("status")
+
+    for name in kinds:
+        _wait_for(f"{name} RUNNING", lambda name=name: status(name) == "RUNNING", 90)
+    return [
+        pid
+        for pid, p in _processes().items()
+        if p["ppid"] == str(up.process.pid) and "vigil.observers" in p["cmd"]
+    ]
+
+
+def _left(containers: list[int]) -> dict[int, dict[str, str]]:
+    """What is still running of the containers: their processes and their sessions'."""
+    return {
+        pid: p
+        for pid, p in _processes().items()
+        if p["state"] != "Z" and (pid in containers or p["session"] in {str(c) for c in containers})
+    }
+
+
+def test_a_pooled_observer_runs_and_closing_the_terminal_leaves_no_container_running(
+    up: Up, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a pooled host reads its task ARN from ECS's task metadata endpoint, which local up serves
+    containers = _started(up, monkeypatch, {"w1": "ticker", "p1": "pooled-ticker"})
+    assert len(containers) == 2  # the ticker's container and one host: no host after host
+
+    up.process.send_signal(signal.SIGHUP)  # the terminal `make up` runs in is closed
+    assert up.process.wait(timeout=60) == 0
+
+    left = _left(containers)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert left == {}
+
+
 def _ticks(cli: Callable[..., str]) -> list[dict[str, Any]]:
     out = io.StringIO()
     code = vigil(["jobs", "history", "cleanup"], stdout=out, stderr=io.StringIO())
@@ -219,3 +271,26 @@ def test_a_speed_that_is_not_positive_is_refused() -> None:
     err = io.StringIO()
     assert vigil(["local", "up", "--speed", "0"], stderr=err) == 2
     assert err.getvalue() == "error: --speed must be positive\n"
+
+
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_a_port_out_of_range_is_refused_with_a_message(port: str) -> None:
+    err = io.StringIO()
+    assert vigil(["local", "up", "--port", port, "--project", str(ROOT)], stderr=err) == 2
+    assert err.getvalue() == f"error: --port must be between 0 and 65535, not {port}\n"
+
+
+@pytest.mark.parametrize("speed", ["nan", "inf"])
+def test_a_speed_that_is_not_a_finite_number_is_refused_with_a_message(speed: str) -> None:
+    err = io.StringIO()
+    assert vigil(["local", "up", "--speed", speed, "--port", "0"], stderr=err) == 2
+    assert err.getvalue() == f"error: --speed must be a finite positive number, not {speed}\n"
+
+
+def test_a_missing_cdk_out_folder_is_refused_with_a_message(tmp_path: Path) -> None:
+    missing = tmp_path / "cdk.out"
+    err = io.StringIO()
+    assert vigil(["local", "up", "--port", "0", "--cdk-out", str(missing)], stderr=err) == 2
+    assert err.getvalue() == (
+        f"error: --cdk-out {missing}: no such folder (synthesize with `cdk synth -o DIR`)\n"
+    )

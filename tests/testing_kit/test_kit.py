@@ -98,6 +98,40 @@ def test_a_redrive_after_the_fix_runs_the_tick(
     assert vigil_stack.dead_letters("cleanup") == []
 
 
+def test_dead_letters_lists_every_failed_tick_not_just_ten(
+    vigil_stack: VigilStack, cleanup_fails: None
+) -> None:
+    for _ in range(12):
+        vigil_stack.fire("cleanup", at=vigil_stack.now() + timedelta(minutes=5))
+    assert len(vigil_stack.history("cleanup")) == 12  # 12 FAILED ticks, retry_attempts=0
+
+    assert len(vigil_stack.dead_letters("cleanup")) == 12
+    assert len(vigil_stack.dead_letters("cleanup")) == 12  # reading consumed nothing
+
+
+def test_a_fire_ahead_then_advance_does_not_deliver_a_late_backlog(
+    vigil_stack: VigilStack,
+) -> None:
+    vigil_stack.fire("cleanup", at=vigil_stack.now() + timedelta(minutes=20))  # 06:20
+    vigil_stack.advance(minutes=5)  # to 06:25
+
+    # As on AWS the schedule fired 06:05, 06:10, 06:15 on time while time passed, not late (MISSED)
+    statuses = [r.status for r in vigil_stack.history("cleanup")]
+    assert "MISSED" not in statuses, statuses
+    assert [
+        (r.scheduled_at.strftime("%H:%M"), r.attempts) for r in vigil_stack.history("cleanup")
+    ] == [("06:25", 1), ("06:20", 1), ("06:15", 1), ("06:10", 1), ("06:05", 1)]
+
+
+def test_a_naive_at_is_refused_with_a_clear_error(vigil_stack: VigilStack) -> None:
+    naive = vigil_stack.now().replace(tzinfo=None) + timedelta(minutes=5)
+
+    with pytest.raises(ValueError, match="timezone-aware"):
+        vigil_stack.fire("cleanup", at=naive)
+
+    assert vigil_stack.history("cleanup") == []  # nothing delivered
+
+
 def test_a_crashed_observer_is_restarted_by_the_reconciler(vigil_stack: VigilStack) -> None:
     vigil_stack.create_observer("eth-watch", "ticker", {"interval_seconds": 5})
     vigil_stack.advance(seconds=10)
@@ -107,6 +141,22 @@ def test_a_crashed_observer_is_restarted_by_the_reconciler(vigil_stack: VigilSta
 
     observer = vigil_stack.observer("eth-watch")
     assert (observer.status, observer.generation, observer.restarts) == ("RUNNING", 2, 1)
+
+
+def test_crashing_one_pooled_observer_does_not_restart_its_neighbours(
+    vigil_stack: VigilStack,
+) -> None:
+    vigil_stack.create_observer("p1", "pooled-ticker", {"interval_seconds": 5})
+    vigil_stack.create_observer("p2", "pooled-ticker", {"interval_seconds": 5})
+    vigil_stack.advance(seconds=30)
+
+    vigil_stack.crash("p1")  # its process dies (exit 1), as a child of its host
+    vigil_stack.advance(seconds=30)
+
+    p1, p2 = vigil_stack.observer("p1"), vigil_stack.observer("p2")
+    assert (p1.status, p1.restarts) == ("RUNNING", 1)
+    assert p1.last_exit is not None and p1.last_exit["exit_code"] == 1
+    assert (p2.generation, p2.restarts) == (1, 0)  # its host and its neighbour ran on
 
 
 def test_a_kind_that_keeps_crashing_fails_with_its_traceback_in_the_logs(

@@ -228,6 +228,11 @@ class ObserverContainer:
             self.step()
         return self.exit_code
 
+    def crash(self) -> None:
+        """The process dies of an error (exit 1) at once: nothing more written."""
+        self.kill()
+        self.exit_code = ExitCode.CRASH
+
     def kill(self) -> None:
         """The process ends at once (SIGKILL): no exit report, nothing more written."""
         if not self.alive:

@@ -207,6 +207,15 @@ class EmulatedHost:
         self.kill()  # ECS's SIGKILL once the stop timeout is over (the clock does not move here)
         return self.exit_code
 
+    def crash_child(self, name: str) -> None:
+        """One child process dies (exit 1): the host reaps and reports it (its exit code, as the
+        real host reads it from multiprocessing), its other children run on."""
+        container = self.children.get(name)
+        if container is None:
+            raise LookupError(f"host {self.host_id} runs no observer {name!r}")
+        container.crash()
+        self._tick()
+
     def kill(self) -> None:
         """The task ends at once (SIGKILL): every child with it, nothing more written."""
         for container in self.children.values():

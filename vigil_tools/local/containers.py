@@ -4,9 +4,15 @@ The process runs the container's command (the task definition's, else the image'
 its Dockerfile) in the functions folder the image is built from, with the task's environment (the
 definition's, then the task's overrides) plus the endpoint's address and fake credentials. So an
 observer task (``VIGIL_OBSERVER_NAME``/``GENERATION``) or a pooled host task (``VIGIL_HOST_ID``)
-runs exactly what its container would. When the process exits ECS stops the task; StopTask sends
+runs exactly what its container would; ``ECS_CONTAINER_METADATA_URI_V4`` points at the task's
+metadata on the local endpoint (:mod:`.task_metadata`), where a host reads its task ARN. When the process exits ECS stops the task; StopTask sends
 it SIGTERM, then SIGKILL after the container's stop timeout; either way the reconciler receives the
 task's STOPPED event with the exit code, as EventBridge would deliver it.
+
+Each container is a session of its own (its process group): as ``docker stop`` does, SIGTERM goes to
+the first process, which hands over to its children; the SIGKILL after the stop timeout, and the end
+of the first process (the container ends with it), kill the whole group, so a pooled host's
+observer children or a kind's subprocesses never outlive their container.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from typing import IO, Any
 
 from vigil_tools.emulator.ecs import TaskEvents, container_environment, describe_task
 from vigil_tools.emulator.template import Synthesized
+from vigil_tools.local.task_metadata import ENV as METADATA_ENV
+from vigil_tools.local.task_metadata import TaskMetadata
 
 DEFAULT_STOP_TIMEOUT = 30.0
 
@@ -68,6 +76,8 @@ class ContainerProcesses:
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
     held: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
     """A block Ctrl-C waits for (``Interrupts.held``): spawning a process and recording it."""
+    metadata: TaskMetadata | None = None
+    """ECS's task metadata endpoint, served by the local endpoint; None: no variable set."""
     running: dict[str, Running] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)
     versions: dict[str, int] = field(default_factory=dict)
@@ -91,8 +101,11 @@ class ContainerProcesses:
                 continue
             if code is None:
                 continue
+            _kill_group(run.process)  # the container ends with its first process
             del self.running[arn]
             run.log.close()
+            if self.metadata is not None:
+                self.metadata.forget(arn)
             if arn not in stopped:  # it exited by itself: ECS stops the task
                 self.ecs.stop_task(
                     cluster=self.cluster, task=arn, reason="Essential container in task exited"
@@ -107,16 +120,16 @@ class ContainerProcesses:
         return [run.process.pid for run in self.running.values()]
 
     def stop_all(self, grace: float = 10.0) -> None:
-        """SIGTERM every process, SIGKILL what is left after ``grace`` seconds, reap them all."""
+        """SIGTERM every first process, SIGKILL every container's whole group once its first process
+        has ended or ``grace`` seconds have passed, reap them all."""
         for run in self.running.values():
             _send(run.process, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for run in self.running.values():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 run.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _send(run.process, signal.SIGKILL)
-                run.process.wait()
+            _kill_group(run.process)
+            run.process.wait()
             run.log.close()
         self.running.clear()
 
@@ -131,6 +144,8 @@ class ContainerProcesses:
         ).open("ab")
         command = [sys.executable if part == "python" else part for part in self.command]
         stop_timeout = _stop_timeout(self.ecs, task, self.container)
+        if self.metadata is not None:
+            environment[METADATA_ENV] = self.metadata.register(task, self.container)
         try:
             # Ctrl-C waits for the record: a process started but not recorded is never stopped.
             with self.held():
@@ -159,7 +174,7 @@ class ContainerProcesses:
             run.signalled_at = time.monotonic()
             _send(run.process, signal.SIGTERM)
         elif time.monotonic() - run.signalled_at > run.stop_timeout:
-            _send(run.process, signal.SIGKILL)
+            _kill_group(run.process)
 
     def _report(self, arn: str, exit_code: int | None, stop_code: str) -> None:
         self.reported.add(arn)
@@ -187,3 +202,10 @@ def _send(process: subprocess.Popen[bytes], signum: int) -> None:
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signum)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL every process of the container (its session, led by ``process``). Called before
+    the leader is reaped, or just after, while its id still names the group."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)

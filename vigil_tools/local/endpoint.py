@@ -4,7 +4,9 @@ moto applies a request non-atomically and its server serves requests on threads 
 applies each request atomically. One lock around moto's request handling gives the local endpoint
 AWS's per-request atomicity. Requests under :data:`API_PREFIX` are the management API (API
 Gateway's part): each becomes the REST proxy event the deployed API function receives, and runs
-outside that lock, since the function itself calls the endpoint.
+outside that lock, since the function itself calls the endpoint. Requests under
+:data:`~vigil_tools.local.task_metadata.PREFIX` are ECS's task metadata endpoint v4 (each task's
+container reads its own task ARN there).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
 from vigil_tools.cli import rest_event
+from vigil_tools.local.task_metadata import PREFIX as METADATA_PREFIX
+from vigil_tools.local.task_metadata import TaskMetadata
 
 API_PREFIX = "/vigil-api"
 """The management API's stage URL is ``http://HOST:PORT/vigil-api``."""
@@ -46,6 +50,7 @@ class LocalEndpoint:
         _check_free(port)
         self._server: BaseWSGIServer = make_server(HOST, port, self._app, threaded=True)
         self.port = int(self._server.server_address[1])
+        self.task_metadata = TaskMetadata(self.url)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="local-endpoint", daemon=True
         )
@@ -70,6 +75,12 @@ class LocalEndpoint:
         path = str(environ.get("PATH_INFO", ""))
         if path == API_PREFIX or path.startswith(API_PREFIX + "/"):
             return self._api(Request(environ))(environ, start_response)
+        if path.startswith(METADATA_PREFIX + "/"):
+            document = self.task_metadata.answer(path)
+            answer = (
+                _json(404, {"error": "no such task"}) if document is None else _json(200, document)
+            )
+            return answer(environ, start_response)
         with self._lock:
             # moto's answer is read whole inside the lock: nothing of it runs after.
             return list(self._moto(environ, start_response))

@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM as ``vigil local up`` takes them: stop at once, but never mid-bookkeeping.
+"""Ctrl-C, SIGTERM and SIGHUP as ``vigil local up`` takes them: stop at once, but never mid-bookkeeping.
 
 The handler sets the stop event every wait uses, and raises :class:`Stopped` to unwind the main
 thread (a deploy in progress ends there). A signal is handled between any two bytecodes, so where
@@ -14,8 +14,12 @@ from contextlib import contextmanager
 from types import FrameType
 
 
-class Stopped(Exception):
-    """Ctrl-C or SIGTERM: ``vigil local up`` stops everything it started."""
+class Stopped(BaseException):
+    """Ctrl-C, SIGTERM or SIGHUP: ``vigil local up`` stops everything it started.
+
+    A BaseException, as KeyboardInterrupt is: landing inside a library that catches Exception (a
+    botocore request wraps it in HTTPClientError, logging swallows it) it still unwinds to the top.
+    """
 
 
 class Interrupts:

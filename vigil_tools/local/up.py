@@ -1,14 +1,16 @@
 """``vigil local up [--port P] [--speed X] [--quiet]``: start, print the exports, run, stop cleanly.
 
 Order: bind the port (a port in use fails before anything else), synthesize and deploy the
-template on the endpoint, print the ``export`` lines, then run the live loop until Ctrl-C or
-SIGTERM; on the way out every container process is stopped (SIGTERM, then SIGKILL after a grace)
+template on the endpoint, print the ``export`` lines, then run the live loop until Ctrl-C,
+SIGTERM or SIGHUP (the terminal closed: the containers are in sessions of their own, so nothing
+else would stop them); on the way out every container process is stopped (SIGTERM, then SIGKILL after a grace)
 and reaped, and the endpoint is shut.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -29,6 +31,8 @@ LOG_DIR = Path(".vigil-local/logs")
 TICK_SECONDS = 0.25
 VIEW_SECONDS = 1.0
 READY = "vigil local up: ready"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Each stops ``vigil local up`` and everything it started."""
 
 
 def add_parser(groups: Any) -> None:
@@ -83,9 +87,24 @@ def _endpoint(port: int) -> Any:
         raise _CannotStart(str(busy)) from None
 
 
-def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def argument_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments, checked before anything starts: a bad port or speed
+    would otherwise fail deep inside (an OverflowError at bind, a NaN clock after deploy)."""
+    if not 0 <= args.port <= 65535:
+        return f"--port must be between 0 and 65535, not {args.port}"
+    if not math.isfinite(args.speed):
+        return f"--speed must be a finite positive number, not {args.speed}"
     if args.speed <= 0:
-        print("error: --speed must be positive", file=err)
+        return "--speed must be positive"
+    if args.cdk_out and not Path(args.cdk_out).is_dir():
+        return f"--cdk-out {args.cdk_out}: no such folder (synthesize with `cdk synth -o DIR`)"
+    return None
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    problem = argument_problem(args)
+    if problem:
+        print(f"error: {problem}", file=err)
         return 2
     try:
         project = find_project(args.project)
@@ -95,7 +114,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 2
     interrupts = Interrupts()
     stop = interrupts.stop
-    previous = {s: signal.signal(s, interrupts.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, interrupts.on_signal) for s in STOP_SIGNALS}
     endpoint.start()
     stack: _Running | None = None
     try:
@@ -112,8 +131,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"error: {error}", file=err)
         return 1
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
         if stack is not None:
             stack.shutdown(out)
         endpoint.stop()
@@ -202,6 +221,7 @@ class _Running:
             log_dir=log_dir,
             deliver=live.task_event,
             held=interrupts.held,
+            metadata=endpoint.task_metadata,
         )
         endpoint.api = _api(runtime, fleet.api_function, account)
         catalog = JobsCatalog.from_stack(

@@ -113,9 +113,15 @@ class SteppedFleet:
     def live(self) -> list[ObserverContainer]:
         return [c for c in self.containers.values() if c.alive]
 
-    def crash(self, arn: str) -> None:
-        """The task's container dies (exit 1): ECS stops the task and reports it."""
-        runner = self.containers.get(arn) or self.hosts.get(arn)
+    def crash(self, arn: str, observer: str | None = None) -> None:
+        """The task's container dies (exit 1): ECS stops the task and reports it. On a host task
+        with ``observer`` given, only that observer's child process dies (exit 1), as in AWS: the
+        host reports it, the task and its other observers run on."""
+        host = self.hosts.get(arn)
+        if observer is not None and host is not None and host.alive:
+            host.crash_child(observer)
+            return
+        runner = self.containers.get(arn) or host
         if runner is not None:
             runner.kill()
         self.ecs.stop_task(

@@ -36,6 +36,7 @@ from vigil_tools.cli import ApiError, InProcessTransport, ObserversClient
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.author_code import forget_modules
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
+from vigil_tools.emulator.queues import peek
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.scheduler import Schedule, deployed_schedules
 from vigil_tools.jobs_cli import JobsCatalog
@@ -142,6 +143,9 @@ class VigilStack:
         end = self.now() + timedelta(hours=hours, minutes=minutes, seconds=seconds)
         if end < self.now():
             raise ValueError("advance() moves time forward only")
+        return self._advance_to(end)
+
+    def _advance_to(self, end: datetime) -> list[AsyncInvocation]:
         delivered: list[AsyncInvocation] = []
         for _ in range(MAX_STEPS):
             moment, action = self._next(end)
@@ -222,14 +226,26 @@ class VigilStack:
         """Scheduler delivers ``job``'s tick scheduled at ``at`` (default: now), ``copies`` times
         at once: the copies run concurrently, their requests interleaved (:mod:`.interleave`).
 
-        The clock moves to ``at`` when it is ahead; an ``at`` in the past is a late delivery.
+        An ``at`` ahead is reached as :meth:`advance` would reach it: time passes, every schedule
+        fires its occurrences before ``at`` on time (as on AWS, where they do not wait), then the
+        copies are delivered; when ``job``'s own schedule has an occurrence at ``at``, the copies
+        are that occurrence, not more deliveries of it. An ``at`` in the past is a late delivery.
+        ``at`` must be timezone-aware.
         """
         if copies < 1:
             raise ValueError("copies must be at least 1")
+        if at is not None and at.utcoffset() is None:
+            raise ValueError(
+                f"fire(at={at!r}): give a timezone-aware datetime (e.g. tzinfo=UTC); a naive one "
+                "would be read in this machine's local time"
+            )
         schedule = self._schedule_of(job)
         moment = (at or self.now()).astimezone(UTC)
         if moment > self.now():
+            self._advance_to(moment - timedelta(microseconds=1))
             self._move_to(moment)
+            if self._occurrence(schedule.name, schedule.expression, schedule.time_zone, moment):
+                self._after[schedule.name] = moment
         events = [json.loads(schedule.render_input(moment, attempt=c + 1)) for c in range(copies)]
         function = schedule.target_arn
         with _quiet(), self.runtime.concurrently(function):
@@ -272,30 +288,10 @@ class VigilStack:
                 reraise(error)
 
     def dead_letters(self, job: str) -> list[DeadLetter]:
-        """The events in the job's dead-letter queue (left there)."""
+        """The events in the job's dead-letter queue, all of them, left there (read without
+        receiving: ReceiveMessage answers at most ten, and hides or counts what it answers)."""
         queue = self.catalog.job(check("job", job, self.catalog.jobs))["failed_runs"]
-        sqs = self.account.session.client("sqs")
-        letters: list[DeadLetter] = []
-        for _ in range(100):
-            messages = sqs.receive_message(
-                QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=0
-            ).get("Messages", [])
-            fresh = [m for m in messages if m["MessageId"] not in {d.message_id for d in letters}]
-            if not fresh:
-                break
-            for message in fresh:
-                record = json.loads(message["Body"])
-                answer = record.get("responsePayload") or {}
-                letters.append(
-                    DeadLetter(
-                        scheduled_at=_scheduled_at(record),
-                        error_type=answer.get("errorType"),
-                        error_message=answer.get("errorMessage"),
-                        record=record,
-                        message_id=message["MessageId"],
-                    )
-                )
-        return letters
+        return [_dead_letter(message) for message in peek(self.account.session, queue)]
 
     def redrive(self, job: str) -> list[AsyncInvocation]:
         """What ``vigil jobs redrive`` does: every dead-lettered event back to the function."""
@@ -371,11 +367,13 @@ class VigilStack:
         return self.observer(name)
 
     def crash(self, name: str) -> ObserverState:
-        """The observer's container dies (exit 1); ECS reports it, the reconciler replaces it."""
+        """The observer's process dies (exit 1) and is replaced: its own container, which ECS
+        reports to the reconciler; or for a pooled kind its child process on the host, which the
+        host reports (the host and its other observers run on)."""
         arn = self._known_observer(name).task_arn
         if arn is None:
             raise RuntimeError(f"observer {name!r} has no task to crash")
-        self.fleet.crash(arn)
+        self.fleet.crash(arn, observer=name)
         self.fleet.settle()
         return self.observer(name)
 
@@ -433,6 +431,18 @@ def _tick_key(moment: str | datetime) -> str:
     if isinstance(moment, str):
         return moment
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _dead_letter(message: dict[str, Any]) -> DeadLetter:
+    record = json.loads(message["Body"])
+    answer = record.get("responsePayload") or {}
+    return DeadLetter(
+        scheduled_at=_scheduled_at(record),
+        error_type=answer.get("errorType"),
+        error_message=answer.get("errorMessage"),
+        record=record,
+        message_id=message["MessageId"],
+    )
 
 
 def _scheduled_at(event: Any) -> datetime | None:

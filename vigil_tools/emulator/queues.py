@@ -1,0 +1,21 @@
+"""What an SQS queue holds, read without receiving it.
+
+On AWS a reader walks a whole queue by keeping what it received hidden, then showing it again
+(ChangeMessageVisibility 0). Under the testing kit's frozen clock moto shows a message again only
+once the clock has moved (it compares ``now > visible_at``), so a redrive in the same instant would
+find the queue empty: the kit reads moto's queue itself, consuming and hiding nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def peek(session: Any, queue_url: str) -> list[dict[str, str]]:
+    """Every message in the queue, visible or in flight, oldest first: ``MessageId`` and
+    ``Body`` as ReceiveMessage would answer them."""
+    from moto.sqs.models import sqs_backends
+
+    account, name = queue_url.rstrip("/").split("/")[-2:]
+    queue = sqs_backends[account][session.region_name].get_queue(name)
+    return [{"MessageId": m.id, "Body": m.body} for m in queue._messages]
