@@ -240,3 +240,17 @@ def test_vigil_hosts_list_with_an_unknown_kind_names_the_kinds_that_exist(
         assert repr(kind) in message
         assert "pooled-ticker (pooled)" in message and "ticker (dedicated)" in message
     assert f"({code}, HTTP 422)" in err.getvalue()
+
+
+def test_a_dead_host_past_its_retention_is_not_listed_while_dynamodb_has_yet_to_delete_it(
+    hosts: HostStore, clock: ManualClock
+) -> None:
+    # Given a host that died eight days ago: its TTL passed, DynamoDB deletes such items lazily
+    ended = clock() - timedelta(days=8)
+    old = hosts.create("pooled-ticker-h9", "pooled-ticker", 3, DEFINITION, ended)
+    hosts.mark(old, HostStatus.STOPPED, "drained", now=ended)
+
+    listed = {h["id"] for h in call("/hosts")[1]["hosts"]}
+
+    assert "pooled-ticker-h9" not in listed
+    assert {"pooled-ticker-h1", "pooled-ticker-h2"} <= listed  # the live and the recent dead

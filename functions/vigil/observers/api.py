@@ -373,7 +373,7 @@ def build_app(services: Services) -> APIGatewayRestResolver:
             ),
         ] = None,
     ) -> dict[str, Any]:
-        found = list(services.hosts.scan()) if services.hosts is not None else []
+        found = list(services.hosts.scan(services.clock())) if services.hosts else []
         return {
             "hosts": list_hosts(found, services.placements, services.kinds, kind, services.clock())
         }
