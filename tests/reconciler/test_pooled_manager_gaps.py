@@ -4,13 +4,16 @@ the shortfall, alarms on lost and stuck hosts, and a kind whose hosts cannot sta
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
-from tests.helpers.moto_fleet import TABLE, running, stream
+from tests.helpers.moto_fleet import TABLE, default_task_transitions, running, stream
 from tests.helpers.pooled_fleet import POOLED, PooledFleet, create, host_event, resync
+from vigil.clock import ManualClock
 from vigil.contract.hosts import HostStatus
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.reconciler import changed_records
@@ -295,3 +298,64 @@ def test_a_kind_without_host_capacity_says_so_backs_off_and_clears_the_reason(
     for name in ("a", "b"):
         item = pool.item(name)
         assert item["status"] == "RUNNING" and "last_start_error" not in item, item
+
+
+# 6. A host that cannot start holds no observer a running host has room for ----------------------
+
+
+@pytest.fixture
+def roomy(aws: None, clock: ManualClock) -> Iterator[PooledFleet]:
+    """Pooled only, K = 3, headroom 2."""
+    built = PooledFleet(clock, with_dedicated=False, headroom=2)
+    try:
+        yield built
+    finally:
+        default_task_transitions()
+
+
+def minute(pool: PooledFleet, holder: str) -> None:
+    pool.clock.advance(timedelta(minutes=1))
+    pool.heartbeat_all()
+    resync(pool, holder)
+
+
+def test_an_observer_waiting_for_a_failing_host_backs_off_instead_of_two_writes_every_pass(
+    roomy: PooledFleet,
+) -> None:
+    pool = roomy
+    create(pool, "a")
+    minute(pool, "promote")
+    pool.refuse_run_task()
+    create(pool, "b")
+    minute(pool, "spare")
+    create(pool, "c")  # placed on the spare host, whose RunTask is refused (backing off)
+    minute(pool, "first")
+    before = pool.item("c")
+    for n in range(5):
+        minute(pool, f"p{n}")
+    after = pool.item("c")
+    # Not every pass re-placing c (record_placed resetting start_attempts and dropping the
+    # reason, then the failure noted again): 2 registry writes a pass, the reason flapping.
+    assert int(after["version"]) - int(before["version"]) <= 3, (
+        after["version"],
+        before["version"],
+        after.get("start_attempts"),
+    )
+
+
+def test_observers_of_a_kind_whose_only_host_cannot_start_back_off_with_their_host(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    pool.refuse_run_task()
+    create(pool, "a", "b")
+    minute(pool, "first")
+    before = {name: pool.item(name) for name in ("a", "b")}
+    for n in range(5):
+        minute(pool, f"p{n}")
+    for name, was in before.items():
+        now = pool.item(name)
+        # One write per retry of their host (its backoff), the reason kept, attempts growing
+        assert int(now["version"]) - int(was["version"]) <= 3, (name, now["version"], was)
+        assert now["last_start_error"] == was["last_start_error"]
+        assert int(now["start_attempts"]) > int(was["start_attempts"]) >= 1
