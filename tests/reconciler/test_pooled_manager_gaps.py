@@ -359,3 +359,28 @@ def test_observers_of_a_kind_whose_only_host_cannot_start_back_off_with_their_ho
         assert int(now["version"]) - int(was["version"]) <= 3, (name, now["version"], was)
         assert now["last_start_error"] == was["last_start_error"]
         assert int(now["start_attempts"]) > int(was["start_attempts"]) >= 1
+
+
+def test_an_observer_is_not_parked_on_a_host_that_cannot_start_while_a_running_one_has_room(
+    roomy: PooledFleet,
+) -> None:
+    pool = roomy
+    create(pool, "a")
+    minute(pool, "promote")
+    (first,) = pool.hosts()
+    assert pool.host(first).status is HostStatus.RUNNING
+    # ECS starts nothing more from now on (quota reached, no Fargate capacity)
+    pool.refuse_run_task()
+    create(pool, "b")  # the first host: 2 of 3 used, 1 free < headroom 2 -> a spare host is tried
+    minute(pool, "spare")
+    spare = [h for h in pool.hosts() if h != first]
+    assert spare and pool.host(spare[0]).status is HostStatus.STARTING
+    # A new observer arrives: the running host still has a free slot
+    create(pool, "c")
+    for n in range(20):
+        minute(pool, f"p{n}")
+    c = pool.item("c")
+    hosts = {h.host_id: (h.status.value, sorted(h.assigned)) for h in pool.hosts().values()}
+    # Not on the spare host (least loaded) for 20 minutes, STARTING, "waiting for a host:
+    # RunTask failed", while the first host runs with a free slot
+    assert c["status"] == "RUNNING", (c.get("host"), c["status"], c.get("last_start_error"), hosts)

@@ -1,0 +1,85 @@
+"""Pure rules the pooled review (rv7b) found broken: placement around a host that cannot start,
+and the FleetHandingOver count."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from vigil.contract.hosts import HostStatus
+from vigil.observers import decisions as d
+from vigil.observers.hosts.model import Host
+from vigil.observers.hosts.planning import choose_host, plan_hosts
+from vigil.observers.kind_options import KindOptions, Placement
+
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+KIND = "pooled-ticker"
+
+
+def host(host_id: str, status: HostStatus = HostStatus.RUNNING, **fields: object) -> Host:
+    values: dict[str, object] = {
+        "host_id": host_id,
+        "kind": KIND,
+        "status": status,
+        "slots": 3,
+        "created_at": NOW - timedelta(hours=1),
+        "task_arn": f"arn:task/{host_id}",
+        "heartbeat_at": NOW - timedelta(seconds=10),
+    }
+    values.update(fields)
+    return Host(**values)  # type: ignore[arg-type]
+
+
+def refused(host_id: str, **fields: object) -> Host:
+    """A host STARTING for an hour, every RunTask refused (quota, no capacity), backing off."""
+    values: dict[str, object] = {
+        "task_arn": None,
+        "heartbeat_at": None,
+        "status_reason": "RunTask failures: RESOURCE:FARGATE",
+        "start_attempts": 8,
+        "retry_at": NOW + timedelta(minutes=5),
+    }
+    values.update(fields)
+    return host(host_id, HostStatus.STARTING, **values)
+
+
+def test_a_host_whose_runtask_keeps_failing_does_not_take_observers_from_running_hosts() -> None:
+    # h1 runs and has 2 free slots; h2 has been STARTING for an hour, every RunTask refused
+    # (quota, no capacity), backing off. A new or displaced observer goes to h1, and one
+    # already on h2 moves to h1 rather than stay where it never runs.
+    h1 = host("h1", assigned={"a": 1})
+    h2 = refused("h2", assigned={"x": 1})
+    assert NOW - h2.created_at > d.Settings().start_timeout
+    empty_h2 = Host(**{**h2.__dict__, "assigned": {}})
+    chosen_new = choose_host([h1, empty_h2], KIND, None, "y")
+    chosen_stuck = choose_host([h1, h2], KIND, "h2", "x")
+    assert (chosen_new.host_id, chosen_stuck.host_id) == ("h1", "h1")  # type: ignore[union-attr]
+
+
+def test_a_host_that_cannot_start_still_takes_observers_when_no_started_host_has_room() -> None:
+    full = host("h1", assigned={"a": 1, "b": 1, "c": 1})
+    chosen = choose_host([full, refused("h2")], KIND, None, "y")
+    assert chosen is not None and chosen.host_id == "h2"  # it waits there, with the reason
+
+
+def plan(
+    *hosts: Host, waiting: int = 0, headroom: int = 2
+) -> tuple[dict[str, int], tuple[str, ...]]:
+    options = {KIND: KindOptions(Placement.POOLED, 3, headroom)}
+    planned = plan_hosts(hosts, None, {KIND: waiting}, options, NOW, d.Settings())
+    return dict(planned.start), planned.drain
+
+
+def test_a_host_that_cannot_start_is_not_headroom_and_never_blocks_scale_in() -> None:
+    # Two running hosts hold the headroom without it: the empty host that cannot start is
+    # given up (it is the cheapest to drop: no task to stop), and not retried this pass.
+    busy, spare = host("h1", assigned={"a": 1}), host("h3")
+    options = {KIND: KindOptions(Placement.POOLED, 3, 2)}
+    planned = plan_hosts(
+        [busy, spare, refused("h2", retry_at=NOW)], None, {}, options, NOW, d.Settings()
+    )
+    assert (planned.drain, planned.retry_run) == (("h2",), ())
+    # Without the started spare, it is needed: kept and retried, and no second host is started
+    # (another RunTask would meet the same refusal)
+    assert plan(busy, refused("h2"), headroom=3) == ({}, ())
+    # One holding an observer is kept until that observer has moved
+    assert plan(busy, spare, refused("h2", assigned={"x": 1})) == ({}, ())
