@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from vigil.contract.hosts import HostStatus
 from vigil.observers import decisions as d
+from vigil.observers.fleet_gauges import pooled_counts
 from vigil.observers.hosts.model import Host
 from vigil.observers.hosts.planning import choose_host, plan_hosts
 from vigil.observers.kind_options import KindOptions, Placement
@@ -83,3 +84,25 @@ def test_a_host_that_cannot_start_is_not_headroom_and_never_blocks_scale_in() ->
     assert plan(busy, refused("h2"), headroom=3) == ({}, ())
     # One holding an observer is kept until that observer has moved
     assert plan(busy, spare, refused("h2", assigned={"x": 1})) == ({}, ())
+
+
+def test_a_rollout_hand_over_counts_whatever_order_the_scan_returns_hosts() -> None:
+    # A rebalance long ago took x off host A (A keeps handover {x: 5}); x then ran generation 6
+    # on B. Now a rollout drains B: B hands x over at 6, x's generation 7 is assigned to C and
+    # not running yet. That is a planned hand-over, whatever the scan order.
+    a = host("a", handover={"x": 5})
+    b = host("b", HostStatus.DRAINING, handover={"x": 6}, running={})
+    c = host("c", assigned={"x": 7}, running={})
+    for order in ([a, b, c], [b, c, a]):
+        counts = pooled_counts(order, {KIND: []}, {KIND: 10})
+        assert (counts.desired, counts.running) == (1, 0)
+        assert counts.handing_over == 1, [h.host_id for h in order]
+
+
+def test_a_stale_hand_over_entry_is_not_a_hand_over() -> None:
+    # A handed x over at 5 long ago; x's generation 6 ran and crashed, its generation 7 waits
+    # for its host to run it: a restart, not a hand-over (whatever the order)
+    a = host("a", handover={"x": 5})
+    c = host("c", assigned={"x": 7}, running={})
+    for order in ([a, c], [c, a]):
+        assert pooled_counts(order, {KIND: []}, {KIND: 10}).handing_over == 0

@@ -92,10 +92,12 @@ def pooled_counts(
     kind_of = {name: kind for kind, names in waiting.items() for name in names}
     running: set[str] = set()
     stopping: set[str] = set()
-    handed: dict[str, int] = {}
-    """Name -> the generation a host handed over (its next one is the hand-over's)."""
+    handed: set[tuple[str, int]] = set()
+    """(name, generation) every host handed over: its next generation is the hand-over's. Every
+    host's entries, not one map merged (the last host scanned would win): a stale entry (an old
+    hand-over nothing clears) then never hides a current one, whatever the scan order."""
     for host in hosts:
-        handed.update(host.handover)
+        handed.update(host.handover.items())
         if host.status in LIVE_HOST_STATUSES:
             kind_of.update(dict.fromkeys(host.assigned, host.kind))
             stopping.update(n for n, g in host.handover.items() if host.runs(n, g))
@@ -108,7 +110,7 @@ def pooled_counts(
         for host in hosts
         if host.status in LIVE_HOST_STATUSES
         for n, g in host.assigned.items()
-        if handed.get(n) == g - 1
+        if (n, g - 1) in handed
     }
     moving = ((stopping | arriving) - running) & kind_of.keys()
     wanted = Counter(kind_of.values())
