@@ -106,3 +106,14 @@ def test_a_stale_hand_over_entry_is_not_a_hand_over() -> None:
     c = host("c", assigned={"x": 7}, running={})
     for order in ([a, c], [c, a]):
         assert pooled_counts(order, {KIND: []}, {KIND: 10}).handing_over == 0
+
+
+def test_a_hand_over_onto_a_host_that_never_starts_is_not_hidden_from_fleet_shortfall() -> None:
+    # A rollout drained `old` (handover {x: 5}); x's generation 6 went to `new`, whose RunTask
+    # has been refused for an hour. x has not run for an hour: that is a shortfall, not a
+    # planned hand-over (else up to the kind's whole max_unavailable budget could sit here).
+    old = host("old", HostStatus.DRAINING, handover={"x": 5}, running={})
+    new = refused("new", start_attempts=12, assigned={"x": 6})
+    counts = pooled_counts([old, new], {KIND: ["x"]}, {KIND: 10})
+    shortfall = counts.desired - counts.running - counts.handing_over
+    assert shortfall == 1, counts

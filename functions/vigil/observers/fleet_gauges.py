@@ -14,6 +14,9 @@ FleetHandingOver: pooled observers in a planned hand-over (their old host still 
 their next generation not yet running on the new host), at most the kind's ``max_unavailable``
 budget; FleetShortfall subtracts it, so a long rollout does not alarm while one that loses more
 than its budget (a host dies meanwhile) still does. Dedicated hand-overs are not counted yet.
+A hand-over is bounded by the start timeout: only onto a host that has started (RunTask gave it a
+task; one that then never heartbeats is lost at the start timeout). One onto a host whose RunTask
+is refused may never finish: it is a shortfall at once.
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ def pooled_counts(
     arriving = {
         n
         for host in hosts
-        if host.status in LIVE_HOST_STATUSES
+        if host.status in LIVE_HOST_STATUSES and host.started
         for n, g in host.assigned.items()
         if (n, g - 1) in handed
     }
