@@ -12,9 +12,11 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.helpers.moto_fleet import TABLE, default_task_transitions, running, stream
+from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import POOLED, PooledFleet, create, host_event, resync
 from vigil.clock import ManualClock
-from vigil.contract.hosts import HostStatus
+from vigil.contract.hosts import HOSTS_KEY, HostStatus
+from vigil.dynamo import Update, to_wire
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.reconciler import changed_records
 
@@ -384,3 +386,42 @@ def test_an_observer_is_not_parked_on_a_host_that_cannot_start_while_a_running_o
     # Not on the spare host (least loaded) for 20 minutes, STARTING, "waiting for a host:
     # RunTask failed", while the first host runs with a free slot
     assert c["status"] == "RUNNING", (c.get("host"), c["status"], c.get("last_start_error"), hosts)
+
+
+# 7. A rollout stops an old host only once its handed-over children have exited -----------------
+
+
+def still_running(pool: PooledFleet, host_id: str, name: str, generation: int) -> None:
+    """The host's heartbeat still reports a handed-over child: it is checkpointing."""
+    update = Update().set_in("running", name, {"generation": generation, "state": "stopping"})
+    pool.dynamodb.update_item(
+        TableName=HOSTS_TABLE, Key=to_wire({HOSTS_KEY: host_id}), **update.request()
+    )
+
+
+def test_a_rollout_does_not_stop_an_old_host_whose_handed_over_child_still_checkpoints(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    placed(pool, "a", "b", "c")
+    old = pool.item("a")["host"]
+    new_revision(pool)
+    # When the rollout hands the old host's observers over, one at a time, until none is left
+    for step in range(12):
+        pool.clock.advance(timedelta(seconds=30))
+        pool.heartbeat_all()
+        resync(pool, f"roll-{step}")
+        if not pool.host(old).assigned:
+            break
+        pool.complete_hand_overs()
+    host = pool.host(old)
+    assert not host.assigned and host.handover, host
+    # And its last child is still checkpointing (the host's next heartbeat still reports it)
+    name, generation = sorted(host.handover.items())[-1]
+    pool.clock.advance(timedelta(seconds=30))
+    pool.heartbeat_all()
+    still_running(pool, old, name, generation)
+    resync(pool, "checkpointing")
+    # Then the host is not stopped under it
+    assert pool.host(old).status is HostStatus.DRAINING
+    assert pool.host(old).task_arn in running(pool)

@@ -147,7 +147,9 @@ class HostManager:
             self._hand_over(host_id, count, "rollout to a new task definition")
         for host_id in step.stop:
             host = self.placer.host(host_id)
-            if host is not None and not host.assigned:
+            # As a drain's end: nothing assigned and nothing running (a handed-over child still
+            # checkpointing would be killed by StopTask, its checkpoint lost).
+            if host is not None and not host.assigned and not host.running:
                 self._finish(host, report)
 
     def _rebalance(self, request: RebalanceRequest) -> None:
