@@ -18,7 +18,7 @@ from vigil.clock import ManualClock
 from vigil.contract.hosts import HOSTS_KEY, HostStatus
 from vigil.dynamo import Update, to_wire
 from vigil.observers.ecs_tasks import task_state
-from vigil.observers.reconciler import changed_records
+from vigil.observers.reconciler import PassReport, changed_records
 
 
 def an_ordinary_minute(pool: PooledFleet) -> None:
@@ -425,3 +425,23 @@ def test_a_rollout_does_not_stop_an_old_host_whose_handed_over_child_still_check
     # Then the host is not stopped under it
     assert pool.host(old).status is HostStatus.DRAINING
     assert pool.host(old).task_arn in running(pool)
+
+
+# 8. A loss two passes find at once is counted once -----------------------------------------------
+
+
+def test_a_host_two_passes_find_dead_at_once_is_counted_lost_once(pooled_only: PooledFleet) -> None:
+    pool = pooled_only
+    create(pool, "a")
+    victim = pool.item("a")["host"]
+    seen = pool.host(victim)  # what both passes read before either marked it
+    pool.stop_host_task(victim)
+    first, second = pool.reconciler().events.hosts, pool.reconciler().events.hosts
+    assert first is not None and second is not None
+    first.lose(seen, "its task stopped", PassReport())
+    moved = pool.item("a")
+    # When the slower pass finds it already LOST on its write
+    second.lose(seen, "no heartbeat", PassReport())
+    # Then the loss is counted (HostLost) and its observers moved by the first pass only
+    assert [m for m in pool.metrics if m[0] == "HostLost"] == [("HostLost", POOLED, 1)]
+    assert pool.item("a")["version"] == moved["version"]
