@@ -3,31 +3,15 @@ and the FleetHandingOver count."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
+from tests.reconciler.test_host_planning import KIND, NOW, host
 from vigil.contract.hosts import HostStatus
 from vigil.observers import decisions as d
 from vigil.observers.fleet_gauges import pooled_counts
 from vigil.observers.hosts.model import Host
 from vigil.observers.hosts.planning import choose_host, plan_hosts
 from vigil.observers.kind_options import KindOptions, Placement
-
-NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
-KIND = "pooled-ticker"
-
-
-def host(host_id: str, status: HostStatus = HostStatus.RUNNING, **fields: object) -> Host:
-    values: dict[str, object] = {
-        "host_id": host_id,
-        "kind": KIND,
-        "status": status,
-        "slots": 3,
-        "created_at": NOW - timedelta(hours=1),
-        "task_arn": f"arn:task/{host_id}",
-        "heartbeat_at": NOW - timedelta(seconds=10),
-    }
-    values.update(fields)
-    return Host(**values)  # type: ignore[arg-type]
 
 
 def refused(host_id: str, **fields: object) -> Host:
@@ -40,7 +24,7 @@ def refused(host_id: str, **fields: object) -> Host:
         "retry_at": NOW + timedelta(minutes=5),
     }
     values.update(fields)
-    return host(host_id, HostStatus.STARTING, **values)
+    return host(host_id, status=HostStatus.STARTING, **values)
 
 
 def test_a_host_whose_runtask_keeps_failing_does_not_take_observers_from_running_hosts() -> None:
@@ -91,7 +75,7 @@ def test_a_rollout_hand_over_counts_whatever_order_the_scan_returns_hosts() -> N
     # on B. Now a rollout drains B: B hands x over at 6, x's generation 7 is assigned to C and
     # not running yet. That is a planned hand-over, whatever the scan order.
     a = host("a", handover={"x": 5})
-    b = host("b", HostStatus.DRAINING, handover={"x": 6}, running={})
+    b = host("b", status=HostStatus.DRAINING, handover={"x": 6}, running={})
     c = host("c", assigned={"x": 7}, running={})
     for order in ([a, b, c], [b, c, a]):
         counts = pooled_counts(order, {KIND: []}, {KIND: 10})
@@ -112,7 +96,7 @@ def test_a_hand_over_onto_a_host_that_never_starts_is_not_hidden_from_fleet_shor
     # A rollout drained `old` (handover {x: 5}); x's generation 6 went to `new`, whose RunTask
     # has been refused for an hour. x has not run for an hour: that is a shortfall, not a
     # planned hand-over (else up to the kind's whole max_unavailable budget could sit here).
-    old = host("old", HostStatus.DRAINING, handover={"x": 5}, running={})
+    old = host("old", status=HostStatus.DRAINING, handover={"x": 5}, running={})
     new = refused("new", start_attempts=12, assigned={"x": 6})
     counts = pooled_counts([old, new], {KIND: ["x"]}, {KIND: 10})
     shortfall = counts.desired - counts.running - counts.handing_over
