@@ -4,12 +4,15 @@ the shortfall, alarms on lost and stuck hosts, and a kind whose hosts cannot sta
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
-from tests.helpers.moto_fleet import TABLE, running, stream
+from tests.helpers.moto_fleet import TABLE, default_task_transitions, running, stream
+from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import (
     POOLED,
     Delegating,
@@ -19,9 +22,11 @@ from tests.helpers.pooled_fleet import (
     host_event,
     resync,
 )
-from vigil.contract.hosts import HostStatus
+from vigil.clock import ManualClock
+from vigil.contract.hosts import HOSTS_KEY, HostStatus
+from vigil.dynamo import Update, to_wire
 from vigil.observers.ecs_tasks import task_state
-from vigil.observers.reconciler import changed_records
+from vigil.observers.reconciler import PassReport, changed_records
 
 
 def placed(pool: PooledFleet, *names: str) -> None:
@@ -288,3 +293,148 @@ def test_a_kind_without_host_capacity_says_so_backs_off_and_clears_the_reason(
     for name in ("a", "b"):
         item = pool.item(name)
         assert item["status"] == "RUNNING" and "last_start_error" not in item, item
+
+
+# 6. A host that cannot start holds no observer a running host has room for ----------------------
+
+
+@pytest.fixture
+def roomy(aws: None, clock: ManualClock) -> Iterator[PooledFleet]:
+    """Pooled only, K = 3, headroom 2."""
+    built = PooledFleet(clock, with_dedicated=False, headroom=2)
+    try:
+        yield built
+    finally:
+        default_task_transitions()
+
+
+def minute(pool: PooledFleet, holder: str) -> None:
+    pool.clock.advance(timedelta(minutes=1))
+    pool.heartbeat_all()
+    resync(pool, holder)
+
+
+def test_an_observer_waiting_for_a_failing_host_backs_off_instead_of_two_writes_every_pass(
+    roomy: PooledFleet,
+) -> None:
+    pool = roomy
+    create(pool, "a")
+    minute(pool, "promote")
+    pool.refuse_run_task()
+    create(pool, "b")
+    minute(pool, "spare")
+    create(pool, "c")  # placed on the spare host, whose RunTask is refused (backing off)
+    minute(pool, "first")
+    before = pool.item("c")
+    for n in range(5):
+        minute(pool, f"p{n}")
+    after = pool.item("c")
+    # Not every pass re-placing c (record_placed resetting start_attempts and dropping the
+    # reason, then the failure noted again): 2 registry writes a pass, the reason flapping.
+    assert int(after["version"]) - int(before["version"]) <= 3, (
+        after["version"],
+        before["version"],
+        after.get("start_attempts"),
+    )
+
+
+def test_observers_of_a_kind_whose_only_host_cannot_start_back_off_with_their_host(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    pool.refuse_run_task()
+    create(pool, "a", "b")
+    minute(pool, "first")
+    before = {name: pool.item(name) for name in ("a", "b")}
+    for n in range(5):
+        minute(pool, f"p{n}")
+    for name, was in before.items():
+        now = pool.item(name)
+        # One write per retry of their host (its backoff), the reason kept, attempts growing
+        assert int(now["version"]) - int(was["version"]) <= 3, (name, now["version"], was)
+        assert now["last_start_error"] == was["last_start_error"]
+        assert int(now["start_attempts"]) > int(was["start_attempts"]) >= 1
+
+
+def test_an_observer_is_not_parked_on_a_host_that_cannot_start_while_a_running_one_has_room(
+    roomy: PooledFleet,
+) -> None:
+    pool = roomy
+    create(pool, "a")
+    minute(pool, "promote")
+    (first,) = pool.hosts()
+    assert pool.host(first).status is HostStatus.RUNNING
+    # ECS starts nothing more from now on (quota reached, no Fargate capacity)
+    pool.refuse_run_task()
+    create(pool, "b")  # the first host: 2 of 3 used, 1 free < headroom 2 -> a spare host is tried
+    minute(pool, "spare")
+    spare = [h for h in pool.hosts() if h != first]
+    assert spare and pool.host(spare[0]).status is HostStatus.STARTING
+    # A new observer arrives: the running host still has a free slot
+    create(pool, "c")
+    for n in range(20):
+        minute(pool, f"p{n}")
+    c = pool.item("c")
+    hosts = {h.host_id: (h.status.value, sorted(h.assigned)) for h in pool.hosts().values()}
+    # Not on the spare host (least loaded) for 20 minutes, STARTING, "waiting for a host:
+    # RunTask failed", while the first host runs with a free slot
+    assert c["status"] == "RUNNING", (c.get("host"), c["status"], c.get("last_start_error"), hosts)
+
+
+# 7. A rollout stops an old host only once its handed-over children have exited -----------------
+
+
+def still_running(pool: PooledFleet, host_id: str, name: str, generation: int) -> None:
+    """The host's heartbeat still reports a handed-over child: it is checkpointing."""
+    update = Update().set_in("running", name, {"generation": generation, "state": "stopping"})
+    pool.dynamodb.update_item(
+        TableName=HOSTS_TABLE, Key=to_wire({HOSTS_KEY: host_id}), **update.request()
+    )
+
+
+def test_a_rollout_does_not_stop_an_old_host_whose_handed_over_child_still_checkpoints(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    placed(pool, "a", "b", "c")
+    old = pool.item("a")["host"]
+    new_revision(pool)
+    # When the rollout hands the old host's observers over, one at a time, until none is left
+    for step in range(12):
+        pool.clock.advance(timedelta(seconds=30))
+        pool.heartbeat_all()
+        resync(pool, f"roll-{step}")
+        if not pool.host(old).assigned:
+            break
+        pool.complete_hand_overs()
+    host = pool.host(old)
+    assert not host.assigned and host.handover, host
+    # And its last child is still checkpointing (the host's next heartbeat still reports it)
+    name, generation = sorted(host.handover.items())[-1]
+    pool.clock.advance(timedelta(seconds=30))
+    pool.heartbeat_all()
+    still_running(pool, old, name, generation)
+    resync(pool, "checkpointing")
+    # Then the host is not stopped under it
+    assert pool.host(old).status is HostStatus.DRAINING
+    assert pool.host(old).task_arn in running(pool)
+
+
+# 8. A loss two passes find at once is counted once -----------------------------------------------
+
+
+def test_a_host_two_passes_find_dead_at_once_is_counted_lost_once(pooled_only: PooledFleet) -> None:
+    pool = pooled_only
+    create(pool, "a")
+    victim = pool.item("a")["host"]
+    seen = pool.host(victim)  # what both passes read before either marked it
+    pool.stop_host_task(victim)
+    first, second = pool.reconciler().events.hosts, pool.reconciler().events.hosts
+    assert first is not None and second is not None
+    first.lose(seen, "its task stopped", PassReport())
+    moved = pool.item("a")
+    # When the slower pass finds it already LOST on its write
+    second.lose(seen, "no heartbeat", PassReport())
+    # Then the loss is counted (HostLost) and its observers moved by the first pass only
+    assert [m for m in pool.metrics if m[0] == "HostLost"] == [("HostLost", POOLED, 1)]
+    assert pool.item("a")["version"] == moved["version"]

@@ -14,6 +14,9 @@ FleetHandingOver: pooled observers in a planned hand-over (their old host still 
 their next generation not yet running on the new host), at most the kind's ``max_unavailable``
 budget; FleetShortfall subtracts it, so a long rollout does not alarm while one that loses more
 than its budget (a host dies meanwhile) still does. Dedicated hand-overs are not counted yet.
+A hand-over is bounded by the start timeout: only onto a host that has started (RunTask gave it a
+task; one that then never heartbeats is lost at the start timeout). One onto a host whose RunTask
+is refused may never finish: it is a shortfall at once.
 """
 
 from __future__ import annotations
@@ -92,10 +95,12 @@ def pooled_counts(
     kind_of = {name: kind for kind, names in waiting.items() for name in names}
     running: set[str] = set()
     stopping: set[str] = set()
-    handed: dict[str, int] = {}
-    """Name -> the generation a host handed over (its next one is the hand-over's)."""
+    handed: set[tuple[str, int]] = set()
+    """(name, generation) every host handed over: its next generation is the hand-over's. Every
+    host's entries, not one map merged (the last host scanned would win): a stale entry (an old
+    hand-over nothing clears) then never hides a current one, whatever the scan order."""
     for host in hosts:
-        handed.update(host.handover)
+        handed.update(host.handover.items())
         if host.status in LIVE_HOST_STATUSES:
             kind_of.update(dict.fromkeys(host.assigned, host.kind))
             stopping.update(n for n, g in host.handover.items() if host.runs(n, g))
@@ -106,9 +111,9 @@ def pooled_counts(
     arriving = {
         n
         for host in hosts
-        if host.status in LIVE_HOST_STATUSES
+        if host.status in LIVE_HOST_STATUSES and host.started
         for n, g in host.assigned.items()
-        if handed.get(n) == g - 1
+        if (n, g - 1) in handed
     }
     moving = ((stopping | arriving) - running) & kind_of.keys()
     wanted = Counter(kind_of.values())

@@ -44,6 +44,11 @@ class Host:
         return max(self.slots - self.used, 0)
 
     @property
+    def started(self) -> bool:
+        """RunTask started its task (a host without one, its RunTask refused, runs nothing)."""
+        return self.task_arn is not None
+
+    @property
     def accepting(self) -> bool:
         return self.status in ACCEPTING
 

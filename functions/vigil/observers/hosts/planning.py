@@ -4,7 +4,8 @@ the waiting observers and time, returning a :class:`HostPlan` (tested without AW
 Rules:
 
 * **Placement** (:func:`choose_host`): the least-loaded accepting (STARTING or RUNNING) host of the
-  kind with a free slot; ties go to a RUNNING host, then the smaller host id. It is *sticky*: an
+  kind with a free slot, a started one (RunTask succeeded) before one that has not started;
+  ties go to a RUNNING host, then the smaller host id. It is *sticky*: an
   observer already on an accepting host with room stays there (a restart reuses its slot), and
   nothing moves an observer between passes except its host being lost, drained or replaced.
 * **Dead host** (:func:`host_dead`): no heartbeat for 3 intervals (a STARTING host: none within the
@@ -112,7 +113,9 @@ def choose_host(
     """Where one observer of ``kind`` goes: its current host if it still takes it (its own slot
     there counts as free: a restart stays in place and the slot is reused, not leaked), else the
     least-loaded accepting host with a free slot; None when every host is full. A host that
-    handed ``name`` over (a rebalance or a rollout moved it) does not take it back."""
+    handed ``name`` over (a rebalance or a rollout moved it) does not take it back. A host that
+    has not started (its RunTask refused) is chosen only when no started host can take it: an
+    observer there never runs, so one placed there moves at its next retry."""
     candidates = [
         h
         for h in hosts
@@ -121,6 +124,8 @@ def choose_host(
         and name not in h.handover
         and (h.free > 0 or (name is not None and name in h.assigned))
     ]
+    started = [h for h in candidates if h.started]
+    candidates = started or candidates  # one that cannot start only when no started one can take it
     for host in candidates:
         if host.host_id == prefer:
             return host
@@ -175,13 +180,6 @@ def plan_hosts(
     promote = tuple(
         h.host_id for h in alive if h.status is HostStatus.STARTING and h.heartbeat_at is not None
     )
-    retry_run = tuple(
-        h.host_id
-        for h in alive
-        if h.status is HostStatus.STARTING
-        and not h.task_arn
-        and (h.retry_at is None or now >= h.retry_at)
-    )
     start: dict[str, int] = {}
     drain: list[str] = []
     for kind, placement in sorted(placements.items()):
@@ -196,6 +194,14 @@ def plan_hosts(
             start[kind] = more
         if surplus:
             drain.append(surplus)
+    retry_run = tuple(
+        h.host_id
+        for h in alive
+        if h.status is HostStatus.STARTING
+        and not h.started
+        and h.host_id not in drain
+        and (h.retry_at is None or now >= h.retry_at)
+    )
     evacuate = tuple(h.host_id for h in all_hosts if host_unfinished(h, running_tasks))
     return HostPlan(lost, promote, retry_run, start, tuple(drain), finish, evacuate)
 
@@ -205,15 +211,26 @@ def _capacity(hosts: list[Host], waiting: int, placement: KindOptions) -> tuple[
 
     A kind with no observer at all keeps no host (headroom serves failovers; the first observer
     starts a host itself), so an unused pooled kind costs nothing.
+
+    A host that has not started (RunTask refused, retried with backoff) counts against starting
+    more (another RunTask would meet the same refusal) but is not headroom: only started hosts'
+    free slots hold it, its observers want one of them, and once they hold the headroom without
+    it, it is given up (empty first: its observers move to started hosts at their next retry).
     """
     running = [h for h in hosts if h.status is HostStatus.RUNNING]
+    unstarted = [h for h in hosts if not h.started]
     if not waiting and not any(h.used for h in hosts):
         return 0, min(running, key=lambda h: h.host_id).host_id if running else None
     free = sum(h.free for h in hosts)
     needed = placement.headroom + waiting
     if free < needed:
         return math.ceil((needed - free) / placement.slots_per_host), None
-    if waiting or free - placement.slots_per_host < placement.headroom:
+    ready = sum(h.free for h in hosts if h.started)
+    wanting = needed + sum(h.used for h in unstarted)
+    spare = [h for h in unstarted if not h.used]
+    if spare and ready >= wanting:
+        return 0, min(spare, key=lambda h: h.host_id).host_id
+    if wanting > placement.headroom or ready - placement.slots_per_host < placement.headroom:
         return 0, None
     if not running or any(h.status is HostStatus.STARTING for h in hosts):
         # Hosts still starting may be the surplus: let them settle rather than drain a full one.

@@ -160,7 +160,9 @@ class HostManager:
             self._hand_over(host_id, count, "rollout to a new task definition")
         for host_id in step.stop:
             host = self.placer.host(host_id)
-            if host is not None and not host.assigned:
+            # As a drain's end: nothing assigned and nothing running (a handed-over child still
+            # checkpointing would be killed by StopTask, its checkpoint lost).
+            if host is not None and not host.assigned and not host.running:
                 self._finish(host, report)
 
     def _rebalance(self, request: RebalanceRequest) -> None:
@@ -241,16 +243,25 @@ class HostManager:
         """Mark LOST (its heartbeat is refused from now on), stop its task, move its observers.
 
         Only once: a repeated STOPPED event for a host already LOST (and evacuated) or STOPPED
-        does nothing; one whose loss an error interrupted is finished."""
+        does nothing; one whose loss an error interrupted is finished. Counted (HostLost) and
+        evacuated by the pass whose write marked it: one that finds another pass got there
+        first leaves it to that one (``host_unfinished`` finishes it if that one fails)."""
         if host.status is HostStatus.LOST and not host.evacuated:
             self._evacuate(host, f"host lost: {why}", report)
-        if host.status in (HostStatus.LOST, HostStatus.STOPPED):
+        current: Host | None = host
+        for _ in range(MAX_DECISION_ROUNDS):
+            if current is None or current.status in (HostStatus.LOST, HostStatus.STOPPED):
+                return
+            try:
+                lost = self.placer.book.put(
+                    self.hosts.mark(current, HostStatus.LOST, why, now=self.clock())
+                )
+            except HostConflict as conflict:
+                current = conflict.current
+                continue
+            self.placer.metric(ObserverMetric.HOST_LOST, lost.kind, 1)
+            self._evacuate(lost, f"host lost: {why}", report)
             return
-        lost = self._mark(host, HostStatus.LOST, why)
-        if lost is None or lost.status is not HostStatus.LOST:
-            return
-        self.placer.metric(ObserverMetric.HOST_LOST, lost.kind, 1)
-        self._evacuate(lost, f"host lost: {why}", report)
 
     def _evacuate(
         self, host: Host, why: str, report: PassReport, running: set[str] | None = None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from vigil.clock import Clock, system_clock
 from vigil.contract.hosts import LIVE_HOST_STATUSES
@@ -142,11 +143,15 @@ class Placer:
                 except HostConflict as conflict:
                     host = conflict.current
                     continue
-            self.store.record_placed(
-                name, generation, host_id, host.task_arn, self.clock(), written_version
-            )
             if host.status_reason and not host.task_arn:
-                self._note_failure(name, generation, waiting_for_host(host.status_reason))
+                # It waits there, in the waiting index, with its host's backoff: one write per
+                # RunTask retry, its attempts kept (never reset, then noted again, every pass).
+                reason = waiting_for_host(host.status_reason)
+                self._note_failure(name, generation, reason, host.retry_at)
+            else:
+                self.store.record_placed(
+                    name, generation, host_id, host.task_arn, self.clock(), written_version
+                )
             left = self.host(record.pooled.host)
             if left is not None and left.host_id != host_id and left.status in LIVE_HOST_STATUSES:
                 self._unassign(left, name)  # a LOST or STOPPED host keeps its last map
@@ -179,8 +184,12 @@ class Placer:
             except HostConflict as conflict:
                 host = conflict.current
 
-    def _note_failure(self, name: str, generation: int, reason: str) -> None:
-        """Keep it STARTING, in the waiting index, with the reason and a retry time."""
+    def _note_failure(
+        self, name: str, generation: int, reason: str, host_retry_at: datetime | None = None
+    ) -> None:
+        """Keep it STARTING, in the waiting index, with the reason and a retry time: its own
+        backoff, or its host's next RunTask (``host_retry_at``: the pass that retries the host
+        then places it, so it is confirmed in the pass its host starts)."""
         for _ in range(MAX_DECISION_ROUNDS):
             current = self.store.get(name)
             if current is None or current.observer.generation != generation:
@@ -189,6 +198,8 @@ class Placer:
             retry_at = now + d.run_task_retry_delay(
                 current.tracking.start_attempts + 1, self.settings
             )
+            if host_retry_at is not None:
+                retry_at = max(host_retry_at, now + self.settings.run_task_retry_base)
             try:
                 self.store.record_start_failure(current, reason, retry_at, now)
                 return
