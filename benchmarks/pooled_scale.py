@@ -50,7 +50,7 @@ OPERATIONS = (
 
 # Prices: /work/shared/NOTES.md (AWS pricing pages, us-east-1, Linux/x86, as quoted in 2025
 # material; approximate). Spot: the commonly seen ~70 % discount (it varies).
-PRICES_DATE = "2025 (AWS pricing pages, us-east-1, approximate)"
+PRICES_DATE = "us-east-1, from AWS's pricing pages in 2025, approximate"
 VCPU_HOUR = 0.04048
 GB_HOUR = 0.004445
 SPOT_FACTOR = 0.30
@@ -329,7 +329,9 @@ def cost_table(
         f"${READ_PER_MILLION}/M reads; Lambda ${LAMBDA_PER_MILLION}/M requests, ${LAMBDA_GB_SECOND}/GB-s "
         f"(1 GB reconciler, {AWS_CALL_SECONDS * 1000:.0f} ms per AWS call assumed). Heartbeats: one write "
         f"per 30 s per observer (dedicated) or per host ({host_wru} WRU: a full host item is "
-        f"{host_item_bytes:,} B). Slot memory is an assumption until the host's PSS per slot is measured."
+        f"{host_item_bytes:,} B). The host sizes are chosen to hold K = 50 slots of the example "
+        "kind at the PSS per slot measured above (`host_memory`); a heavier kind needs the "
+        "larger host."
     )
     return "\n".join(lines)
 
