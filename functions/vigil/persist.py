@@ -1,0 +1,155 @@
+"""Writes that must land: the outcome of work already done, retried through transient faults.
+
+A run that has done its work (a job's body returned, an observer's child exited, a task finished)
+must not lose that fact to one throttled request: the next delivery would do the work again. So
+such writes go through :func:`persist`, which retries what AWS documents as transient (throttles,
+5xx answers, timeouts, dropped connections) with capped exponential backoff and full jitter, for
+as long as the caller has time left, and never retries what is final (a refused condition, a
+validation error).
+
+Botocore already retries a few times on its own; these retries come after those, and cost nothing
+on the clean path (the first write succeeds and returns at once)::
+
+    write --throttled--> pause ~U(0, base*2^0) --> write --503--> pause ~U(0, base*2^1) --> write ok
+                                                                       |
+                     out of time (time_left < pause + reserve): raise OutOfTime from the last error
+
+An answer can be ambiguous: a timeout or a 5xx may come back after DynamoDB applied the write. A
+retry of a conditional write then meets its own earlier write and is refused: the caller resolves
+that from what it reads back (see :func:`is_ambiguous`), never by guessing.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+
+from vigil.clock import Sleeper
+
+T = TypeVar("T")
+
+THROTTLE_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "SlowDown",
+    }
+)
+SERVER_CODES = frozenset(
+    {
+        "InternalServerError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        # Another request with the same ClientRequestToken is still being applied.
+        "TransactionInProgressException",
+    }
+)
+CANCELLATION_TRANSIENT = frozenset(
+    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
+)
+"""Reasons inside a ``TransactionCanceledException`` that applied nothing and may clear."""
+
+
+def error_code(error: BaseException) -> str:
+    if isinstance(error, ClientError):
+        return str(error.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def _status(error: ClientError) -> int:
+    return int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+
+
+def is_transient(error: BaseException) -> bool:
+    """A fault that may clear by itself: worth another try of the same request."""
+    if isinstance(error, ConnectionError | HTTPClientError):
+        return True
+    if not isinstance(error, ClientError):
+        return False
+    code = error_code(error)
+    if code in THROTTLE_CODES or code in SERVER_CODES:
+        return True
+    if code == "TransactionCanceledException":
+        reasons = [r.get("Code") for r in error.response.get("CancellationReasons", []) or []]
+        transient = [r for r in reasons if r not in (None, "None")]
+        return bool(transient) and all(r in CANCELLATION_TRANSIENT for r in transient)
+    return _status(error) >= 500
+
+
+def is_ambiguous(error: BaseException) -> bool:
+    """An answer that does not say whether the write was applied (it may have been)."""
+    if isinstance(error, ConnectionError | HTTPClientError):
+        return True
+    return isinstance(error, ClientError) and (
+        error_code(error) in SERVER_CODES or _status(error) >= 500
+    )
+
+
+class OutOfTime(Exception):
+    """The write kept failing transiently until the caller's time ran out; ``__cause__`` says
+    why. Nothing is known to have been written (unless ``ambiguous``)."""
+
+    def __init__(self, message: str, *, attempts: int, ambiguous: bool) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.ambiguous = ambiguous
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Capped exponential backoff with full jitter (AWS's recommended default)."""
+
+    base_s: float = 0.1
+    cap_s: float = 5.0
+    reserve_s: float = 2.0
+    """Time kept back after the last pause: the write itself, and what the caller does after."""
+
+    def pause(self, retry: int, draw: float) -> float:
+        return draw * min(self.cap_s, self.base_s * 2.0**retry)
+
+
+DEFAULT_BACKOFF = Backoff()
+
+
+def persist(
+    write: Callable[[], T],
+    *,
+    time_left_s: Callable[[], float],
+    sleep: Sleeper,
+    backoff: Backoff = DEFAULT_BACKOFF,
+    draw: Callable[[], float] = random.random,
+    on_retry: Callable[[BaseException, int], None] | None = None,
+) -> T:
+    """``write()``, retried through transient faults while ``time_left_s()`` allows.
+
+    ``on_retry(error, retry)`` is told of each retry (for a log line or a metric). A final error
+    is raised as it is; running out of time raises :class:`OutOfTime` from the last fault.
+    """
+    retry = 0
+    ambiguous = False
+    while True:
+        try:
+            return write()
+        except Exception as error:
+            if not is_transient(error):
+                raise
+            ambiguous = ambiguous or is_ambiguous(error)
+            pause = backoff.pause(retry, draw())
+            if time_left_s() < pause + backoff.reserve_s:
+                raise OutOfTime(
+                    f"gave up after {retry + 1} attempts: {error_code(error) or error}",
+                    attempts=retry + 1,
+                    ambiguous=ambiguous,
+                ) from error
+            retry += 1
+            if on_retry is not None:
+                on_retry(error, retry)
+            sleep(pause)
