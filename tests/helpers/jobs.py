@@ -88,3 +88,65 @@ class ConflictsFirst:
                 "TransactWriteItems",
             )
         return self._client.transact_write_items(**kwargs)
+
+
+def throttled(operation: str = "TransactWriteItems") -> Any:
+    """What boto3 raises once its own retries of a throttled request are spent."""
+    from botocore.exceptions import ClientError
+
+    return ClientError(
+        {
+            "Error": {"Code": "ProvisionedThroughputExceededException", "Message": "throttled"},
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        },
+        operation,
+    )
+
+
+def server_error(operation: str = "TransactWriteItems") -> Any:
+    """A 500 answer: DynamoDB may or may not have applied the request."""
+    from botocore.exceptions import ClientError
+
+    return ClientError(
+        {
+            "Error": {"Code": "InternalServerError", "Message": "internal error"},
+            "ResponseMetadata": {"HTTPStatusCode": 500},
+        },
+        operation,
+    )
+
+
+class FaultyTransactions:
+    """A DynamoDB client whose transactions fail as planned, one entry per call in order:
+    ``"throttled"`` (refused before anything was applied, botocore's retries spent),
+    ``"applied"`` (applied, then answered with a 500: a timeout after DynamoDB applied the write),
+    ``None`` (passed through). Past the plan, ``always`` (None by default) applies to every call.
+    Every ``ClientRequestToken`` sent is kept in ``tokens``."""
+
+    def __init__(self, client: Any, plan: list[str | None], always: str | None = None) -> None:
+        self._client = client
+        self.plan = list(plan)
+        self.always = always
+        self.tokens: list[str | None] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self.tokens.append(kwargs.get("ClientRequestToken"))
+        fault = self.plan.pop(0) if self.plan else self.always
+        if fault == "throttled":
+            raise throttled()
+        answer = self._client.transact_write_items(**kwargs)
+        if fault == "applied":
+            raise server_error()
+        return answer
+
+    def update_item(self, **kwargs: Any) -> Any:
+        fault = self.always
+        if fault == "throttled":
+            raise throttled("UpdateItem")
+        answer = self._client.update_item(**kwargs)
+        if fault == "applied":
+            raise server_error("UpdateItem")
+        return answer

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import pytest
@@ -33,11 +31,13 @@ def make_guard(dynamodb: Any, runs_table: str, clock: ManualClock) -> GuardFacto
         job: str = "cleanup",
         overlap: Overlap = Overlap.SKIP,
         client: Any = None,
-        clock_: Callable[[], datetime] | None = None,
+        clock_: ManualClock | None = None,
         **settings: Any,
     ) -> JobGuard:
         resolved = JobSettings(job=job, table=runs_table, overlap=overlap, **settings)
         store = RunStore(client or dynamodb, runs_table, sleep=lambda seconds: None)
-        return JobGuard(resolved, store, clock_ or clock)
+        now = clock_ or clock
+        # A guard is a container: it sleeps on the test's clock, and remembers its own outcomes.
+        return JobGuard(resolved, store, now, sleep=lambda seconds: now.advance(seconds))
 
     return make

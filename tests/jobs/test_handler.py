@@ -8,13 +8,15 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.jobs import context
+from tests.helpers.jobs import FaultyTransactions, context
 from vigil.clock import ManualClock
 from vigil.events import MalformedEvent
 from vigil.jobs import scheduled_job
+from vigil.jobs.finish import OutcomeUnrecorded
 from vigil.jobs.guard import WrongJob
 from vigil.jobs.model import JobSettings, Overlap
 from vigil.settings import SettingsError
+from vigil_tools.lambda_context import LambdaContext
 
 TICK = "2026-11-22T12:00:00Z"
 
@@ -33,6 +35,14 @@ def job_env(monkeypatch: pytest.MonkeyPatch, runs_table: str) -> None:
 
 def emf_metrics(output: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in output.splitlines() if '"_aws"' in line]
+
+
+def metric_names(output: str) -> list[str]:
+    return [
+        metric["Name"]
+        for blob in emf_metrics(output)
+        for metric in blob["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+    ]
 
 
 def test_the_decorated_body_runs_once_and_emits_metrics_with_the_job_dimension(
@@ -87,6 +97,52 @@ def test_a_failure_emits_the_failed_metric_and_propagates_for_lambda_to_retry(
         handler(event(), context())
     [metric] = emf_metrics(capsys.readouterr().out)
     assert metric["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"] == "JobRunFailed"
+
+
+def test_an_outcome_not_recorded_in_time_is_counted_and_written_by_lambdas_retry(
+    job_env: None, dynamodb: Any, clock: ManualClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given a container whose finish is throttled until the invocation runs out of time
+    calls: list[Any] = []
+    client = FaultyTransactions(dynamodb, plan=[None], always="throttled")
+    handler = scheduled_job(calls.append, client=client, clock=clock, sleep=clock.advance)
+    deadline = clock() + timedelta(seconds=60)
+    invocation = LambdaContext(
+        aws_request_id="request-1",
+        remaining_ms=lambda: int((deadline - clock()).total_seconds() * 1000),
+    )
+    with pytest.raises(OutcomeUnrecorded):
+        handler(event(), invocation)
+
+    # When the throttle clears and Lambda retries the same request a minute later
+    client.always = None
+    clock.advance(60)
+    deadline = clock() + timedelta(seconds=60)
+    answer = handler(event(), invocation)
+
+    # Then the outcome is written without running the body again, and each step was counted
+    assert (answer["outcome"], len(calls)) == ("SUCCEEDED", 1)
+    names = metric_names(capsys.readouterr().out)
+    assert names == ["JobFinishUnrecorded", "JobRunSucceeded"]
+
+
+def test_a_failed_run_not_recorded_in_time_counts_both(
+    job_env: None, dynamodb: Any, clock: ManualClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def body(run: Any) -> None:
+        raise ConnectionError("downstream unavailable")
+
+    client = FaultyTransactions(dynamodb, plan=[None], always="throttled")
+    handler = scheduled_job(body, client=client, clock=clock, sleep=clock.advance)
+    deadline = clock() + timedelta(seconds=60)
+    invocation = LambdaContext(
+        remaining_ms=lambda: int((deadline - clock()).total_seconds() * 1000)
+    )
+    with pytest.raises(ConnectionError) as raised:
+        handler(event(), invocation)
+    assert any("not recorded" in note for note in raised.value.__notes__)
+    names = metric_names(capsys.readouterr().out)
+    assert sorted(names) == ["JobFinishUnrecorded", "JobRunFailed"]
 
 
 def test_the_example_job_module_is_a_working_handler(

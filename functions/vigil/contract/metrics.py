@@ -33,6 +33,10 @@ class JobMetric(StrEnum):
     NEVER_DELIVERED = "JobTickNeverDelivered"
     TOO_LONG = "JobRunTooLong"
     TOO_SHORT = "JobRunTooShort"
+    FINISH_UNRECORDED = "JobFinishUnrecorded"
+    """A run ended (succeeded or failed) but its outcome could not be written before the
+    invocation's time ran out: Lambda's retry on the same container writes it; on another
+    container a succeeded body runs again."""
 
 
 class ObserverMetric(StrEnum):

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
 from vigil import telemetry
-from vigil.clock import Clock, system_clock
+from vigil.clock import Clock, Sleeper, system_clock
 from vigil.events import MalformedEvent
 from vigil.jobs.decisions import DurationFlag
 from vigil.jobs.events import parse_tick
+from vigil.jobs.finish import OutcomeUnrecorded
 from vigil.jobs.guard import Body, JobGuard, Result, WrongJob
 from vigil.jobs.model import JobSettings, Outcome
 from vigil.jobs.store import RunStore
@@ -35,10 +37,13 @@ def scheduled_job(
     settings: JobSettings | None = None,
     client: Any = None,
     clock: Clock = system_clock,
+    sleep: Sleeper = time.sleep,
 ) -> Any:
     """Turn ``body(run)`` into a guarded Lambda handler; keyword arguments are for tests."""
 
     def wrap(fn: Body) -> Handler:
+        # Built on the first invocation and kept while the container lives: with it, what the
+        # container remembers of outcomes it could not record (for Lambda's retry of a request).
         guard: JobGuard | None = None
 
         def build() -> JobGuard:
@@ -46,7 +51,7 @@ def scheduled_job(
 
             resolved = settings or JobSettings.from_env()
             dynamodb = client or boto3.client("dynamodb")
-            return JobGuard(resolved, RunStore(dynamodb, resolved.table), clock)
+            return JobGuard(resolved, RunStore(dynamodb, resolved.table), clock, sleep=sleep)
 
         def guarded(event: Any, context: Any) -> dict[str, Any]:
             nonlocal guard
@@ -85,11 +90,18 @@ def _handle(guard: JobGuard, body: Body, event: Any, context: Any) -> dict[str, 
         metrics.add_metric(name=JobMetric.MALFORMED, unit="Count", value=1)
         logger.exception("rejected an event for another job; it goes to the dead-letter queue")
         raise
+    except OutcomeUnrecorded:
+        # The body succeeded; its outcome waits on this container for Lambda's retry.
+        metrics.add_metric(name=JobMetric.FINISH_UNRECORDED, unit="Count", value=1)
+        logger.exception("run succeeded but its outcome is not recorded; Lambda's retry writes it")
+        raise
     except Exception as error:
         metrics.add_metric(name=JobMetric.FAILED, unit="Count", value=1)
         flag = getattr(error, "vigil_duration_flag", None)
         if isinstance(flag, DurationFlag):
             metrics.add_metric(name=_FLAG_METRIC[flag], unit="Count", value=1)
+        if isinstance(getattr(error, "vigil_unrecorded", None), OutcomeUnrecorded):
+            metrics.add_metric(name=JobMetric.FINISH_UNRECORDED, unit="Count", value=1)
         logger.exception("job run failed; Lambda retries or dead-letters the event")
         raise
     _record(result)

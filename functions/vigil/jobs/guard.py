@@ -2,24 +2,29 @@
 
 Flow of one delivery::
 
-    parse tick -> too late? -> record MISSED
+    parse tick -> an outcome this container could not record for this request? -> write it first
+               -> too late? -> record MISSED
                -> claim (1 transaction) -> refused? -> resolve_conflict -> DUPLICATE | SKIP | RETRY
-               -> run the body -> finish (1 transaction, fenced by the token)
+               -> run the body -> finish (1 transaction, fenced by the token, retried through
+                  transient faults while the invocation has time: :mod:`vigil.jobs.finish`)
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from vigil.clock import Clock, system_clock
+from vigil.clock import Clock, Sleeper, system_clock
+from vigil.dynamo import truncate
 from vigil.jobs.decisions import ClaimTerms, DurationFlag, Verdict, duration_flag, resolve_conflict
 from vigil.jobs.events import Tick
+from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.jobs.model import JobSettings, Outcome, Overlap, RunStatus
-from vigil.jobs.store import Claim, RunStore, TickTaken
+from vigil.jobs.store import Claim, Finish, RunStore, TickTaken
 from vigil.leases import lease_is_live, next_token
 
 MAX_CLAIM_ATTEMPTS = 5
@@ -91,10 +96,22 @@ _NOT_RUN = {
 
 
 class JobGuard:
-    def __init__(self, settings: JobSettings, store: RunStore, clock: Clock = system_clock) -> None:
+    def __init__(
+        self,
+        settings: JobSettings,
+        store: RunStore,
+        clock: Clock = system_clock,
+        *,
+        sleep: Sleeper = time.sleep,
+        unfinished: Unfinished | None = None,
+    ) -> None:
+        """One guard per container (the decorator builds it on the first invocation):
+        ``unfinished`` is what this container remembers of outcomes it could not record."""
         self.settings = settings
         self._store = store
         self._clock = clock
+        self._sleep = sleep
+        self.unfinished = unfinished if unfinished is not None else Unfinished()
 
     def execute(
         self, tick: Tick, body: Body, *, remaining_ms: Callable[[], int], holder: str
@@ -103,6 +120,12 @@ class JobGuard:
         job = self.settings.job
         if tick.job is not None and tick.job != job:
             raise WrongJob(f"event is for job {tick.job!r}, this function runs {job!r}")
+        remembered = self.unfinished.take(holder, job, tick.key)
+        if remembered is not None:
+            recorded = self._record(remembered, remaining_ms, holder)
+            if remembered.status is RunStatus.SUCCEEDED:
+                return _reported(remembered, recorded, "recorded by Lambda's retry of the request")
+            # A failed run recorded late: this retry claims it again, as it would have anyway.
         now = self._clock()
         lateness = now - tick.scheduled_at
         expires_at = now + self.settings.retention
@@ -219,21 +242,25 @@ class JobGuard:
         try:
             body(run)
         except BaseException as error:  # SystemExit too: the lease must not outlive a dead run
-            _, flag = self._finish(claim, RunStatus.FAILED, started, error)
-            if flag is not None:
-                # A run that hung past max_duration and then failed is the usual too-long run:
-                # the handler counts the flag on its way out, as it does for a success.
+            outcome = self._outcome(claim, RunStatus.FAILED, started, error)
+            # A run that hung past max_duration and then failed is the usual too-long run: the
+            # handler counts the flag (and an unrecorded outcome) on its way out.
+            with contextlib.suppress(AttributeError):
+                error.vigil_duration_flag = _flag(outcome)  # type: ignore[attr-defined]
+            try:
+                self._record(outcome, remaining_ms, claim.holder)
+            except OutcomeUnrecorded as unrecorded:
+                # The body's error is what Lambda reports and dead-letters; the note says more.
                 with contextlib.suppress(AttributeError):
-                    error.vigil_duration_flag = flag  # type: ignore[attr-defined]
+                    error.vigil_unrecorded = unrecorded  # type: ignore[attr-defined]
+                error.add_note(str(unrecorded))
             raise
-        recorded, flag = self._finish(claim, RunStatus.SUCCEEDED, started, None)
-        outcome = Outcome.SUCCEEDED if recorded else Outcome.FENCED
-        reason = "" if recorded else "a newer run took the tick over; outcome not recorded"
-        return Result(claim.job, claim.tick, outcome, claim.attempt, claim.token, reason, flag)
+        outcome = self._outcome(claim, RunStatus.SUCCEEDED, started, None)
+        return _reported(outcome, self._record(outcome, remaining_ms, claim.holder))
 
-    def _finish(
+    def _outcome(
         self, claim: Claim, status: RunStatus, started: datetime, error: BaseException | None
-    ) -> tuple[bool, DurationFlag | None]:
+    ) -> Finish:
         finished = self._clock()
         duration = max(finished - started, timedelta(0))
         flag = duration_flag(
@@ -242,7 +269,7 @@ class JobGuard:
             max_duration=self.settings.max_duration,
             min_duration=self.settings.min_duration,
         )
-        recorded = self._store.finish(
+        return Finish(
             job=claim.job,
             tick=claim.tick,
             token=claim.token,
@@ -250,10 +277,38 @@ class JobGuard:
             status=status,
             finished_at=finished,
             duration_ms=int(duration.total_seconds() * 1000),
-            error=error,
+            attempt=claim.attempt,
+            error_type=type(error).__name__ if error is not None else None,
+            error_message=truncate(str(error)) if error is not None else None,
             duration_flag=flag.value if flag else None,
         )
-        return recorded, flag
+
+    def _record(self, outcome: Finish, remaining_ms: Callable[[], int], holder: str) -> bool:
+        """The outcome written, through transient faults while this invocation has time; out of
+        time, it is remembered for Lambda's retry of this request (``OutcomeUnrecorded``)."""
+        return record_outcome(
+            self._store,
+            outcome,
+            request_id=holder,
+            unfinished=self.unfinished,
+            time_left_s=lambda: remaining_ms() / 1000,
+            sleep=self._sleep,
+        )
+
+
+def _flag(outcome: Finish) -> DurationFlag | None:
+    return DurationFlag(outcome.duration_flag) if outcome.duration_flag else None
+
+
+def _reported(outcome: Finish, recorded: bool, how: str = "") -> Result:
+    """What a run that finished reports: the outcome recorded, or FENCED if a newer run's was."""
+    if recorded:
+        result, reason = Outcome.SUCCEEDED, how
+    else:
+        result, reason = Outcome.FENCED, "a newer run took the tick over; outcome not recorded"
+    return Result(
+        outcome.job, outcome.tick, result, outcome.attempt, outcome.token, reason, _flag(outcome)
+    )
 
 
 def describe(result: Result) -> str:

@@ -8,12 +8,16 @@ One table holds, per job (partition ``JOB#<job>``):
   through DynamoDB TTL (``expires_at``) after the retention period.
 
 Request budget: a claim is one ``TransactWriteItems``; finishing is one more. A refused claim
-returns the items it saw (ALL_OLD), so a suppressed duplicate costs that single request.
+returns the items it saw (ALL_OLD), so a suppressed duplicate costs that single request, and so
+does a refused finish: the record it hands back tells a run fenced out from a run whose own
+earlier try landed (see :class:`Finish`), with no read after it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -81,6 +85,50 @@ class Refusal:
     head_seen: Item | None
 
 
+@dataclass(frozen=True)
+class Finish:
+    """A run's outcome as it is written: the run (job, tick, fencing token) and what it did.
+
+    Built once per run, so every try of the write is the same request: DynamoDB answers a repeat
+    of an applied transaction under the same ``ClientRequestToken`` (within 10 minutes) as
+    applied, but only when every other parameter is the same too.
+    """
+
+    job: str
+    tick: str
+    token: int
+    overlap: Overlap
+    status: RunStatus
+    finished_at: datetime
+    duration_ms: int
+    attempt: int = 1
+    """Not written (the claim wrote it): what the run reports."""
+    error_type: str | None = None
+    error_message: str | None = None
+    duration_flag: str | None = None
+
+    @property
+    def request_token(self) -> str:
+        """The transaction's ``ClientRequestToken``: one per run and outcome, at most 36
+        characters (DynamoDB's limit), whatever the job's name."""
+        run = f"{self.job}|{self.tick}|{self.token}|{self.status.value}"
+        return "finish-" + hashlib.sha256(run.encode()).hexdigest()[:29]
+
+    @property
+    def error_summary(self) -> str | None:
+        return f"{self.error_type}: {self.error_message}" if self.error_type else None
+
+    def landed_in(self, seen: Item | None) -> bool:
+        """Whether the record a refused try saw is this very outcome, written by an earlier try
+        whose answer was lost (a timeout after DynamoDB applied it). Only this run can write a
+        final status under its token (the write is conditional on it), so this is not a guess."""
+        return (
+            seen is not None
+            and seen.get("fencing_token") == self.token
+            and seen.get("status") == self.status.value
+        )
+
+
 class TickTaken(Exception):
     """A final record could not be written because the tick's record changed meanwhile."""
 
@@ -96,6 +144,25 @@ CONFLICT_BACKOFF_S = 0.05
 Reasons = list[tuple[str, Item | None]]
 
 
+def transact_once(
+    client: Any, actions: list[dict[str, Any]], request_token: str | None = None
+) -> Reasons | None:
+    """One transaction of updates: the cancellation reasons if a condition refused it, else None.
+    Any other error (a conflict, a throttle, a timeout) is raised as it came, for the caller's
+    retries; ``request_token`` makes a repeat of an applied transaction answer as applied."""
+    request: dict[str, Any] = {"TransactItems": [{"Update": action} for action in actions]}
+    if request_token:
+        request["ClientRequestToken"] = request_token
+    try:
+        client.transact_write_items(**request)
+        return None
+    except ClientError as error:
+        reasons = cancellation_reasons(error)
+        if reasons is not None and any(code == REFUSED for code, _ in reasons):
+            return reasons
+        raise
+
+
 def transact_updates(client: Any, actions: list[dict[str, Any]], sleep: Sleeper) -> Reasons | None:
     """Run a transaction of updates; the cancellation reasons if a condition refused it, else None.
 
@@ -105,15 +172,9 @@ def transact_updates(client: Any, actions: list[dict[str, Any]], sleep: Sleeper)
     """
     for attempt in range(CONFLICT_ATTEMPTS):
         try:
-            client.transact_write_items(TransactItems=[{"Update": action} for action in actions])
-            return None
+            return transact_once(client, actions)
         except ClientError as error:
-            reasons = cancellation_reasons(error)
-            if reasons is None:
-                raise
-            if any(code == REFUSED for code, _ in reasons):
-                return reasons
-            if attempt == CONFLICT_ATTEMPTS - 1:
+            if cancellation_reasons(error) is None or attempt == CONFLICT_ATTEMPTS - 1:
                 raise
             sleep(CONFLICT_BACKOFF_S * 2**attempt)
     raise AssertionError("unreachable")
@@ -188,48 +249,47 @@ class RunStore:
             head_seen=head_seen,
         )
 
-    def finish(
-        self,
-        *,
-        job: str,
-        tick: str,
-        token: int,
-        overlap: Overlap,
-        status: RunStatus,
-        finished_at: datetime,
-        duration_ms: int,
-        error: BaseException | None = None,
-        duration_flag: str | None = None,
-    ) -> bool:
-        """Record the outcome and release the lease, only if this run still holds the tick.
+    def finish(self, outcome: Finish) -> bool:
+        """One try at recording the outcome and releasing the lease, only if the run still holds
+        the tick; transient faults are raised for the caller to retry (:mod:`vigil.jobs.finish`).
 
-        False means the run was fenced out: a newer claim took the tick (or, under ``skip``, the
-        job's lease) after this run's lease expired, and its outcome must not overwrite theirs.
+        True: recorded, by this try or, as the refusal's record shows, by an earlier one. False:
+        the run was fenced out: a newer claim took the tick (or, under ``skip``, the job's lease)
+        after this run's lease expired, and its outcome must not overwrite theirs.
         """
         record = Update().set_all(
-            {"status": status.value, "finished_at": iso(finished_at), "duration_ms": duration_ms}
+            {
+                "status": outcome.status.value,
+                "finished_at": iso(outcome.finished_at),
+                "duration_ms": outcome.duration_ms,
+            }
         )
-        summary = None
-        if error is not None:
-            record.set("error_type", type(error).__name__).set(
-                "error_message", truncate(str(error))
-            )
-            summary = f"{type(error).__name__}: {error}"
-        if duration_flag:
-            record.set("duration_flag", duration_flag)
+        if outcome.error_type is not None:
+            record.set("error_type", outcome.error_type)
+            record.set("error_message", outcome.error_message or "")
+        if outcome.duration_flag:
+            record.set("duration_flag", outcome.duration_flag)
         record.remove("lease_until_ms", "lease_until")
         record.condition(
-            record.eq("fencing_token", token), record.eq("status", RunStatus.RUNNING.value)
+            record.eq("fencing_token", outcome.token), record.eq("status", RunStatus.RUNNING.value)
         )
-        head = _last_outcome(tick, status, finished_at, summary)
-        if overlap is Overlap.SKIP:
+        job, tick = outcome.job, outcome.tick
+        head = _last_outcome(tick, outcome.status, outcome.finished_at, outcome.error_summary)
+
+        def once(actions: list[dict[str, Any]]) -> Reasons | None:
+            return transact_once(self._client, actions, outcome.request_token)
+
+        if outcome.overlap is Overlap.SKIP:
             head.remove(*LEASE_ATTRIBUTES)
-            head.condition(head.eq("lease_token", token))
-            actions = [self._update(job, tick_sk(tick), record), self._update(job, HEAD_SK, head)]
-            return self._transact(actions) is None
-        head.condition(head.exists("pk"))
-        written, _ = self._record_and_head(job, tick, record, head)
-        return written
+            head.condition(head.eq("lease_token", outcome.token))
+            action = self._update(job, tick_sk(tick), record)
+            action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            reasons = once([action, self._update(job, HEAD_SK, head)])
+            written, seen = reasons is None, reasons[0][1] if reasons else None
+        else:
+            head.condition(head.exists("pk"))
+            written, seen = self._record_and_head(job, tick, record, head, once)
+        return written or outcome.landed_in(seen)
 
     # --- ticks that never run ---------------------------------------------------------------
 
@@ -268,7 +328,12 @@ class RunStore:
             raise TickTaken(f"{job} tick {tick} changed while recording {status}", seen)
 
     def _record_and_head(
-        self, job: str, tick: str, record: Update, head: Update
+        self,
+        job: str,
+        tick: str,
+        record: Update,
+        head: Update,
+        transact: Callable[[list[dict[str, Any]]], Reasons | None] | None = None,
     ) -> tuple[bool, Item | None]:
         """Write the tick's record and the head's last_* together, but never move the head back
         to an older tick (an older tick under ``allow``, an audit's or a backfill's record): then
@@ -277,7 +342,7 @@ class RunStore:
         head.condition(any_of(head.absent("last_tick"), head.le("last_tick", tick)))
         action = self._update(job, tick_sk(tick), record)
         action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        reasons = self._transact([action, self._update(job, HEAD_SK, head)])
+        reasons = (transact or self._transact)([action, self._update(job, HEAD_SK, head)])
         if reasons is None:
             return True, None
         (record_code, record_seen), (head_code, _) = reasons
