@@ -205,6 +205,7 @@ class Monitoring(Construct):
                     job.metric(JobMetric.MISSED),
                     job.metric(JobMetric.FENCED),
                     job.metric(JobMetric.MALFORMED),
+                    job.metric(JobMetric.FINISH_UNRECORDED),
                 ],
                 width=12,
             ),
@@ -237,6 +238,14 @@ class Monitoring(Construct):
             job.metric(JobMetric.NEVER_DELIVERED),
             f"Job {name}: expected ticks never arrived (schedule disabled or deleted, target "
             "broken, account throttled); the audit recorded them MISSED.",
+        )
+        self._alarm(
+            f"{name}-finish-unrecorded",
+            job.metric(JobMetric.FINISH_UNRECORDED),
+            f"Job {name}: a run ended but DynamoDB refused its outcome until the invocation's "
+            "time ran out (throttling?). Lambda's retry on the same container records it; on "
+            f"another one the body runs again. Type `vigil jobs history {name}`: a tick with 2 "
+            "attempts ran twice, so check that its effects were fenced by its token.",
         )
         for variable, metric, what in (
             ("VIGIL_MAX_DURATION_SECONDS", JobMetric.TOO_LONG, "took longer than max_duration"),

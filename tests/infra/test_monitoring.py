@@ -128,6 +128,7 @@ def test_the_dashboard_covers_every_job_function_queue_kind_the_api_and_the_flee
         "Latency",
     } <= read
     assert {"CpuUtilized", "MemoryUtilized"} <= read
+    assert "JobFinishUnrecorded" in read  # each job's ticks graph shows outcomes given up on
     stats = json.dumps(widgets)
     assert '"stat":"p50"' in stats.replace(" ", "") and '"stat":"p99"' in stats.replace(" ", "")
 

@@ -154,7 +154,9 @@ def test_alarms_watch_dead_letters_and_missed_ticks(
         for alarm in synthesized.resources("AWS::CloudWatch::Alarm").values()
         if alarm["Properties"]["AlarmDescription"].startswith("Job ")
     ]
-    assert len(job_alarms) == 4 * 2, "failed runs, undelivered, missed and never-delivered ticks"
+    assert len(job_alarms) == 5 * 2, (
+        "failed runs, undelivered, missed and never-delivered ticks, outcomes not recorded"
+    )
     template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {"MetricName": "JobTickNeverDelivered", "Namespace": "Vigil", "Threshold": 0},
@@ -164,6 +166,17 @@ def test_alarms_watch_dead_letters_and_missed_ticks(
         "AWS::CloudWatch::Alarm",
         {"MetricName": "JobTickMissed", "Namespace": "Vigil", "Threshold": 0},
     )
+    for job in ("cleanup", "daily-report"):
+        template.has_resource_properties(
+            "AWS::CloudWatch::Alarm",
+            {
+                "MetricName": "JobFinishUnrecorded",
+                "Namespace": "Vigil",
+                "Threshold": 0,
+                "Dimensions": Match.array_with([{"Name": "job", "Value": job}]),
+                "AlarmDescription": Match.string_like_regexp(f"vigil jobs history {job}"),
+            },
+        )
 
 
 VALID: dict[str, Any] = {"handler": "jobs.cleanup.handler", "schedule": "rate(5 minutes)"}
