@@ -8,7 +8,7 @@ import json
 import sys
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -343,3 +343,53 @@ def test_copies_of_a_delivery_run_at_once_and_the_guard_runs_the_tick_once(
     copies = [name for name in requests if name.startswith("copy-")]
     runs = [name for i, name in enumerate(copies) if i == 0 or copies[i - 1] != name]
     assert len(set(copies)) == 3 and len(runs) > 3
+
+
+REPORT = datetime(2026, 11, 23, 5, 59, tzinfo=UTC)
+"""A tick of daily-report (timeout 10 min, lease margin 30 s, policy allow) delivered a minute
+late, at the start of the test: no schedule needs to fire on the way to it."""
+
+
+def test_a_run_that_outlives_its_lease_is_taken_over_and_its_late_outcome_refused(
+    vigil_stack: VigilStack,
+) -> None:
+    # Given a run held right after its claim, before its body
+    held = vigil_stack.fire("daily-report", at=REPORT, hold=True)
+    assert [(t.status, t.attempts) for t in vigil_stack.history("daily-report")] == [("RUNNING", 1)]
+
+    # When its lease runs out (timeout + margin) and a redelivery of the tick arrives
+    vigil_stack.advance(minutes=11)  # 10 of them cost most of this test's time (the resyncs)
+    (copy,) = vigil_stack.fire("daily-report", at=REPORT)
+
+    # Then the redelivery takes the tick over, and the late run's outcome is refused
+    taken_over = copy.attempts[-1].payload
+    assert (taken_over["outcome"], taken_over["attempt"]) == ("SUCCEEDED", 2)
+    assert taken_over["fencing_token"] > held.fencing_token
+    late = held.release().attempts[-1].payload
+    assert (late["outcome"], late["fencing_token"]) == ("FENCED", held.fencing_token)
+    (tick,) = vigil_stack.history("daily-report")
+    assert (tick.status, tick.attempts, tick.fencing_token) == (
+        "SUCCEEDED",
+        2,
+        taken_over["fencing_token"],
+    )
+
+
+def test_holding_a_delivery_that_claims_nothing_is_refused_clearly(
+    vigil_stack: VigilStack,
+) -> None:
+    vigil_stack.fire("daily-report", at=REPORT)
+
+    with pytest.raises(RuntimeError, match=r"did not claim the tick .*DUPLICATE"):
+        vigil_stack.fire("daily-report", at=REPORT, hold=True)
+    with pytest.raises(ValueError, match="copies at 1"):
+        vigil_stack.fire("daily-report", at=REPORT, hold=True, copies=2)  # type: ignore[call-overload]
+
+
+def test_a_run_held_to_the_end_of_a_test_is_let_go(vigil_stack: VigilStack) -> None:
+    held = vigil_stack.fire("daily-report", at=REPORT, hold=True)
+
+    vigil_stack.close()  # what the fixture does when a test ends
+
+    assert not held.held
+    assert [t.status for t in vigil_stack.history("daily-report")] == ["SUCCEEDED"]

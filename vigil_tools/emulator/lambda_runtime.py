@@ -82,14 +82,15 @@ class LocalLambda:
         if functions not in sys.path:
             sys.path.insert(0, functions)
 
-    def invoke(self, function: str, event: Any) -> Invocation:
+    def invoke(self, function: str, event: Any, request_id: str | None = None) -> Invocation:
+        """One invocation; ``request_id`` is Lambda's (a new one unless this retries a request)."""
         config = self._lambda.get_function_configuration(FunctionName=function)
         deadline = self._now() + timedelta(seconds=int(config.get("Timeout", 3)))
         context = LambdaContext(
             function_name=config["FunctionName"],
             invoked_function_arn=config["FunctionArn"],
             memory_limit_in_mb=int(config.get("MemorySize", 128)),
-            aws_request_id=str(uuid.uuid4()),
+            aws_request_id=request_id or str(uuid.uuid4()),
             remaining_ms=lambda: max(0, int((deadline - self._now()).total_seconds() * 1000)),
         )
         with self._container(config):
@@ -155,12 +156,15 @@ class LocalLambda:
         return self._handlers[key]
 
     def invoke_async(self, function: str, event: Any) -> AsyncInvocation:
+        """Lambda's asynchronous invocation: retried under the same request id, as Lambda does
+        (the jobs guard tells its own earlier attempt from another delivery by it)."""
         retries, on_failure = self._async_config(function)
         result = AsyncInvocation(function=function)
+        request_id = str(uuid.uuid4())
         for attempt in range(retries + 1):
             if attempt:
                 self._advance(LAMBDA_RETRY_DELAYS[min(attempt - 1, len(LAMBDA_RETRY_DELAYS) - 1)])
-            invocation = self.invoke(function, event)
+            invocation = self.invoke(function, event, request_id)
             result.attempts.append(invocation)
             if invocation.ok:
                 return result

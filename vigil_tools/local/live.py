@@ -71,10 +71,10 @@ class SerialLambda(LocalLambda):
         super().__init__(*args, **kwargs)
         self._one_at_a_time = threading.RLock()
 
-    def invoke(self, function: str, event: Any) -> Invocation:
+    def invoke(self, function: str, event: Any, request_id: str | None = None) -> Invocation:
         with self._one_at_a_time, warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="No application metrics to publish")
-            return super().invoke(function, event)
+            return super().invoke(function, event, request_id)
 
     def forget_handlers(self, also: Callable[[], None]) -> None:
         """The next invocation of each function imports its handler anew (after a code change);

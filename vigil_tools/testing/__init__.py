@@ -9,6 +9,6 @@ or moto.
 """
 
 from vigil_tools.testing.names import UnknownName
-from vigil_tools.testing.stack import DeadLetter, ObserverState, Tick, VigilStack
+from vigil_tools.testing.stack import DeadLetter, HeldRun, ObserverState, Tick, VigilStack
 
-__all__ = ["DeadLetter", "ObserverState", "Tick", "UnknownName", "VigilStack"]
+__all__ = ["DeadLetter", "HeldRun", "ObserverState", "Tick", "UnknownName", "VigilStack"]

@@ -114,6 +114,7 @@ def deployed_stack(vigil_session: _Session) -> Iterator[Any]:
             yield stack
         finally:
             if stack is not None:
+                stack.close()
                 stack.fleet.kill_all()
             state_manager.unset_transition(model_name="ecs::task")
             mock.stop(remove_data=False)

@@ -2,7 +2,8 @@
 
 Jobs: ``fire`` delivers a job's schedule event as EventBridge Scheduler would (``copies`` for the
 duplicate deliveries Scheduler may make, at once), through the deployed function with Lambda's retries and
-on-failure destination; ``advance`` moves the clock and every deployed schedule (and the
+on-failure destination; ``hold=True`` stops the run after its claim until the test releases it
+(:class:`HeldRun`), so a test can make it outlive its lease; ``advance`` moves the clock and every deployed schedule (and the
 reconciler's minute resync) fires on the way; ``history``, ``dead_letters`` and ``redrive`` read
 and act as the ``vigil jobs`` commands do.
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from vigil.contract.schedule import Schedule as Evaluator
 from vigil.events import MalformedEvent
@@ -44,6 +45,7 @@ from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.project import find_project
 from vigil_tools.redrive import redrive
 from vigil_tools.testing.fleet import SteppedFleet
+from vigil_tools.testing.hold import Parked
 from vigil_tools.testing.interleave import Turns
 from vigil_tools.testing.names import UnknownName, check
 from vigil_tools.testing.tracebacks import format_author, reraise
@@ -65,6 +67,34 @@ class Tick:
     detail: str | None
     traceback: str | None
     """The author's traceback of the last failed attempt this stack saw, or None."""
+
+
+class HeldRun:
+    """A delivery whose run stopped right after it claimed its tick, before the job's body
+    (``fire(job, hold=True)``); its lease runs out while the test moves time on."""
+
+    def __init__(
+        self, job: str, claimed: Tick, parked: Parked, done: Callable[[AsyncInvocation], None]
+    ) -> None:
+        self.job = job
+        self.tick = claimed.tick
+        self.fencing_token = claimed.fencing_token
+        self.attempt = claimed.attempts
+        self._parked = parked
+        self._done = done
+
+    @property
+    def held(self) -> bool:
+        return self._parked.parked
+
+    def release(self) -> AsyncInvocation:
+        """The run goes on, late: its body runs with its own (old) fencing token, then its
+        finish, which a newer run's claim refuses (``FENCED``). The delivery's result."""
+        if not self.held:
+            raise RuntimeError(f"{self.job} tick {self.tick}: this run was released already")
+        result = self._parked.release()
+        self._done(result)
+        return result
 
 
 @dataclass(frozen=True)
@@ -130,6 +160,7 @@ class VigilStack:
         self._failures: dict[tuple[str, str], BaseException] = {}
         """(job, tick) -> what the job's code raised on its last failed attempt."""
         self._api = ObserversClient(InProcessTransport(self._api_handler))
+        self._held: list[HeldRun] = []
 
     # -- time ------------------------------------------------------------------------------------
 
@@ -220,9 +251,17 @@ class VigilStack:
     def jobs(self) -> list[str]:
         return sorted(self.catalog.jobs)
 
+    @overload
     def fire(
         self, job: str, at: datetime | None = None, *, copies: int = 1
-    ) -> list[AsyncInvocation]:
+    ) -> list[AsyncInvocation]: ...
+
+    @overload
+    def fire(self, job: str, at: datetime | None = None, *, hold: Literal[True]) -> HeldRun: ...
+
+    def fire(
+        self, job: str, at: datetime | None = None, *, copies: int = 1, hold: bool = False
+    ) -> list[AsyncInvocation] | HeldRun:
         """Scheduler delivers ``job``'s tick scheduled at ``at`` (default: now), ``copies`` times
         at once: the copies run concurrently, their requests interleaved (:mod:`.interleave`).
 
@@ -231,9 +270,14 @@ class VigilStack:
         copies are delivered; when ``job``'s own schedule has an occurrence at ``at``, the copies
         are that occurrence, not more deliveries of it. An ``at`` in the past is a late delivery.
         ``at`` must be timezone-aware.
+
+        ``hold=True`` delivers once and stops the run right after its claim, before the body:
+        the :class:`HeldRun` goes on when the test calls ``release()`` (:mod:`.hold`).
         """
         if copies < 1:
             raise ValueError("copies must be at least 1")
+        if hold and copies != 1:
+            raise ValueError("fire(hold=True) holds one delivery: leave copies at 1")
         if at is not None and at.utcoffset() is None:
             raise ValueError(
                 f"fire(at={at!r}): give a timezone-aware datetime (e.g. tzinfo=UTC); a naive one "
@@ -248,12 +292,44 @@ class VigilStack:
                 self._after[schedule.name] = moment
         events = [json.loads(schedule.render_input(moment, attempt=c + 1)) for c in range(copies)]
         function = schedule.target_arn
+        if hold:
+            return self._hold(job, function, events[0], moment)
         with _quiet(), self.runtime.concurrently(function):
             results = Turns().run([partial(self.runtime.invoke_async, function, e) for e in events])
         for result in results:
             self._record_failures(function, result, moment)
         self.fleet.settle()
         return results
+
+    def _hold(self, job: str, function: str, event: Any, moment: datetime) -> HeldRun:
+        def deliver() -> AsyncInvocation:
+            with _quiet():
+                return self.runtime.invoke_async(function, event)
+
+        parked = Parked(deliver)
+        parked.start()
+        key = _tick_key(moment)
+        claimed = next((t for t in self.history(job) if t.tick == key), None)
+        if claimed is None or claimed.status != "RUNNING" or not parked.parked:
+            result = parked.release()
+            self._record_failures(function, result, moment)
+            last = result.attempts[-1] if result.attempts else None
+            answer = (last.payload or {}).get("outcome") if last and last.ok else None
+            raise RuntimeError(
+                f"fire({job!r}, hold=True): the delivery of {key} did not claim the tick (it "
+                f"answered {answer or (last.error_type if last else None)}), so no run is held"
+            )
+        held = HeldRun(
+            job, claimed, parked, lambda result: self._record_failures(function, result, moment)
+        )
+        self._held.append(held)
+        return held
+
+    def close(self) -> None:
+        """The end of a test: runs still held are let go, so no thread waits for ever."""
+        for held in self._held:
+            if held.held:
+                held.release()
 
     def history(self, job: str) -> list[Tick]:
         """The job's recorded ticks, newest first."""
@@ -421,9 +497,12 @@ class VigilStack:
 
 @contextmanager
 def _quiet() -> Iterator[None]:
-    """Powertools warns when an invocation emitted no metric: not news in a test."""
+    """Powertools warns when an invocation emitted no metric: not news in a test. Nor is its
+    warning that a run's ``job`` dimension was set twice: runs that overlap here (copies, a held
+    run) share one Metrics object, where on AWS each has its own container."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="No application metrics to publish")
+        warnings.filterwarnings("ignore", message="Dimension 'job' has already been added")
         yield
 
 
@@ -453,4 +532,4 @@ def _scheduled_at(event: Any) -> datetime | None:
         return None
 
 
-__all__ = ["ApiError", "DeadLetter", "ObserverState", "Tick", "VigilStack"]
+__all__ = ["ApiError", "DeadLetter", "HeldRun", "ObserverState", "Tick", "VigilStack"]
