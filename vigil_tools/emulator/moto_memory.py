@@ -48,6 +48,7 @@ def install() -> bool:
     from moto.core import model_instances
     from moto.core.common_models import BaseModel
     from moto.dynamodb import models as dynamodb_models
+    from moto.dynamodb.models.table import Table
 
     _originals["new"] = BaseModel.__dict__["__new__"]
     _originals["copy"] = getattr(dynamodb_models, "copy")  # noqa: B009 (not exported)
@@ -57,7 +58,7 @@ def install() -> bool:
         if service not in KEEP_TRACKING:
             for model in models.values():
                 model.instances_tracked = []  # type: ignore[attr-defined]
-    setattr(dynamodb_models, "copy", _copy_sharing_tables(dynamodb_models.Table))  # noqa: B010
+    setattr(dynamodb_models, "copy", _copy_sharing_tables(Table))  # noqa: B010
     dynamodb_models.DynamoDBBackend.transact_write_items = _transact_restoring_items(  # type: ignore[method-assign]
         _originals["transact"]
     )
