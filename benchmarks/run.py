@@ -11,10 +11,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks import (
+    chaos_soak,
     demo_duration,
     host_memory,
     import_time,
     jobs_requests,
+    local_memory,
     pooled_scale,
     reconciler_scale,
     rollout_scale,
@@ -33,10 +35,15 @@ def main() -> None:
         ("`make demo`: seconds after set-up", demo_duration.run),
         ("Scheduled jobs: DynamoDB requests", jobs_requests.run),
         ("Scheduled jobs: import time of a job module", import_time.run),
+        (
+            "Scheduled jobs: chaos soak",
+            lambda: chaos_soak.run(ticks=1_000 if args.quick else chaos_soak.BENCH_TICKS),
+        ),
         ("Observers: reconciler passes", lambda: reconciler_scale.run(quick=args.quick)),
         ("Observers: pooled hosts", lambda: host_memory.run(quick=args.quick)),
         ("Observers: rollouts and rebalances", rollout_scale.run),
         ("Pooled observers: passes, failover, cost", lambda: pooled_scale.run(quick=args.quick)),
+        ("The local stack: memory", lambda: local_memory.run(minutes=10 if args.quick else 60)),
     ]
     parts = [
         f"Measured {datetime.now(UTC):%Y-%m-%d} on {platform.machine()}, Python "

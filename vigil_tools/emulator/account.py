@@ -19,6 +19,7 @@ from moto import mock_aws
 from vigil_tools.emulator.complete import complete
 from vigil_tools.emulator.deploy import Deployed, deploy
 from vigil_tools.emulator.intrinsics import Resolver
+from vigil_tools.emulator.moto_memory import install as keep_moto_flat
 from vigil_tools.emulator.template import Synthesized, load, synthesize
 from vigil_tools.project import Project
 
@@ -68,6 +69,7 @@ def local_account(
 
 def deploy_account(synth: Synthesized, session: Any, *, quiet: bool = True) -> LocalAccount:
     """Deploy and complete ``synth`` through ``session`` (in-process moto or a moto server)."""
+    keep_moto_flat()  # an account may run all day: moto must not grow with every write
     counter = RequestCounter()
     session.events.register("before-call.*.*", counter)
     # moto warns once per resource its CloudFormation skips; complete() creates those.

@@ -31,6 +31,7 @@ from vigil_tools.emulator.lambda_runtime import Invocation, LocalLambda
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.scheduler import deployed_schedules
 from vigil_tools.emulator.streams import StreamMapping
+from vigil_tools.emulator.ttl import TtlSweep
 from vigil_tools.local.reload import CodeWatcher
 
 
@@ -153,12 +154,15 @@ class Live:
             for r in scheduled_rules(account.session)
         ]
         self._anchor = start
+        self.ttl = TtlSweep.of(account.session)
+        """Items past their TTL leave the tables, as on AWS (moto never expires them)."""
 
     def tick(self) -> None:
         now = self.clock()
         for timer in self.timers:
             timer.due(now, self._anchor)
         self.stream.deliver(self.runtime.invoke)
+        self.ttl.due(now)
         for function, event in self._take_pending():
             self._deliver(function, event)
         changed = self.watcher.changed()

@@ -40,6 +40,7 @@ from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
 from vigil_tools.emulator.queues import peek
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.scheduler import Schedule, deployed_schedules
+from vigil_tools.emulator.ttl import TtlSweep
 from vigil_tools.jobs_cli import JobsCatalog
 from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.project import find_project
@@ -161,6 +162,8 @@ class VigilStack:
         """(job, tick) -> what the job's code raised on its last failed attempt."""
         self._api = ObserversClient(InProcessTransport(self._api_handler))
         self._held: list[HeldRun] = []
+        self._ttl = TtlSweep.of(account.session)
+        """Items past their TTL leave the tables on the way, as on AWS."""
 
     # -- time ------------------------------------------------------------------------------------
 
@@ -192,6 +195,7 @@ class VigilStack:
             self._move_to(end)
         self.fleet.step_due()
         self.fleet.settle()
+        self._ttl.due(self.now())
         return delivered
 
     def _next(self, end: datetime) -> tuple[datetime, Callable[[], list[AsyncInvocation]] | None]:
