@@ -171,6 +171,15 @@ class Monitoring(Construct):
                 width=12,
             ),
         )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="observers: stuck states (per minute; alarmed after 3 in a row)",
+                left=[
+                    fleet.metric(metric, "Sum", MINUTE) for metric in ObserverFleet.STUCK_METRICS
+                ],
+                width=24,
+            )
+        )
         if fleet.pooled_kinds:
             self.dashboard.add_widgets(
                 cloudwatch.GraphWidget(

@@ -62,6 +62,12 @@ from vigil.contract.observers import FLEET_INDEX, FLEET_INDEX_PROJECTION, Desire
 
 OWNER = "ObserverFleet"
 SHORTFALL_MINUTES = 5
+RECONCILER_TIMEOUT_SECONDS = 180
+RESYNC_LEASE_SECONDS = RECONCILER_TIMEOUT_SECONDS + 60
+"""A resync lease outlives the pass that took it by a minute (a crashed pass frees it then)."""
+STUCK_PASSES = 3
+"""Consecutive minutes (resync passes) a stuck state must last before its alarm: one pass that
+fails or is skipped clears by itself at the next; three in a row do not."""
 KIND_NAME = re.compile(r"^[a-z0-9-]{1,63}$")
 CONTAINER_NAME = "observer"
 FARGATE_MEMORY: dict[int, range] = {
@@ -483,7 +489,7 @@ class ObserverFleet(Construct):
     def _build_reconciler(
         self, failure_threshold: int, backoff_base: Duration, backoff_cap: Duration
     ) -> lambda_.Function:
-        timeout = Duration.minutes(3)
+        timeout = Duration.seconds(RECONCILER_TIMEOUT_SECONDS)
         function = vigil_function(
             self,
             "Reconciler",
@@ -509,7 +515,7 @@ class ObserverFleet(Construct):
                 "VIGIL_BACKOFF_BASE_SECONDS": str(int(backoff_base.to_seconds())),
                 "VIGIL_BACKOFF_CAP_SECONDS": str(int(backoff_cap.to_seconds())),
                 # Longer than the function can run, so a killed pass never leaves two running.
-                "VIGIL_RESYNC_LEASE_SECONDS": str(int(timeout.to_seconds()) + 60),
+                "VIGIL_RESYNC_LEASE_SECONDS": str(RESYNC_LEASE_SECONDS),
             },
         )
         # EventBridge invokes asynchronously: after Lambda's retries a failed event is kept (the
@@ -681,6 +687,7 @@ class ObserverFleet(Construct):
         )
         for kind in self.pooled_kinds:
             alarms.update(self._host_alarms(kind))
+        alarms.update(self._stuck_alarms())
         alarms["ReconcilerErrors"] = alarm_above_zero(
             self,
             "ReconcilerErrorsAlarm",
@@ -694,6 +701,51 @@ class ObserverFleet(Construct):
             metric=self.api.metric_server_error(period=Duration.minutes(5), statistic="Sum"),
         )
         return alarms
+
+    STUCK_METRICS = (
+        ObserverMetric.RESYNC_SKIPPED,
+        ObserverMetric.PASS_ERRORS,
+        ObserverMetric.STOP_FAILED,
+        ObserverMetric.HEARTBEAT_STALE,
+    )
+    """What each resync counts of the states that can stick (the dashboard plots them too)."""
+
+    def _stuck_alarms(self) -> dict[str, cloudwatch.Alarm]:
+        """States that can stick without a status to show them: each counted by every resync,
+        alarmed when it lasts ``STUCK_PASSES`` consecutive minutes."""
+        passes = f"{STUCK_PASSES} consecutive minutes"
+        logs = "the reconciler's log group"
+        descriptions = {
+            "ResyncSkipped": f"Vigil observers: the resync was skipped for {passes}: its lease is "
+            f"held (a pass longer than a minute, or a release that never landed: it expires "
+            f"after {RESYNC_LEASE_SECONDS} s). Observers whose ECS events were lost wait meanwhile. Type `aws "
+            'dynamodb get-item --table-name TABLE --key \'{"name":{"S":"#resync"}}\'` on the '
+            f"observers table for lease_holder (a request id) and lease_until, then find that "
+            f"request id in {logs}.",
+            "ObserverErrors": f"Vigil observers: the resync skipped observers after AWS errors "
+            f"for {passes} (throttled writes, denied or failing ECS calls). Search {logs} for "
+            "'observer skipped this pass after an AWS error' (it names each observer and its "
+            "error), then type `vigil observers get NAME`.",
+            "StopNotCompleted": "Vigil observers: an observer asked to stop still runs (and "
+            f"bills): StopTask failed for {passes}. Type `vigil observers list --status "
+            "STOPPING`, then `vigil observers get NAME`: status_reason names ECS's error (often "
+            "the reconciler's ecs:StopTask permission or a throttle).",
+            "HeartbeatStale": "Vigil observers: RUNNING observers' heartbeats have been older "
+            f"than 3 intervals for {passes}: the reconciler cannot replace them (writes to their "
+            "records failing or throttled) while the shortfall alarm still counts them running. "
+            "Type `vigil observers list --status RUNNING` and `vigil observers get NAME` "
+            f"(heartbeat age, task), then search {logs} for the observer.",
+        }
+        return {
+            name: alarm_above_zero(
+                self,
+                f"{name}Alarm",
+                description=descriptions[name],
+                metric=self.metric(metric, "Sum", Duration.minutes(1)),
+                periods=STUCK_PASSES,
+            )
+            for name, metric in zip(descriptions, self.STUCK_METRICS, strict=True)
+        }
 
     def _host_alarms(self, kind: str) -> dict[str, cloudwatch.Alarm]:
         """A pooled kind's hosts: one lost (its observers were moved; find out why), or hosts

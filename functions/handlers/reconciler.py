@@ -7,6 +7,7 @@ A malformed event raises before anything is read or written.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -39,10 +40,18 @@ def reconciler() -> Reconciler:
 @tracer().capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     request_id = getattr(context, "aws_request_id", "local")
-    return dispatch(event, request_id, reconciler(), config().cluster_arn)
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    time_left_s = (lambda: remaining() / 1000) if callable(remaining) else None
+    return dispatch(event, request_id, reconciler(), config().cluster_arn, time_left_s)
 
 
-def dispatch(event: Any, request_id: str, target: Reconciler, cluster_arn: str) -> dict[str, Any]:
+def dispatch(
+    event: Any,
+    request_id: str,
+    target: Reconciler,
+    cluster_arn: str,
+    time_left_s: Callable[[], float] | None = None,
+) -> dict[str, Any]:
     if not isinstance(event, dict):
         raise MalformedEvent(f"expected a JSON object, got {type(event).__name__}")
     if "Records" in event:
@@ -74,9 +83,9 @@ def dispatch(event: Any, request_id: str, target: Reconciler, cluster_arn: str) 
         log.info("event pass", extra={"task": detail["taskArn"], "actions": _names(report)})
         return {"pass": "event", "actions": _names(report)}
     if event.get("source") in ("aws.events", "aws.scheduler") and kind == "Scheduled Event":
-        resync = target.resync(holder=request_id)
+        resync = target.resync(holder=request_id, time_left_s=time_left_s)
         if resync is None:
-            log.info("resync skipped: another pass holds the lease")
+            log.info("resync skipped: another pass holds the lease (counted: ResyncSkipped)")
             return {"pass": "resync", "skipped": True}
         _log_actions(resync)
         log.info(

@@ -158,7 +158,7 @@ class MotoFleet:
             leases=LeaseTable(table_client, TABLE, self.clock),
             settings=self.settings,
             clock=self.clock,
-            sleeper=self.sleeps.append,
+            sleeper=options.pop("sleeper", self.sleeps.append),
             metric=options.pop(
                 "metric",
                 lambda metric, kind, value: self.metrics.append((metric.value, kind, value)),

@@ -78,6 +78,28 @@ def test_the_new_alarms_watch_failed_observers_shortfall_reconciler_and_api(
     assert alarms["ReconcilerFailuresAlarm"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
 
 
+def test_states_that_can_stick_alarm_after_three_passes_and_say_what_to_type(
+    synthesized: Synthesized,
+) -> None:
+    alarms = {
+        r["Metadata"]["aws:cdk:path"].split("/")[-2]: r["Properties"]
+        for r in synthesized.resources("AWS::CloudWatch::Alarm").values()
+    }
+    for alarm, metric in (
+        ("ResyncSkippedAlarm", "ResyncSkipped"),
+        ("ObserverErrorsAlarm", "ReconcilePassErrors"),
+        ("StopNotCompletedAlarm", "ObserverStopFailed"),
+        ("HeartbeatStaleAlarm", "ObserverHeartbeatStale"),
+    ):
+        props = alarms[alarm]
+        assert props["MetricName"] == metric and props["Period"] == 60
+        assert props["EvaluationPeriods"] == props["DatapointsToAlarm"] == 3
+        description = json.dumps(props["AlarmDescription"])
+        assert "`vigil observers" in description or "`aws dynamodb" in description, alarm
+    titles = {w["properties"].get("title") for w in dashboard_widgets(synthesized)}
+    assert "observers: stuck states (per minute; alarmed after 3 in a row)" in titles
+
+
 def test_the_reconcilers_failed_events_go_to_a_queue(synthesized: Synthesized) -> None:
     reconciler = logical_id(synthesized, "AWS::Lambda::Function", "Observers/Reconciler/")
     queue = logical_id(synthesized, "AWS::SQS::Queue", "Observers/ReconcilerFailures/")

@@ -267,7 +267,7 @@ def test_orphans_are_stopped_but_a_young_task_of_the_current_generation_is_spare
     rec = record(generation=4)
     older = d.TaskState(arn=OLD_ARN, last_status="RUNNING", observer="btc-usd", generation=3)
     assert isinstance(d.classify_orphan(older, rec, NOW, SETTINGS), d.StopTask)
-    young = replace(older, generation=4, created_at=NOW - timedelta(seconds=10))
+    young = replace(older, generation=5, created_at=NOW - timedelta(seconds=10))
     assert isinstance(d.classify_orphan(young, rec, NOW, SETTINGS), d.Ignore)
     unmarked = replace(older, observer=None)
     assert isinstance(d.classify_orphan(unmarked, rec, NOW, SETTINGS), d.Ignore)
@@ -431,3 +431,19 @@ def test_a_plan_holds_at_most_one_write_and_says_when_it_looks_or_starts(
         assert plan.actions[-1] == plan.write
     assert plan.starts == any(isinstance(a, d.StartTask | d.RetryStart) for a in plan.actions)
     assert (plan.look is not None) == any(isinstance(a, d.Describe) for a in plan.actions)
+
+
+def test_a_young_task_is_an_orphan_at_once_when_the_record_names_another_of_its_generation() -> (
+    None
+):
+    young = d.TaskState(
+        arn=OLD_ARN,
+        last_status="RUNNING",
+        observer="btc-usd",
+        generation=3,
+        created_at=NOW - timedelta(seconds=10),
+    )
+    assert isinstance(d.classify_orphan(young, record(generation=3), NOW, SETTINGS), d.StopTask)
+    # A newer generation than the record's may still be its starter's: spared a moment
+    newer = replace(young, generation=4)
+    assert isinstance(d.classify_orphan(newer, record(generation=3), NOW, SETTINGS), d.Ignore)

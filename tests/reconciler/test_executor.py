@@ -50,7 +50,9 @@ class Steps:
     def failed(self, record: d.Record, action: d.MarkFailed, now: datetime) -> None:
         self.calls.append(("notice", action.reason))
 
-    def start(self, record: d.Record, generation: int, written_version: int) -> None:
+    def start(
+        self, record: d.Record, generation: int, written_version: int, on_demand: bool = False
+    ) -> None:
         self.calls.append(("run", generation, written_version))
 
 

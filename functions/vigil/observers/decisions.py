@@ -380,6 +380,12 @@ def classify_orphan(
         and task.generation == observer.generation
     ):
         return SeeTask(task.arn, task.version, task.last_status)
+    if observer.task_arn is not None and task.generation == observer.generation:
+        # Its generation already has its task: a second one (a retry that started another) is
+        # an orphan however young, or both would run until their own events arrive.
+        return StopTask(
+            task.arn, f"orphan: generation {task.generation} of {observer.name} runs elsewhere"
+        )
     young = task.created_at is not None and now - task.created_at < settings.orphan_grace
     if young and task.generation is not None and task.generation >= observer.generation:
         return Ignore("young task of the current generation: its starter may still record it")

@@ -66,6 +66,10 @@ class RunTaskFailed(Exception):
         self.refused = refused
         """ECS answered and started nothing (a ``failures`` entry such as Spot's "Capacity is
         unavailable at this time", or a refused request): a Spot kind asks on-demand at once."""
+        self.on_demand = False
+        """A Spot kind's on-demand fallback got no clear answer (a timeout, a throttle): it may
+        have started the task, so every retry of this generation asks on-demand under the same
+        token (ECS then answers with that task), never Spot again (that would start a second)."""
 
 
 def client_token(name: str, incarnation: str, generation: int) -> str:
@@ -174,8 +178,14 @@ class EcsTasks:
         """Start the task of one generation; the ARN, or RunTaskFailed."""
         return self.launch(name=name, kind=kind, generation=generation, incarnation=incarnation).arn
 
-    def launch(self, *, name: str, kind: str, generation: int, incarnation: str) -> Launched:
-        """Start the task of one observer's generation on the kind's capacity, or RunTaskFailed."""
+    def launch(
+        self, *, name: str, kind: str, generation: int, incarnation: str, on_demand: bool = False
+    ) -> Launched:
+        """Start the task of one observer's generation on the kind's capacity, or RunTaskFailed.
+
+        ``on_demand``: this generation's fallback may already have started a task
+        (:attr:`RunTaskFailed.on_demand`): a Spot kind asks on-demand only.
+        """
         return self._launch(
             kind=kind,
             token=lambda fallback: client_token(
@@ -186,6 +196,7 @@ class EcsTasks:
             started=started_by(name),
             environment={NAME_ENV: name, GENERATION_ENV: str(generation)},
             tags={TAG_OBSERVER: name, TAG_GENERATION: str(generation), TAG_KIND: kind},
+            on_demand=on_demand,
         )
 
     def run_host(self, *, host_id: str, kind: str, slots: int) -> str:
@@ -207,25 +218,36 @@ class EcsTasks:
         started: str,
         environment: Mapping[str, str],
         tags: Mapping[str, str],
+        on_demand: bool = False,
     ) -> Launched:
         """A Spot kind asks FARGATE_SPOT first; when ECS answers that it started nothing (Spot has
         no capacity: a ``failures`` entry, or a refused request) it asks on-demand at once, under
-        a token of its own, ``token(True)`` (ECS refuses a token reused with other parameters). A timeout or a
-        throttle is not an answer: it raises as transient, so the same token is retried.
+        a token of its own, ``token(True)`` (ECS refuses a token reused with other parameters).
+        A timeout or a throttle is not an answer: it raises as transient, so the same request
+        (the same token, on the same capacity) is retried. One generation, two tokens, and at
+        most one of them ever starts a task::
+
+            Spot(token) --refused--> on-demand(token+od) --timeout--> RunTaskFailed(on_demand)
+                                                 retry: on-demand(token+od) --> the same task
         """
         definition = self._task_definitions.get(kind)
         if definition is None:
             raise RunTaskFailed(f"no task definition for kind {kind!r}", transient=False)
         request = self._request(kind, definition, started, environment, tags)
         if self._capacities.get(kind) is Capacity.SPOT:
-            spot = {"capacityProviderStrategy": SPOT_STRATEGY}
+            if not on_demand:
+                spot = {"capacityProviderStrategy": SPOT_STRATEGY}
+                try:
+                    arn = self._run(request | spot | {"clientToken": token(False)})
+                    return Launched(arn, definition, Capacity.SPOT)
+                except RunTaskFailed as failed:
+                    if not failed.refused:
+                        raise
             try:
-                arn = self._run(request | spot | {"clientToken": token(False)})
-                return Launched(arn, definition, Capacity.SPOT)
+                arn = self._run(request | {"launchType": "FARGATE", "clientToken": token(True)})
             except RunTaskFailed as failed:
-                if not failed.refused:
-                    raise
-            arn = self._run(request | {"launchType": "FARGATE", "clientToken": token(True)})
+                failed.on_demand = not failed.refused
+                raise
             return Launched(arn, definition, Capacity.ON_DEMAND)
         arn = self._run(request | {"launchType": "FARGATE", "clientToken": token(False)})
         return Launched(arn, definition, Capacity.ON_DEMAND)

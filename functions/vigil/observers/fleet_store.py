@@ -8,6 +8,7 @@ back in the same round trip and decides again from it (:class:`Conflict`).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextlib import suppress
 from datetime import datetime
 from typing import Any
 
@@ -271,20 +272,45 @@ class FleetStore:
         return False
 
     def record_start_failure(
-        self, record: Record, error: str, retry_at: datetime, now: datetime
+        self,
+        record: Record,
+        error: str,
+        retry_at: datetime,
+        now: datetime,
+        *,
+        capacity: str | None = None,
     ) -> None:
-        """Keep the observer STARTING and say when RunTask is tried again, and why it failed."""
-        update = Update().set_all(
-            {
-                "start_attempts": record.tracking.start_attempts + 1,
-                "next_start_at": iso(retry_at),
-                "next_start_at_ms": epoch_ms(retry_at),
-                STATUS_REASON: truncate(error),
-            }
-        )
+        """Keep the observer STARTING and say when RunTask is tried again, and why it failed.
+
+        ``capacity``: where the retry must ask (on-demand once a Spot kind's fallback may have
+        started the task); the task's own capacity replaces it when the task is recorded.
+        """
+        values: dict[str, Any] = {
+            "start_attempts": record.tracking.start_attempts + 1,
+            "next_start_at": iso(retry_at),
+            "next_start_at_ms": epoch_ms(retry_at),
+            STATUS_REASON: truncate(error),
+        }
+        if capacity is not None:
+            values[OBSERVER_CAPACITY] = capacity
+        update = Update().set_all(values)
         if record.observer.kind in self._pooled:
             update.set(WAITING_ATTRIBUTE, record.observer.kind)
         self._update(record.name, record.observer.version, update, now)
+
+    def record_stop_failure(self, name: str, expected: int, error: str, now: datetime) -> None:
+        """Say on the record why an observer asked to stop still runs: StopTask failed.
+
+        Written once (not on every pass that fails again) and only while the record is as the
+        pass saw it; the record's STOPPED transition removes it.
+        """
+        update = Update().set(
+            STATUS_REASON, truncate(f"StopTask failed, retried every pass: {error}")
+        )
+        update.condition(update.absent(STATUS_REASON))
+        # Conflict: already said, or the record moved on (the next pass looks again).
+        with suppress(Conflict):
+            self._update(name, expected, update, now)
 
     def _update(self, name: str, expected: int, update: Update, now: datetime) -> None:
         """One write conditional on ``version = expected``, which it advances by one."""
@@ -365,7 +391,7 @@ def _transition(
             set_["status"] = Status.STOPPING.value
         case MarkStopped():
             set_["status"] = Status.STOPPED.value
-            remove += ["next_start_at", "next_start_at_ms"]
+            remove += ["next_start_at", "next_start_at_ms", STATUS_REASON]
             _set_exit(set_, write.last_exit)
         case MarkFailed():
             set_.update(

@@ -78,8 +78,10 @@ class Reconciler:
     def on_records(self, records: Iterable[d.Record]) -> PassReport:
         return self.changes.run(records)
 
-    def resync(self, holder: str) -> PassReport | None:
-        return self.resyncs.run(holder)
+    def resync(
+        self, holder: str, time_left_s: Callable[[], float] | None = None
+    ) -> PassReport | None:
+        return self.resyncs.run(holder, time_left_s)
 
 
 def assemble(
@@ -162,6 +164,7 @@ def assemble(
             sweep=sweep,
             settings=settings,
             clock=clock,
+            sleeper=sleeper,
             metric=metric,
             lease_duration=lease_duration,
             max_starts=max_starts_per_pass,

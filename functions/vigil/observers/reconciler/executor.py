@@ -7,13 +7,18 @@ back), then StopTask, then RunTask. So a lost race never stops a healthy task or
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from vigil.clock import Clock, system_clock
+from vigil.contract.hosts import Capacity
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_store import Conflict, FleetStore
 from vigil.observers.hosts.decide import decide_pooled
+from vigil.observers.model import Desired
 from vigil.observers.reconciler.notices import Notices
 from vigil.observers.reconciler.placer import Placer, start_write
 from vigil.observers.reconciler.report import MetricSink, PassReport, no_metrics
@@ -53,16 +58,24 @@ class Executor:
         if placer is not None and record is not None and isinstance(write, d.StartTask):
             write = start_write(placer, record, write)
             plan = d.Plan(write, plan.effects)
+        written = record.observer.version if record is not None else 0
         if record is not None and write is not None:
             now = self.clock()
             if isinstance(write, d.MarkFailed):
                 self.notices.failed(record, write, now)
             self.store.apply(record, write, now, seen)
+            written += 1
         for action in plan.actions:
             report.note(name, action)
             match action:
                 case d.StopTask() if placer is not None and record is not None:
                     placer.take_off(record)
+                case d.StopTask() if (
+                    record is not None
+                    and record.observer.desired is Desired.STOPPED
+                    and action.arn == record.observer.task_arn
+                ):
+                    self._stop_for_good(record, action, written)
                 case d.StopTask():
                     self.ecs.stop(action.arn, action.reason)
                     if record is None or action.arn != record.observer.task_arn:
@@ -78,6 +91,19 @@ class Executor:
                     pass
         if record is not None:
             self._start(record, plan, kind)
+
+    def _stop_for_good(self, record: d.Record, action: d.StopTask, written: int) -> None:
+        """StopTask for an observer asked to stop. A failure (denied, throttled, ECS down) leaves
+        its task running and billing, so it is not silent: counted (``ObserverStopFailed``, which
+        alarms when it repeats), said on the record once, then raised for the pass to count."""
+        try:
+            self.ecs.stop(action.arn, action.reason)
+        except (ClientError, BotoCoreError) as error:
+            self.metric(ObserverMetric.STOP_FAILED, record.observer.kind, 1)
+            reason = f"{type(error).__name__}: {error}"
+            with suppress(ClientError, BotoCoreError):
+                self.store.record_stop_failure(record.name, written, reason, self.clock())
+            raise
 
     def _start(self, record: d.Record, plan: d.Plan, kind: str | None) -> None:
         """RunTask after everything else: for a StartTask write, or a RetryStart effect."""
@@ -98,7 +124,8 @@ class Executor:
                 if placer is not None:
                     placer.retry(record, effect.generation)
                 else:
-                    self.starter.start(record, effect.generation, version)
+                    fell_back = record.tracking.capacity == Capacity.ON_DEMAND
+                    self.starter.start(record, effect.generation, version, on_demand=fell_back)
 
 
 @dataclass(frozen=True, kw_only=True)

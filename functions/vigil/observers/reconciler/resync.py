@@ -5,17 +5,22 @@ the cluster's running tasks (one page per 100), describes only the tasks that ne
 heartbeat, not listed), hands outdated observers over to their kind's current task definition
 within the rollout budget (:mod:`.rollouts`), and sweeps orphans. Fargate takes about 20 RunTask/s,
 so a mass start is spread over passes (``max_starts``), each within Lambda's time.
+
+The lease is released through :func:`vigil.persist.persist`: a release lost to a throttle would
+keep the lease for its whole duration (Lambda's timeout plus a minute), and every resync until then
+would be skipped. A skipped resync is counted (``ResyncSkipped``); skips in consecutive minutes
+alarm, since events lost meanwhile wait for the lease to expire.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from vigil.clock import Clock, system_clock
-from vigil.leases import LeaseHeld, LeaseTable
+from vigil.clock import Clock, Sleeper, system_clock
+from vigil.leases import Lease, LeaseHeld, LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_gauges import fleet_gauges
@@ -25,7 +30,8 @@ from vigil.observers.reconciler.hosts import HostManager
 from vigil.observers.reconciler.orphans import OrphanSweep
 from vigil.observers.reconciler.report import MetricSink, PassReport, isolated, no_metrics
 from vigil.observers.reconciler.rollouts import Rollouts
-from vigil.telemetry import ObserverMetric
+from vigil.persist import OutOfTime, persist
+from vigil.telemetry import ObserverMetric, logger
 
 RESYNC_LEASE_KEY = {"name": "#resync"}
 
@@ -39,6 +45,7 @@ class ResyncPass:
     sweep: OrphanSweep
     settings: d.Settings
     clock: Clock = system_clock
+    sleeper: Sleeper = time.sleep
     metric: MetricSink = no_metrics
     lease_duration: timedelta = timedelta(minutes=5)
     max_starts: int = 1000
@@ -50,18 +57,40 @@ class ResyncPass:
     dedicated_kinds: bool = True
     """False when every kind is pooled: the fleet index is read only on sweep passes."""
 
-    def run(self, holder: str) -> PassReport | None:
-        """None when another pass holds the lease."""
+    def run(self, holder: str, time_left_s: Callable[[], float] | None = None) -> PassReport | None:
+        """None when another pass holds the lease. ``time_left_s``: the invocation's time left
+        (Lambda's context); the release is retried within it and within the lease."""
         lease = self.leases.acquire(RESYNC_LEASE_KEY, holder, self.lease_duration)
         if isinstance(lease, LeaseHeld):
+            self.metric(ObserverMetric.RESYNC_SKIPPED, None, 1)
             return None
         started = time.monotonic()
+        report: PassReport | None = None
         try:
-            return self._pass()
+            report = self._pass()
+            return report
         finally:
-            self.leases.release(lease)
+            self._release(lease, time_left_s)
             elapsed_ms = (time.monotonic() - started) * 1000
             self.metric(ObserverMetric.RECONCILE_DURATION, None, elapsed_ms)
+            if report is not None:
+                self.metric(ObserverMetric.PASS_ERRORS, None, report.errors)
+
+    def _release(self, lease: Lease, time_left_s: Callable[[], float] | None) -> None:
+        """Retried through throttles while both the invocation and the lease have time; past
+        that the lease expires by itself (and the skipped resyncs meanwhile are counted)."""
+
+        def left() -> float:
+            in_lease = (lease.until - self.clock()).total_seconds()
+            return min(in_lease, time_left_s()) if time_left_s is not None else in_lease
+
+        try:
+            persist(lambda: self.leases.release(lease), time_left_s=left, sleep=self.sleeper)
+        except OutOfTime as gave_up:
+            logger().warning(
+                "resync lease not released: it expires by itself",
+                extra={"until": lease.until.isoformat(), "error": str(gave_up)},
+            )
 
     def _pass(self) -> PassReport:
         if self.hosts is None:

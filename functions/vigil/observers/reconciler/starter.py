@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from vigil.clock import Clock, Sleeper, iso, system_clock
+from vigil.contract.hosts import Capacity
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks, RunTaskFailed
 from vigil.observers.fleet_store import Conflict, FleetStore
@@ -29,8 +30,12 @@ class TaskStarter:
     attempts: int = 3
     pause: float = 0.5
 
-    def start(self, record: d.Record, generation: int, written_version: int) -> None:
-        """``written_version``: the record's version as the decision's write left it."""
+    def start(
+        self, record: d.Record, generation: int, written_version: int, *, on_demand: bool = False
+    ) -> None:
+        """``written_version``: the record's version as the decision's write left it;
+        ``on_demand``: an earlier pass's fallback may have started this generation's task (its
+        record says so), so a Spot kind asks on-demand only (see ``EcsTasks._launch``)."""
         observer = record.observer
         error: RunTaskFailed | None = None
         for attempt in range(self.attempts):
@@ -40,9 +45,11 @@ class TaskStarter:
                     kind=observer.kind,
                     generation=generation,
                     incarnation=iso(observer.created_at),
+                    on_demand=on_demand,
                 )
             except RunTaskFailed as failed:
                 error = failed
+                on_demand = on_demand or failed.on_demand
                 if not failed.transient or attempt + 1 == self.attempts:
                     break
                 self.sleeper(self.pause * (2**attempt))
@@ -62,9 +69,11 @@ class TaskStarter:
             return
         assert error is not None
         self.metric(ObserverMetric.RUN_TASK_FAILED, observer.kind, 1)
-        self._note_failure(observer.name, generation, error)
+        self._note_failure(observer.name, generation, error, on_demand)
 
-    def _note_failure(self, name: str, generation: int, error: RunTaskFailed) -> None:
+    def _note_failure(
+        self, name: str, generation: int, error: RunTaskFailed, on_demand: bool
+    ) -> None:
         for _ in range(MAX_DECISION_ROUNDS):
             current = self.store.get(name)
             if current is None or current.observer.generation != generation:
@@ -75,7 +84,13 @@ class TaskStarter:
             now = self.clock()
             retry_at = now + d.run_task_retry_delay(attempts, self.settings)
             try:
-                self.store.record_start_failure(current, error.reason, retry_at, now)
+                self.store.record_start_failure(
+                    current,
+                    error.reason,
+                    retry_at,
+                    now,
+                    capacity=Capacity.ON_DEMAND if on_demand else None,
+                )
                 return
             except Conflict:
                 continue
