@@ -4,8 +4,11 @@ on moto before its fix."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from tests.helpers.moto_fleet import running
+from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import (
     Delegating,
     PooledFleet,
@@ -13,7 +16,8 @@ from tests.helpers.pooled_fleet import (
     create,
     resync,
 )
-from vigil.contract.hosts import HostStatus
+from vigil.contract.hosts import HOSTS_KEY, HostStatus
+from vigil.dynamo import Update, to_wire
 
 
 def placed(pool: PooledFleet, *names: str) -> None:
@@ -57,3 +61,79 @@ def test_a_host_started_while_the_pass_lists_tasks_is_not_lost(pooled_only: Pool
     # Then the new hosts are not declared LOST (nor their tasks stopped)
     assert {h: pool.host(h).status for h in new} == dict.fromkeys(new, HostStatus.STARTING)
     assert not [m for m in pool.metrics if m[0] == "HostLost"]
+
+
+# Defect 6: the start timeout counts from RunTask's success ---------------------------------------
+
+
+def test_a_host_started_after_a_long_run_task_outage_has_its_start_timeout(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    pool.refuse_run_task()
+    create(pool, "a")
+    (host_id,) = pool.hosts()
+    # Given RunTask refused for longer than the start timeout (10 minutes)
+    for step in range(12):
+        an_ordinary_minute(pool)
+        resync(pool, f"outage-{step}")
+    assert pool.host(host_id).task_arn is None
+    # When ECS takes the task again, and the pass that retries the host starts it
+    pool.allow_run_task()
+    for step in range(10):
+        pool.clock.advance(timedelta(minutes=1))
+        resync(pool, f"retry-{step}")
+        if pool.host(host_id).task_arn:
+            break
+    assert pool.host(host_id).task_arn
+    # Then the next pass, a minute later (the task still booting, no heartbeat yet), keeps it
+    pool.clock.advance(timedelta(minutes=1))
+    resync(pool, "booting")
+    assert pool.host(host_id).status is HostStatus.STARTING
+    # And a start that never heartbeats is still lost at its own start timeout
+    pool.clock.advance(pool.settings.start_timeout)
+    resync(pool, "silent")
+    assert pool.host(host_id).status is HostStatus.LOST
+
+
+# run_host: a task ARN already recorded is never overwritten ---------------------------------------
+
+
+class AnotherPassRecordsFirst(Delegating):
+    """The moto ECS client; while this RunTask is answered, another pass starts its own task for
+    the same host and records it (its write bumps the host's ``version``)."""
+
+    def __init__(self, client: Any, pool: PooledFleet) -> None:
+        super().__init__(client)
+        self._pool = pool
+        self.theirs: str | None = None
+
+    def run_task(self, **request: Any) -> Any:
+        answer = self._client.run_task(**request)
+        if self.theirs is None:
+            other = self._client.run_task(**{**request, "clientToken": "another-pass"})
+            self.theirs = str(other["tasks"][0]["taskArn"])
+            host_id = request["clientToken"]
+            host = self._pool.host(host_id)
+            update = Update().set("task_arn", self.theirs).set("version", host.version + 1)
+            self._pool.dynamodb.update_item(
+                TableName=HOSTS_TABLE, Key=to_wire({HOSTS_KEY: host_id}), **update.request()
+            )
+        return answer
+
+
+def test_run_host_never_overwrites_a_task_arn_another_pass_recorded(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    pool.refuse_run_task()
+    create(pool, "a")
+    (host_id,) = pool.hosts()
+    pool.allow_run_task()
+    # When the pass retrying the host's RunTask loses the race to record its task
+    racing = AnotherPassRecordsFirst(pool.ecs_client, pool)
+    pool.clock.advance(timedelta(minutes=1))
+    assert pool.reconciler(ecs_client=racing).resync("late") is not None
+    # Then the ARN recorded first stays, and the task this pass started is stopped
+    assert pool.host(host_id).task_arn == racing.theirs
+    assert running(pool) == [racing.theirs]

@@ -91,6 +91,7 @@ HOST_ATTRIBUTES = (
     "status",
     "task_arn",
     "task_definition",
+    "task_started_at_ms",
     "slots",
     "assigned",
     "running",
@@ -108,7 +109,8 @@ HOST_ATTRIBUTES = (
 observer name (``assigned[name]`` is a generation; ``running[name]`` is {"generation", "state"}).
 ``handover`` (reconciler only, the host ignores it) keeps name -> generation of the observers a
 DRAINING host was told to give up, so they are moved even if their exit report never comes.
-``retry_at_ms`` (reconciler only): after a failed RunTask, when the next one may be tried (backoff).
+``task_started_at_ms`` (reconciler only): when RunTask's success was recorded, the start timeout's
+origin. ``retry_at_ms`` (reconciler only): after a failed RunTask, when the next one may be tried (backoff).
 ``evacuated`` (reconciler only) is set on a LOST or STOPPED host once its task is stopped and every
 observer it had is moved: until then each pass finishes the job (a loss interrupted by an error)."""
 

@@ -27,6 +27,8 @@ class Host:
     handover: dict[str, int] = field(default_factory=dict)
     task_arn: str | None = None
     task_definition: str | None = None
+    task_started_at: datetime | None = None
+    """When RunTask's success was recorded (the reconciler's clock): the start timeout's origin."""
     heartbeat_at: datetime | None = None
     status_reason: str | None = None
     start_attempts: int = 0
@@ -71,6 +73,9 @@ def host_from_item(item: Mapping[str, Any]) -> Host:
         handover={k: int(v) for k, v in (item.get("handover") or {}).items()},
         task_arn=item.get("task_arn"),
         task_definition=item.get("task_definition"),
+        task_started_at=from_epoch_ms(int(item["task_started_at_ms"]))
+        if item.get("task_started_at_ms") is not None
+        else None,
         heartbeat_at=from_epoch_ms(int(item["heartbeat_at_ms"]))
         if item.get("heartbeat_at_ms") is not None
         else None,

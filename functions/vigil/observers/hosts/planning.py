@@ -50,7 +50,10 @@ def host_dead(
         if silent > settings.stale_after:
             return f"no heartbeat for {int(silent.total_seconds())} s"
         return None
-    if host.task_arn and now - host.created_at > settings.start_timeout:
+    # From RunTask's success (older items: from the item's creation), not the item's creation:
+    # after a RunTask outage longer than the timeout the task that finally starts needs its own.
+    started = host.task_started_at or host.created_at
+    if host.task_arn and now - started > settings.start_timeout:
         return f"no heartbeat within {int(settings.start_timeout.total_seconds())} s of its start"
     return None
 
@@ -95,13 +98,14 @@ def stuck_starting(
     hosts: Iterable[Host], kinds: Iterable[str], now: datetime, settings: Settings
 ) -> dict[str, int]:
     """Kind -> hosts STARTING for longer than the start timeout (zeros included, so the gauge
-    has no gaps): a kind that cannot get its hosts started."""
+    has no gaps): a kind that cannot get its hosts started. Counted from the item's creation
+    while RunTask fails, from RunTask's success once the task started."""
     stuck = dict.fromkeys(kinds, 0)
     for host in hosts:
         if (
             host.kind in stuck
             and host.status is HostStatus.STARTING
-            and now - host.created_at >= settings.start_timeout
+            and now - (host.task_started_at or host.created_at) >= settings.start_timeout
         ):
             stuck[host.kind] += 1
     return stuck

@@ -119,14 +119,21 @@ class HostStore:
         )
         return host_from_item(item)
 
-    def record_task(self, host: Host, arn: str) -> Host:
+    def record_task(self, host: Host, arn: str, now: datetime) -> Host:
+        """The host's task, once RunTask started it: only onto an item without a task (or with
+        this one), so a pass that lost the race to record never replaces the task recorded
+        first (a :class:`HostConflict` whose ``current`` names the other task: stop its own).
+        ``task_started_at_ms`` (kept from the first record) is where the start timeout counts
+        from: a RunTask outage longer than the timeout must not doom the task that then starts."""
         update = (
             Update()
             .set("task_arn", arn)
+            .set_default("task_started_at_ms", epoch_ms(now))
             .set("start_attempts", 0)
             .remove("status_reason", "retry_at_ms")
         )
         update.condition(update.one_of("status", *ACCEPTING))
+        update.condition(f"({update.absent('task_arn')} OR {update.eq('task_arn', arn)})")
         return self._write(host, update)
 
     def record_start_failure(self, host: Host, reason: str, retry_at: datetime) -> Host:
