@@ -59,11 +59,9 @@ def host_dead(
 
 
 def host_unfinished(host: Host, running_tasks: Collection[str] | None) -> bool:
-    """Whether a LOST or STOPPED host still has work left: observers to move, a task to stop."""
-    if host.status not in (HostStatus.LOST, HostStatus.STOPPED) or host.evacuated:
-        return False
-    listed = running_tasks is not None and host.task_arn in running_tasks
-    return bool(host.assigned or host.handover or listed)
+    """Whether a LOST or STOPPED host still has work left: observers to move, a task to stop,
+    or only its ``evacuated`` mark (which takes it out of the passes' live-hosts index)."""
+    return host.status in (HostStatus.LOST, HostStatus.STOPPED) and not host.evacuated
 
 
 def leaving_hosts(hosts: Iterable[Host]) -> set[str]:

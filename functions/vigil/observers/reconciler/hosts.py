@@ -105,7 +105,7 @@ class HostManager:
         running when the listing starts, and "not listed" means gone. Listed first, a host
         whose task a concurrent pass started and recorded in between would be declared LOST
         seconds after its start."""
-        hosts, requests = self.hosts.scan_with_requests(self.clock())
+        hosts, requests = self.hosts.live(self.pooled_kinds, self.clock())
         running = set(list_tasks())
         self.placer.begin(hosts)
         now = self.clock()
@@ -284,7 +284,7 @@ class HostManager:
             with isolated(host.host_id, report):
                 self.ecs.stop(host.task_arn, why)
         self._move_all(host, report)
-        if report.errors == errors and (host.assigned or host.handover):
+        if report.errors == errors and not host.evacuated:
             try:
                 current = self.placer.host(host.host_id) or host
                 self.placer.book.put(self.hosts.mark_evacuated(current))

@@ -82,7 +82,7 @@ class Placer:
 
     def all_hosts(self) -> dict[str, Host]:
         if self.book.hosts is None:
-            self.book.reset(self.hosts.scan(self.clock()))
+            self.book.reset(self.hosts.live((), self.clock())[0])  # O(live hosts)
         assert self.book.hosts is not None
         return self.book.hosts
 
