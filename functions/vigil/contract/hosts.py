@@ -116,6 +116,7 @@ HOST_ATTRIBUTES = (
     "start_attempts",
     "retry_at_ms",
     "evacuated",
+    "beat_seen",
     LIVE_HOST_ATTRIBUTE,
     HOST_EXPIRES,
     "version",
@@ -126,7 +127,10 @@ observer name (``assigned[name]`` is a generation; ``running[name]`` is {"genera
 DRAINING host was told to give up, so they are moved even if their exit report never comes.
 ``task_started_at_ms`` (reconciler only): when RunTask's success was recorded, the start timeout's
 origin. ``retry_at_ms`` (reconciler only): after a failed RunTask, when the next one may be tried (backoff).
-``evacuated`` (reconciler only) is set on a LOST or STOPPED host once its task is stopped and every
+``beat_seen`` (reconciler only): {"heartbeat_at_ms", "at_ms"}: a heartbeat value that looked off
+(older or newer than one interval by the reconciler's clock) and when the reconciler first saw
+it, on its own clock: liveness never compares the host's clock with the reconciler's beyond one
+interval. ``evacuated`` (reconciler only) is set on a LOST or STOPPED host once its task is stopped and every
 observer it had is moved: until then each pass finishes the job (a loss interrupted by an error)."""
 
 OBSERVER_HOST = "host"

@@ -252,6 +252,16 @@ class HostStore:
             update.condition(update.eq("status", HostStatus.STARTING.value))
         return self._write(host, update)
 
+    def note_beat(self, host: Host, now: datetime) -> Host:
+        """``beat_seen``: the reconciler saw this heartbeat value at ``now`` (its clock). Bumps
+        no ``version`` (an observation, not a decision) and holds only while the value is the
+        same: a host that beat meanwhile is alive (:class:`HostConflict`, nothing to do)."""
+        assert host.heartbeat_at is not None
+        beat = epoch_ms(host.heartbeat_at)
+        update = Update().set("beat_seen", {"heartbeat_at_ms": beat, "at_ms": epoch_ms(now)})
+        update.condition(update.eq("heartbeat_at_ms", beat))
+        return self._update(host, update)
+
     def mark_evacuated(self, host: Host) -> Host:
         """Its loss or drain is finished: no pass looks at its observers again, nor reads it
         (it leaves ``LIVE_HOSTS_INDEX``; its item stays for its retention)."""
@@ -260,6 +270,9 @@ class HostStore:
     def _write(self, host: Host, update: Update) -> Host:
         update.set("version", host.version + 1)
         update.condition(update.eq("version", host.version))
+        return self._update(host, update)
+
+    def _update(self, host: Host, update: Update) -> Host:
         try:
             response = self._client.update_item(
                 TableName=self._table,
