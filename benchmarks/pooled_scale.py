@@ -161,6 +161,105 @@ def _refresh(fleet: PooledFleet, host_id: str, now: datetime) -> None:
     )
 
 
+# A deploy history: the healthy pass beside a week of dead hosts -----------------------------------
+
+LIVE_HOSTS = 40
+DEAD_HOSTS = 1_200
+"""A week of rollouts (each replaces every host): LOST and STOPPED items kept 7 days."""
+
+
+class ReadVolume:
+    """Items and bytes the hosts table's reads return (Scan, Query, BatchGetItem pages)."""
+
+    def __init__(self) -> None:
+        self.items = 0
+        self.bytes = 0
+        self.pages: dict[str, int] = {}
+
+    def attach(self, client: Any) -> None:
+        client.meta.events.register("after-call.dynamodb", self._after)
+
+    def reset(self) -> None:
+        self.items = 0
+        self.bytes = 0
+        self.pages = {}
+
+    def _after(self, model: Any, parsed: Any, **_: Any) -> None:
+        if model.name not in ("Scan", "Query", "BatchGetItem"):
+            return
+        if model.name == "BatchGetItem":
+            found = [i for items in parsed.get("Responses", {}).values() for i in items]
+        else:
+            found = list(parsed.get("Items", []))
+        self.pages[model.name] = self.pages.get(model.name, 0) + 1
+        self.items += len(found)
+        self.bytes += sum(len(json.dumps(i)) for i in found)
+
+
+def measure_history(live: int = LIVE_HOSTS, dead: int = DEAD_HOSTS) -> list[dict[str, Any]]:
+    """The healthy resync, and a stream pass placing one new observer, with ``live`` full hosts
+    (K = 50) and ``dead`` LOST or STOPPED hosts kept for their retention (each with its last
+    maps, as a rollout leaves them): calls, read pages, items and bytes read."""
+    clock = ManualClock(START + timedelta(minutes=9, seconds=30))
+    rows = []
+    with mock_aws():
+        try:
+            fleet, timing, ecs = _pooled_fleet(live * K, clock)
+            fleet.headroom = 1
+            for index in range(dead):
+                names = [f"old-{index:05d}-{slot:02d}" for slot in range(K)]
+                item = _host_item(f"{POOLED}-d{index:05d}", f"arn:old/{index}", names, clock())
+                item.update(
+                    status=(HostStatus.LOST if index % 2 else HostStatus.STOPPED).value,
+                    evacuated=True,
+                    expiration=int((clock() + timedelta(days=3)).timestamp()),
+                )
+                fleet.dynamodb.put_item(TableName=HOSTS_TABLE, Item=to_wire(item))
+            volume = ReadVolume()
+            volume.attach(fleet.dynamodb)
+            healthy = _pass(fleet, timing, ecs, "healthy")
+            healthy["read"] = (volume.items, volume.bytes, dict(volume.pages))
+            healthy.update(case=f"{live} live hosts + {dead:,} dead, healthy pass")
+            volume.reset()
+            timing.reset()
+            observer = fleet.pooled("newcomer")
+            fleet.put(observer)
+            from tests.helpers.moto_fleet import stream
+            from vigil.observers.model import to_item
+            from vigil.observers.reconciler import changed_records
+
+            fleet.reconciler(ecs_client=ecs).on_records(
+                changed_records([stream(to_item(observer))])
+            )
+            rows.append(healthy)
+            rows.append(
+                {
+                    "case": f"{live} live hosts + {dead:,} dead, a stream pass placing one",
+                    "calls": dict(timing.calls),
+                    "read": (volume.items, volume.bytes, dict(volume.pages)),
+                }
+            )
+        finally:
+            default_task_transitions()
+    return rows
+
+
+def history_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| Pass | API calls | Hosts-table read pages | Items read | KB read |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        items, size, pages = row["read"]
+        calls = ", ".join(f"{op} {n}" for op, n in sorted(row["calls"].items()))
+        paged = ", ".join(f"{op} {n}" for op, n in sorted(pages.items()))
+        lines.append(
+            f"| {row['case']} | {sum(row['calls'].values())} ({calls}) | {paged} | "
+            f"{items:,} | {size / 1024:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
 # Failover on the simulated clock -----------------------------------------------------------------
 
 
@@ -372,6 +471,8 @@ def run(quick: bool = False) -> str:
         f"Heartbeat writes per minute at 10,000 observers: dedicated {heartbeats['dedicated']:,}, "
         f"pooled {heartbeats['pooled']:,} (one per host, K = {K})."
     )
+    lines.append("")
+    lines.append(history_table(measure_history()))
     lines.append("")
     lines.append(cost_table(dedicated, pooled[0], host_bytes))
     return "\n".join(lines)

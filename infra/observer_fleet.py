@@ -47,6 +47,8 @@ from vigil.contract.hosts import (
     HOST_SLOTS_ENV,
     HOSTS_KEY,
     HOSTS_TABLE_ENV,
+    LIVE_HOST_ATTRIBUTE,
+    LIVE_HOSTS_INDEX,
     PLACEMENT_CAPACITY,
     PLACEMENT_MAX_UNAVAILABLE,
     PLACEMENTS_ENV,
@@ -295,8 +297,10 @@ class ObserverFleet(Construct):
         )
 
     def _build_hosts_table(self, removal_policy: RemovalPolicy) -> dynamodb.Table:
-        """One item per pooled host task; a scan of it is the healthy reconciler pass."""
-        return dynamodb.Table(
+        """One item per pooled host task. The passes read the live ones through a sparse,
+        keys-only index (``LIVE_HOSTS_INDEX``: heartbeats never write it), so a week of dead
+        hosts kept for inspection costs the healthy pass nothing."""
+        table = dynamodb.Table(
             self,
             "Hosts",
             partition_key=dynamodb.Attribute(name=HOSTS_KEY, type=dynamodb.AttributeType.STRING),
@@ -307,6 +311,14 @@ class ObserverFleet(Construct):
             ),
             removal_policy=removal_policy,
         )
+        table.add_global_secondary_index(
+            index_name=LIVE_HOSTS_INDEX,
+            partition_key=dynamodb.Attribute(
+                name=LIVE_HOST_ATTRIBUTE, type=dynamodb.AttributeType.STRING
+            ),
+            projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+        )
+        return table
 
     # Network and ECS ----------------------------------------------------------------------------
 
@@ -554,8 +566,12 @@ class ObserverFleet(Construct):
                     "dynamodb:Scan",
                     "dynamodb:Query",
                     "dynamodb:DeleteItem",  # a rebalance request, once acted on
+                    "dynamodb:BatchGetItem",  # the live hosts the index lists
                 ],
-                resources=[self.hosts_table.table_arn],
+                resources=[
+                    self.hosts_table.table_arn,
+                    f"{self.hosts_table.table_arn}/index/{LIVE_HOSTS_INDEX}",
+                ],
             )
         )
         families = [

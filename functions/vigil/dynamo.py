@@ -266,29 +266,29 @@ def batch_get(
     client: Any,
     table: str,
     keys: list[Mapping[str, Any]],
-    attributes: Sequence[str],
+    attributes: Sequence[str] | None,
     *,
     sleep: Sleeper,
     attempts: int = BATCH_GET_ATTEMPTS,
+    consistent: bool = False,
 ) -> list[Item]:
-    """The items of up to 100 keys (only ``attributes``), in no particular order.
+    """The items of up to 100 keys (only ``attributes``; None: whole items), in no particular
+    order; ``consistent``: strongly consistent reads (twice the read units).
 
     DynamoDB may leave keys unprocessed when it throttles, and asks callers to back off before
     asking for them again: the pause goes through ``sleep``, so tests see it without waiting.
     """
     found: list[Item] = []
     pending = [to_wire(k) for k in keys]
-    placeholders = {f"#p{i}": a for i, a in enumerate(attributes)}
+    placeholders = {f"#p{i}": a for i, a in enumerate(attributes or ())}
+    shape: dict[str, Any] = {"ConsistentRead": True} if consistent else {}
+    if placeholders:
+        shape |= {
+            "ProjectionExpression": ", ".join(placeholders),
+            "ExpressionAttributeNames": placeholders,
+        }
     for attempt in range(attempts):
-        answer = client.batch_get_item(
-            RequestItems={
-                table: {
-                    "Keys": pending,
-                    "ProjectionExpression": ", ".join(placeholders),
-                    "ExpressionAttributeNames": placeholders,
-                }
-            }
-        )
+        answer = client.batch_get_item(RequestItems={table: {"Keys": pending, **shape}})
         found += [from_wire(raw) or {} for raw in answer.get("Responses", {}).get(table, [])]
         pending = answer.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
         if not pending:

@@ -97,13 +97,16 @@ class PooledFleet(MotoFleet):
 
     # The fake host process -------------------------------------------------------------------
 
-    def heartbeat(self, host_id: str, *, claim: bool = True) -> bool:
+    def heartbeat(
+        self, host_id: str, *, claim: bool = True, skew: timedelta = timedelta(0)
+    ) -> bool:
         """One heartbeat as the host makes it (conditional on its task and a live status); its
-        children claim what ``assigned`` hands back. False: refused (a zombie)."""
+        children claim what ``assigned`` hands back. False: refused (a zombie). ``skew``: how
+        far the host's clock is off the reconciler's."""
         host = self.host(host_id)
         update = Update().set_all(
             {
-                "heartbeat_at_ms": epoch_ms(self.clock()),
+                "heartbeat_at_ms": epoch_ms(self.clock() + skew),
                 "running": {
                     n: {"generation": g, "state": "running"} for n, g in host.assigned.items()
                 },

@@ -40,7 +40,7 @@ def hosts(
     store = HostStore(dynamodb, HOSTS_TABLE)
     now = clock()
     one = store.create("pooled-ticker-h1", "pooled-ticker", 3, DEFINITION, now)
-    one = store.record_task(one, "arn:aws:ecs:us-east-1:123456789012:task/c/h1")
+    one = store.record_task(one, "arn:aws:ecs:us-east-1:123456789012:task/c/h1", now)
     one = store.assign(one, "a", 1)
     store.assign(one, "b", 1)
     two = store.create("pooled-ticker-h2", "pooled-ticker", 3, DEFINITION, now)

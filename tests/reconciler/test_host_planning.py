@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from vigil.contract.hosts import HostStatus, Placement
 from vigil.observers import decisions as d
 from vigil.observers.hosts.decide import HOST_LOST, decide_pooled
-from vigil.observers.hosts.model import Host
-from vigil.observers.hosts.planning import choose_host, host_dead, plan_hosts
+from vigil.observers.hosts.model import BeatSeen, Host
+from vigil.observers.hosts.planning import choose_host, host_dead, plan_hosts, to_witness
 from vigil.observers.kind_options import KindOptions, parse_kind_options
 from vigil.observers.model import Desired, Observer, Status
 
@@ -106,13 +107,25 @@ def test_a_heartbeating_starting_host_is_promoted_and_one_without_a_task_is_run_
 # Dead hosts -------------------------------------------------------------------------------------
 
 
-def test_a_host_is_dead_after_three_silent_intervals_not_before() -> None:
-    silent = SETTINGS.stale_after
-    assert host_dead(host("h", heartbeat_at=NOW - silent), None, NOW, SETTINGS) is None
-    why = host_dead(
-        host("h", heartbeat_at=NOW - silent - timedelta(seconds=1)), None, NOW, SETTINGS
-    )
-    assert why is not None and "no heartbeat" in why
+def test_a_silent_host_is_dead_once_the_reconciler_saw_its_heartbeat_unchanged() -> None:
+    interval = SETTINGS.heartbeat_interval
+    watch = SETTINGS.stale_after - interval
+    beat = NOW - 2 * interval
+    unseen = host("h", heartbeat_at=beat)
+    # One interval old on the host's clock: watched (noted by the pass), not judged on it
+    assert host_dead(unseen, None, NOW, SETTINGS) is None
+    assert to_witness(unseen, NOW, SETTINGS)
+    early = replace(unseen, beat_seen=BeatSeen(beat, NOW - watch + timedelta(seconds=1)))
+    assert host_dead(early, None, NOW, SETTINGS) is None
+    assert not to_witness(early, NOW, SETTINGS)
+    late = replace(unseen, beat_seen=BeatSeen(beat, NOW - watch))
+    assert "no heartbeat" in (host_dead(late, None, NOW, SETTINGS) or "")
+    # A host that beat since it was noted is alive, and noted again
+    beat_again = replace(late, heartbeat_at=beat + timedelta(seconds=1))
+    assert host_dead(beat_again, None, NOW, SETTINGS) is None
+    assert to_witness(beat_again, NOW, SETTINGS)
+    # A host in time is neither judged nor noted (no write on a healthy fleet)
+    assert not to_witness(host("h"), NOW, SETTINGS)
 
 
 def test_a_host_whose_task_is_not_running_is_dead() -> None:
@@ -130,7 +143,9 @@ def test_a_starting_host_has_the_start_timeout_to_heartbeat() -> None:
 
 
 def test_lost_hosts_are_planned_and_take_no_part_in_capacity() -> None:
-    hosts = [host("h1", "a", heartbeat_at=NOW - timedelta(minutes=5)), host("h2")]
+    beat = NOW - timedelta(minutes=5)
+    seen = BeatSeen(beat, NOW - timedelta(minutes=2))
+    hosts = [host("h1", "a", heartbeat_at=beat, beat_seen=seen), host("h2")]
     plan = plan_hosts(hosts, None, {}, POOL, NOW, SETTINGS)
     assert [h for h, _ in plan.lost] == ["h1"]
     assert plan.start == {}  # h2's 3 free slots cover the headroom of 2

@@ -86,11 +86,26 @@ host is marked LOST or STOPPED, ``DEAD_HOST_RETENTION_DAYS`` later, so a dead ho
 inspectable for a week and then DynamoDB deletes it (which may lag by days: the reconciler's scan
 skips expired dead items meanwhile). A live host never has it."""
 DEAD_HOST_RETENTION_DAYS = 7
+LIVE_HOSTS_INDEX = "live-hosts-index"
+"""The hosts table's sparse index of the hosts the manager has to look at: live ones (STARTING,
+RUNNING, DRAINING) and dead ones whose loss or drain is not finished (not ``evacuated``). Only
+those items carry ``LIVE_HOST_ATTRIBUTE``, and the index projects keys only, so a heartbeat never
+writes it (a host's start and its end do). The passes query it and read those hosts (consistent
+BatchGetItem): O(live hosts) whatever the deploy history, while a dead host's item stays its
+week for inspection (``GET /hosts`` scans the table) without any pass reading it."""
+LIVE_HOST_ATTRIBUTE = "live_host"
+"""Partition of ``LIVE_HOSTS_INDEX``: ``LIVE_HOST_PARTITION`` on the hosts it lists, absent on the
+others (set by the item's creation, removed by the write that marks it ``evacuated``)."""
+LIVE_HOST_PARTITION = "live"
+LIVE_INDEX_MARKER = "#live-hosts-index"
+"""A hosts-table item written once the live index was backfilled (hosts started before the index
+existed lack its attribute): while it is absent the resync scans the table once and backfills."""
 HOST_ATTRIBUTES = (
     "kind",
     "status",
     "task_arn",
     "task_definition",
+    "task_started_at_ms",
     "slots",
     "assigned",
     "running",
@@ -101,6 +116,8 @@ HOST_ATTRIBUTES = (
     "start_attempts",
     "retry_at_ms",
     "evacuated",
+    "beat_seen",
+    LIVE_HOST_ATTRIBUTE,
     HOST_EXPIRES,
     "version",
 )
@@ -108,8 +125,12 @@ HOST_ATTRIBUTES = (
 observer name (``assigned[name]`` is a generation; ``running[name]`` is {"generation", "state"}).
 ``handover`` (reconciler only, the host ignores it) keeps name -> generation of the observers a
 DRAINING host was told to give up, so they are moved even if their exit report never comes.
-``retry_at_ms`` (reconciler only): after a failed RunTask, when the next one may be tried (backoff).
-``evacuated`` (reconciler only) is set on a LOST or STOPPED host once its task is stopped and every
+``task_started_at_ms`` (reconciler only): when RunTask's success was recorded, the start timeout's
+origin. ``retry_at_ms`` (reconciler only): after a failed RunTask, when the next one may be tried (backoff).
+``beat_seen`` (reconciler only): {"heartbeat_at_ms", "at_ms"}: a heartbeat value that looked off
+(older or newer than one interval by the reconciler's clock) and when the reconciler first saw
+it, on its own clock: liveness never compares the host's clock with the reconciler's beyond one
+interval. ``evacuated`` (reconciler only) is set on a LOST or STOPPED host once its task is stopped and every
 observer it had is moved: until then each pass finishes the job (a loss interrupted by an error)."""
 
 OBSERVER_HOST = "host"

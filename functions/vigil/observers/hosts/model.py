@@ -15,6 +15,15 @@ ACCEPTING = (HostStatus.STARTING, HostStatus.RUNNING)
 
 
 @dataclass(frozen=True)
+class BeatSeen:
+    """The reconciler's own observation of a heartbeat value (``heartbeat_at``, on the host's
+    clock) and when it first saw it (``at``, on its own clock)."""
+
+    heartbeat_at: datetime
+    at: datetime
+
+
+@dataclass(frozen=True)
 class Host:
     host_id: str
     kind: str
@@ -27,11 +36,15 @@ class Host:
     handover: dict[str, int] = field(default_factory=dict)
     task_arn: str | None = None
     task_definition: str | None = None
+    task_started_at: datetime | None = None
+    """When RunTask's success was recorded (the reconciler's clock): the start timeout's origin."""
     heartbeat_at: datetime | None = None
     status_reason: str | None = None
     start_attempts: int = 0
     retry_at: datetime | None = None
     """After a failed RunTask: not tried again before then (backoff, not a RunTask every pass)."""
+    beat_seen: BeatSeen | None = None
+    """A heartbeat that looked off by the reconciler's clock, and when the reconciler saw it."""
     evacuated: bool = False
     """LOST or STOPPED, its task stopped and every observer it had moved: nothing left to do."""
 
@@ -71,6 +84,9 @@ def host_from_item(item: Mapping[str, Any]) -> Host:
         handover={k: int(v) for k, v in (item.get("handover") or {}).items()},
         task_arn=item.get("task_arn"),
         task_definition=item.get("task_definition"),
+        task_started_at=from_epoch_ms(int(item["task_started_at_ms"]))
+        if item.get("task_started_at_ms") is not None
+        else None,
         heartbeat_at=from_epoch_ms(int(item["heartbeat_at_ms"]))
         if item.get("heartbeat_at_ms") is not None
         else None,
@@ -79,5 +95,15 @@ def host_from_item(item: Mapping[str, Any]) -> Host:
         retry_at=from_epoch_ms(int(item["retry_at_ms"]))
         if item.get("retry_at_ms") is not None
         else None,
+        beat_seen=_beat_seen(item.get("beat_seen")),
         evacuated=bool(item.get("evacuated", False)),
+    )
+
+
+def _beat_seen(value: Any) -> BeatSeen | None:
+    if not isinstance(value, Mapping):
+        return None
+    return BeatSeen(
+        heartbeat_at=from_epoch_ms(int(value["heartbeat_at_ms"])),
+        at=from_epoch_ms(int(value["at_ms"])),
     )

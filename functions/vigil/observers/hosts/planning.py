@@ -46,21 +46,56 @@ def host_dead(
     if running_tasks is not None and host.task_arn and host.task_arn not in running_tasks:
         return f"task {host.task_arn} is no longer running"
     if host.heartbeat_at is not None:
-        silent = now - host.heartbeat_at
-        if silent > settings.stale_after:
-            return f"no heartbeat for {int(silent.total_seconds())} s"
-        return None
-    if host.task_arn and now - host.created_at > settings.start_timeout:
+        return _silent(host, now, settings)
+    # From RunTask's success (older items: from the item's creation), not the item's creation:
+    # after a RunTask outage longer than the timeout the task that finally starts needs its own.
+    started = host.task_started_at or host.created_at
+    if host.task_arn and now - started > settings.start_timeout:
         return f"no heartbeat within {int(settings.start_timeout.total_seconds())} s of its start"
     return None
 
 
-def host_unfinished(host: Host, running_tasks: Collection[str] | None) -> bool:
-    """Whether a LOST or STOPPED host still has work left: observers to move, a task to stop."""
-    if host.status not in (HostStatus.LOST, HostStatus.STOPPED) or host.evacuated:
+def beat_looks_off(host: Host, now: datetime, settings: Settings) -> bool:
+    """Whether the host's last heartbeat value is more than one interval off the reconciler's
+    clock (either way): it missed a beat, or its clock is off. Only then does the reconciler
+    watch it on its own clock (:func:`to_witness`)."""
+    if host.heartbeat_at is None:
         return False
-    listed = running_tasks is not None and host.task_arn in running_tasks
-    return bool(host.assigned or host.handover or listed)
+    return abs(now - host.heartbeat_at) > settings.heartbeat_interval
+
+
+def to_witness(host: Host, now: datetime, settings: Settings) -> bool:
+    """A live host whose heartbeat looks off and whose value the reconciler has not noted yet:
+    the pass notes it (``beat_seen``, one write; none on a healthy fleet in time)."""
+    return (
+        host.status in (HostStatus.STARTING, HostStatus.RUNNING, HostStatus.DRAINING)
+        and beat_looks_off(host, now, settings)
+        and (host.beat_seen is None or host.beat_seen.heartbeat_at != host.heartbeat_at)
+    )
+
+
+def _silent(host: Host, now: datetime, settings: Settings) -> str | None:
+    """Dead when its heartbeat value stayed the same for ``stale_after`` less one interval on
+    the reconciler's own clock, after it first looked one interval old: the host's clock is
+    trusted for that one interval only, so a host whose clock is minutes off is judged by
+    whether its heartbeat *changes*, never churned while it beats, and still lost (a pass
+    later at most) when it stops."""
+    if not beat_looks_off(host, now, settings):
+        return None
+    seen = host.beat_seen
+    if seen is None or seen.heartbeat_at != host.heartbeat_at:
+        return None  # not watched yet: this pass notes it
+    unchanged = now - seen.at
+    if unchanged >= settings.stale_after - settings.heartbeat_interval:
+        total = int((unchanged + settings.heartbeat_interval).total_seconds())
+        return f"no heartbeat for over {total} s (on the reconciler's clock)"
+    return None
+
+
+def host_unfinished(host: Host, running_tasks: Collection[str] | None) -> bool:
+    """Whether a LOST or STOPPED host still has work left: observers to move, a task to stop,
+    or only its ``evacuated`` mark (which takes it out of the passes' live-hosts index)."""
+    return host.status in (HostStatus.LOST, HostStatus.STOPPED) and not host.evacuated
 
 
 def leaving_hosts(hosts: Iterable[Host]) -> set[str]:
@@ -95,13 +130,14 @@ def stuck_starting(
     hosts: Iterable[Host], kinds: Iterable[str], now: datetime, settings: Settings
 ) -> dict[str, int]:
     """Kind -> hosts STARTING for longer than the start timeout (zeros included, so the gauge
-    has no gaps): a kind that cannot get its hosts started."""
+    has no gaps): a kind that cannot get its hosts started. Counted from the item's creation
+    while RunTask fails, from RunTask's success once the task started."""
     stuck = dict.fromkeys(kinds, 0)
     for host in hosts:
         if (
             host.kind in stuck
             and host.status is HostStatus.STARTING
-            and now - host.created_at >= settings.start_timeout
+            and now - (host.task_started_at or host.created_at) >= settings.start_timeout
         ):
             stuck[host.kind] += 1
     return stuck
@@ -152,6 +188,8 @@ class HostPlan:
     """DRAINING hosts that run nothing any more: StopTask, then STOPPED."""
     evacuate: tuple[str, ...] = ()
     """LOST or STOPPED hosts whose loss or drain is unfinished (:func:`host_unfinished`)."""
+    witness: tuple[str, ...] = ()
+    """Live hosts whose heartbeat looks off and is not noted yet (:func:`to_witness`)."""
 
 
 def plan_hosts(
@@ -203,7 +241,8 @@ def plan_hosts(
         and (h.retry_at is None or now >= h.retry_at)
     )
     evacuate = tuple(h.host_id for h in all_hosts if host_unfinished(h, running_tasks))
-    return HostPlan(lost, promote, retry_run, start, tuple(drain), finish, evacuate)
+    witness = tuple(h.host_id for h in alive if to_witness(h, now, settings))
+    return HostPlan(lost, promote, retry_run, start, tuple(drain), finish, evacuate, witness)
 
 
 def _capacity(hosts: list[Host], waiting: int, placement: KindOptions) -> tuple[int, str | None]:

@@ -8,16 +8,28 @@ heartbeats never make the manager's writes fail.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vigil.clock import epoch_ms
-from vigil.contract.hosts import DEAD_HOST_RETENTION_DAYS, HOST_EXPIRES, HOSTS_KEY, HostStatus
+from vigil.clock import Sleeper, epoch_ms
+from vigil.contract.hosts import (
+    DEAD_HOST_RETENTION_DAYS,
+    HOST_EXPIRES,
+    HOSTS_KEY,
+    LIVE_HOST_ATTRIBUTE,
+    LIVE_HOST_PARTITION,
+    LIVE_HOSTS_INDEX,
+    LIVE_INDEX_MARKER,
+    REBALANCE_PREFIX,
+    HostStatus,
+)
 from vigil.dynamo import (
     Update,
+    batch_get,
     from_wire,
     is_condition_failure,
     old_item,
@@ -35,6 +47,7 @@ from vigil.observers.rebalance_requests import (
 
 DEAD = (HostStatus.LOST, HostStatus.STOPPED)
 DEAD_HOST_RETENTION = timedelta(days=DEAD_HOST_RETENTION_DAYS)
+BATCH_GET_KEYS = 100
 
 
 def expired(item: Mapping[str, Any], now: datetime) -> bool:
@@ -53,9 +66,11 @@ class HostConflict(Exception):
 
 
 class HostStore:
-    def __init__(self, client: Any, table: str) -> None:
+    def __init__(self, client: Any, table: str, sleep: Sleeper = time.sleep) -> None:
         self._client = client
         self._table = table
+        self._sleep = sleep
+        """Backoff between BatchGetItem rounds that left keys unprocessed (throttling)."""
 
     # Reads ---------------------------------------------------------------------------------------
 
@@ -71,15 +86,71 @@ class HostStore:
         """The hosts, and the operators' rebalance requests the same pages carry (their markers
         share the table so that the pass sees them without another call). With ``now``, dead
         hosts whose retention is over are skipped before they are even parsed."""
-        hosts: list[Host] = []
-        requests: list[RebalanceRequest] = []
         request = {"TableName": self._table, "ConsistentRead": True}
-        for item in paginate(self._client.scan, request):
-            if is_rebalance_item(item):
-                requests.append(request_from_item(item))
-            elif now is None or not expired(item, now):
-                hosts.append(host_from_item(item))
-        return hosts, requests
+        return _hosts_and_requests(paginate(self._client.scan, request), now)
+
+    def live(
+        self, kinds: Iterable[str], now: datetime
+    ) -> tuple[list[Host], list[RebalanceRequest]]:
+        """The hosts the manager must look at (live, or dead and not yet evacuated: the sparse
+        ``LIVE_HOSTS_INDEX``) and the rebalance requests of ``kinds``: one Query page of keys
+        per ~8,000 hosts, then their items (consistent BatchGetItem, 100 a call; the markers'
+        keys ride along). O(live hosts): a week of dead hosts costs nothing here.
+
+        Hosts started before the index existed lack its attribute: while ``LIVE_INDEX_MARKER``
+        is absent, the table is scanned once and they are given it (:meth:`_backfill`)."""
+        request = {
+            "TableName": self._table,
+            "IndexName": LIVE_HOSTS_INDEX,
+            "KeyConditionExpression": "#l = :l",
+            "ExpressionAttributeNames": {"#l": LIVE_HOST_ATTRIBUTE},
+            "ExpressionAttributeValues": to_wire({":l": LIVE_HOST_PARTITION}),
+        }
+        keys = [str(item[HOSTS_KEY]) for item in paginate(self._client.query, request)]
+        keys += [LIVE_INDEX_MARKER, *(REBALANCE_PREFIX + kind for kind in sorted(set(kinds)))]
+        items: list[dict[str, Any]] = []
+        for start in range(0, len(keys), BATCH_GET_KEYS):
+            chunk: list[Mapping[str, Any]] = [
+                {HOSTS_KEY: key} for key in keys[start : start + BATCH_GET_KEYS]
+            ]
+            items += batch_get(
+                self._client, self._table, chunk, None, sleep=self._sleep, consistent=True
+            )
+        if not any(item.get(HOSTS_KEY) == LIVE_INDEX_MARKER for item in items):
+            return self._backfill(kinds, now)
+        return _hosts_and_requests(items, now)
+
+    def _backfill(
+        self, kinds: Iterable[str], now: datetime
+    ) -> tuple[list[Host], list[RebalanceRequest]]:
+        """Once per table: a scan, the index attribute on every item the manager must look at
+        that lacks it (one write each, conditioned on nothing else changing), then the marker."""
+        kinds = set(kinds)
+        request = {"TableName": self._table, "ConsistentRead": True}
+        items = list(paginate(self._client.scan, request))
+        hosts, requests = _hosts_and_requests(items, now)
+        for item in items:
+            if is_marker(item) or item.get(LIVE_HOST_ATTRIBUTE) is not None:
+                continue
+            host = host_from_item(item)
+            if needs_manager(host):
+                update = Update().set(LIVE_HOST_ATTRIBUTE, LIVE_HOST_PARTITION)
+                update.condition(update.eq("version", host.version))
+                try:
+                    self._client.update_item(
+                        TableName=self._table,
+                        Key=to_wire({HOSTS_KEY: host.host_id}),
+                        **update.request(),
+                    )
+                except ClientError as error:
+                    if not is_condition_failure(error):
+                        raise
+                    return hosts, [r for r in requests if r.kind in kinds]  # next pass again
+        self._client.put_item(
+            TableName=self._table,
+            Item=to_wire({HOSTS_KEY: LIVE_INDEX_MARKER, "backfilled_at_ms": epoch_ms(now)}),
+        )
+        return hosts, [r for r in requests if r.kind in kinds]
 
     def clear_request(self, done: RebalanceRequest) -> bool:
         """Delete a rebalance marker acted on (kept if a newer request replaced it)."""
@@ -110,6 +181,7 @@ class HostStore:
             "created_at_ms": epoch_ms(now),
             "start_attempts": 0,
             "version": 1,
+            LIVE_HOST_ATTRIBUTE: LIVE_HOST_PARTITION,
         }
         self._client.put_item(
             TableName=self._table,
@@ -119,14 +191,21 @@ class HostStore:
         )
         return host_from_item(item)
 
-    def record_task(self, host: Host, arn: str) -> Host:
+    def record_task(self, host: Host, arn: str, now: datetime) -> Host:
+        """The host's task, once RunTask started it: only onto an item without a task (or with
+        this one), so a pass that lost the race to record never replaces the task recorded
+        first (a :class:`HostConflict` whose ``current`` names the other task: stop its own).
+        ``task_started_at_ms`` (kept from the first record) is where the start timeout counts
+        from: a RunTask outage longer than the timeout must not doom the task that then starts."""
         update = (
             Update()
             .set("task_arn", arn)
+            .set_default("task_started_at_ms", epoch_ms(now))
             .set("start_attempts", 0)
             .remove("status_reason", "retry_at_ms")
         )
         update.condition(update.one_of("status", *ACCEPTING))
+        update.condition(f"({update.absent('task_arn')} OR {update.eq('task_arn', arn)})")
         return self._write(host, update)
 
     def record_start_failure(self, host: Host, reason: str, retry_at: datetime) -> Host:
@@ -173,13 +252,27 @@ class HostStore:
             update.condition(update.eq("status", HostStatus.STARTING.value))
         return self._write(host, update)
 
+    def note_beat(self, host: Host, now: datetime) -> Host:
+        """``beat_seen``: the reconciler saw this heartbeat value at ``now`` (its clock). Bumps
+        no ``version`` (an observation, not a decision) and holds only while the value is the
+        same: a host that beat meanwhile is alive (:class:`HostConflict`, nothing to do)."""
+        assert host.heartbeat_at is not None
+        beat = epoch_ms(host.heartbeat_at)
+        update = Update().set("beat_seen", {"heartbeat_at_ms": beat, "at_ms": epoch_ms(now)})
+        update.condition(update.eq("heartbeat_at_ms", beat))
+        return self._update(host, update)
+
     def mark_evacuated(self, host: Host) -> Host:
-        """Its loss or drain is finished: no pass looks at its observers again."""
-        return self._write(host, Update().set("evacuated", True))
+        """Its loss or drain is finished: no pass looks at its observers again, nor reads it
+        (it leaves ``LIVE_HOSTS_INDEX``; its item stays for its retention)."""
+        return self._write(host, Update().set("evacuated", True).remove(LIVE_HOST_ATTRIBUTE))
 
     def _write(self, host: Host, update: Update) -> Host:
         update.set("version", host.version + 1)
         update.condition(update.eq("version", host.version))
+        return self._update(host, update)
+
+    def _update(self, host: Host, update: Update) -> Host:
         try:
             response = self._client.update_item(
                 TableName=self._table,
@@ -196,3 +289,28 @@ class HostStore:
         item = from_wire(response.get("Attributes"))
         assert item is not None
         return host_from_item(item)
+
+
+def is_marker(item: Mapping[str, Any]) -> bool:
+    """Not a host: an operator's request or the manager's own marker (host ids never start
+    with ``#``)."""
+    return str(item.get(HOSTS_KEY, "")).startswith("#")
+
+
+def needs_manager(host: Host) -> bool:
+    """Whether the passes must read the host: live, or dead with its end not finished."""
+    return host.status not in DEAD or not host.evacuated
+
+
+def _hosts_and_requests(
+    items: Iterable[Mapping[str, Any]], now: datetime | None
+) -> tuple[list[Host], list[RebalanceRequest]]:
+    """Host items parsed (without dead ones past their retention) and rebalance markers."""
+    hosts: list[Host] = []
+    requests: list[RebalanceRequest] = []
+    for item in items:
+        if is_rebalance_item(item):
+            requests.append(request_from_item(item))
+        elif not is_marker(item) and (now is None or not expired(item, now)):
+            hosts.append(host_from_item(item))
+    return hosts, requests

@@ -15,7 +15,7 @@ hosts already scanned, and read only when they look wrong.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -50,6 +50,8 @@ SWEEP_MINUTES = 10
 class HostsPass:
     task_arns: set[str]
     """Tasks that are hosts' (the orphan sweep leaves them alone)."""
+    running: set[str]
+    """The cluster's running tasks, listed after the hosts were read."""
     counts: PooledCounts
     """The pooled share of the fleet gauges."""
 
@@ -94,10 +96,17 @@ class HostManager:
 
     # The resync's share ---------------------------------------------------------------------------
 
-    def resync(self, running: set[str], report: PassReport) -> HostsPass:
+    def resync(self, list_tasks: Callable[[], Iterable[str]], report: PassReport) -> HostsPass:
         """One pass over the hosts: the task ARNs that are hosts (not orphans), and the pooled
-        observers wanted and running as the pass leaves them (the fleet gauges' pooled share)."""
-        hosts, requests = self.hosts.scan_with_requests(self.clock())
+        observers wanted and running as the pass leaves them (the fleet gauges' pooled share).
+
+        The hosts are read *before* the cluster's tasks are listed: a host's task ARN is
+        recorded after its RunTask succeeded, so every task a host read here names is already
+        running when the listing starts, and "not listed" means gone. Listed first, a host
+        whose task a concurrent pass started and recorded in between would be declared LOST
+        seconds after its start."""
+        hosts, requests = self.hosts.live(self.pooled_kinds, self.clock())
+        running = set(list_tasks())
         self.placer.begin(hosts)
         now = self.clock()
         wanting = {kind: self.store.waiting(kind) for kind in self.pooled_kinds}
@@ -132,6 +141,7 @@ class HostManager:
         book = self.placer.all_hosts().values()
         return HostsPass(
             task_arns={h.task_arn for h in hosts if h.task_arn},
+            running=running,
             counts=pooled_counts(
                 book,
                 wanting,
@@ -222,6 +232,13 @@ class HostManager:
         for host_id in plan.promote:
             with isolated(host_id, report):
                 self._mark(book[host_id], HostStatus.RUNNING, None)
+        for host_id in plan.witness:
+            with isolated(host_id, report):
+                try:
+                    current = self.placer.host(host_id) or book[host_id]
+                    self.placer.book.put(self.hosts.note_beat(current, self.clock()))
+                except HostConflict:
+                    pass  # it beat meanwhile: alive
         for host_id in plan.retry_run:
             with isolated(host_id, report):
                 self.placer.run_host(book[host_id])
@@ -274,7 +291,7 @@ class HostManager:
             with isolated(host.host_id, report):
                 self.ecs.stop(host.task_arn, why)
         self._move_all(host, report)
-        if report.errors == errors and (host.assigned or host.handover):
+        if report.errors == errors and not host.evacuated:
             try:
                 current = self.placer.host(host.host_id) or host
                 self.placer.book.put(self.hosts.mark_evacuated(current))

@@ -82,7 +82,7 @@ class Placer:
 
     def all_hosts(self) -> dict[str, Host]:
         if self.book.hosts is None:
-            self.book.reset(self.hosts.scan(self.clock()))
+            self.book.reset(self.hosts.live((), self.clock())[0])  # O(live hosts)
         assert self.book.hosts is not None
         return self.book.hosts
 
@@ -120,13 +120,24 @@ class Placer:
                 return self.book.put(self.hosts.record_start_failure(host, failed.reason, retry_at))
             except HostConflict as conflict:
                 return self.book.put(conflict.current) if conflict.current else host
-        try:
-            return self.book.put(self.hosts.record_task(host, arn))
-        except HostConflict as conflict:
-            if conflict.current is None or not conflict.current.accepting:
+        return self._record_task(host, arn)
+
+    def _record_task(self, host: Host, arn: str) -> Host:
+        """Record the task RunTask started; when the host has ended meanwhile, or another
+        pass recorded another task first (the one the host item owns), stop this one."""
+        current: Host | None = host
+        for _ in range(MAX_DECISION_ROUNDS):
+            if current is None or not current.accepting:
                 self.ecs.stop(arn, "orphan: its host item was lost while starting")
-                return conflict.current or host
-            return self.book.put(self.hosts.record_task(conflict.current, arn))
+                return self.book.put(current) if current is not None else host
+            if current.task_arn not in (None, arn):
+                self.ecs.stop(arn, f"orphan: host {host.host_id} runs {current.task_arn}")
+                return self.book.put(current)
+            try:
+                return self.book.put(self.hosts.record_task(current, arn, self.clock()))
+            except HostConflict as conflict:
+                current = conflict.current
+        return current or host  # still changing: the next pass (or the task's event) records it
 
     def place(self, record: d.Record, generation: int, written_version: int, host_id: str) -> None:
         """Steps 3 and 4 for a committed placement; never raises for a full or changed host."""

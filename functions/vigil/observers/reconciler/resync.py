@@ -105,8 +105,8 @@ class ResyncPass:
         """Hosts first (a failover should not wait behind the dedicated fleet), then the index
         when the fleet has dedicated kinds or a sweep is due (see ``reconciler.hosts``)."""
         report = PassReport()
-        running = set(self.ecs.running())
-        hosts = manager.resync(running, report)
+        hosts = manager.resync(self.ecs.running, report)  # reads the hosts, then lists the tasks
+        running = hosts.running
         if not (self.dedicated_kinds or manager.sweep_due(self.clock())):
             self._emit(hosts.counts.gauges())
             return report
