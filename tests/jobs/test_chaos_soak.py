@@ -28,11 +28,6 @@ def test_no_tick_is_lost_and_the_records_equal_the_ledger(report: Report) -> Non
     assert report.dead_lettered > 0 or report.invocations > TICKS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jobs-finish: a completed body's finish is retried (vigil.persist) and remembered per "
-    "Lambda request id; until it is merged a throttled finish runs the body again",
-)
 def test_no_finished_body_runs_again_and_no_effect_is_accepted_twice(report: Report) -> None:
     others = {cause: n for cause, n in report.second_bodies.items() if cause != HANG_CAUSE}
     assert others == {}, report.examples
