@@ -30,7 +30,13 @@ from tests.helpers.moto_fleet import default_task_transitions
 from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import POOLED, PooledFleet, host_event
 from vigil.clock import ManualClock, epoch_ms
-from vigil.contract.hosts import HostStatus
+from vigil.contract.hosts import (
+    HOSTS_KEY,
+    LIVE_HOST_ATTRIBUTE,
+    LIVE_HOST_PARTITION,
+    LIVE_INDEX_MARKER,
+    HostStatus,
+)
 from vigil.dynamo import to_wire
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.model import Status
@@ -85,6 +91,8 @@ def _pooled_fleet(observers: int, clock: ManualClock) -> tuple[PooledFleet, Timi
             for n in names
         ]
     fleet.put_many(placed, started_at_ms=started_ms)
+    # A table the live-hosts index was built with (no one-time backfill in the measured pass)
+    fleet.dynamodb.put_item(TableName=HOSTS_TABLE, Item=to_wire({HOSTS_KEY: LIVE_INDEX_MARKER}))
     timing = Timing()
     for client in (fleet.dynamodb, fleet.ecs_client, fleet.sqs):
         timing.attach(client)
@@ -111,6 +119,7 @@ def _host_item(
         "created_at_ms": epoch_ms(now - timedelta(hours=2)),
         "start_attempts": 0,
         "version": 2,
+        LIVE_HOST_ATTRIBUTE: LIVE_HOST_PARTITION,
     }
 
 
@@ -209,6 +218,7 @@ def measure_history(live: int = LIVE_HOSTS, dead: int = DEAD_HOSTS) -> list[dict
             for index in range(dead):
                 names = [f"old-{index:05d}-{slot:02d}" for slot in range(K)]
                 item = _host_item(f"{POOLED}-d{index:05d}", f"arn:old/{index}", names, clock())
+                del item[LIVE_HOST_ATTRIBUTE]  # finished: out of the live index
                 item.update(
                     status=(HostStatus.LOST if index % 2 else HostStatus.STOPPED).value,
                     evacuated=True,

@@ -27,7 +27,7 @@ from vigil.observers.hosts.store import HostStore
 
 
 class DrainsAfterScan(Delegating):
-    """The moto DynamoDB client; right after the pass's scan of the hosts, the named host's own
+    """The moto DynamoDB client; right after the pass's read of the hosts, the named host's own
     heartbeat announces DRAINING (its SIGTERM), which bumps no ``version``."""
 
     def __init__(self, client: Any, host_id: str) -> None:
@@ -37,6 +37,12 @@ class DrainsAfterScan(Delegating):
     def scan(self, **request: Any) -> Any:
         page = self._client.scan(**request)
         if request["TableName"] == HOSTS_TABLE:
+            mark_host(self._client, HOSTS_TABLE, self._host_id, status=HostStatus.DRAINING)
+        return page
+
+    def batch_get_item(self, **request: Any) -> Any:
+        page = self._client.batch_get_item(**request)
+        if HOSTS_TABLE in request["RequestItems"]:
             mark_host(self._client, HOSTS_TABLE, self._host_id, status=HostStatus.DRAINING)
         return page
 
