@@ -27,6 +27,7 @@ from vigil.observers.model import Desired, Observer, Status
 from vigil.observers.rebalance_requests import RebalanceRequests
 from vigil.observers.reconciler import changed_records
 from vigil.observers.registry import ObserverRegistry
+from vigil.observers.rollout import HostView, plan_pooled
 
 
 def holders(pool: PooledFleet, name: str) -> dict[str, int]:
@@ -236,6 +237,16 @@ def test_a_pooled_rollout_never_has_more_than_its_budget_unavailable(twenty: Poo
         1 for n in names if pool.item(n).get("task_definition") == pool.pooled_definition_arn
     )
     assert moved >= 4, (moved, seen)
+
+
+def test_hand_overs_still_stopping_use_the_budget() -> None:
+    def old(leaving: int) -> HostView:
+        return HostView("h1", POOLED, "td:1", HostStatus.DRAINING, 18, 20, leaving=leaving)
+
+    fresh = HostView("h2", POOLED, "td:2", HostStatus.RUNNING, 0, 20)
+    # 20 observers at 10 %: budget 2; two handed over, their children still stopping
+    assert plan_pooled("td:2", 10, 20, [old(2), fresh]).moves == 0
+    assert plan_pooled("td:2", 10, 20, [old(1), fresh]).moves == 1
 
 
 # 4. A finished hand-over leaves no entry behind ---------------------------------------------------
