@@ -44,6 +44,14 @@ class PooledFleet(MotoFleet):
     """Whether the fleet also has the dedicated ``ticker`` (then every resync reads the index)."""
     pooled_definition_arn: str = ""
     host_ids: Any = field(default_factory=lambda: itertools.count(1))
+    finished: set[tuple[str, str, int]] = field(default_factory=set)
+    """(host id, name, generation) whose child exited: the fake host's heartbeat no longer lists
+    it (the supervisor never restarts a generation that finished), exit report written or not."""
+    stop_beats: int = 0
+    """Heartbeats a handed-over child is still listed as stopping (checkpointing) before it exits:
+    0, it is gone at once; more, its stop takes longer than a pass."""
+    stopping: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    """(host id, name, generation) of handed-over children -> heartbeats listed stopping so far."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -104,13 +112,19 @@ class PooledFleet(MotoFleet):
         children claim what ``assigned`` hands back. False: refused (a zombie). ``skew``: how
         far the host's clock is off the reconciler's."""
         host = self.host(host_id)
+        running = {
+            n: {"generation": g, "state": "running"}
+            for n, g in host.assigned.items()
+            if (host_id, n, g) not in self.finished
+        }
+        for name, generation in host.handover.items():
+            key = (host_id, name, generation)
+            beats = self.stopping.get(key, 0)
+            if beats < self.stop_beats and key not in self.finished:
+                self.stopping[key] = beats + 1
+                running[name] = {"generation": generation, "state": "stopping"}
         update = Update().set_all(
-            {
-                "heartbeat_at_ms": epoch_ms(self.clock() + skew),
-                "running": {
-                    n: {"generation": g, "state": "running"} for n, g in host.assigned.items()
-                },
-            }
+            {"heartbeat_at_ms": epoch_ms(self.clock() + skew), "running": running}
         )
         update.condition(update.one_of("status", *LIVE_HOST_STATUSES))
         update.condition(update.eq("task_arn", host.task_arn or "-"))
@@ -122,7 +136,8 @@ class PooledFleet(MotoFleet):
             return False
         if claim:
             for name, generation in host.assigned.items():
-                self.claim(name, generation, host_id)
+                if (host_id, name, generation) not in self.finished:
+                    self.claim(name, generation, host_id)
         return True
 
     def heartbeat_all(self) -> None:
@@ -177,9 +192,13 @@ class PooledFleet(MotoFleet):
 
     def complete_hand_overs(self) -> None:
         """What host processes do with observers taken off them: the child checkpoints and
-        exits, the host reports it (HOST_EXIT), and the stream pass places the next generation."""
+        exits, the host reports it (HOST_EXIT), and the stream pass places the next generation.
+        With ``stop_beats``, only children listed stopping for that many heartbeats exit."""
         for host in self.hosts().values():
             for name, generation in host.handover.items():
+                if self.stopping.get((host.host_id, name, generation), 0) < self.stop_beats:
+                    continue  # still checkpointing
+                self.finished.add((host.host_id, name, generation))
                 item = self.item(name)
                 if item.get("host") == host.host_id and item["generation"] == generation:
                     change = self.host_exit(name, 0, "handed over")
@@ -247,3 +266,15 @@ def create(pool: PooledFleet, *names: str) -> None:
 
 def resync(pool: PooledFleet, holder: str = "pass") -> None:
     assert pool.reconciler().resync(holder) is not None
+
+
+def placed(pool: PooledFleet, *names: str) -> None:
+    """Pooled observers created, their hosts heartbeating, promoted by an ordinary pass."""
+    create(pool, *names)
+    an_ordinary_minute(pool)
+    resync(pool, "promote")
+
+
+def gauges(pool: PooledFleet) -> dict[str, float]:
+    """The last value of each fleet-wide gauge the reconciler emitted."""
+    return {name: value for name, kind, value in pool.metrics if kind is None}

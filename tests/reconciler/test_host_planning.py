@@ -172,8 +172,12 @@ def record(
     return d.Record(observer, started, d.Pooled(host=host_id))
 
 
+RUNS_A = {"a": {"generation": 1, "state": "running"}}
+"""A host's heartbeat listing generation 1 of "a" (a RUNNING child it does not list is gone)."""
+
+
 def test_a_pooled_observer_on_a_live_host_needs_nothing() -> None:
-    plan = decide_pooled(record(), host("h1", "a"), NOW, SETTINGS)
+    plan = decide_pooled(record(), host("h1", "a", running=RUNS_A), NOW, SETTINGS)
     assert plan.write is None and isinstance(plan.effects[0], d.Ignore)
 
 
@@ -206,7 +210,7 @@ def test_an_exit_of_an_older_generation_is_not_this_one() -> None:
 
 def test_a_stop_takes_it_off_its_host_and_it_is_stopped_once_off() -> None:
     asked = record(desired=Desired.STOPPED)
-    plan = decide_pooled(asked, host("h1", "a"), NOW, SETTINGS)
+    plan = decide_pooled(asked, host("h1", "a", running=RUNS_A), NOW, SETTINGS)
     assert isinstance(plan.write, d.MarkStopping)
     assert any(isinstance(e, d.StopTask) for e in plan.effects)
     stopping = record(Status.STOPPING, desired=Desired.STOPPED)

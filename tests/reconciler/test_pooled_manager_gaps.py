@@ -19,7 +19,9 @@ from tests.helpers.pooled_fleet import (
     PooledFleet,
     an_ordinary_minute,
     create,
+    gauges,
     host_event,
+    placed,
     resync,
 )
 from vigil.clock import ManualClock
@@ -27,13 +29,6 @@ from vigil.contract.hosts import HOSTS_KEY, HostStatus
 from vigil.dynamo import Update, to_wire
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.reconciler import PassReport, changed_records
-
-
-def placed(pool: PooledFleet, *names: str) -> None:
-    """Pooled observers created, their hosts heartbeating, promoted by an ordinary pass."""
-    create(pool, *names)
-    an_ordinary_minute(pool)
-    resync(pool, "promote")
 
 
 def on_host(pool: PooledFleet, host_id: str) -> list[str]:
@@ -131,11 +126,6 @@ def test_a_redelivered_stopped_event_finishes_an_interrupted_loss(
 
 
 # 2. The fleet gauges on every pass of an all-pooled fleet ----------------------------------------
-
-
-def gauges(pool: PooledFleet) -> dict[str, float]:
-    """The last value of each fleet-wide gauge the reconciler emitted."""
-    return {name: value for name, kind, value in pool.metrics if kind is None}
 
 
 def test_an_ordinary_pooled_pass_emits_desired_and_running_without_reading_observers(

@@ -97,8 +97,9 @@ def pooled_counts(
     stopping: set[str] = set()
     handed: set[tuple[str, int]] = set()
     """(name, generation) every host handed over: its next generation is the hand-over's. Every
-    host's entries, not one map merged (the last host scanned would win): a stale entry (an old
-    hand-over nothing clears) then never hides a current one, whatever the scan order."""
+    host's entries, not one map merged (the last host scanned would win): a stale entry (a dead
+    host's, or one the pass clears only once the next generation runs) then never hides a
+    current one, whatever the scan order."""
     for host in hosts:
         handed.update(host.handover.items())
         if host.status in LIVE_HOST_STATUSES:

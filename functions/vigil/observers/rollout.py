@@ -22,7 +22,8 @@ Pooled kinds (for the manager; hosts as plain data, read from its hosts scan)::
     # take no new observers); step.move: (host_id, n) -> hand n of that host's observers over to
     # current-revision hosts; step.start_hosts: how many current-revision hosts to start so the
     # next wave has room. ``HostView.starting`` (observers assigned to a host that it does not yet
-    # report running) is what is "in flight".
+    # report running) and ``HostView.leaving`` (handed over, held by no host yet) are what is
+    # "in flight".
 
 ``vigil observers rebalance KIND`` (a pooled kind)::
 
@@ -106,6 +107,9 @@ class HostView:
     slots: int
     starting: int = 0
     """Of those, how many it does not report running yet (a start or a hand-over in flight)."""
+    leaving: int = 0
+    """Observers it handed over that no host holds yet (the old child still stopping, or its
+    exit report not yet acted on): unavailable too, though in no ``assigned`` map."""
 
     @property
     def free(self) -> int:
@@ -146,8 +150,10 @@ def plan_pooled(
     fresh = [
         h for h in live if h.task_definition == current and h.status is not HostStatus.DRAINING
     ]
-    limit = budget(max_unavailable, sum(h.assigned for h in live))
-    room = limit - sum(h.starting for h in live)
+    # Every observer not yet running on its new host counts against the budget: one handed
+    # over whose old child is still stopping as much as one placed and not yet started.
+    limit = budget(max_unavailable, sum(h.assigned + h.leaving for h in live))
+    room = limit - sum(h.starting + h.leaving for h in live)
     ready = sum(h.free for h in fresh if h.status is HostStatus.RUNNING)
     coming = sum(h.free for h in fresh if h.status is HostStatus.STARTING)
     outdated = sum(h.assigned for h in old)

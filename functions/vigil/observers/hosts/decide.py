@@ -14,7 +14,13 @@ its loss moves the observer. In the plan, ``StopTask`` means "take it off its ho
   still unconfirmed past its retry time (placed again, same generation);
 * STARTING on a DRAINING host that has not started it -> placed elsewhere at once (same
   generation): a host shutting down starts nothing, so waiting for it would only lose time;
-* otherwise (PENDING, FAILED, STOPPED) -> exactly as a dedicated observer.
+* RUNNING, still on a live host whose heartbeat no longer lists it, that heartbeat more than one
+  interval after the child's claim (so it cannot predate the child) -> the child is gone and its
+  one exit report was lost: decided as a stopped task of unknown exit (a crash; a stop the host
+  was asked for, a hand-over, counts no failure), so the next generation starts;
+* otherwise (PENDING, FAILED, STOPPED) -> exactly as a dedicated observer; one that has ended
+  (FAILED, STOPPED) is also taken off the host still holding it, so its slot is free and nothing
+  counts it as wanted.
 """
 
 from __future__ import annotations
@@ -48,6 +54,10 @@ def host_task_arn(record: d.Record, host: Host | None) -> str | None:
 def decide_pooled(
     record: d.Record, host: Host | None, now: datetime, settings: d.Settings
 ) -> d.Plan:
+    return _off_host_when_ended(record, host, _decide(record, host, now, settings))
+
+
+def _decide(record: d.Record, host: Host | None, now: datetime, settings: d.Settings) -> d.Plan:
     observer = record.observer
     arn = host_task_arn(record, host)
     view = d.Record(replace(observer, task_arn=arn), record.tracking, record.pooled)
@@ -69,6 +79,9 @@ def decide_pooled(
             return d.decide(view, gone, now, settings)
         return d.Plan(_move(observer, gone.last_exit(now), now, settings))
     assert host is not None
+    vanished = _vanished(record, host, settings)
+    if vanished is not None:
+        return d.decide(view, replace(vanished, arn=arn), now, settings)
     if observer.status is Status.STOPPING and not _on(host, observer.name, observer.generation):
         left = d.TaskState(
             arn=arn,
@@ -111,6 +124,50 @@ def _lost(record: d.Record, host: Host | None, now: datetime, settings: d.Settin
     ):
         return None  # handed over (draining): its exit report, or the drain's end, moves it
     return host_dead(host, None, now, settings)
+
+
+def _vanished(record: d.Record, host: Host, settings: d.Settings) -> d.TaskState | None:
+    """A RUNNING child its live host holds (assigned, or handed over) but no longer runs, as of
+    a heartbeat more than one interval after the child claimed (both times are the host's own
+    clock): the child exited and its exit report never came. The host's next beat after the
+    claim lists every child it started, so a later beat without it means it is gone."""
+    observer = record.observer
+    name, generation = observer.name, observer.generation
+    if observer.status is not Status.RUNNING or host.runs(name, generation):
+        return None
+    handed = host.handover.get(name) == generation
+    if host.assigned.get(name) != generation and not handed:
+        return None
+    claimed = observer.heartbeat_at or record.tracking.started_at
+    beat = host.heartbeat_at
+    if claimed is None or beat is None or beat - claimed <= settings.heartbeat_interval:
+        return None
+    return d.TaskState(
+        arn="",
+        last_status=d.STOPPED,
+        stop_code=UNASSIGNED if handed else None,
+        stopped_reason=f"host {host.host_id} no longer runs it and reported no exit",
+    )
+
+
+def _off_host_when_ended(record: d.Record, host: Host | None, plan: d.Plan) -> d.Plan:
+    """An observer that ends (FAILED, STOPPED) or has ended leaves the host still holding it
+    (``StopTask`` means "take it off its host" for a pooled kind): its slot is freed, and gauges
+    and rollouts, which read the hosts, stop counting it as wanted or in flight."""
+    ends = isinstance(plan.write, d.MarkFailed | d.MarkStopped) or (
+        plan.write is None and record.observer.status in (Status.FAILED, Status.STOPPED)
+    )
+    name = record.name
+    holds = (
+        host is not None
+        and host.host_id == record.pooled.host
+        and (name in host.assigned or name in host.handover)
+    )
+    if not ends or not holds or any(isinstance(e, d.StopTask) for e in plan.effects):
+        return plan
+    assert host is not None
+    arn = host.task_arn or f"host/{host.host_id}"
+    return d.Plan(plan.write, (*plan.effects, d.StopTask(arn, "ended: taken off its host")))
 
 
 def not_started(host: Host, name: str, generation: int) -> bool:

@@ -31,6 +31,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from vigil.contract.hosts import LIVE_HOST_STATUSES as LIVE
 from vigil.contract.hosts import HostStatus
 from vigil.observers.decisions import Settings
 from vigil.observers.hosts.model import Host
@@ -124,6 +125,45 @@ def not_started_on_draining(hosts: Iterable[Host]) -> list[str]:
         for name, generation in h.assigned.items()
         if not h.runs(name, generation)
     )
+
+
+def not_running(hosts: Iterable[Host]) -> list[str]:
+    """Observers a live host that heartbeats holds at a generation it does not run: just placed
+    (its next beat lists them), backing off, ended, or gone without an exit report (a lost
+    report: only reading the record tells). The pass reads and decides each; a healthy fleet
+    has none, so its pass still reads no observer."""
+    return sorted(
+        {
+            name
+            for h in hosts
+            if h.status in LIVE and h.heartbeat_at is not None
+            for name, generation in h.assigned.items()
+            if not h.runs(name, generation)
+        }
+    )
+
+
+def handovers(hosts: Iterable[Host]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(finished, unplaced): host id -> names of its hand-overs whose child no longer runs there,
+    and whose next generation runs on another live host (``finished``: the entry is only noise
+    now; clearing it lets the host take the observer again and keeps the map as small as the
+    moves in flight), or that no live host holds yet (``unplaced``: the record says whether the
+    exit report moved it, or was lost). A child still stopping is neither: in flight."""
+    hosts = list(hosts)
+    live = [h for h in hosts if h.status in LIVE]
+    holder = {name: (h, g) for h in live for name, g in h.assigned.items()}
+    finished: dict[str, list[str]] = {}
+    unplaced: dict[str, list[str]] = {}
+    for h in live:
+        for name, generation in sorted(h.handover.items()):
+            if h.runs(name, generation):
+                continue
+            held = holder.get(name)
+            if held is None:
+                unplaced.setdefault(h.host_id, []).append(name)
+            elif held[0].host_id != h.host_id and held[0].runs(name, held[1]):
+                finished.setdefault(h.host_id, []).append(name)
+    return finished, unplaced
 
 
 def stuck_starting(

@@ -230,11 +230,24 @@ class HostStore:
     def unassign(self, host: Host, name: str, *, handover: bool = False) -> Host:
         """Remove ``name`` from ``assigned``: the host stops its child at its next heartbeat.
 
-        ``handover`` keeps it in ``handover`` so a drain still moves it if no exit report comes.
+        ``handover`` keeps it in ``handover`` so a drain still moves it if no exit report comes;
+        without, an earlier hand-over of it is forgotten too (it is off this host for good).
         """
-        update = Update().remove_in("assigned", name)
+        update = Update()
+        if name in host.assigned:
+            update.remove_in("assigned", name)
         if handover and name in host.assigned:
             update.set_in("handover", name, host.assigned[name])
+        elif not handover and name in host.handover:
+            update.remove_in("handover", name)
+        return self._write(host, update)
+
+    def forget_handovers(self, host: Host, names: Iterable[str]) -> Host:
+        """Drop finished hand-overs (the next generation runs elsewhere): the map stays as small
+        as the moves in flight, and the host may take those observers again one day."""
+        update = Update()
+        for name in sorted(set(names)):
+            update.remove_in("handover", name)
         return self._write(host, update)
 
     def mark(

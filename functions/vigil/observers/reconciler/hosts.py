@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 
 from vigil.clock import Clock, epoch_ms, system_clock
-from vigil.contract.hosts import HostStatus
+from vigil.contract.hosts import LIVE_HOST_STATUSES, HostStatus
 from vigil.contract.observers import Desired, Status
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
@@ -29,7 +30,9 @@ from vigil.observers.fleet_store import FleetStore
 from vigil.observers.hosts.model import Host
 from vigil.observers.hosts.planning import (
     HostPlan,
+    handovers,
     leaving_hosts,
+    not_running,
     not_started_on_draining,
     plan_hosts,
     stuck_starting,
@@ -127,9 +130,11 @@ class HostManager:
             self.settings,
         )
         dead = {host_id for host_id, _ in plan.lost}
-        stranded = not_started_on_draining(h for h in hosts if h.host_id not in dead)
+        alive = [h for h in hosts if h.host_id not in dead]
+        stranded = not_started_on_draining(alive)
         settle = [name for names in waiting.values() for name in names]
-        self._carry_out(plan, [*settle, *stranded], running, report)
+        self._carry_out(plan, [*settle, *stranded, *not_running(alive)], running, report)
+        self._end_handovers(report)
         for kind, stuck in stuck_starting(hosts, self.pooled_kinds, now, self.settings).items():
             self.placer.metric(ObserverMetric.HOSTS_STUCK_STARTING, kind, stuck)
         for kind in self.pooled_kinds:
@@ -160,7 +165,7 @@ class HostManager:
             return
         options = self.placer.placements[kind]
         hosts = [h for h in self.placer.all_hosts().values() if h.kind == kind]
-        views = [_view(h, current) for h in hosts]
+        views = _views(hosts, current)
         step = plan_pooled(current, options.max_unavailable, options.slots_per_host, views)
         if step.empty:
             return
@@ -181,7 +186,7 @@ class HostManager:
         if request.kind in self.pooled_kinds:
             current = self.ecs.task_definition(request.kind) or ""
             hosts = [h for h in self.placer.all_hosts().values() if h.kind == request.kind]
-            moves = plan_rebalance([_view(h, current) for h in hosts], request.max_moves)
+            moves = plan_rebalance(_views(hosts, current), request.max_moves)
             for source, count in Counter(source for source, _ in moves).items():
                 self._hand_over(source, count, None)
         self.hosts.clear_request(request)
@@ -204,6 +209,35 @@ class HostManager:
                 self.placer.book.put(self.hosts.unassign(current, name, handover=True))
             except HostConflict:
                 continue  # the next pass decides again on what it reads
+
+    def _end_handovers(self, report: PassReport) -> None:
+        """Clear hand-overs that are over (``planning.handovers``). One whose child is gone and
+        that no host holds yet is read: still at that generation on this host, its exit report
+        was lost (or it ended), and deciding moves it (or takes it off); moved on, its record
+        carries it from here."""
+        finished, unplaced = handovers(self.placer.all_hosts().values())
+        for host_id, names in unplaced.items():
+            for name in names:
+                with isolated(name, report):
+                    record = self.store.get(name)
+                    report.observers += 1
+                    host = self.placer.host(host_id)
+                    if host is None or name not in host.handover:
+                        continue
+                    if (
+                        record is not None
+                        and record.pooled.host == host_id
+                        and record.observer.generation == host.handover[name]
+                    ):
+                        self.settler.settle(record, None, report)
+                    else:
+                        finished.setdefault(host_id, []).append(name)
+        for host_id, names in finished.items():
+            host = self.placer.host(host_id)
+            with isolated(host_id, report):
+                if host is not None and host.handover.keys() & set(names):
+                    with suppress(HostConflict):  # changed meanwhile: the next pass looks again
+                        self.placer.book.put(self.hosts.forget_handovers(host, names))
 
     def check(self, records: Iterable[d.Record], report: PassReport) -> None:
         """Pooled records from a fleet-index read: read and settle only those that look wrong."""
@@ -349,23 +383,27 @@ class HostManager:
         return None
 
 
-def _view(host: Host, current: str) -> HostView:
-    """A host as the pure rollout and rebalance planners see it. A host whose task definition is
-    not recorded yet is starting on the current one (RunTask uses the kind's current revision)."""
-    starting = sum(
-        1
-        for name, generation in host.assigned.items()
-        if (host.running.get(name) or {}).get("generation") != generation
-    )
-    return HostView(
-        host_id=host.host_id,
-        kind=host.kind,
-        task_definition=host.task_definition or current,
-        status=host.status,
-        assigned=len(host.assigned),
-        slots=host.slots,
-        starting=starting,
-    )
+def _views(hosts: list[Host], current: str) -> list[HostView]:
+    """The kind's hosts as the pure rollout and rebalance planners see them. A host whose task
+    definition is not recorded yet is starting on the current one (RunTask uses the kind's
+    current revision). In flight on a host: what it holds but does not run yet (``starting``),
+    and what it handed over that no live host holds yet (``leaving``: its child still stopping,
+    or its exit report not yet acted on); one placed again counts on its new host until it
+    runs there, so no observer is counted twice or missed while it moves."""
+    held = {name for h in hosts if h.status in LIVE_HOST_STATUSES for name in h.assigned}
+    return [
+        HostView(
+            host_id=h.host_id,
+            kind=h.kind,
+            task_definition=h.task_definition or current,
+            status=h.status,
+            assigned=len(h.assigned),
+            slots=h.slots,
+            starting=sum(1 for name, g in h.assigned.items() if not h.runs(name, g)),
+            leaving=sum(1 for name in h.handover if name not in held),
+        )
+        for h in hosts
+    ]
 
 
 def _looks_wrong(record: d.Record, placed: set[tuple[str, int]], now: datetime) -> bool:

@@ -182,12 +182,21 @@ class Placer:
         self.place(record, generation, version, host.host_id)
 
     def take_off(self, record: d.Record, *, handover: bool = False) -> None:
-        """The host stops the observer's child at its next heartbeat (the child checkpoints)."""
-        self._unassign(self.host(record.pooled.host), record.name, handover=handover)
+        """The host stops the observer's child at its next heartbeat (the child checkpoints).
+        Without ``handover`` it leaves the host for good: an earlier hand-over of it is
+        forgotten too (nothing then counts it as in flight)."""
+        host = self.host(record.pooled.host)
+        self._unassign(host, record.name, handover=handover, forget=not handover)
 
-    def _unassign(self, host: Host | None, name: str, *, handover: bool = False) -> None:
+    def _unassign(
+        self, host: Host | None, name: str, *, handover: bool = False, forget: bool = False
+    ) -> None:
+        """``forget``: also when only ``handover`` still names it (else that entry stays, so
+        the gauges see the next generation as the hand-over's until it runs)."""
         for _ in range(MAX_DECISION_ROUNDS):
-            if host is None or name not in host.assigned:
+            if host is None or (
+                name not in host.assigned and not (forget and name in host.handover)
+            ):
                 return
             try:
                 self.book.put(self.hosts.unassign(host, name, handover=handover))
