@@ -88,6 +88,29 @@ def count(registry: ObserverRegistry, name: str) -> int:
     return int((registry.get(name).checkpoint or {}).get("count", 0))
 
 
+def real_host(
+    endpoint: str,
+    client: Any,
+    tables: tuple[str, str],
+    registry: ObserverRegistry,
+    *,
+    stop_timeout: float,
+) -> HostSupervisor:
+    """A supervisor of h1 whose children are real forkserver processes."""
+    registry_table, hosts_table = tables
+    env = {"AWS_ENDPOINT_URL": endpoint, "POWERTOOLS_METRICS_DISABLED": "true"}
+    launcher = ProcessLauncher(ChildConfig(registry_table, KINDS, 1, "h1", environ=env))
+    launcher.warm_up()  # as the entry point does: the forkserver's start eats no lease
+    return HostSupervisor(
+        HeartbeatStore(client, hosts_table, host_id="h1", task_arn=TASK_ARN),
+        launcher,
+        registry,
+        slots=10,
+        heartbeat_seconds=HEARTBEAT_S,
+        stop_timeout_seconds=stop_timeout,
+    )
+
+
 @pytest.fixture
 def reaped() -> Iterator[list[HostSupervisor]]:
     """Supervisors whose children are killed after the test, whatever its outcome."""
@@ -105,17 +128,7 @@ def test_given_misbehaving_children_when_they_fail_then_only_they_end_and_are_re
     modes = {"steady": "loop", "raiser": "raise", "exiter": "exit", "segv": "segfault"}
     modes["hanger"] = "hang"
     registry = observers(client, tables, modes)
-    env = {"AWS_ENDPOINT_URL": endpoint, "POWERTOOLS_METRICS_DISABLED": "true"}
-    launcher = ProcessLauncher(ChildConfig(registry_table, KINDS, 1, "h1", environ=env))
-    launcher.warm_up()  # as the entry point does: the forkserver start eats no lease
-    supervisor = HostSupervisor(
-        HeartbeatStore(client, hosts_table, host_id="h1", task_arn=TASK_ARN),
-        launcher,
-        registry,
-        slots=10,
-        heartbeat_seconds=HEARTBEAT_S,
-        stop_timeout_seconds=1,
-    )
+    supervisor = real_host(endpoint, client, tables, registry, stop_timeout=1)
     reaped.append(supervisor)
     failing = ("raiser", "exiter", "segv")
 
@@ -165,17 +178,7 @@ def test_given_the_forkserver_dies_then_its_children_stay_supervised_and_new_one
     # be restarted elsewhere while still working here, and never stopped.
     registry_table, hosts_table = tables
     registry = observers(client, tables, {"one": "loop", "two": "loop"})
-    env = {"AWS_ENDPOINT_URL": endpoint, "POWERTOOLS_METRICS_DISABLED": "true"}
-    launcher = ProcessLauncher(ChildConfig(registry_table, KINDS, 1, "h1", environ=env))
-    launcher.warm_up()
-    supervisor = HostSupervisor(
-        HeartbeatStore(client, hosts_table, host_id="h1", task_arn=TASK_ARN),
-        launcher,
-        registry,
-        slots=10,
-        heartbeat_seconds=HEARTBEAT_S,
-        stop_timeout_seconds=5,
-    )
+    supervisor = real_host(endpoint, client, tables, registry, stop_timeout=5)
     reaped.append(supervisor)
     drive(supervisor, lambda: min(count(registry, "one"), count(registry, "two")) >= 2)
     pids = [child.pid for child in supervisor.children.values()]  # type: ignore[attr-defined]

@@ -86,6 +86,15 @@ host is marked LOST or STOPPED, ``DEAD_HOST_RETENTION_DAYS`` later, so a dead ho
 inspectable for a week and then DynamoDB deletes it (which may lag by days: the reconciler's scan
 skips expired dead items meanwhile). A live host never has it."""
 DEAD_HOST_RETENTION_DAYS = 7
+HOST_BEAT = "beat"
+"""Written by the host: a counter its every accepted heartbeat adds 1 to. The manager judges a
+host's liveness by this value changing, as seen by its own clock, never by comparing the host's
+``heartbeat_at_ms`` (the host's clock) with its own: clocks that disagree cannot make a healthy
+host look dead, nor a dead one look alive."""
+HOST_LEASE_MS = "lease_ms"
+"""Written by the host at each heartbeat: its children are gone (fenced, then killed) at the latest
+this long after it sent its last accepted heartbeat. A host whose ``beat`` has not changed for
+longer than this, by any clock, runs nothing any more."""
 HOST_ATTRIBUTES = (
     "kind",
     "status",
@@ -95,6 +104,8 @@ HOST_ATTRIBUTES = (
     "assigned",
     "running",
     "heartbeat_at_ms",
+    HOST_BEAT,
+    HOST_LEASE_MS,
     "created_at_ms",
     "status_reason",
     "handover",
