@@ -9,7 +9,9 @@ starts. The entry point runs as a subprocess, as ECS runs it.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing.connection
+import multiprocessing.forkserver
 import os
 import signal
 import subprocess
@@ -40,6 +42,8 @@ from .test_registry import raw_item
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 30.0
+HEARTBEAT_S = 4
+"""Heartbeats every 2 s, a lease of 4 s: room for a loaded test machine's slow moto calls."""
 KINDS = {"sample": "tests.observers.sample_kinds.misbehave", "ticker": "observers.ticker.run"}
 
 
@@ -84,6 +88,29 @@ def count(registry: ObserverRegistry, name: str) -> int:
     return int((registry.get(name).checkpoint or {}).get("count", 0))
 
 
+def real_host(
+    endpoint: str,
+    client: Any,
+    tables: tuple[str, str],
+    registry: ObserverRegistry,
+    *,
+    stop_timeout: float,
+) -> HostSupervisor:
+    """A supervisor of h1 whose children are real forkserver processes."""
+    registry_table, hosts_table = tables
+    env = {"AWS_ENDPOINT_URL": endpoint, "POWERTOOLS_METRICS_DISABLED": "true"}
+    launcher = ProcessLauncher(ChildConfig(registry_table, KINDS, 1, "h1", environ=env))
+    launcher.warm_up()  # as the entry point does: the forkserver's start eats no lease
+    return HostSupervisor(
+        HeartbeatStore(client, hosts_table, host_id="h1", task_arn=TASK_ARN),
+        launcher,
+        registry,
+        slots=10,
+        heartbeat_seconds=HEARTBEAT_S,
+        stop_timeout_seconds=stop_timeout,
+    )
+
+
 @pytest.fixture
 def reaped() -> Iterator[list[HostSupervisor]]:
     """Supervisors whose children are killed after the test, whatever its outcome."""
@@ -101,16 +128,7 @@ def test_given_misbehaving_children_when_they_fail_then_only_they_end_and_are_re
     modes = {"steady": "loop", "raiser": "raise", "exiter": "exit", "segv": "segfault"}
     modes["hanger"] = "hang"
     registry = observers(client, tables, modes)
-    env = {"AWS_ENDPOINT_URL": endpoint, "POWERTOOLS_METRICS_DISABLED": "true"}
-    launcher = ProcessLauncher(ChildConfig(registry_table, KINDS, 1, "h1", environ=env))
-    supervisor = HostSupervisor(
-        HeartbeatStore(client, hosts_table, host_id="h1", task_arn=TASK_ARN),
-        launcher,
-        registry,
-        slots=10,
-        heartbeat_seconds=1,
-        stop_timeout_seconds=1,
-    )
+    supervisor = real_host(endpoint, client, tables, registry, stop_timeout=1)
     reaped.append(supervisor)
     failing = ("raiser", "exiter", "segv")
 
@@ -152,6 +170,46 @@ def test_given_misbehaving_children_when_they_fail_then_only_they_end_and_are_re
     assert steady[HOST_EXIT]["exit_code"] == 0 and steady["last_exit"]["reason"] == "SIGTERM"
 
 
+def test_given_the_forkserver_dies_then_its_children_stay_supervised_and_new_ones_start(
+    endpoint: str, client: Any, tables: tuple[str, str], reaped: list[HostSupervisor]
+) -> None:
+    # multiprocessing reads every child's exit status from the forkserver: once it is gone it
+    # says 255 for each of them, although they all still run. Reported as crashed, they would
+    # be restarted elsewhere while still working here, and never stopped.
+    registry_table, hosts_table = tables
+    registry = observers(client, tables, {"one": "loop", "two": "loop"})
+    supervisor = real_host(endpoint, client, tables, registry, stop_timeout=5)
+    reaped.append(supervisor)
+    drive(supervisor, lambda: min(count(registry, "one"), count(registry, "two")) >= 2)
+    pids = [child.pid for child in supervisor.children.values()]  # type: ignore[attr-defined]
+    try:
+        os.kill(multiprocessing.forkserver._forkserver._forkserver_pid, signal.SIGKILL)  # type: ignore[attr-defined]
+
+        before = count(registry, "one")
+        drive(supervisor, lambda: count(registry, "one") >= before + 3)
+        assert set(supervisor.children) == {"one", "two"}  # still running, still supervised
+        assert all(HOST_EXIT not in raw_item(client, registry_table, n) for n in ("one", "two"))
+
+        # "two" is moved away: it hears the stop, checkpoints and ends, and is reported once
+        assign(client, hosts_table, "h1", {"one": 1})
+        drive(supervisor, lambda: "two" not in supervisor.children)
+        drive(supervisor, lambda: not supervisor.pending_reports)
+        report = raw_item(client, registry_table, "two")[HOST_EXIT]
+        assert report["exit_code"] == ExitCode.CRASH and "forkserver" in report["reason"]
+        assert raw_item(client, registry_table, "two")["last_exit"]["reason"] == "SIGTERM"
+
+        # a new child comes from a new forkserver
+        registry.create("three", "sample", {"mode": "loop", "interval_seconds": 0.1})
+        place(client, registry_table, "three", 1, "h1")
+        assign(client, hosts_table, "h1", {"one": 1, "three": 1})
+        drive(supervisor, lambda: count(registry, "three") >= 1)
+        assert set(supervisor.children) == {"one", "three"}
+    finally:
+        for pid in pids:  # whatever the supervisor lost track of
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 # -- the entry point, as ECS runs it ------------------------------------------------------------
 
 
@@ -163,6 +221,7 @@ def spawn_host(endpoint: str, tables: tuple[str, str], **overrides: str) -> subp
         "VIGIL_HOSTS_TABLE": hosts_table,
         "VIGIL_HOST_SLOTS": "4",
         "VIGIL_HOST_STOP_TIMEOUT_SECONDS": "5",
+        "VIGIL_HEARTBEAT_SECONDS": str(HEARTBEAT_S),
     }
     return start_container(endpoint, registry_table, **{**variables, **overrides})
 

@@ -54,6 +54,7 @@ class Host:
         self.clock = clock
         self.launcher = FakeLauncher()
         self.now = 0.0
+        self.pauses: list[float] = []
         self.supervisor = HostSupervisor(
             HeartbeatStore(client, HOSTS_TABLE, host_id="h1", task_arn=TASK_ARN, clock=clock),
             self.launcher,
@@ -62,9 +63,13 @@ class Host:
             heartbeat_seconds=INTERVAL,
             stop_timeout_seconds=stop_timeout,
             fence_grace_seconds=1.0,
+            sleep=self.pauses.append,  # retries pause without sleeping
         )
 
     def step(self, seconds: float = 0.0) -> ExitCode | None:
+        """Move time on and tick once (``run`` ticks at least every half interval: at each
+        heartbeat, every lease being one interval)."""
+        assert seconds <= INTERVAL / 2, "a step longer than half an interval skips a heartbeat"
         self.now += seconds
         self.clock.advance(seconds)
         return self.supervisor.tick(self.now)
@@ -87,37 +92,38 @@ def placed(host: Host, registry_table: str, names: dict[str, int]) -> None:
 
 
 @pytest.mark.parametrize("k", [1, 10, 50])
-def test_given_k_observers_when_intervals_pass_then_one_heartbeat_write_each_interval(
+def test_given_k_observers_when_intervals_pass_then_two_heartbeat_writes_each_interval(
     host: Host, registry_table: str, k: int
 ) -> None:
     placed(host, registry_table, {f"obs-{i}": 1 for i in range(k)})
     counter = CallCounter()
     counter.attach(host.client)
 
-    for _ in range(3):
-        host.step(INTERVAL)
-        for _ in range(4):
-            host.step(INTERVAL / 5)  # steps between beats write nothing
+    for _ in range(30):
+        host.step(INTERVAL / 10)  # steps between beats write nothing
 
-    assert dict(counter.calls) == {"UpdateItem": 3}
+    assert dict(counter.calls) == {"UpdateItem": 6}  # two per interval: the lease is one
     assert len(host.launcher.started) == k
     assert len(host_item(host.client, HOSTS_TABLE, "h1")["running"]) == k
 
 
 def test_given_assignment_changes_when_the_host_beats_then_it_starts_and_stops_to_match(
-    host: Host, registry_table: str
+    dynamodb: Any, registry_table: str, clock: ManualClock
 ) -> None:
+    create_hosts_table(dynamodb)
+    put_host(dynamodb, HOSTS_TABLE, "h1")
+    host = Host(dynamodb, registry_table, clock, slots=5, stop_timeout=60)
     placed(host, registry_table, {"a": 1, "b": 1})
     host.step()
     assert host.launcher.pairs() == [("a", 1), ("b", 1)]
 
     assign(host.client, HOSTS_TABLE, "h1", {"b": 1, "c": 4})
-    host.step(INTERVAL)
+    host.step(INTERVAL / 2)
 
     assert host.launcher.pairs() == [("a", 1), ("b", 1), ("c", 4)]
     assert host.launcher.child("a").signals == ["TERM"] and host.launcher.child("b").signals == []
     assert host_item(host.client, HOSTS_TABLE, "h1")["running"]["a"]["state"] == "RUNNING"
-    host.step(INTERVAL)
+    host.step(INTERVAL / 2)
     assert host_item(host.client, HOSTS_TABLE, "h1")["running"]["a"]["state"] == "STOPPING"
 
 
@@ -129,7 +135,7 @@ def test_given_a_generation_change_when_the_old_child_exits_then_the_new_one_sta
     place(host.client, registry_table, "a", 2, "h1")
     assign(host.client, HOSTS_TABLE, "h1", {"a": 2})
 
-    host.step(INTERVAL)
+    host.step(INTERVAL / 2)
     assert host.launcher.child("a").signals == ["TERM"]
     assert host.launcher.pairs() == [("a", 1)]  # not two generations at once
 
@@ -147,7 +153,7 @@ def test_given_a_child_ignoring_its_stop_when_the_timeout_passes_then_only_it_is
     placed(host, registry_table, {"a": 1, "b": 1})
     host.step()
     assign(host.client, HOSTS_TABLE, "h1", {"b": 1})
-    host.step(INTERVAL)
+    host.step(INTERVAL / 2)
 
     host.step(STOP_TIMEOUT - 0.1)
     assert host.launcher.child("a").signals == ["TERM"]
@@ -172,8 +178,8 @@ def test_given_a_child_that_crashed_when_still_assigned_then_reported_once_and_n
     host.step()
     host.launcher.child("a").exitcode = 7
 
-    host.step(INTERVAL)
-    host.step(INTERVAL)
+    host.step(INTERVAL / 2)
+    host.step(INTERVAL / 2)
 
     assert host.launcher.pairs() == [("a", 1), ("b", 1)]  # restarts are the reconciler's
     report = raw_item(host.client, registry_table, "a")[HOST_EXIT]
@@ -182,7 +188,7 @@ def test_given_a_child_that_crashed_when_still_assigned_then_reported_once_and_n
 
     place(host.client, registry_table, "a", 2, "h1")
     assign(host.client, HOSTS_TABLE, "h1", {"a": 2, "b": 1})
-    host.step(INTERVAL)
+    host.step(INTERVAL / 2)
     assert host.launcher.pairs() == [("a", 1), ("b", 1), ("a", 2)]
 
 
@@ -198,7 +204,7 @@ def test_given_a_zombie_host_when_it_beats_then_it_fences_every_child_and_exits_
     counter = CallCounter()
     counter.attach(host.client)
 
-    assert host.step(INTERVAL) is None
+    assert host.step(INTERVAL / 2) is None
     assert all(c.signals == ["USR1"] for c in host.launcher.started)
     host.launcher.child("a").exitcode = 3
     host.launcher.child("b").exitcode = 0
@@ -222,17 +228,20 @@ def test_given_the_hosts_table_unreachable_when_two_intervals_pass_then_the_host
         raise ClientError({"Error": {"Code": "ServiceUnavailable"}}, "UpdateItem")
 
     monkeypatch.setattr(host.supervisor._heartbeats, "beat", unreachable)
-    host.step(INTERVAL)
+    host.step(INTERVAL / 2)
     assert host.supervisor.fenced is None and host.launcher.child("a").signals == []
-    host.step(INTERVAL)
+    host.step(INTERVAL / 2)
 
     assert host.supervisor.fenced is not None and "presumed replaced" in host.supervisor.fenced
     assert host.launcher.child("a").signals == ["USR1"]
 
 
 def test_given_sigterm_when_children_hand_over_then_reported_and_the_host_exits_0(
-    host: Host, registry_table: str
+    dynamodb: Any, registry_table: str, clock: ManualClock
 ) -> None:
+    create_hosts_table(dynamodb)
+    put_host(dynamodb, HOSTS_TABLE, "h1")
+    host = Host(dynamodb, registry_table, clock, slots=5, stop_timeout=60)
     placed(host, registry_table, {"a": 1, "b": 1})
     host.step()
 
@@ -240,7 +249,7 @@ def test_given_sigterm_when_children_hand_over_then_reported_and_the_host_exits_
     assert host.step(0.1) is None
     assert all(c.signals == ["TERM"] for c in host.launcher.started)
     host.launcher.child("a").exitcode = 0
-    assert host.step(INTERVAL) is None  # still heartbeating while b checkpoints
+    assert host.step(INTERVAL / 2) is None  # still heartbeating while b checkpoints
     assert host_item(host.client, HOSTS_TABLE, "h1")["running"] == {
         "b": {"generation": 1, "state": "STOPPING"}
     }
@@ -332,10 +341,10 @@ def test_given_a_child_already_stopping_when_the_host_is_fenced_then_it_is_fence
     placed(host, registry_table, {"a": 1, "b": 1})
     host.step()
     assign(host.client, HOSTS_TABLE, "h1", {"b": 1})
-    host.step(INTERVAL)
+    host.step(INTERVAL / 2)
     mark_host(host.client, HOSTS_TABLE, "h1", status=HostStatus.LOST)
 
-    host.step(INTERVAL)
+    host.step(INTERVAL / 2)
     host.step(1.0)  # the fence grace, shorter than the stop timeout a still had
     host.step(0.1)
 
@@ -364,7 +373,7 @@ def test_given_sigterm_when_the_host_steps_then_it_announces_draining_before_sto
     assert all(c.signals == ["TERM"] for c in host.launcher.started)
 
     mark_host(host.client, HOSTS_TABLE, "h1", status=HostStatus.RUNNING)  # a stale manager write
-    host.step(INTERVAL)
+    host.step(INTERVAL / 2)
     assert host_item(host.client, HOSTS_TABLE, "h1")["status"] == HostStatus.DRAINING
 
 
@@ -385,3 +394,164 @@ def test_given_a_zombie_host_when_sigterm_arrives_then_its_announcement_is_refus
     assert host_item(host.client, HOSTS_TABLE, "h1") == before  # nothing written
     assert host.supervisor.fenced is not None
     assert host.launcher.child("a").signals == ["USR1"]  # fenced, not asked to checkpoint
+
+
+# -- issue 19: exit reports that must land, a lease of one interval, liveness without clocks ----
+
+
+def throttle() -> ClientError:
+    return ClientError(
+        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+        "UpdateItem",
+    )
+
+
+class ThrottledReports:
+    """The registry, but its next ``failures`` exit reports are throttled; ``meanwhile`` runs at
+    the first report (something that happens while the host is busy reporting)."""
+
+    def __init__(self, inner: Any, failures: int, meanwhile: Any = None) -> None:
+        self.inner, self.failures, self.meanwhile, self.calls = inner, failures, meanwhile, 0
+
+    def report_host_exit(self, *args: Any, **kwargs: Any) -> bool:
+        self.calls += 1
+        if self.calls == 1 and self.meanwhile is not None:
+            self.meanwhile()
+        if self.failures > 0:
+            self.failures -= 1
+            raise throttle()
+        return bool(self.inner.report_host_exit(*args, **kwargs))
+
+
+def throttled(host: Host, failures: int, meanwhile: Any = None) -> ThrottledReports:
+    reports = ThrottledReports(host.supervisor._reports, failures, meanwhile)
+    host.supervisor._reports = reports
+    return reports
+
+
+def test_given_one_throttled_exit_report_when_the_host_steps_on_then_the_report_lands(
+    host: Host, registry_table: str
+) -> None:
+    placed(host, registry_table, {"a": 1, "b": 1})
+    host.step()
+    throttled(host, failures=1)
+
+    host.launcher.child("a").exitcode = 7
+    host.step(0.1)
+    host.step(INTERVAL / 2)
+
+    report = raw_item(host.client, registry_table, "a").get(HOST_EXIT)
+    assert report is not None and report["generation"] == 1 and report["exit_code"] == 1
+
+
+def test_given_exit_reports_throttled_past_their_budget_then_kept_and_retried_until_they_land(
+    host: Host, registry_table: str
+) -> None:
+    placed(host, registry_table, {"a": 1, "b": 1, "c": 1})
+    host.step()
+    # b exits while the host is busy retrying a's report
+    reports = throttled(
+        host, failures=10_000, meanwhile=lambda: setattr(host.launcher.child("b"), "exitcode", 0)
+    )
+
+    host.launcher.child("a").exitcode = 7
+    host.step(INTERVAL / 2)
+    assert HOST_EXIT not in raw_item(host.client, registry_table, "a")
+    assert host.supervisor.pending_reports == {"a": 1}
+    tried = reports.calls
+
+    host.step(INTERVAL / 2)
+    assert reports.calls > tried  # still pending: tried again at the next step
+    assert host.supervisor.pending_reports == {"a": 1, "b": 1}
+    # the heartbeat never lists an exited child, reported or not
+    assert set(host_item(host.client, HOSTS_TABLE, "h1")["running"]) == {"c"}
+
+    reports.failures = 0
+    host.step(INTERVAL / 2)
+    assert raw_item(host.client, registry_table, "a")[HOST_EXIT]["exit_code"] == ExitCode.CRASH
+    assert raw_item(host.client, registry_table, "b")[HOST_EXIT]["exit_code"] == ExitCode.CLEAN
+    calls = reports.calls
+    host.step(INTERVAL / 2)
+    assert reports.calls == calls  # landed: never written again
+    assert host.launcher.pairs() == [("a", 1), ("b", 1), ("c", 1)]  # restarts stay the manager's
+
+
+def test_given_sigterm_with_an_exit_report_pending_then_the_host_exits_only_once_it_lands(
+    host: Host, registry_table: str
+) -> None:
+    placed(host, registry_table, {"a": 1})
+    host.step()
+    reports = throttled(host, failures=10_000)
+    host.supervisor.request_shutdown()
+    host.step(0.1)
+    host.launcher.child("a").exitcode = 0
+
+    assert host.step(0.1) is None  # its report has not landed: a clean exit would lose it
+    reports.failures = 0
+    assert host.step(0.1) is ExitCode.CLEAN
+    assert raw_item(host.client, registry_table, "a")[HOST_EXIT]["exit_code"] == ExitCode.CLEAN
+
+
+def test_given_the_hosts_table_unreachable_then_children_are_gone_one_interval_after_the_last_beat(
+    host: Host, registry_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The manager may place the next generations as soon as the host's task is reported
+    # STOPPED, right after its last accepted heartbeat: the children must be gone one interval
+    # after that beat was sent (fenced at the interval minus the fence grace, killed at it).
+    placed(host, registry_table, {"a": 1})
+    host.step()  # accepted, sent at 0
+
+    def unreachable(*_: Any, **__: Any) -> Any:
+        raise ClientError({"Error": {"Code": "ServiceUnavailable"}}, "UpdateItem")
+
+    monkeypatch.setattr(host.supervisor._heartbeats, "beat", unreachable)
+    host.step(INTERVAL / 2)  # a failed beat alone fences nothing
+    host.step(INTERVAL / 2 - 1.0 - 0.1)
+    assert host.supervisor.fenced is None and host.launcher.child("a").signals == []
+
+    host.step(0.1)  # one interval minus the fence grace (1 s here)
+    assert host.supervisor.fenced is not None and "presumed replaced" in host.supervisor.fenced
+    assert host.launcher.child("a").signals == ["USR1"]
+    host.step(1.0)  # one interval after the last accepted beat was sent
+    assert host.launcher.child("a").signals == ["USR1", "KILL"]
+    assert host.step(0.1) is ExitCode.FENCED
+
+
+def test_given_every_heartbeat_first_refused_by_a_throttle_then_its_retry_keeps_the_host(
+    host: Host, registry_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    placed(host, registry_table, {"a": 1})
+    host.step()
+    real = host.supervisor._heartbeats.beat
+    attempts = []
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(host.now)
+        if len(attempts) % 2:
+            raise throttle()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(host.supervisor._heartbeats, "beat", flaky)
+    for _ in range(6):
+        host.step(INTERVAL / 2)
+
+    assert len(attempts) == 12 and host.pauses  # each beat retried once, after a pause
+    assert host.supervisor.fenced is None and host.launcher.child("a").signals == []
+
+
+def test_each_heartbeat_carries_a_beat_counter_and_the_hosts_lease(
+    host: Host, registry_table: str
+) -> None:
+    # The manager judges liveness by the counter changing (seen by its own clock), never by
+    # comparing the host's clock with its own; the lease says how long after a beat the host's
+    # children may still work without another accepted one.
+    placed(host, registry_table, {"a": 1})
+    beats = []
+    for _ in range(3):
+        host.step(INTERVAL / 2)
+        item = host_item(host.client, HOSTS_TABLE, "h1")
+        beats.append(item["beat"])
+
+    assert beats == [1, 2, 3]
+    assert item["lease_ms"] == INTERVAL * 1000
+    assert item["version"] == 1  # still no version bump

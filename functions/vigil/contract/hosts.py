@@ -8,8 +8,8 @@ Who writes what (each write is conditional, so a zombie or a stale reconciler ch
 
 * The reconciler creates the item (STARTING) before RunTask, assigns observers to it (``assigned``:
   name -> generation), marks it DRAINING, LOST or STOPPED, and sets ``task_arn`` once ECS answers.
-* The host writes only ``heartbeat_at_ms`` and ``running`` (name -> {generation, state}), in ONE
-  UpdateItem per heartbeat interval conditioned on its own ``task_arn`` and a live status, with
+* The host writes only ``heartbeat_at_ms``, ``beat``, ``lease_ms`` and ``running`` (name ->
+  {generation, state}), in ONE UpdateItem twice per heartbeat interval conditioned on its own ``task_arn`` and a live status, with
   ``ReturnValues=ALL_NEW``: the answer's ``assigned`` map is what it must run. A refused heartbeat
   means the host was replaced (a zombie): it stops every child and exits ``ExitCode.FENCED``.
   Once it is told to stop (SIGTERM), the same heartbeat also sets ``status`` DRAINING and
@@ -100,6 +100,15 @@ LIVE_HOST_PARTITION = "live"
 LIVE_INDEX_MARKER = "#live-hosts-index"
 """A hosts-table item written once the live index was backfilled (hosts started before the index
 existed lack its attribute): while it is absent the resync scans the table once and backfills."""
+HOST_BEAT = "beat"
+"""Written by the host: a counter its every accepted heartbeat adds 1 to. The manager judges a
+host's liveness by this value changing, as seen by its own clock, never by comparing the host's
+``heartbeat_at_ms`` (the host's clock) with its own: clocks that disagree cannot make a healthy
+host look dead, nor a dead one look alive."""
+HOST_LEASE_MS = "lease_ms"
+"""Written by the host at each heartbeat: its children are gone (fenced, then killed) at the latest
+this long after it sent its last accepted heartbeat. A host whose ``beat`` has not changed for
+longer than this, by any clock, runs nothing any more."""
 HOST_ATTRIBUTES = (
     "kind",
     "status",
@@ -110,6 +119,8 @@ HOST_ATTRIBUTES = (
     "assigned",
     "running",
     "heartbeat_at_ms",
+    HOST_BEAT,
+    HOST_LEASE_MS,
     "created_at_ms",
     "status_reason",
     "handover",

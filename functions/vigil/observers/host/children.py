@@ -12,6 +12,17 @@ Signals are the host's only channel into a child (no shared state to corrupt):
   its own exit report as a dedicated container does);
 - SIGUSR1: fenced (the host was replaced): stop at once, write nothing more;
 - SIGKILL: the host's last word to a child that ignored a stop past the stop timeout.
+
+The forkserver is the children's parent, and multiprocessing learns a child's exit status from it.
+If the forkserver dies (OOM killer, a bug), multiprocessing reports exit code 255 for every child
+at once although they still run. So a child's liveness is read from the process itself, through
+a pidfd (Linux: immune to pid reuse, readable once the process has ended): a child still running
+is not exited, whatever multiprocessing says; it stays supervised (the host signals it through its
+pidfd, waits on that pidfd) until it really ends, and then its status, which died with the
+forkserver, reads :data:`~vigil.observers.host.exits.STATUS_LOST` (unless the host reaps it
+itself, as PID 1 of its container does). multiprocessing starts a new forkserver for the next
+child by itself. Without pidfds (not Linux) an orphaned child cannot be watched safely: it is
+killed as soon as the forkserver's death is seen, and reported.
 """
 
 from __future__ import annotations
@@ -19,12 +30,15 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import select
 import signal
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol
+
+from vigil.observers.host.exits import STATUS_LOST
 
 PRELOADED = (
     "boto3",
@@ -38,6 +52,8 @@ PRELOADED = (
 WARM = "vigil.observers.host.warm"
 """Imported last: the shared botocore session, then a frozen GC (see that module)."""
 _HANDLED = (signal.SIGTERM, signal.SIGUSR1)
+FORKSERVER_GONE = 255
+"""What multiprocessing reports for a child when it cannot read the status from the forkserver."""
 
 
 @dataclass(frozen=True)
@@ -81,18 +97,45 @@ class ProcessChild:
         self._process = process
         self.name = name
         self.generation = generation
+        self._pidfd = _open_pidfd(int(process.pid))
+        self._orphaned = False
+        """The forkserver died while this child ran: its exit status will not come from there."""
+        self._final: int | None = None
 
     @property
     def pid(self) -> int:
         return int(self._process.pid)
 
     @property
+    def orphaned(self) -> bool:
+        return self._orphaned
+
+    @property
     def exitcode(self) -> int | None:
+        """None while the process runs (whatever multiprocessing says), then its exit status."""
+        if self._final is not None:
+            return self._final
         code = self._process.exitcode
-        return None if code is None else int(code)
+        if code is None:
+            return None
+        if code == FORKSERVER_GONE and not self._orphaned and self._running():
+            self._orphaned = True
+            if self._pidfd is None:
+                self._kill_by_pid()  # cannot be watched safely: ended now, while its pid is its own
+        if self._orphaned:
+            if self._running():
+                return None
+            code = self._reaped_status()
+        self._final = int(code)
+        self._close()
+        return self._final
 
     @property
     def sentinel(self) -> int:
+        """Readable once the child has ended: multiprocessing's, or the pidfd once orphaned
+        (multiprocessing's then reads as ended for ever)."""
+        if self._orphaned and self._pidfd is not None:
+            return self._pidfd
         return int(self._process.sentinel)
 
     def stop(self) -> None:
@@ -109,9 +152,51 @@ class ProcessChild:
 
     def _signal(self, signum: int) -> None:
         # One that exited between the check and the signal is seen by the next reap.
-        if self._process.exitcode is None:
+        if self._pidfd is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self._process.pid, signum)
+                signal.pidfd_send_signal(self._pidfd, signum)
+        elif self.exitcode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+
+    def _running(self) -> bool:
+        if self._pidfd is not None:
+            readable, _, _ = select.select([self._pidfd], [], [], 0)
+            return not readable
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def _kill_by_pid(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def _reaped_status(self) -> int:
+        """The status of an orphan that has ended, if this process is its reaper (PID 1 of the
+        container, or a subreaper); else it is lost."""
+        if self._pidfd is None:
+            return STATUS_LOST
+        try:
+            ended = os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED | os.WNOHANG)
+        except ChildProcessError:
+            return STATUS_LOST
+        if ended is None:
+            return STATUS_LOST
+        return ended.si_status if ended.si_code == os.CLD_EXITED else -ended.si_status
+
+    def _close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+def _open_pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux, or it has already been reaped
+        return None
 
 
 class ProcessLauncher:
@@ -133,6 +218,14 @@ class ProcessLauncher:
             modules = [*PRELOADED, *preload, *sorted(kind_modules), WARM]
             self._context.set_forkserver_preload(modules)
 
+    def warm_up(self) -> None:
+        """Start the forkserver and wait for its preload imports (seconds) before the host's
+        first heartbeat, so starting the first child does not eat into the heartbeat's lease:
+        one child that does nothing is started and waited for."""
+        process = self._context.Process(target=_nothing, name="warm-up")  # type: ignore[attr-defined]
+        process.start()
+        process.join()
+
     def start(self, name: str, generation: int) -> ProcessChild:
         process = self._context.Process(  # type: ignore[attr-defined]
             target=child_main,
@@ -144,6 +237,10 @@ class ProcessLauncher:
         )
         process.start()
         return ProcessChild(process, name, generation)
+
+
+def _nothing() -> None:
+    """The warm-up child's body."""
 
 
 def child_main(config: ChildConfig, name: str, generation: int) -> None:

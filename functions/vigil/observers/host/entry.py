@@ -21,7 +21,7 @@ from vigil.contract.observers import ExitCode
 from vigil.observers.host.children import ChildConfig, Launcher, ProcessLauncher
 from vigil.observers.host.heartbeat_store import HeartbeatStore
 from vigil.observers.host.settings import FetchJson, HostSettings, fetch_json
-from vigil.observers.host.supervisor import HostSupervisor
+from vigil.observers.host.supervisor import BEATS_PER_INTERVAL, HostSupervisor
 from vigil.observers.main import client_config
 from vigil.observers.registry import FencedWrites
 from vigil.settings import SettingsError
@@ -37,23 +37,32 @@ def main(
     log = telemetry.logger()
     try:
         settings = HostSettings.from_env(environ, fetch)
+        beats = client or boto3.client(
+            # A heartbeat call (retries included) must return well inside half an interval, the
+            # time its lease leaves for it (see the supervisor): read timeouts of I/12.
+            "dynamodb",
+            config=client_config(settings.heartbeat_seconds / (2 * BEATS_PER_INTERVAL)),
+        )
         client = client or boto3.client(
             "dynamodb", config=client_config(settings.heartbeat_seconds)
         )
     except (SettingsError, BotoCoreError) as error:
         log.error("bad host configuration", extra={"reason": str(error)})
         return ExitCode.BAD_CONFIGURATION
-    launcher = launcher or ProcessLauncher(
-        ChildConfig(
-            table=settings.table,
-            kinds=settings.kinds,
-            heartbeat_seconds=settings.heartbeat_seconds,
-            host_id=settings.host_id,
+    if launcher is None:
+        forkserver = ProcessLauncher(
+            ChildConfig(
+                table=settings.table,
+                kinds=settings.kinds,
+                heartbeat_seconds=settings.heartbeat_seconds,
+                host_id=settings.host_id,
+            )
         )
-    )
+        forkserver.warm_up()
+        launcher = forkserver
     supervisor = HostSupervisor(
         HeartbeatStore(
-            client, settings.hosts_table, host_id=settings.host_id, task_arn=settings.task_arn
+            beats, settings.hosts_table, host_id=settings.host_id, task_arn=settings.task_arn
         ),
         launcher,
         FencedWrites(client, settings.table),

@@ -11,6 +11,9 @@ import signal
 
 from vigil.contract.observers import ExitCode
 
+STATUS_LOST = 256
+"""A child's exit status when nobody could read it (the forkserver, its parent, died while it ran):
+no process can exit with it (statuses are 0-255, signals negative)."""
 _MEANING = {
     ExitCode.CLEAN: "exited cleanly",
     ExitCode.CRASH: "the observer's code raised",
@@ -25,7 +28,9 @@ def describe_exit(
     """``exitcode`` as multiprocessing gives it (negative: killed by that signal);
     ``asked_to_stop``: why the host told the child to stop, if it did; ``killed_after_s``: the
     host killed it after waiting that long for it to stop."""
-    if exitcode < 0:
+    if exitcode == STATUS_LOST:
+        code, reason = ExitCode.CRASH, "ended; its exit status was lost with the host's forkserver"
+    elif exitcode < 0:
         code, reason = ExitCode.CRASH, f"killed by signal {_signal_name(-exitcode)}"
         if killed_after_s is not None:
             reason += f" after ignoring the stop request for {killed_after_s:g} s"

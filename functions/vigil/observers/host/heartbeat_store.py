@@ -23,7 +23,14 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, epoch_ms, system_clock
-from vigil.contract.hosts import HOSTS_KEY, LIVE_HOST_STATUSES, HostStatus, SlotState
+from vigil.contract.hosts import (
+    HOST_BEAT,
+    HOST_LEASE_MS,
+    HOSTS_KEY,
+    LIVE_HOST_STATUSES,
+    HostStatus,
+    SlotState,
+)
 from vigil.dynamo import Update, from_wire, is_condition_failure, old_item, to_wire
 
 
@@ -75,15 +82,26 @@ class HeartbeatStore:
         self.task_arn = task_arn
         self._clock = clock
 
-    def beat(self, running: Mapping[str, Slot], *, draining: str | None = None) -> Assignment:
+    def beat(
+        self,
+        running: Mapping[str, Slot],
+        *,
+        draining: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> Assignment:
         """Record liveness and the children (and, with ``draining``, that the host is shutting
-        down and why); raises HostFenced when refused."""
+        down and why); raises HostFenced when refused. Each accepted beat adds 1 to ``beat``
+        (liveness without clocks); ``lease_seconds``: how long after sending this beat the host's
+        children may still work without another accepted one."""
         update = Update().set_all(
             {
                 "heartbeat_at_ms": epoch_ms(self._clock()),
                 "running": {name: slot.to_json() for name, slot in running.items()},
             }
         )
+        update.add(HOST_BEAT, 1)
+        if lease_seconds is not None:
+            update.set(HOST_LEASE_MS, round(lease_seconds * 1000))
         if draining is not None:
             update.set_all({"status": HostStatus.DRAINING.value, "status_reason": draining})
         update.condition(

@@ -2,18 +2,37 @@
 
 A step (:meth:`HostSupervisor.tick`) is driven with the monotonic time: tests call it directly
 with the times they choose; :meth:`HostSupervisor.run` calls it whenever a child exits, a signal
-arrives or the next deadline (heartbeat, stop timeout) is due. One step::
+arrives or the next deadline (heartbeat, stop timeout, the lease) is due. One step::
 
-    reap exited children -> report each (HOST_EXIT)     kill children past their stop deadline
-    heartbeat if due (ONE write; answer: assigned)      plan(assigned) -> stop / start children
+    reap exited children              kill children past their stop deadline
+    heartbeat if due (ONE write; answer: assigned)    lease run out? -> fence
+    plan(assigned) -> stop / start children           report every exit not yet landed
 
-Fencing, in host terms: a refused heartbeat (or none accepted for two intervals: the reconciler
-declares the host dead after three) means the host was replaced. It fences every child (SIGUSR1,
-then SIGKILL after a short grace), reports nothing more, and exits FENCED::
+Exit reports must land: a child's end is the only way the manager learns that its generation no
+longer runs (the ``running`` map never lists an exited child). A report goes through
+:func:`vigil.persist.persist` with a short budget; one still not written (a throttle storm, an
+outage) stays pending and is tried again at every step until it lands, is refused (the observer
+moved on) or the host is fenced (its observers belong to someone else). A host shutting down
+does not exit while a report is pending.
+
+The lease: every accepted heartbeat lets the children work for one heartbeat interval from the
+moment the host sent it. The host beats twice per interval (so one lost beat, and the retries
+:func:`~vigil.persist.persist` makes inside the other half, cost nothing), and once the lease runs
+out without another accepted beat it fences every child (SIGUSR1) one fence grace before the end
+of the lease and kills (SIGKILL) any still there at the end::
+
+    beat ok (sent t) ... beat fails (t + I/2) ... retries ... fence (t + I - grace) .. kill (t + I)
+
+So a host cut off from DynamoDB and ECS runs nothing one interval after its last accepted beat,
+whenever the manager moves its observers (at once on its task's STOPPED event, or after three
+silent intervals): two generations overlap at most one interval, and never on the silence path.
+
+A refused heartbeat means the host was replaced (a zombie): it fences every child the same way,
+reports nothing more, and exits FENCED::
 
     reconciler:  host LOST, observers re-placed on other hosts (new generations)
-    zombie host: beat | (blocked) ......... beat -> HostFenced -> fence children -> exit 3
-                                    <-- at most one interval -->
+    zombie host: beat | (blocked) ..... beat refused, or the lease ran out -> fence -> exit 3
+                     <------------- at most one interval ------------->
 
 A SIGTERM (StopTask, a Spot interruption) is a hand-over: the host beats at once, announcing
 DRAINING in that heartbeat (so the manager places each observer elsewhere as soon as its exit is
@@ -35,6 +54,7 @@ from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
 
 from vigil import telemetry
+from vigil.clock import Sleeper
 from vigil.contract.hosts import SlotState
 from vigil.contract.observers import ExitCode
 from vigil.observers.host.children import Child, Launcher
@@ -42,13 +62,19 @@ from vigil.observers.host.exits import describe_exit
 from vigil.observers.host.heartbeat_store import HeartbeatStore, HostFenced, Slot
 from vigil.observers.host.plan import ChildView, plan
 from vigil.observers.host.settings import DEFAULT_STOP_TIMEOUT_SECONDS
-from vigil.observers.runtime import DEFAULT_FENCE_GRACE_SECONDS, SELF_FENCE_INTERVALS
+from vigil.observers.registry import RegistryError
+from vigil.observers.runtime import DEFAULT_FENCE_GRACE_SECONDS
+from vigil.persist import OutOfTime, persist
 
 FENCED_WHY = "host fenced"
 DRAINING_WHY = "task stopping (SIGTERM): handing its observers over"
 """The host's ``status_reason`` while it shuts down."""
 Wait = Callable[[Sequence[int], float], None]
 """Waits up to ``seconds`` for one of the sentinels (a child's exit) or a signal."""
+BEATS_PER_INTERVAL = 2
+"""Heartbeats per heartbeat interval: the lease is one interval, so one beat may be lost."""
+REPORT_BUDGET_SECONDS = 5.0
+"""How long one step may spend retrying exit reports before it moves on (they stay pending)."""
 
 
 class ExitReports(Protocol):
@@ -71,6 +97,33 @@ class _Slot:
     killed_after: float | None = None
 
 
+@dataclass(frozen=True)
+class _Exit:
+    """A child's end whose report has not landed yet."""
+
+    generation: int
+    code: ExitCode
+    reason: str
+
+
+class _Budget:
+    """Time left for retries, counting both the clock and the pauses taken: a test's or the
+    emulator's clock does not move while :func:`~vigil.persist.persist` pauses, so the pauses
+    alone must be able to use the budget up."""
+
+    def __init__(self, seconds: float, monotonic: Callable[[], float], sleep: Sleeper) -> None:
+        self._seconds, self._monotonic, self._sleep = seconds, monotonic, sleep
+        self._start = monotonic()
+        self._slept = 0.0
+
+    def left(self) -> float:
+        return self._seconds - max(self._monotonic() - self._start, self._slept)
+
+    def sleep(self, seconds: float) -> None:
+        self._slept += seconds
+        self._sleep(seconds)
+
+
 class HostSupervisor:
     def __init__(
         self,
@@ -84,6 +137,7 @@ class HostSupervisor:
         fence_grace_seconds: float = DEFAULT_FENCE_GRACE_SECONDS,
         logger: Logger | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        sleep: Sleeper = time.sleep,
     ) -> None:
         self._heartbeats = heartbeats
         self._launcher = launcher
@@ -93,13 +147,21 @@ class HostSupervisor:
         self._stop_timeout = stop_timeout_seconds
         self._fence_grace = fence_grace_seconds
         self._monotonic = monotonic
+        self._sleep = sleep
+        self._fence_lead = min(fence_grace_seconds, heartbeat_seconds / (2 * BEATS_PER_INTERVAL))
+        """Fence this long before the lease ends (the grace, but leaving room for retries)."""
         self.logger = logger or telemetry.logger()
         self.logger.append_keys(host=heartbeats.host_id)
         self._children: dict[str, _Slot] = {}
         self._finished: dict[str, int] = {}
+        self._pending: dict[str, _Exit] = {}
+        """Exits whose report has not landed yet, by observer name."""
         self._assigned: dict[str, int] = {}
         self._next_beat: float | None = None
-        self._last_accepted: float | None = None
+        self._lease_end: float | None = None
+        """When the last accepted heartbeat's lease ends (None before the first)."""
+        self._kill_at: float | None = None
+        """Once fenced: when children still there are killed."""
         self._shutdown = False
         self._announced = False
         """Whether a heartbeat has carried the shutdown (DRAINING) yet."""
@@ -115,6 +177,11 @@ class HostSupervisor:
     def fenced(self) -> str | None:
         return self._fenced
 
+    @property
+    def pending_reports(self) -> dict[str, int]:
+        """Observer name -> generation of exits whose report has not landed yet."""
+        return {name: exit.generation for name, exit in self._pending.items()}
+
     def request_shutdown(self) -> None:
         """SIGTERM: hand every child over, then exit. Safe in a signal handler (sets a flag)."""
         self._shutdown = True
@@ -124,6 +191,8 @@ class HostSupervisor:
         due = [s.deadline for s in self._children.values() if s.deadline is not None]
         if self._next_beat is not None and self._fenced is None:
             due.append(self._next_beat)
+        if self._lease_end is not None and self._fenced is None:
+            due.append(self._lease_end - self._fence_lead)
         return max(0.0, min(due, default=now + self._interval) - now)
 
     def run(self, wait: Wait) -> ExitCode:
@@ -142,6 +211,7 @@ class HostSupervisor:
         self._kill_overdue(now)
         if self._fenced is None and self._beat_due(now):
             self._beat(now)
+        self._expire_lease(now)  # after the beat: one accepted late (a busy step) renews it
         accepting = self._fenced is None and not self._shutdown
         step = plan(
             self._assigned,
@@ -167,7 +237,8 @@ class HostSupervisor:
             self._start(name, generation)
         if step.no_slot:
             self.logger.warning("assigned beyond the host's slots", extra={"waiting": step.no_slot})
-        if not accepting and not self._children:
+        self._flush_reports(now)
+        if not accepting and not self._children and not self._pending:
             code = ExitCode.FENCED if self._fenced is not None else ExitCode.CLEAN
             self.logger.info("host exiting", extra={"exit_code": int(code)})
             return code
@@ -182,10 +253,11 @@ class HostSupervisor:
         return self._next_beat is None or now >= self._next_beat
 
     def _beat(self, now: float) -> None:
-        self._next_beat = now + self._interval
+        """One heartbeat, retried through transient faults while the lease leaves time; its
+        lease counts from ``now``, before the write is sent (never later than DynamoDB saw it)."""
+        self._next_beat = now + self._interval / BEATS_PER_INTERVAL
         self._announced = self._shutdown
-        if self._last_accepted is None:
-            self._last_accepted = now
+        self._reap()  # the running map never lists a child that has exited
         running = {
             name: Slot(
                 slot.child.generation,
@@ -193,26 +265,51 @@ class HostSupervisor:
             )
             for name, slot in self._children.items()
         }
+        until = self._next_beat if self._lease_end is None else self._lease_end - self._fence_lead
+        budget = _Budget(until - now, self._monotonic, self._sleep)
         try:
-            answer = self._heartbeats.beat(
-                running, draining=DRAINING_WHY if self._shutdown else None
+            answer = persist(
+                lambda: self._heartbeats.beat(
+                    running,
+                    draining=DRAINING_WHY if self._shutdown else None,
+                    lease_seconds=self._interval,
+                ),
+                time_left_s=budget.left,
+                sleep=budget.sleep,
             )
         except HostFenced as fenced:
-            self._fence(str(fenced))
+            self._fence(str(fenced), now)
             return
-        except (ClientError, BotoCoreError) as error:
-            silent = now - self._last_accepted
-            self.logger.warning("heartbeat failed", extra={"error": str(error), "silent_s": silent})
-            if silent >= SELF_FENCE_INTERVALS * self._interval:
-                self._fence(f"no heartbeat accepted for {silent:.0f} s: presumed replaced")
+        except (ClientError, BotoCoreError, OutOfTime) as error:
+            self.logger.warning(
+                "heartbeat failed",
+                extra={"error": str(error), "lease_left_s": self._lease_left(now)},
+            )
             return
-        self._last_accepted = now
+        self._lease_end = now + self._interval
         self._assigned = answer.assigned
 
-    def _fence(self, why: str) -> None:
+    def _lease_left(self, now: float) -> float | None:
+        return None if self._lease_end is None else self._lease_end - now
+
+    def _expire_lease(self, now: float) -> None:
+        """Fence every child once the last accepted heartbeat's lease is about to end."""
+        end = self._lease_end
+        if self._fenced is None and end is not None and now >= end - self._fence_lead:
+            silent = now - (end - self._interval)
+            self._fence(f"no heartbeat accepted for {silent:.1f} s: presumed replaced", now)
+
+    def _fence(self, why: str, now: float) -> None:
         self.logger.error("host fenced: stopping every observer", extra={"reason": why})
         self._fenced = why
         self._assigned = {}
+        self._kill_at = now + self._fence_grace
+        if self._lease_end is not None:
+            self._kill_at = min(self._kill_at, max(now, self._lease_end))
+        if self._pending:
+            # Its observers belong to someone else now: it writes nothing more.
+            self.logger.warning("exit reports dropped", extra={"observers": sorted(self._pending)})
+            self._pending.clear()
 
     # -- children ---------------------------------------------------------------------------------
 
@@ -222,7 +319,9 @@ class HostSupervisor:
         except (OSError, ValueError) as error:
             self.logger.error("cannot start a child", extra={"observer": name, "error": str(error)})
             self._finished[name] = generation
-            self._report(name, generation, ExitCode.CRASH, f"host could not start it: {error}")
+            self._pending[name] = _Exit(
+                generation, ExitCode.CRASH, f"host could not start it: {error}"
+            )
             return
         self._children[name] = _Slot(child)
         self.logger.info("child started", extra={"observer": name, "generation": generation})
@@ -235,9 +334,9 @@ class HostSupervisor:
 
     def _fence_child(self, name: str, now: float) -> None:
         slot = self._children[name]
-        deadline = now + self._fence_grace
+        deadline = now + self._fence_grace if self._kill_at is None else self._kill_at
         slot.deadline = deadline if slot.deadline is None else min(slot.deadline, deadline)
-        slot.why, slot.waiting = FENCED_WHY, self._fence_grace
+        slot.why, slot.waiting = FENCED_WHY, max(0.0, deadline - now)
         slot.child.fence()
 
     def _kill_overdue(self, now: float) -> None:
@@ -265,19 +364,43 @@ class HostSupervisor:
             self.logger.info("child exited", extra={**extra, "reason": reason})
             if self._fenced is None:
                 # A fenced host's observers belong to someone else now: it writes nothing.
-                self._report(name, generation, code, reason)
+                self._pending[name] = _Exit(generation, code, reason)
 
-    def _report(self, name: str, generation: int, code: ExitCode, reason: str) -> None:
-        """One fenced write; refused means the observer moved on, a failure is only logged (the
-        reconciler still learns of the exit from the host's next ``running`` map)."""
-        try:
-            written = self._reports.report_host_exit(
-                name, generation, host=self._heartbeats.host_id, exit_code=code, reason=reason
-            )
-        except (ClientError, BotoCoreError) as error:
-            self.logger.warning(
-                "exit report not written", extra={"observer": name, "error": str(error)}
-            )
+    def _flush_reports(self, now: float) -> None:
+        """Try every pending exit report once more, each through transient faults while this
+        step's budget lasts; one that still fails stays pending for the next step."""
+        if not self._pending:
             return
+        span = REPORT_BUDGET_SECONDS
+        if self._lease_end is not None:
+            span = min(span, self._lease_end - self._fence_lead - now)
+        budget = _Budget(span, self._monotonic, self._sleep)
+        for name, exit in sorted(self._pending.items()):
+            if self._report(name, exit, budget):
+                del self._pending[name]
+
+    def _report(self, name: str, exit: _Exit, budget: _Budget) -> bool:
+        """One fenced write, retried through transient faults within ``budget``: True once it
+        is settled (written, or refused because the observer moved on), False to try again."""
+        extra = {"observer": name, "generation": exit.generation}
+        try:
+            written = persist(
+                lambda: self._reports.report_host_exit(
+                    name,
+                    exit.generation,
+                    host=self._heartbeats.host_id,
+                    exit_code=exit.code,
+                    reason=exit.reason,
+                ),
+                time_left_s=budget.left,
+                sleep=budget.sleep,
+            )
+        except (ClientError, BotoCoreError, OutOfTime) as error:
+            self.logger.warning("exit report not written yet", extra={**extra, "error": str(error)})
+            return False
+        except RegistryError as refused:
+            written = False
+            extra["why"] = str(refused)
         if not written:
-            self.logger.info("exit report refused: the observer moved on", extra={"observer": name})
+            self.logger.info("exit report refused: the observer moved on", extra=extra)
+        return True
