@@ -132,6 +132,45 @@ def test_a_clean_pass_reports_no_errors(fleet: MotoFleet) -> None:
     assert ("ReconcilePassErrors", None, 0) in fleet.metrics
 
 
+# 3. A RUNNING record whose task died, every write to it throttled ---------------------------------
+
+
+class ThrottledWrites:
+    """moto's DynamoDB, with every write to one observer's record throttled."""
+
+    def __init__(self, client: Any, name: str) -> None:
+        self._client = client
+        self._name = name
+
+    def update_item(self, **request: Any) -> Any:
+        if request["Key"] == {"name": {"S": self._name}}:
+            raise throttled("UpdateItem")
+        return self._client.update_item(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_a_dead_task_whose_record_cannot_be_written_is_counted_stale_every_pass(
+    fleet: MotoFleet,
+) -> None:
+    # Given a RUNNING observer whose task died (its event lost) and whose record refuses writes
+    _, arn = fleet.running_task("a", 1)
+    fleet.ecs_client.stop_task(cluster=fleet.cluster_arn, task=arn, reason="died")
+    dynamodb = ThrottledWrites(fleet.dynamodb, "a")
+    fleet.clock.advance(fleet.settings.stale_after + timedelta(seconds=1))
+    # When three passes run
+    for holder in ("one", "two", "three"):
+        report = fleet.reconciler(dynamodb=dynamodb).resync(holder)
+        assert report is not None and report.errors == 1
+        fleet.clock.advance(60)
+    # Then its record still says RUNNING (what the shortfall alarm counts), but every pass counted
+    # a stale heartbeat and an error: the HeartbeatStale and ObserverErrors alarms read these
+    assert fleet.item("a")["status"] == "RUNNING"
+    assert fleet.metrics.count(("ObserverHeartbeatStale", None, 1)) == 3
+    assert fleet.metrics.count(("ReconcilePassErrors", None, 1)) == 3
+
+
 # 4. One task per generation ---------------------------------------------------------------------
 
 
