@@ -174,6 +174,50 @@ def measure_scale(size: int) -> list[dict[str, Any]]:
     return [fresh, stale]
 
 
+FOREIGN_TASKS = 150
+
+
+def measure_foreign(size: int = 100, foreign: int = FOREIGN_TASKS) -> dict[str, Any]:
+    """A fleet sharing its cluster with ``foreign`` tasks that are not observers': the calls of
+    the second of two passes by one warm reconciler (the first describes them once)."""
+    clock = ManualClock(datetime(2026, 11, 22, 12, 0, tzinfo=UTC))
+    with mock_aws():
+        try:
+            fleet, timing, ecs = running_fleet(size, clock)
+            network = {
+                "awsvpcConfiguration": {
+                    "subnets": [fleet.subnet_id],
+                    "securityGroups": [fleet.security_group_id],
+                }
+            }
+            for _ in range(foreign):
+                fleet.ecs_client.run_task(
+                    cluster=fleet.cluster_arn,
+                    taskDefinition=fleet.task_definition_arn,
+                    launchType="FARGATE",
+                    networkConfiguration=network,
+                )
+            reconciler = fleet.reconciler(ecs_client=ecs)
+            reconciler.resync("first")
+            timing.reset()
+            clock.advance(timedelta(seconds=10))
+            started = time.perf_counter()
+            report = reconciler.resync("second")
+            wall = time.perf_counter() - started
+        finally:
+            default_task_transitions()
+    assert report is not None
+    return {
+        "wall": wall,
+        "own": wall - timing.aws_seconds,
+        "calls": dict(timing.calls),
+        "described": report.described,
+        "started": report.started,
+        "observers": size,
+        "case": f"{foreign} foreign tasks, second pass",
+    }
+
+
 def measure_restart_latency(samples: int = LATENCY_SAMPLES) -> list[float]:
     """Seconds from handing a STOPPED event to the reconciler to its RunTask call."""
     clock = ManualClock(datetime(2026, 11, 22, 12, 0, tzinfo=UTC))
@@ -250,10 +294,14 @@ def run(quick: bool = False) -> str:
     rows: list[dict[str, Any]] = []
     for size in QUICK_SIZES if quick else SIZES:
         rows.extend(measure_scale(size))
+    foreign = measure_foreign()
     latencies = measure_restart_latency()
     lines = pass_table(
         ("Observers", "Heartbeats"), rows, lambda r: (f"{r['observers']:,}", r["case"])
     )
+    lines += pass_table(
+        ("Observers", "Cluster"), [foreign], lambda r: (f"{r['observers']:,}", r["case"])
+    )[2:]
     lines.append("")
     lines.append(f"Growth, all fresh: {_growth(rows, 'all fresh')}.")
     lines.append(f"Growth, 5 % stale: {_growth(rows, 'stale')}.")

@@ -24,11 +24,21 @@ def throttled(operation: str) -> ClientError:
     return ClientError({"Error": error}, operation)
 
 
-class ThrottledRelease:
+class Wrapped:
+    """A moto client with some operations replaced (subclasses define them); the rest pass."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+class ThrottledRelease(Wrapped):
     """moto's DynamoDB, with the resync lease's release throttled ``times`` times."""
 
     def __init__(self, client: Any, times: int) -> None:
-        self._client = client
+        super().__init__(client)
         self.times = times
 
     def update_item(self, **request: Any) -> Any:
@@ -39,9 +49,6 @@ class ThrottledRelease:
             self.times -= 1
             raise throttled("UpdateItem")
         return self._client.update_item(**request)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
 
 # 1. The resync lease ----------------------------------------------------------------------------
@@ -86,17 +93,11 @@ def test_a_skipped_resync_is_counted(fleet: MotoFleet) -> None:
 # 2. A stop that does not complete; errors a pass caught --------------------------------------------
 
 
-class StopFails:
+class StopFails(Wrapped):
     """moto's ECS with every StopTask refused."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
 
     def stop_task(self, **request: Any) -> Any:
         raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "StopTask")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
 
 def test_a_stop_that_fails_every_pass_says_why_is_counted_and_clears_once_stopped(
@@ -132,15 +133,51 @@ def test_a_clean_pass_reports_no_errors(fleet: MotoFleet) -> None:
     assert ("ReconcilePassErrors", None, 0) in fleet.metrics
 
 
+# 3. A RUNNING record whose task died, every write to it throttled ---------------------------------
+
+
+class ThrottledWrites(Wrapped):
+    """moto's DynamoDB, with every write to one observer's record throttled."""
+
+    def __init__(self, client: Any, name: str) -> None:
+        super().__init__(client)
+        self._name = name
+
+    def update_item(self, **request: Any) -> Any:
+        if request["Key"] == {"name": {"S": self._name}}:
+            raise throttled("UpdateItem")
+        return self._client.update_item(**request)
+
+
+def test_a_dead_task_whose_record_cannot_be_written_is_counted_stale_every_pass(
+    fleet: MotoFleet,
+) -> None:
+    # Given a RUNNING observer whose task died (its event lost) and whose record refuses writes
+    _, arn = fleet.running_task("a", 1)
+    fleet.ecs_client.stop_task(cluster=fleet.cluster_arn, task=arn, reason="died")
+    dynamodb = ThrottledWrites(fleet.dynamodb, "a")
+    fleet.clock.advance(fleet.settings.stale_after + timedelta(seconds=1))
+    # When three passes run
+    for holder in ("one", "two", "three"):
+        report = fleet.reconciler(dynamodb=dynamodb).resync(holder)
+        assert report is not None and report.errors == 1
+        fleet.clock.advance(60)
+    # Then its record still says RUNNING (what the shortfall alarm counts), but every pass counted
+    # a stale heartbeat and an error: the HeartbeatStale and ObserverErrors alarms read these
+    assert fleet.item("a")["status"] == "RUNNING"
+    assert fleet.metrics.count(("ObserverHeartbeatStale", None, 1)) == 3
+    assert fleet.metrics.count(("ReconcilePassErrors", None, 1)) == 3
+
+
 # 4. One task per generation ---------------------------------------------------------------------
 
 
-class SpotThenTimeouts:
+class SpotThenTimeouts(Wrapped):
     """ECS as it answers for a token (a repeated token returns the task it started), with Spot out
     of capacity at first and on-demand answers lost to client-side timeouts ``timeouts`` times."""
 
     def __init__(self, client: Any, timeouts: int) -> None:
-        self._client = client
+        super().__init__(client)
         self.timeouts = timeouts
         self.spot_refusals = 1
         self.by_token: dict[str, Any] = {}
@@ -160,9 +197,6 @@ class SpotThenTimeouts:
             self.timeouts -= 1
             raise ReadTimeoutError(endpoint_url="https://ecs")
         return self.by_token[token]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
 
 def test_a_fallback_that_timed_out_is_retried_on_demand_never_on_spot(fleet: MotoFleet) -> None:
@@ -195,11 +229,11 @@ def test_a_fallback_that_timed_out_all_pass_is_retried_on_demand_next_pass(
     assert running(fleet) == [fleet.item("a")["task_arn"]]
 
 
-class YoungTasks:
+class YoungTasks(Wrapped):
     """moto's ECS, with every task described as created just now (moto stamps the wall clock)."""
 
     def __init__(self, client: Any, fleet: MotoFleet) -> None:
-        self._client = client
+        super().__init__(client)
         self._fleet = fleet
 
     def describe_tasks(self, **request: Any) -> Any:
@@ -207,9 +241,6 @@ class YoungTasks:
         for task in answer["tasks"]:
             task["createdAt"] = self._fleet.clock() - timedelta(seconds=10)
         return answer
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
 
 def test_a_young_second_task_of_the_recorded_generation_is_stopped_at_once(
