@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.jobs import FaultyTransactions
 from tests.helpers.monitoring import Series, series_read
 from tests.helpers.moto_fleet import MotoFleet
 from vigil import telemetry
 from vigil.contract.metrics import powertools_environment
 from vigil.jobs import scheduled_job
+from vigil.jobs.finish import OutcomeUnrecorded
 from vigil.observers.fleet_gauges import fleet_gauges
 from vigil.observers.model import Status
 from vigil.observers.reconciler import powertools_metric
@@ -37,6 +39,11 @@ class Context:
 
     def get_remaining_time_in_millis(self) -> int:
         return 60_000
+
+
+class HurriedContext(Context):
+    def get_remaining_time_in_millis(self) -> int:
+        return 1_000  # under persist's reserve: one try at the finish, then out of time
 
 
 def emitted(output: str) -> dict[Series, set[str]]:
@@ -148,6 +155,13 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
     handler(_event(late), Context())
     with pytest.raises(RuntimeError):
         failing(_event(earlier), Context())
+    # ... and a run whose finish is throttled past the little time its invocation has left
+    throttled = FaultyTransactions(fleet.dynamodb, plan=[None], always="throttled")
+    unrecorded = scheduled_job(lambda run: None, client=throttled, clock=fleet.clock)
+    minute_ago = (fleet.clock() - timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fleet.clock.advance(1)  # a later claim: its token passes the job's fence at the first try
+    with pytest.raises(OutcomeUnrecorded):
+        unrecorded(_event(minute_ago), HurriedContext())
     with pytest.raises(ValueError):
         handler({"nonsense": True}, Context())
     series = emitted(capsys.readouterr().out)
@@ -165,7 +179,13 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
     job_read = {name for _, name, dims in read if any(k == "job" for k, _ in dims)}
     fleet_read = {name for _, name, dims in read if not any(k == "job" for k, _ in dims)}
     assert fleet_read <= emitted_names, fleet_read - emitted_names
-    driven = {"JobRunSucceeded", "JobDuplicateSuppressed", "JobTickMissed", "JobRunFailed"}
+    driven = {
+        "JobRunSucceeded",
+        "JobDuplicateSuppressed",
+        "JobTickMissed",
+        "JobRunFailed",
+        "JobFinishUnrecorded",
+    }
     assert driven | {"JobEventMalformed"} <= emitted_names
     # Not driven here: skips and fences need a race; the audit runs in the jobs-control function
     # (handlers/jobs_control.py emits it with the same service and job dimensions).
