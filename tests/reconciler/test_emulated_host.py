@@ -8,8 +8,10 @@ import io
 import json
 from collections.abc import Iterator
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
+from botocore.exceptions import ClientError
 
 from tests.helpers.moto_fleet import TABLE, default_task_transitions, stream
 from tests.helpers.observers import HOSTS_TABLE
@@ -186,3 +188,32 @@ def test_the_stopped_event_of_a_host_that_drained_itself_marks_it_stopped(
     assert pool.host(host_id).status is HostStatus.STOPPED
     assert not [m for m in pool.metrics if m[0] == "HostLost"]
     assert all(pool.item(n)["host"] != host_id for n in "ab")
+
+
+def test_a_crash_whose_exit_report_is_throttled_once_still_restarts_the_observer(
+    pool: PooledFleet,
+) -> None:
+    # issue 19: one throttled exit report used to lose the observer for good
+    host_id, host = a_and_b_running(pool)
+    reports = host.supervisor._reports
+    calls = []
+
+    def throttled_once(*args: object, **kwargs: object) -> bool:
+        calls.append(args)
+        if len(calls) == 1:
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+                "UpdateItem",
+            )
+        return bool(reports.report_host_exit(*args, **kwargs))  # type: ignore[arg-type]
+
+    host.supervisor._reports = SimpleNamespace(report_host_exit=throttled_once)  # type: ignore[assignment]
+    before = pool.item("a")
+    host.crash_child("a")
+
+    after = pool.item("a")
+    assert len(calls) == 2 and after["host_exit"]["exit_code"] == ExitCode.CRASH
+    pool.reconciler().on_records(changed_records([stream(after, before)]))
+    assert (pool.item("a")["generation"], pool.item("a")["host"]) == (2, host_id)
+    run(pool, host, 35)
+    assert pool.item("a")["status"] == "RUNNING" and host.children["a"].generation == 2

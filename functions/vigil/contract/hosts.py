@@ -9,8 +9,8 @@ Who writes what (each write is conditional, so a zombie or a stale reconciler ch
 * The reconciler creates the item (STARTING) before RunTask, assigns observers to it (``assigned``:
   name -> generation), marks it DRAINING, LOST or STOPPED, and sets ``task_arn`` once ECS answers.
 * The host writes only ``heartbeat_at_ms``, ``beat``, ``lease_ms`` and ``running`` (name ->
-  {generation, state}), in ONE UpdateItem twice per heartbeat interval conditioned on its own ``task_arn`` and a live status, with
-  ``ReturnValues=ALL_NEW``: the answer's ``assigned`` map is what it must run. A refused heartbeat
+  {generation, state}), in ONE UpdateItem twice per heartbeat interval conditioned on its own
+  ``task_arn`` and a live status, with ``ReturnValues=ALL_NEW``: the answer's ``assigned`` map is what it must run. A refused heartbeat
   means the host was replaced (a zombie): it stops every child and exits ``ExitCode.FENCED``.
   Once it is told to stop (SIGTERM), the same heartbeat also sets ``status`` DRAINING and
   ``status_reason`` (at once, then at each beat until it exits), under the same condition.

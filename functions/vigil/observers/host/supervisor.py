@@ -247,7 +247,7 @@ class HostSupervisor:
     # -- the heartbeat ----------------------------------------------------------------------------
 
     def _beat_due(self, now: float) -> bool:
-        """At each interval, and at once after SIGTERM (the announcement precedes every stop)."""
+        """Twice per interval, and at once after SIGTERM (the announcement precedes every stop)."""
         if self._shutdown and not self._announced:
             return True
         return self._next_beat is None or now >= self._next_beat
