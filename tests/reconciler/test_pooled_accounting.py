@@ -225,7 +225,7 @@ def test_a_pooled_rollout_never_has_more_than_its_budget_unavailable(twenty: Poo
     assert unavailable(pool, names) == 0
     pool.pooled_definition_arn = pool.register_pooled_revision("vigil/observer:v2")
     seen: list[int] = []
-    for step in range(10):
+    for step in range(8):
         pool.clock.advance(timedelta(seconds=30))
         pool.heartbeat_all()
         resync(pool, f"roll-{step}")
@@ -236,7 +236,7 @@ def test_a_pooled_rollout_never_has_more_than_its_budget_unavailable(twenty: Poo
     moved = sum(
         1 for n in names if pool.item(n).get("task_definition") == pool.pooled_definition_arn
     )
-    assert moved >= 4, (moved, seen)
+    assert moved >= 2, (moved, seen)
 
 
 def test_hand_overs_still_stopping_use_the_budget() -> None:
