@@ -162,6 +162,9 @@ class EmulatedHost:
             stop_timeout_seconds=settings.stop_timeout_seconds,
             logger=container_logger(f"host-{self.host_id}", log, environment),
             monotonic=lambda: now().timestamp(),
+            # The emulated clock stands still while a report or a beat backs off: the retry
+            # budget counts the pauses, so none needs to be slept for real.
+            sleep=lambda _seconds: None,
         )
         self.exit_code: ExitCode | None = None
 

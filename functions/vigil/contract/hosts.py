@@ -101,10 +101,10 @@ LIVE_INDEX_MARKER = "#live-hosts-index"
 """A hosts-table item written once the live index was backfilled (hosts started before the index
 existed lack its attribute): while it is absent the resync scans the table once and backfills."""
 HOST_BEAT = "beat"
-"""Written by the host: a counter its every accepted heartbeat adds 1 to. The manager judges a
-host's liveness by this value changing, as seen by its own clock, never by comparing the host's
-``heartbeat_at_ms`` (the host's clock) with its own: clocks that disagree cannot make a healthy
-host look dead, nor a dead one look alive."""
+"""Written by the host: a counter its every accepted heartbeat adds 1 to, so an operator sees a
+host beating whatever its clock says. The manager judges liveness the same way, by the heartbeat
+changing as seen on its own clock (``beat_seen``, :func:`vigil.observers.hosts.planning.host_dead`),
+never by comparing the host's ``heartbeat_at_ms`` with its own clock."""
 HOST_LEASE_MS = "lease_ms"
 """Written by the host at each heartbeat: its children are gone (fenced, then killed) at the latest
 this long after it sent its last accepted heartbeat. A host whose ``beat`` has not changed for
