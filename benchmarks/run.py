@@ -16,6 +16,7 @@ from benchmarks import (
     import_time,
     jobs_requests,
     pooled_scale,
+    pooled_soak,
     reconciler_scale,
     rollout_scale,
 )
@@ -37,6 +38,7 @@ def main() -> None:
         ("Observers: pooled hosts", lambda: host_memory.run(quick=args.quick)),
         ("Observers: rollouts and rebalances", rollout_scale.run),
         ("Pooled observers: passes, failover, cost", lambda: pooled_scale.run(quick=args.quick)),
+        ("Pooled observers: a seeded soak", lambda: pooled_soak.run(quick=args.quick)),
     ]
     parts = [
         f"Measured {datetime.now(UTC):%Y-%m-%d} on {platform.machine()}, Python "
