@@ -94,6 +94,8 @@ class Soak:
     max_unavailable: int = 10
     task_start_s: int = 60
     """A Fargate task's start (image pull, boot) before its host's first heartbeat."""
+    task_start_jitter_s: int = 15
+    """Each start differs by up to this much either way (so hosts do not beat in step)."""
     checkpoint_s: int = 300
     """The ticker's interval: it checkpoints (and so can be fenced by DynamoDB) this often."""
     step_s: int = 5
@@ -244,7 +246,8 @@ class _Task:
     arn: str
     host_id: str
     definition: str
-    seen_at: datetime
+    starts_at: datetime
+    """When its container is up (RunTask plus the task's start time)."""
     link: HostLink
     environment: dict[str, str]
     runner: EmulatedHost | None = None
@@ -387,11 +390,12 @@ class SoakRun:
             task = {"taskDefinitionArn": request["taskDefinition"], **started}
             task["overrides"] = request.get("overrides") or {}
             environment = container_environment(self.fleet.ecs_client, task, CONTAINER)
+            jitter = self.rng.uniform(-1, 1) * self.soak.task_start_jitter_s
             self.tasks[started["taskArn"]] = _Task(
                 started["taskArn"],
                 environment[HOST_ID_ENV],
                 str(request["taskDefinition"]),
-                self.clock(),
+                self.clock() + timedelta(seconds=self.soak.task_start_s + jitter),
                 HostLink(self.fleet.dynamodb, self.rng, self._throttle_rate),
                 environment,
             )
@@ -407,7 +411,7 @@ class SoakRun:
         for task in sorted(self.tasks.values(), key=lambda t: t.host_id):
             if task.runner is not None or task.reported or task.arn in self.stopping:
                 continue
-            if self.clock() < task.seen_at + timedelta(seconds=self.soak.task_start_s):
+            if self.clock() < task.starts_at:
                 continue
             environment = {
                 "VIGIL_OBSERVERS_TABLE": TABLE,
