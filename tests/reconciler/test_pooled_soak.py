@@ -61,6 +61,11 @@ def test_two_generations_never_work_together_beyond_one_interval(faults: Result)
     assert faults.overlap_s <= FAULTS.heartbeat_s, faults.overlap_worst
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 19 defect 1 (a crash whose exit report was throttled is restarted late or "
+    "never): fixed on branch of the host-process fix",
+)
 def test_every_failover_finishes(faults: Result) -> None:
     assert faults.restarts
     limit = FAULTS.recovery_limit.total_seconds()
