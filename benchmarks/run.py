@@ -18,6 +18,7 @@ from benchmarks import (
     jobs_requests,
     local_memory,
     pooled_scale,
+    pooled_soak,
     reconciler_scale,
     rollout_scale,
 )
@@ -43,6 +44,7 @@ def main() -> None:
         ("Observers: pooled hosts", lambda: host_memory.run(quick=args.quick)),
         ("Observers: rollouts and rebalances", rollout_scale.run),
         ("Pooled observers: passes, failover, cost", lambda: pooled_scale.run(quick=args.quick)),
+        ("Pooled observers: a seeded soak", lambda: pooled_soak.run(quick=args.quick)),
         ("The local stack: memory", lambda: local_memory.run(minutes=10 if args.quick else 60)),
     ]
     parts = [

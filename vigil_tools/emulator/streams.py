@@ -66,6 +66,15 @@ class StreamMapping:
         stream._position(mappings[0].get("StartingPosition", "LATEST"))
         return stream
 
+    @classmethod
+    def of_table(cls, session: Any, table_name: str, *, function: str = "") -> StreamMapping:
+        """A table's stream read as a mapping without filters would deliver it, from now on (for
+        a harness that hands the records to the reconciler itself, with no function deployed)."""
+        arn = session.client("dynamodb").describe_table(TableName=table_name)["Table"]
+        stream = cls(session, function, {"EventSourceArn": arn["LatestStreamArn"]})
+        stream._position("LATEST")
+        return stream
+
     @property
     def stream_arn(self) -> str:
         return str(self.mapping["EventSourceArn"])
