@@ -1,9 +1,9 @@
 """The seeded pooled soak (``benchmarks/pooled_soak.py``), short: the README's guarantees as
 assertions on what the emulated children did (never on what the registry says).
 
-Each soak here is a fixed seed: the same faults at the same moments on every run. An assertion
-today's code fails is marked ``xfail(strict=True)`` naming the issue 19 defect it shows, so it
-turns into a failure (and the mark must go) as soon as that fix merges.
+Each soak here is a fixed seed: the same faults at the same moments on every run. The lost-observer
+and failover assertions failed before issue 19's defect 1 was fixed (a throttled exit report lost
+the observer).
 """
 
 from __future__ import annotations
