@@ -40,6 +40,7 @@ from vigil.contract.hosts import (
 )
 from vigil.dynamo import to_wire
 from vigil.observers.ecs_tasks import task_state
+from vigil.observers.host.supervisor import BEATS_PER_INTERVAL
 from vigil.observers.model import Status
 
 START = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -432,7 +433,10 @@ def cost_table(
             p_lambda, p_reads = _resync_month(
                 int(p_calls), pooled_pass["own"] * hosts / 200, hosts * host_item_bytes / 4096
             )
-            p_writes = hosts * heartbeats_month * host_wru * WRITE_PER_MILLION / 1e6
+            # A host beats BEATS_PER_INTERVAL times an interval: each beat leases its children.
+            p_writes = (
+                hosts * heartbeats_month * BEATS_PER_INTERVAL * host_wru * WRITE_PER_MILLION / 1e6
+            )
             rows.append(
                 (
                     f"{n:,}",
@@ -470,7 +474,8 @@ def cost_table(
         f"{int((1 - SPOT_FACTOR) * 100)} % off; DynamoDB on-demand ${WRITE_PER_MILLION}/M writes, "
         f"${READ_PER_MILLION}/M reads; Lambda ${LAMBDA_PER_MILLION}/M requests, ${LAMBDA_GB_SECOND}/GB-s "
         f"(1 GB reconciler, {AWS_CALL_SECONDS * 1000:.0f} ms per AWS call assumed). Heartbeats: one write "
-        f"per 30 s per observer (dedicated) or per host ({host_wru} WRU: a full host item is "
+        f"per 30 s per observer (dedicated), {BEATS_PER_INTERVAL} per 30 s per host ({host_wru} WRU: a "
+        f"full host item is "
         f"{host_item_bytes:,} B). The host sizes are chosen to hold K = 50 slots of the example "
         "kind at the PSS per slot measured above (`host_memory`); a heavier kind needs the "
         "larger host."
@@ -515,11 +520,11 @@ def run(quick: bool = False) -> str:
     )
     heartbeats = {
         "dedicated": 10_000 * 2,
-        "pooled": (10_000 // K) * 2,
+        "pooled": (10_000 // K) * 2 * BEATS_PER_INTERVAL,
     }
     lines.append(
         f"Heartbeat writes per minute at 10,000 observers: dedicated {heartbeats['dedicated']:,}, "
-        f"pooled {heartbeats['pooled']:,} (one per host, K = {K})."
+        f"pooled {heartbeats['pooled']:,} ({BEATS_PER_INTERVAL} per interval per host, K = {K})."
     )
     lines.append("")
     lines.append(history_table(measure_history()))
