@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from tests.helpers.pooled_fleet import PooledFleet, resync
 from tests.reconciler.test_pooled_drain_gaps import drains_itself, placed
 from vigil.contract.hosts import HostStatus
@@ -34,3 +36,23 @@ def test_a_host_whose_task_ecs_is_stopping_drains_and_is_not_lost_while_children
     assert pool.host(host_id).status is HostStatus.DRAINING
     assert [m for m in pool.metrics if m[0] == ObserverMetric.HOST_LOST.value] == []
     assert (pool.item("a")["host"], pool.item("a")["generation"]) == (host_id, 1)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="race not fixed: between ECS's StopTask (the task leaves ListTasks at once) and the "
+    "host's SIGTERM heartbeat announcing DRAINING (a throttled one is retried for seconds), a "
+    "RUNNING host is still judged by the listing and declared LOST; waiting for its silence "
+    "or STOPPED event instead would slow the failover of a host whose STOPPED event is lost",
+)
+def test_a_host_whose_task_ecs_just_stopped_is_not_lost_before_its_draining_beat(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    host_id = placed(pool, "a")
+    # Given ECS has just stopped the host's task; its DRAINING heartbeat has not landed yet
+    pool.stop_host_task(host_id)
+    # When a pass runs in that window
+    resync(pool, "before-drain-beat")
+    # Then the host is not LOST (its next beat would announce the drain)
+    assert pool.host(host_id).status is not HostStatus.LOST
