@@ -9,7 +9,8 @@ Rules:
   observer already on an accepting host with room stays there (a restart reuses its slot), and
   nothing moves an observer between passes except its host being lost, drained or replaced.
 * **Dead host** (:func:`host_dead`): no heartbeat for 3 intervals (a STARTING host: none within the
-  start timeout), or its task is no longer among the cluster's running tasks. (Its ECS STOPPED
+  start timeout), or its task is no longer among the cluster's running tasks (not for a DRAINING
+  host: a task ECS is stopping is no longer listed while it still hands its children over). (Its ECS STOPPED
   event says the same at once; the event pass acts on it.)
 * **Headroom**: keep at least ``headroom`` free slots per kind beyond the observers waiting for one;
   start ``ceil(shortfall / K)`` hosts when below (a kind without observers keeps no host). **Scale-in**: when one host fewer would still
@@ -44,7 +45,15 @@ def host_dead(
     """Why a live host is dead, or None while it is alive (or already LOST/STOPPED)."""
     if host.status not in (HostStatus.STARTING, HostStatus.RUNNING, HostStatus.DRAINING):
         return None
-    if running_tasks is not None and host.task_arn and host.task_arn not in running_tasks:
+    if (
+        running_tasks is not None
+        and host.task_arn
+        and host.task_arn not in running_tasks
+        and host.status is not HostStatus.DRAINING
+    ):
+        # A DRAINING host's task leaves ListTasks (desiredStatus RUNNING) as soon as ECS is told
+        # to stop it (Spot, StopTask, a deploy), while its container still runs and hands its
+        # children over for up to the stop timeout: only its silence or its STOPPED event ends it.
         return f"task {host.task_arn} is no longer running"
     if host.heartbeat_at is not None:
         return _silent(host, now, settings)
@@ -246,7 +255,14 @@ def plan_hosts(
     finish_hosts: list[str] = []
     for h in all_hosts:
         why = host_dead(h, running_tasks, now, settings)
-        if h.status is HostStatus.DRAINING and not h.assigned and (why or not h.running):
+        unlisted = (
+            running_tasks is not None and bool(h.task_arn) and h.task_arn not in running_tasks
+        )
+        if (
+            h.status is HostStatus.DRAINING
+            and not h.assigned
+            and (why or unlisted or not h.running)
+        ):
             # Drained: every observer left it. One that drained itself (SIGTERM) exits without
             # a last heartbeat, so its ``running`` stays as it was: its end is a drain's end.
             finish_hosts.append(h.host_id)
