@@ -126,6 +126,7 @@ HOST_ATTRIBUTES = (
     "handover",
     "start_attempts",
     "retry_at_ms",
+    "capacity",
     "evacuated",
     "beat_seen",
     LIVE_HOST_ATTRIBUTE,
@@ -138,6 +139,8 @@ observer name (``assigned[name]`` is a generation; ``running[name]`` is {"genera
 DRAINING host was told to give up, so they are moved even if their exit report never comes.
 ``task_started_at_ms`` (reconciler only): when RunTask's success was recorded, the start timeout's
 origin. ``retry_at_ms`` (reconciler only): after a failed RunTask, when the next one may be tried (backoff).
+``capacity`` (reconciler only): "on-demand" once a Spot kind's on-demand fallback went unanswered
+(it may have started the task): every retry asks on-demand, never Spot (a second task).
 ``beat_seen`` (reconciler only): {"heartbeat_at_ms", "at_ms"}: a heartbeat value that looked off
 (older or newer than one interval by the reconciler's clock) and when the reconciler first saw
 it, on its own clock: liveness never compares the host's clock with the reconciler's beyond one

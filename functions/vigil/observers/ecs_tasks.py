@@ -199,15 +199,17 @@ class EcsTasks:
             on_demand=on_demand,
         )
 
-    def run_host(self, *, host_id: str, kind: str, slots: int) -> str:
+    def run_host(self, *, host_id: str, kind: str, slots: int, on_demand: bool = False) -> str:
         """Start a pooled host's task; the host id is its clientToken (a retry never starts a
-        second task for one host item)."""
+        second task for one host item). ``on_demand`` as for :meth:`launch` (the host item
+        remembers an unanswered fallback: :attr:`Host.on_demand`)."""
         return self._launch(
             kind=kind,
             token=lambda fallback: (f"{host_id}-od" if fallback else host_id)[:MAX_CLIENT_TOKEN],
             started=started_by(host_id),
             environment={HOST_ID_ENV: host_id, HOST_SLOTS_ENV: str(slots)},
             tags={TAG_HOST: host_id, TAG_KIND: kind},
+            on_demand=on_demand,
         ).arn
 
     def _launch(

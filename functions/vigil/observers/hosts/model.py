@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from vigil.clock import from_epoch_ms
-from vigil.contract.hosts import HOSTS_KEY, HostStatus
+from vigil.contract.hosts import HOSTS_KEY, Capacity, HostStatus
 
 ACCEPTING = (HostStatus.STARTING, HostStatus.RUNNING)
 """Statuses that take new observers (a DRAINING host takes none)."""
@@ -43,6 +43,9 @@ class Host:
     start_attempts: int = 0
     retry_at: datetime | None = None
     """After a failed RunTask: not tried again before then (backoff, not a RunTask every pass)."""
+    on_demand: bool = False
+    """A Spot kind's on-demand fallback got no clear answer (it may have started the host's task):
+    every retry asks on-demand under the fallback's token, never Spot again (a second task)."""
     beat_seen: BeatSeen | None = None
     """A heartbeat that looked off by the reconciler's clock, and when the reconciler saw it."""
     evacuated: bool = False
@@ -97,6 +100,7 @@ def host_from_item(item: Mapping[str, Any]) -> Host:
         else None,
         beat_seen=_beat_seen(item.get("beat_seen")),
         evacuated=bool(item.get("evacuated", False)),
+        on_demand=item.get("capacity") == Capacity.ON_DEMAND.value,
     )
 
 

@@ -25,6 +25,7 @@ from vigil.contract.hosts import (
     LIVE_HOSTS_INDEX,
     LIVE_INDEX_MARKER,
     REBALANCE_PREFIX,
+    Capacity,
     HostStatus,
 )
 from vigil.dynamo import (
@@ -208,7 +209,11 @@ class HostStore:
         update.condition(f"({update.absent('task_arn')} OR {update.eq('task_arn', arn)})")
         return self._write(host, update)
 
-    def record_start_failure(self, host: Host, reason: str, retry_at: datetime) -> Host:
+    def record_start_failure(
+        self, host: Host, reason: str, retry_at: datetime, *, on_demand: bool = False
+    ) -> Host:
+        """``on_demand``: the failure was an unanswered on-demand fallback (it may have started
+        the task), kept as ``capacity`` so that every retry asks on-demand (:attr:`Host.on_demand`)."""
         update = Update().set_all(
             {
                 "status_reason": truncate(reason),
@@ -216,6 +221,8 @@ class HostStore:
                 "retry_at_ms": epoch_ms(retry_at),
             }
         )
+        if on_demand or host.on_demand:
+            update.set("capacity", Capacity.ON_DEMAND.value)
         return self._write(host, update)
 
     def assign(self, host: Host, name: str, generation: int) -> Host:

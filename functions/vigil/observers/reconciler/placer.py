@@ -111,13 +111,18 @@ class Placer:
 
     def run_host(self, host: Host) -> Host:
         try:
-            arn = self.ecs.run_host(host_id=host.host_id, kind=host.kind, slots=host.slots)
+            arn = self.ecs.run_host(
+                host_id=host.host_id, kind=host.kind, slots=host.slots, on_demand=host.on_demand
+            )
         except RunTaskFailed as failed:
             self.metric(ObserverMetric.RUN_TASK_FAILED, host.kind, 1)
             delay = d.run_task_retry_delay(host.start_attempts + 1, self.settings)
             retry_at = self.clock() + delay
             try:
-                return self.book.put(self.hosts.record_start_failure(host, failed.reason, retry_at))
+                failure = self.hosts.record_start_failure(
+                    host, failed.reason, retry_at, on_demand=failed.on_demand
+                )
+                return self.book.put(failure)
             except HostConflict as conflict:
                 return self.book.put(conflict.current) if conflict.current else host
         return self._record_task(host, arn)
