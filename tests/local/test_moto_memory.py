@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
 from vigil_tools.emulator import moto_memory
+from vigil_tools.emulator.streams import StreamMapping
 
 TABLE = "memory"
 
@@ -205,3 +208,97 @@ def test_as_is_leaves_moto_untouched(monkeypatch: pytest.MonkeyPatch, as_is: Non
     monkeypatch.setenv(moto_memory.AS_IS, "1")
     assert moto_memory.install() is False
     assert not moto_memory.installed()
+
+
+# --- the stream trim ----------------------------------------------------------------------------
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _stream(table: str = TABLE) -> StreamMapping:
+    """The in-process poller on the table's stream, from its start (what ``local up`` runs)."""
+    session = boto3.session.Session(region_name="us-east-1")
+    arn = session.client("dynamodb").describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    stream = StreamMapping(session, "reconciler", {"EventSourceArn": arn})
+    stream._position("TRIM_HORIZON")
+    return stream
+
+
+def _put(dynamodb: Any, *sks: str) -> None:
+    for sk in sks:
+        dynamodb.put_item(TableName=TABLE, Item={**_key(sk), "v": {"S": "x"}})
+
+
+def _iterators() -> dict[str, Any]:
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+    return dynamodbstreams_backends["123456789012"]["us-east-1"].shard_iterators
+
+
+def test_moto_still_keeps_every_stream_record_and_iterator_numbered_from_the_shard_start(
+    as_is: None, dynamodb: Any, table: str
+) -> None:
+    """What ``trim_shard`` relies on: records in ``items`` at ``sequence number -
+    starting_sequence_number``, numbered ``start + len`` when written, iterators starting there,
+    and every iterator kept in ``shard_iterators`` (insertion-ordered, never removed)."""
+    from moto.dynamodb.models.table import StreamShard
+    from moto.dynamodbstreams.models import ShardIterator
+
+    _put(dynamodb, "a", "b", "c")
+    shard = _backend_table().stream_shard
+    assert isinstance(shard, StreamShard)
+    start = shard.starting_sequence_number
+    assert [int(r.record["dynamodb"]["SequenceNumber"]) for r in shard.items] == [
+        start,
+        start + 1,
+        start + 2,
+    ]
+    assert "len(self.items) + self.starting_sequence_number" in inspect.getsource(StreamShard.add)
+    assert "start -= self.starting_sequence_number" in inspect.getsource(StreamShard.get)
+    assert "stream_shard.starting_sequence_number + len(" in inspect.getsource(ShardIterator)
+    before = len(_iterators())
+    assert len(_stream().poll()) == 3
+    assert len(_iterators()) >= before + 3  # the TRIM_HORIZON one, then one per get_records
+
+
+def test_the_trim_drops_records_the_poller_passed_and_a_later_write_still_arrives(
+    lean: None, dynamodb: Any, table: str
+) -> None:
+    stream = _stream()
+    trim = moto_memory.StreamTrim("123456789012", "us-east-1")
+    _put(dynamodb, "a", "b", "c")
+    assert trim.trim(T0, stream.passed()) == 0  # nothing read yet, nothing 24 h old
+    first = stream.poll()
+    assert [r["dynamodb"]["Keys"]["sk"]["S"] for r in first] == ["a", "b", "c"]
+    _put(dynamodb, "d")  # written, not read: it stays
+    assert trim.trim(T0 + timedelta(minutes=1), stream.passed()) == 3
+    assert len(_backend_table().stream_shard.items) == 1
+    _put(dynamodb, "e")
+    later = stream.poll()
+    assert [r["dynamodb"]["Keys"]["sk"]["S"] for r in later] == ["d", "e"]
+    numbers = [int(r["dynamodb"]["SequenceNumber"]) for r in first + later]
+    assert numbers == list(range(numbers[0], numbers[0] + 5))  # numbering unchanged by the trim
+    assert trim.trim(T0 + timedelta(minutes=2), stream.passed()) == 2
+    _put(dynamodb, "f")
+    assert [r["dynamodb"]["Keys"]["sk"]["S"] for r in _stream().poll()] == ["f"]  # TRIM_HORIZON
+
+
+def test_without_a_reader_records_leave_at_24_hours_and_iterators_at_15_minutes(
+    lean: None, dynamodb: Any, table: str
+) -> None:
+    trim = moto_memory.StreamTrim("123456789012", "us-east-1")
+    _put(dynamodb, "a", "b")
+    trim.trim(T0, {})
+    _put(dynamodb, "c")
+    _stream().poll()
+    handed = len(_iterators())
+    trim.trim(T0 + timedelta(minutes=10), {})
+    assert len(_iterators()) == handed
+    trim.trim(T0 + timedelta(minutes=16), {})  # none were handed out by T0
+    assert len(_iterators()) == handed
+    trim.trim(T0 + timedelta(minutes=25), {})  # those noted at T0+10 are 15 minutes old
+    assert _iterators() == {}
+    assert trim.trim(T0 + timedelta(hours=23), {}) == 0
+    assert trim.trim(T0 + timedelta(hours=24), {}) == 2  # written before the T0 checkpoint
+    assert trim.trim(T0 + timedelta(hours=25), {}) == 1
+    assert _backend_table().stream_shard.items == []

@@ -1,4 +1,4 @@
-"""Two narrow workarounds that keep moto (5.2.1) flat in memory and each DynamoDB write O(item).
+"""Narrow workarounds that keep moto (5.2.1) flat in memory and each DynamoDB write O(item).
 
 Left as it is, moto cannot run all day (``vigil local up``, the testing kit, a long soak):
 
@@ -17,7 +17,20 @@ Left as it is, moto cannot run all day (``vigil local up``, the testing kit, a l
   those items (and the stream) put back, in place. A cancelled transaction still changes
   nothing, as on AWS.
 
-Both rely on moto's internals, so ``tests/local/test_moto_memory.py`` checks the attributes and
+* **The stream's records and iterators.** A table's ``StreamShard.items`` keeps every stream
+  record for ever (AWS keeps 24 hours), about 3 KB a write; ``DynamoDBStreamsBackend
+  .shard_iterators`` keeps every shard iterator it hands out (AWS's expire after 15 minutes),
+  about 1.6 KB each, and a poll takes at least two. :class:`StreamTrim` (run by ``vigil local
+  up``'s loop, on the emulator's clock) drops the records older than 24 hours, and the records
+  the in-process stream poller (:class:`~vigil_tools.emulator.streams.StreamMapping`) has passed,
+  and the iterators older than 15 minutes. A stream's sequence numbers stay as they were: moto
+  indexes a shard's list by ``sequence number - starting_sequence_number``, so the trim deletes
+  the front of the list and moves the starting number by as many. (A reader outside the poller,
+  e.g. ``aws dynamodbstreams get-records`` at the local endpoint, may find records its reading
+  from TRIM_HORIZON would have had on AWS already gone: no TrimmedDataAccessException, they
+  are just not there.)
+
+All rely on moto's internals, so ``tests/local/test_moto_memory.py`` checks the attributes and
 behaviour relied on, and fails the day a moto upgrade changes them (then re-read moto's code and
 adapt this module, or drop it if moto fixed the leak). ``VIGIL_MOTO_AS_IS=1`` leaves moto as it is
 (to measure the difference, or to rule this module out).
@@ -28,8 +41,10 @@ from __future__ import annotations
 import copy
 import os
 import types
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 KEEP_TRACKING = frozenset({"s3"})
@@ -179,3 +194,96 @@ def _restore(saved: list[_Saved], streams: list[tuple[list[Any], int]]) -> None:
             items[entry.hash_key] = entry.item
     for records, length in streams:
         del records[length:]
+
+
+RECORDS_KEPT = timedelta(hours=24)
+"""AWS keeps a stream's records 24 hours."""
+ITERATORS_KEPT = timedelta(minutes=15)
+"""AWS's shard iterators expire 15 minutes after they are handed out."""
+
+
+@dataclass
+class StreamTrim:
+    """Drops the stream records and shard iterators of one account and region that AWS would no
+    longer hold, or that no reader here needs any more (see the module's docstring).
+
+    Ages are told by checkpoints on the caller's clock: at each trim, each shard's next sequence
+    number and the count of iterators handed out so far are noted; what was there at a checkpoint
+    at least ``RECORDS_KEPT``/``ITERATORS_KEPT`` old is older than that. Not thread-safe against
+    moto's own requests: the caller holds whatever serializes them (the local endpoint's lock).
+    """
+
+    account: str
+    region: str
+    every: timedelta = timedelta(minutes=1)
+    _last: datetime | None = None
+    _records: dict[str, deque[tuple[datetime, int]]] = field(default_factory=dict)
+    _iterators: deque[tuple[datetime, int]] = field(default_factory=deque)
+    _iterators_dropped: int = 0
+
+    @classmethod
+    def of(cls, session: Any, *, every: timedelta = timedelta(minutes=1)) -> StreamTrim:
+        account = session.client("sts").get_caller_identity()["Account"]
+        return cls(account, session.region_name, every)
+
+    def due(self, now: datetime, passed: Mapping[str, int | None]) -> int:
+        """Trim if ``every`` has passed on the clock since the last trim; records dropped."""
+        if self._last is not None and now - self._last < self.every:
+            return 0
+        return self.trim(now, passed)
+
+    def trim(self, now: datetime, passed: Mapping[str, int | None]) -> int:
+        """``passed``: per table name, the last sequence number every reader has read (None:
+        nothing yet); the records of a table not named there leave at 24 hours only. Nothing
+        when moto is left as it is (``VIGIL_MOTO_AS_IS``)."""
+        if not installed():
+            return 0
+        from moto.dynamodb.models import dynamodb_backends
+        from moto.dynamodbstreams.models import dynamodbstreams_backends
+
+        self._last = now
+        dropped = 0
+        for name, table in dynamodb_backends[self.account][self.region].tables.items():
+            shard = table.stream_shard
+            if shard is None:
+                continue
+            checkpoints = self._records.setdefault(name, deque())
+            checkpoints.append((now, shard.starting_sequence_number + len(shard.items)))
+            aged = _through(checkpoints, now - RECORDS_KEPT)  # the next number then: before it
+            through = aged - 1 if aged is not None else None
+            reader = passed.get(name)
+            if reader is not None:
+                through = reader if through is None else max(through, reader)
+            if through is not None:
+                dropped += trim_shard(shard, through)
+        iterators = dynamodbstreams_backends[self.account][self.region].shard_iterators
+        self._iterators.append((now, self._iterators_dropped + len(iterators)))
+        handed = _through(self._iterators, now - ITERATORS_KEPT)
+        if handed is not None:
+            for key in list(iterators)[: handed - self._iterators_dropped]:
+                del iterators[key]  # a dict keeps its order: the first keys are the oldest
+            self._iterators_dropped = max(self._iterators_dropped, handed)
+        return dropped
+
+
+def _through(checkpoints: deque[tuple[datetime, int]], before: datetime) -> int | None:
+    """The count noted at the latest checkpoint no later than ``before`` (older ones leave)."""
+    found = None
+    while checkpoints and checkpoints[0][0] <= before:
+        found = checkpoints.popleft()[1]
+    if found is not None:
+        checkpoints.appendleft((before, found))  # still the answer until a later one ages
+    return found
+
+
+def trim_shard(shard: Any, through: int) -> int:
+    """Drop a moto ``StreamShard``'s records up to sequence number ``through``; how many.
+
+    The numbers of the records kept, and of those written after, stay the same: moto numbers a
+    record ``starting_sequence_number + len(items)`` and finds it at that offset in ``items``.
+    """
+    count: int = min(max(0, through - shard.starting_sequence_number + 1), len(shard.items))
+    if count:
+        del shard.items[:count]
+        shard.starting_sequence_number += count
+    return count

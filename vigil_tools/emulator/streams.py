@@ -61,8 +61,7 @@ class StreamMapping:
         if len(mappings) != 1:
             raise LookupError(f"{function} has {len(mappings)} DynamoDB stream mappings")
         stream = cls(session, function, mappings[0])
-        table_name = mappings[0]["EventSourceArn"].split(":table/", 1)[1].split("/stream/", 1)[0]
-        detach_moto_delivery(session, table_name)
+        detach_moto_delivery(session, stream.table_name)
         stream._position(mappings[0].get("StartingPosition", "LATEST"))
         return stream
 
@@ -78,6 +77,17 @@ class StreamMapping:
     @property
     def stream_arn(self) -> str:
         return str(self.mapping["EventSourceArn"])
+
+    @property
+    def table_name(self) -> str:
+        return self.stream_arn.split(":table/", 1)[1].split("/stream/", 1)[0]
+
+    def passed(self) -> dict[str, int | None]:
+        """The last sequence number already behind the mapping, by table name (None: nothing
+        yet): the records up to it are never read again (``moto_memory.StreamTrim`` drops them).
+        """
+        positions = [after for after in self._after.values() if after is not None]
+        return {self.table_name: min(positions) if len(positions) == len(self._after) else None}
 
     def _position(self, starting_position: str) -> None:
         """Remember, per shard, the last sequence number already behind the mapping.

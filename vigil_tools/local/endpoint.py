@@ -63,6 +63,10 @@ class LocalEndpoint:
     def api_url(self) -> str:
         return self.url + API_PREFIX
 
+    def exclusive(self) -> threading.Lock:
+        """Held, no request reaches moto: for changing moto's state in-process between them."""
+        return self._lock
+
     def start(self) -> None:
         self._thread.start()
 

@@ -20,6 +20,7 @@ import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any
 from vigil.contract.schedule import Schedule as Evaluator
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.lambda_runtime import Invocation, LocalLambda
+from vigil_tools.emulator.moto_memory import StreamTrim
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.scheduler import deployed_schedules
 from vigil_tools.emulator.streams import StreamMapping
@@ -134,6 +136,7 @@ class Live:
         deliveries: Deliveries,
         functions: Path,
         out: Callable[[str], None],
+        exclusive: Callable[[], AbstractContextManager[Any]] = nullcontext,
     ) -> None:
         self.account = account
         self.runtime = runtime
@@ -156,6 +159,9 @@ class Live:
         self._anchor = start
         self.ttl = TtlSweep.of(account.session)
         """Items past their TTL leave the tables, as on AWS (moto never expires them)."""
+        self.trim = StreamTrim.of(account.session)
+        """Stream records and iterators AWS would no longer hold, or no reader needs, leave."""
+        self.exclusive = exclusive
 
     def tick(self) -> None:
         now = self.clock()
@@ -163,6 +169,8 @@ class Live:
             timer.due(now, self._anchor)
         self.stream.deliver(self.runtime.invoke)
         self.ttl.due(now)
+        with self.exclusive():  # moto's state, changed between the endpoint's requests
+            self.trim.due(now, self.stream.passed())
         for function, event in self._take_pending():
             self._deliver(function, event)
         changed = self.watcher.changed()

@@ -210,6 +210,7 @@ class _Running:
             deliveries=deliveries,
             functions=project.functions,
             out=lambda line: print(line, file=err, flush=True),
+            exclusive=endpoint.exclusive,
         )
         containers = ContainerProcesses(
             session=session,
