@@ -39,8 +39,9 @@ class WrongJob(ValueError):
 
 
 class TickBusy(RuntimeError):
-    """An earlier attempt of this same invocation still holds the tick's lease: it crashed, or
-    it still runs. Failing lets Lambda retry later (after the lease ends) or dead-letter it."""
+    """The tick cannot run now and must not be dropped: an earlier attempt of this same
+    invocation still holds its lease (it crashed, or it still runs), or it is a redrive meeting
+    another tick's run under ``skip``. Failing lets Lambda retry later or dead-letter it."""
 
 
 class TickTooLate(RuntimeError):
@@ -173,6 +174,7 @@ class JobGuard:
                 now=now,
                 rerun=tick.rerun,
                 request_id=tick.request_id,
+                redriven=tick.redriven,
             )
             if decision.verdict is Verdict.DUPLICATE:
                 return Result(job, tick.key, Outcome.DUPLICATE, reason=decision.reason)
