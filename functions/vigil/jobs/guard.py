@@ -121,9 +121,10 @@ class JobGuard:
         job = self.settings.job
         if tick.job is not None and tick.job != job:
             raise WrongJob(f"event is for job {tick.job!r}, this function runs {job!r}")
-        remembered = self.unfinished.take(holder, job, tick.key)
+        remembered = self.unfinished.recall(holder, job, tick.key)
         if remembered is not None:
             recorded = self._record(remembered, remaining_ms, holder)
+            self.unfinished.forget(holder)  # only once written: an error keeps it for the retry
             if remembered.status is RunStatus.SUCCEEDED:
                 return _reported(remembered, recorded, "recorded by Lambda's retry of the request")
             # A failed run recorded late: this retry claims it again, as it would have anyway.
