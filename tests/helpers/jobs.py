@@ -116,10 +116,24 @@ def server_error(operation: str = "TransactWriteItems") -> Any:
     )
 
 
+def denied(operation: str = "TransactWriteItems") -> Any:
+    """A final answer (not retried by ``persist``): nothing applied, and no retry will help."""
+    from botocore.exceptions import ClientError
+
+    return ClientError(
+        {
+            "Error": {"Code": "AccessDeniedException", "Message": "denied"},
+            "ResponseMetadata": {"HTTPStatusCode": 400},
+        },
+        operation,
+    )
+
+
 class FaultyTransactions:
     """A DynamoDB client whose transactions fail as planned, one entry per call in order:
     ``"throttled"`` (refused before anything was applied, botocore's retries spent),
     ``"applied"`` (applied, then answered with a 500: a timeout after DynamoDB applied the write),
+    ``"denied"`` (a final error, nothing applied),
     ``None`` (passed through). Past the plan, ``always`` (None by default) applies to every call.
     Every ``ClientRequestToken`` sent is kept in ``tokens``."""
 
@@ -137,6 +151,8 @@ class FaultyTransactions:
         fault = self.plan.pop(0) if self.plan else self.always
         if fault == "throttled":
             raise throttled()
+        if fault == "denied":
+            raise denied()
         answer = self._client.transact_write_items(**kwargs)
         if fault == "applied":
             raise server_error()

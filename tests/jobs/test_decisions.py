@@ -51,7 +51,14 @@ heads = st.one_of(
 )
 
 
-def decide(tick: Any, head: Any, overlap: Overlap, tick_refused: bool, head_refused: bool) -> Any:
+def decide(
+    tick: Any,
+    head: Any,
+    overlap: Overlap,
+    tick_refused: bool,
+    head_refused: bool,
+    redriven: bool = False,
+) -> Any:
     return resolve_conflict(
         terms=ClaimTerms(),
         token=TOKEN,
@@ -62,6 +69,7 @@ def decide(tick: Any, head: Any, overlap: Overlap, tick_refused: bool, head_refu
         head_refused=head_refused,
         head_seen=head,
         now=NOW,
+        redriven=redriven,
     )
 
 
@@ -107,4 +115,20 @@ def test_a_live_lease_of_another_tick_under_skip_is_a_skip() -> None:
     head = {"fence": TOKEN - 5, "lease_until_ms": epoch_ms(NOW) + 1000, "lease_tick": "T0"}
     decision = decide(None, head, Overlap.SKIP, False, True)
     assert decision.verdict is Verdict.SKIP
+    assert "T0" in decision.reason
+
+
+@given(ticks, heads, st.sampled_from(list(Overlap)), st.booleans(), st.booleans())
+def test_a_redrive_is_never_skipped(
+    tick: Any, head: Any, overlap: Overlap, tick_refused: bool, head_refused: bool
+) -> None:
+    """A redriven tick recorded SKIPPED is final: the operator's redrive would be lost."""
+    decision = decide(tick, head, overlap, tick_refused, head_refused, redriven=True)
+    assert decision.verdict is not Verdict.SKIP
+
+
+def test_a_redrive_meeting_another_ticks_live_lease_under_skip_is_busy() -> None:
+    head = {"fence": TOKEN - 5, "lease_until_ms": epoch_ms(NOW) + 1000, "lease_tick": "T0"}
+    decision = decide(None, head, Overlap.SKIP, False, True, redriven=True)
+    assert decision.verdict is Verdict.BUSY
     assert "T0" in decision.reason

@@ -191,6 +191,25 @@ class TestOutOfTime:
         assert late.outcome is Outcome.FENCED
         assert store.history("cleanup")[0].fencing_token == successor.fencing_token
 
+    def test_a_final_error_on_the_retrys_write_keeps_the_outcome_for_the_next_retry(
+        self, make_guard: GuardFactory, store: RunStore, dynamodb: Any, clock: ManualClock
+    ) -> None:
+        """``Unfinished.take`` forgot the outcome before writing it: an error ``persist`` does
+        not retry lost it, and the next retry met its own lease (BUSY), then ran the body again."""
+        client = FaultyTransactions(dynamodb, plan=[None], always="throttled")
+        guard, body = make_guard(client=client), Body()
+        with pytest.raises(OutcomeUnrecorded):
+            invoke(guard, body, clock)
+        client.plan, client.always = ["denied"], None
+        clock.advance(60)
+        with pytest.raises(Exception, match="AccessDenied"):
+            invoke(guard, body, clock)
+        assert len(guard.unfinished) == 1
+        clock.advance(120)
+        retried = invoke(guard, body, clock)
+        assert (retried.outcome, len(body.calls)) == (Outcome.SUCCEEDED, 1)
+        assert store.history("cleanup")[0].status is RunStatus.SUCCEEDED
+
     def test_on_a_new_container_the_body_runs_again_which_is_what_the_metric_counts(
         self, make_guard: GuardFactory, store: RunStore, dynamodb: Any, clock: ManualClock
     ) -> None:
@@ -255,8 +274,10 @@ def test_a_container_remembers_a_bounded_number_of_outcomes_each_for_its_own_tic
     for request in ("r1", "r2", "r3"):
         unfinished.remember(request, finish_of())
     assert len(unfinished) == 2
-    assert unfinished.take("r1", "j", "2026-11-22T12:00:00Z") is None  # forgotten, oldest first
-    assert unfinished.take("r2", "j", "another tick") is None
-    assert unfinished.take("r2", "other-job", "2026-11-22T12:00:00Z") is None
-    assert unfinished.take("r2", "j", "2026-11-22T12:00:00Z") == finish_of()
+    assert unfinished.recall("r1", "j", "2026-11-22T12:00:00Z") is None  # forgotten, oldest first
+    assert unfinished.recall("r2", "j", "another tick") is None
+    assert unfinished.recall("r2", "other-job", "2026-11-22T12:00:00Z") is None
+    assert unfinished.recall("r2", "j", "2026-11-22T12:00:00Z") == finish_of()
+    assert len(unfinished) == 2  # until written
+    unfinished.forget("r2")
     assert len(unfinished) == 1

@@ -384,6 +384,34 @@ class TestLateRetriesAndRedrives:
         assert len(body.calls) == 1
         assert store.history("cleanup")[0].attempts == 2
 
+    def test_given_skip_a_redrive_during_another_ticks_run_is_retried_not_skipped(
+        self, make_guard: GuardFactory, store: RunStore, clock: ManualClock
+    ) -> None:
+        """The chaos soak lost a tick (seed 1, 1,000 ticks): ``vigil jobs redrive`` invokes every
+        dead-lettered event at once, and under ``skip`` the second redriven tick met the first's
+        lease and was recorded SKIPPED, final: no later redrive could run it. A redrive is an
+        operator's deliberate request for that tick: it fails instead, so Lambda retries it."""
+        guard = make_guard(overlap=Overlap.SKIP)
+        older, newer = TICK, TICK + timedelta(minutes=10)
+        clock.set(newer + timedelta(hours=1))
+        waiting = Body()
+        during: list[type[BaseException]] = []
+
+        def slow(run: Any) -> None:
+            with pytest.raises(TickBusy) as busy:
+                deliver(guard, Tick(job="cleanup", scheduled_at=newer, source="redrive:x"), waiting)
+            during.append(busy.type)
+
+        first = deliver(
+            guard, Tick(job="cleanup", scheduled_at=older, source="redrive:x"), Body(during=slow)
+        )
+        assert first.outcome is Outcome.SUCCEEDED
+        assert during == [TickBusy] and waiting.calls == []
+        assert {r.tick for r in store.history("cleanup")} == {"2026-11-22T12:00:00Z"}
+        clock.advance(60)  # Lambda's retry of the redrive, a minute later
+        again = deliver(guard, Tick(job="cleanup", scheduled_at=newer, source="redrive:x"), waiting)
+        assert again.outcome is Outcome.SUCCEEDED and len(waiting.calls) == 1
+
 
 class TestMissedTicks:
     def test_given_a_tick_later_than_the_limit_then_it_is_missed_not_run(

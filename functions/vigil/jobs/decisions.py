@@ -13,7 +13,10 @@ is ever needed:
   invocation under its request id, so the earlier attempt crashed (or this is the async queue's
   own duplicate) -> BUSY: fail, so Lambda retries later, or dead-letters it, instead of losing it;
 * the job is paused (its head's ``paused_until_ms`` is ahead of the claim's clock) -> PAUSED;
-* another tick holds the job's live lease and the policy is ``skip`` -> SKIP;
+* another tick holds the job's live lease and the policy is ``skip`` -> SKIP, unless the delivery
+  is an operator's redrive -> BUSY: ``vigil jobs redrive`` hands back every dead-lettered event
+  at once, and a redriven tick recorded SKIPPED (final) would be lost for good; failing lets
+  Lambda retry it once the other run has finished, or dead-letter it again;
 * otherwise the state moved (a failed or expired run to take over, a fence ahead of our clock)
   -> RETRY with the expectations corrected from what was seen.
 """
@@ -75,6 +78,7 @@ def resolve_conflict(
     now: datetime,
     rerun: bool = False,
     request_id: str | None = None,
+    redriven: bool = False,
 ) -> Decision:
     new_terms = terms
     if tick_refused:
@@ -114,12 +118,13 @@ def resolve_conflict(
             new_terms = replace(new_terms, token_floor=fence)
         elif overlap is Overlap.SKIP and lease_is_live(head_seen, now):
             assert head_seen is not None
-            return Decision(
-                Verdict.SKIP,
-                new_terms,
+            overlaps = (
                 f"overlaps the run of tick {head_seen.get('lease_tick')} "
-                f"(lease until {head_seen.get('lease_until')})",
+                f"(lease until {head_seen.get('lease_until')})"
             )
+            if redriven:
+                return Decision(Verdict.BUSY, new_terms, f"a redrive {overlaps}: not skipped")
+            return Decision(Verdict.SKIP, new_terms, overlaps)
     return Decision(Verdict.RETRY, new_terms, "state moved; claiming again with what was seen")
 
 

@@ -72,12 +72,17 @@ class Unfinished:
         while len(self._outcomes) > self._capacity:
             self._outcomes.popitem(last=False)
 
-    def take(self, request_id: str, job: str, tick: str) -> Finish | None:
-        """The outcome remembered for this request, if it is this job's tick (then forgotten)."""
+    def recall(self, request_id: str, job: str, tick: str) -> Finish | None:
+        """The outcome remembered for this request, if it is this job's tick. It stays
+        remembered until :meth:`forget`: a write of it that fails must not lose it."""
         outcome = self._outcomes.get(request_id)
         if outcome is None or (outcome.job, outcome.tick) != (job, tick):
             return None
-        return self._outcomes.pop(request_id)
+        return outcome
+
+    def forget(self, request_id: str) -> None:
+        """The outcome of this request is written (or fenced out): nothing left to remember."""
+        self._outcomes.pop(request_id, None)
 
     def __len__(self) -> int:
         return len(self._outcomes)

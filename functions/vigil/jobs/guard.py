@@ -39,8 +39,9 @@ class WrongJob(ValueError):
 
 
 class TickBusy(RuntimeError):
-    """An earlier attempt of this same invocation still holds the tick's lease: it crashed, or
-    it still runs. Failing lets Lambda retry later (after the lease ends) or dead-letter it."""
+    """The tick cannot run now and must not be dropped: an earlier attempt of this same
+    invocation still holds its lease (it crashed, or it still runs), or it is a redrive meeting
+    another tick's run under ``skip``. Failing lets Lambda retry later or dead-letter it."""
 
 
 class TickTooLate(RuntimeError):
@@ -120,9 +121,10 @@ class JobGuard:
         job = self.settings.job
         if tick.job is not None and tick.job != job:
             raise WrongJob(f"event is for job {tick.job!r}, this function runs {job!r}")
-        remembered = self.unfinished.take(holder, job, tick.key)
+        remembered = self.unfinished.recall(holder, job, tick.key)
         if remembered is not None:
             recorded = self._record(remembered, remaining_ms, holder)
+            self.unfinished.forget(holder)  # only once written: an error keeps it for the retry
             if remembered.status is RunStatus.SUCCEEDED:
                 return _reported(remembered, recorded, "recorded by Lambda's retry of the request")
             # A failed run recorded late: this retry claims it again, as it would have anyway.
@@ -173,6 +175,7 @@ class JobGuard:
                 now=now,
                 rerun=tick.rerun,
                 request_id=tick.request_id,
+                redriven=tick.redriven,
             )
             if decision.verdict is Verdict.DUPLICATE:
                 return Result(job, tick.key, Outcome.DUPLICATE, reason=decision.reason)
