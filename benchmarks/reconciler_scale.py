@@ -35,6 +35,7 @@ from tests.helpers.moto_fleet import (
 from vigil.clock import ManualClock
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.model import Status
+from vigil.observers.reconciler.report import PassReport
 from vigil.observers.registry import ObserverRegistry
 
 SIZES = (100, 1_000, 10_000)
@@ -134,6 +135,11 @@ def _pass(fleet: MotoFleet, timing: Timing, ecs: PagedListTasks, label: str) -> 
         wall = time.perf_counter() - started
     finally:
         gc.unfreeze()
+    return _figures(wall, timing, report)
+
+
+def _figures(wall: float, timing: Timing, report: PassReport | None) -> dict[str, Any]:
+    """What a measured pass reports: its wall time, the reconciler's own share, its AWS calls."""
     assert report is not None
     return {
         "wall": wall,
@@ -206,13 +212,8 @@ def measure_foreign(size: int = 100, foreign: int = FOREIGN_TASKS) -> dict[str, 
             wall = time.perf_counter() - started
         finally:
             default_task_transitions()
-    assert report is not None
     return {
-        "wall": wall,
-        "own": wall - timing.aws_seconds,
-        "calls": dict(timing.calls),
-        "described": report.described,
-        "started": report.started,
+        **_figures(wall, timing, report),
         "observers": size,
         "case": f"{foreign} foreign tasks, second pass",
     }

@@ -14,6 +14,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.helpers.tables import create_pk_sk_table
 from vigil_tools.emulator import moto_memory
 from vigil_tools.emulator.streams import StreamMapping
 
@@ -41,20 +42,11 @@ def lean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def table(dynamodb: Any) -> str:
-    dynamodb.create_table(
-        TableName=TABLE,
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
+    return create_pk_sk_table(
+        dynamodb,
+        TABLE,
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )
-    return TABLE
 
 
 def _backend_table() -> Any:

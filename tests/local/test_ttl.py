@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.tables import create_pk_sk_table
 from vigil.clock import ManualClock
 from vigil_tools.emulator.ttl import TtlSweep
 
@@ -15,18 +16,7 @@ NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 @pytest.fixture
 def table(dynamodb: Any) -> str:
-    dynamodb.create_table(
-        TableName="runs",
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_pk_sk_table(dynamodb, "runs")
     dynamodb.update_time_to_live(
         TableName="runs",
         TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
