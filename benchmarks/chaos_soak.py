@@ -50,6 +50,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError, ReadTimeoutError
 
+from tests.helpers.clients import Delegating
 from vigil import telemetry
 from vigil.clock import ManualClock, iso
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
@@ -131,15 +132,12 @@ class Simulation:
             self.clock.set(moment)
 
 
-class FaultyClient:
+class FaultyClient(Delegating):
     """The run store's DynamoDB client, with the soak's write faults, for one container."""
 
     def __init__(self, client: Any, soak: Soak) -> None:
-        self._client = client
+        super().__init__(client)
         self._soak = soak
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         return self._write("transact_write_items", kwargs)

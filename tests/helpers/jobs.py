@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from tests.helpers.clients import Delegating
 from vigil.jobs.events import Tick
 from vigil.jobs.guard import JobGuard, Result, Run
 from vigil_tools.lambda_context import LambdaContext
@@ -44,15 +45,12 @@ def context(remaining: int = 60_000) -> LambdaContext:
 LEASE = timedelta(seconds=60 + 30)
 
 
-class CrashAfterClaim:
+class CrashAfterClaim(Delegating):
     """A DynamoDB client for a process that dies right after its claim: nothing else is written."""
 
     def __init__(self, client: Any) -> None:
-        self._client = client
+        super().__init__(client)
         self._transactions = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         self._transactions += 1
@@ -61,16 +59,13 @@ class CrashAfterClaim:
         return self._client.transact_write_items(**kwargs)
 
 
-class ConflictsFirst:
+class ConflictsFirst(Delegating):
     """A DynamoDB client whose first N transactions collide with another one (real DynamoDB
     cancels them with ``TransactionConflict``; moto, which serializes requests, never does)."""
 
     def __init__(self, client: Any, conflicts: int) -> None:
-        self._client = client
+        super().__init__(client)
         self.conflicts = conflicts
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         if self.conflicts > 0:
@@ -129,7 +124,7 @@ def denied(operation: str = "TransactWriteItems") -> Any:
     )
 
 
-class FaultyTransactions:
+class FaultyTransactions(Delegating):
     """A DynamoDB client whose transactions fail as planned, one entry per call in order:
     ``"throttled"`` (refused before anything was applied, botocore's retries spent),
     ``"applied"`` (applied, then answered with a 500: a timeout after DynamoDB applied the write),
@@ -138,13 +133,10 @@ class FaultyTransactions:
     Every ``ClientRequestToken`` sent is kept in ``tokens``."""
 
     def __init__(self, client: Any, plan: list[str | None], always: str | None = None) -> None:
-        self._client = client
+        super().__init__(client)
         self.plan = list(plan)
         self.always = always
         self.tokens: list[str | None] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
 
     def transact_write_items(self, **kwargs: Any) -> Any:
         self.tokens.append(kwargs.get("ClientRequestToken"))

@@ -213,16 +213,6 @@ class PooledFleet(MotoFleet):
         return arn
 
 
-class Delegating:
-    """A boto3 client with some calls replaced by a subclass (a fault, a race), the rest its own."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-
 def an_ordinary_minute(pool: PooledFleet) -> None:
     """Move the clock off a sweep minute (every 10th), where the fleet index is read anyway."""
     pool.clock.advance(timedelta(minutes=1))

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.clients import Delegating
 from tests.helpers.hosts import host_item, mark_host
 from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import (
-    Delegating,
     PooledFleet,
     an_ordinary_minute,
     create,

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.clients import Delegating
 from tests.helpers.moto_fleet import running
 from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import (
     POOLED,
-    Delegating,
     PooledFleet,
     an_ordinary_minute,
     create,

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.helpers.clients import Delegating
 from tests.helpers.moto_fleet import TABLE, default_task_transitions, running, stream
 from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import (
     POOLED,
-    Delegating,
     PooledFleet,
     an_ordinary_minute,
     create,
