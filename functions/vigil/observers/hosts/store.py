@@ -30,6 +30,7 @@ from vigil.contract.hosts import (
 )
 from vigil.dynamo import (
     Update,
+    any_of,
     batch_get,
     from_wire,
     is_condition_failure,
@@ -206,7 +207,7 @@ class HostStore:
             .remove("status_reason", "retry_at_ms")
         )
         update.condition(update.one_of("status", *ACCEPTING))
-        update.condition(f"({update.absent('task_arn')} OR {update.eq('task_arn', arn)})")
+        update.condition(any_of(update.absent("task_arn"), update.eq("task_arn", arn)))
         return self._write(host, update)
 
     def record_start_failure(
