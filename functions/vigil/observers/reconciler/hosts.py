@@ -267,12 +267,9 @@ class HostManager:
             with isolated(host_id, report):
                 self._mark(book[host_id], HostStatus.RUNNING, None)
         for host_id in plan.witness:
-            with isolated(host_id, report):
-                try:
-                    current = self.placer.host(host_id) or book[host_id]
-                    self.placer.book.put(self.hosts.note_beat(current, self.clock()))
-                except HostConflict:
-                    pass  # it beat meanwhile: alive
+            with isolated(host_id, report), suppress(HostConflict):  # it beat meanwhile: alive
+                current = self.placer.host(host_id) or book[host_id]
+                self.placer.book.put(self.hosts.note_beat(current, self.clock()))
         for host_id in plan.retry_run:
             with isolated(host_id, report):
                 self.placer.run_host(book[host_id])
