@@ -21,6 +21,7 @@ from vigil.contract.metrics import NAMESPACE as NAMESPACE
 from vigil.contract.metrics import SERVICE as SERVICE
 from vigil.contract.metrics import JobMetric as JobMetric
 from vigil.contract.metrics import ObserverMetric as ObserverMetric
+from vigil.contract.metrics import TaskMetric as TaskMetric
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer

@@ -78,8 +78,30 @@ class ObserverMetric(StrEnum):
     ``max_unavailable``: FleetShortfall does not count them as missing."""
 
 
+class TaskMetric(StrEnum):
+    """Metrics emitted per task (``vigil.tasks``); the dimension is ``task``."""
+
+    ENQUEUED = "TaskEnqueued"
+    SUCCEEDED = "TaskSucceeded"
+    FAILED = "TaskFailed"
+    """Out of retries (or malformed): the record is FAILED and the message dead-lettered."""
+    RETRIED = "TaskRetried"
+    DUPLICATE = "TaskDuplicateSuppressed"
+    FENCED = "TaskRunFenced"
+    CANCELLED = "TaskCancelled"
+    MALFORMED = "TaskMessageMalformed"
+    DURATION = "TaskRunDuration"
+    QUEUE_WAIT = "TaskQueueWait"
+    """From ``enqueued_at`` (or ``due_at``) to the claim: what a caller waits before work starts."""
+    FINISH_UNRECORDED = "TaskFinishUnrecorded"
+    EVENT_UNSENT = "TaskEventUnsent"
+    """A completion event PutEvents did not take before the invocation's time ran out."""
+
+
 METRIC_UNITS: dict[str, str] = {
     ObserverMetric.RECONCILE_DURATION: "Milliseconds",
     ObserverMetric.FLEET_OLDEST_HEARTBEAT_AGE: "Seconds",
+    TaskMetric.DURATION: "Milliseconds",
+    TaskMetric.QUEUE_WAIT: "Milliseconds",
 }
 """CloudWatch units of the metrics that are not counts."""

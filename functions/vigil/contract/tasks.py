@@ -1,0 +1,112 @@
+"""The tasks' shared names: what ``BackgroundTask`` (infra) writes into the environment, the task
+records' keys, the queue message's envelope and the completion events, read by the runtime
+(``vigil.tasks``), the CLI, the kit and the emulator.
+
+A task is work an application enqueues (``vigil.tasks.enqueue``) and a Lambda function runs once
+per key from an SQS queue. Its record lives in the stack's tasks table::
+
+    pk = "TASK#<task>"   sk = "<id>"   (one item per task: enqueue, claim and finish each write it once)
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
+"""A task's name (``send-receipt``): the construct id in kebab case unless given."""
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@#=+/-]{0,127}$")
+"""A task's id (its key): printable, no spaces, at most 128 characters (it is a sort key, an SQS
+deduplication id's source and a schedule name's source)."""
+GROUP = re.compile(r"^[A-Za-z0-9_.:@#=+/-]{1,128}$")
+"""An ordered task's group (SQS ``MessageGroupId``'s alphabet)."""
+
+PK_PREFIX = "TASK#"
+"""The partition of a task's records; ``dynamodb:LeadingKeys`` confines each task's function to
+its own."""
+
+ENVELOPE_KEY = "vigil_task"
+"""The queue message body is ``{"vigil_task": {...}}``: see :class:`EnvelopeField`."""
+ENVELOPE_VERSION = 1
+
+
+class EnvelopeField(StrEnum):
+    """The fields of a task message's envelope."""
+
+    VERSION = "v"
+    TASK = "task"
+    ID = "id"
+    PAYLOAD = "payload"
+    ENQUEUED_AT = "enqueued_at"
+    """ISO 8601 UTC, when ``enqueue`` was called."""
+    DUE_AT = "due_at"
+    """ISO 8601 UTC, when the task was asked to run (``delay`` / ``at``); absent: at once."""
+    GROUP = "group"
+    REDRIVEN = "redriven"
+    """True on a message an operator moved back from the dead-letter queue."""
+
+
+class TaskStatus(StrEnum):
+    QUEUED = "QUEUED"
+    """Enqueued (or waiting for its retry after a failed attempt: ``attempts`` > 0)."""
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    """Out of retries, or a message that could not be a task: it is in the dead-letter queue."""
+    CANCELLED = "CANCELLED"
+
+
+FINAL_STATUSES = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+
+
+class TaskEnv(StrEnum):
+    """The environment ``BackgroundTask`` gives its function."""
+
+    NAME = "VIGIL_TASK_NAME"
+    TABLE = "VIGIL_TASKS_TABLE"
+    QUEUE_URL = "VIGIL_TASK_QUEUE_URL"
+    DEAD_LETTER_URL = "VIGIL_TASK_DEAD_LETTER_URL"
+    RETRIES = "VIGIL_TASK_RETRIES"
+    BACKOFF_SECONDS = "VIGIL_TASK_BACKOFF_SECONDS"
+    """The first retry's delay; each next one doubles, capped at SQS's 12 hours."""
+    ORDERED = "VIGIL_TASK_ORDERED"
+    RETENTION_SECONDS = "VIGIL_TASK_RETENTION_SECONDS"
+    """How long a record (and so a key's once-only promise) is kept after its last write."""
+    LEASE_MARGIN_SECONDS = "VIGIL_TASK_LEASE_MARGIN_SECONDS"
+    EVENT_BUS = "VIGIL_EVENT_BUS"
+
+
+CATALOG_ENV = "VIGIL_TASKS_CATALOG"
+"""An application's environment: the stack's ``TasksCatalog`` output (JSON), which tells
+``enqueue`` each task's queue, table and scheduler role without any other lookup."""
+
+
+class CatalogField(StrEnum):
+    """Per task in ``TasksCatalog``."""
+
+    QUEUE_URL = "queue_url"
+    DEAD_LETTER_URL = "dead_letter_url"
+    TABLE = "table"
+    ORDERED = "ordered"
+    RETENTION_SECONDS = "retention_seconds"
+    SCHEDULER_ROLE_ARN = "scheduler_role_arn"
+    """The role a one-time schedule (``at`` beyond SQS's 15-minute delay) sends the message with."""
+    SCHEDULE_GROUP = "schedule_group"
+    FUNCTION = "function"
+
+
+MAX_QUEUE_DELAY_S = 900
+"""SQS's longest per-message delay; a later start goes through a one-time schedule."""
+MAX_MESSAGE_BYTES = 262_144
+"""SQS's largest message (256 KiB): a bigger envelope is refused by ``enqueue``."""
+MAX_RESULT_BYTES = 65_536
+"""The largest result a task record keeps (JSON); a bigger one fails the run, plainly."""
+
+EVENT_SOURCE = "vigil"
+
+
+class TaskEventType(StrEnum):
+    """The completion events' ``detail-type`` on EventBridge."""
+
+    SUCCEEDED = "Vigil Task Succeeded"
+    FAILED = "Vigil Task Failed"
