@@ -458,3 +458,31 @@ class TestHistory:
         )["Item"]
         expected = datetime(2026, 11, 22, 12, 0, tzinfo=UTC) + timedelta(days=3)
         assert int(item["expires_at"]["N"]) == int(expected.timestamp())
+
+
+class TestSkipLeaseLostToTheNextTick:
+    def test_a_run_outliving_its_lease_under_skip_still_records_its_own_tick(
+        self, make_guard: GuardFactory, store: RunStore, clock: ManualClock
+    ) -> None:
+        """The fault review's suspicion, reproduced: under ``skip`` the job's lease (on the head)
+        passed to the next tick while tick A hung past it; A's finish was refused at the head
+        and A's record stayed RUNNING, its outcome lost though nobody else ran tick A. The head
+        belongs to the newer run, the record to A: A's outcome is recorded on its own tick."""
+        guard = make_guard(overlap=Overlap.SKIP, lease_margin=timedelta(seconds=5))
+        next_tick = TICK + timedelta(minutes=5)
+        newer = Body()
+
+        def hang_past_the_lease(run: Any) -> None:
+            clock.set(next_tick)  # A's lease (10 s + 5 s) is long gone
+            assert deliver(guard, tick_at(next_tick), newer).outcome is Outcome.SUCCEEDED
+
+        result = deliver(guard, tick_at(TICK), Body(during=hang_past_the_lease), remaining=10_000)
+        assert result.outcome is Outcome.SUCCEEDED
+        records = {r.tick: r.status for r in store.history("cleanup")}
+        assert records == {
+            "2026-11-22T12:00:00Z": RunStatus.SUCCEEDED,
+            "2026-11-22T12:05:00Z": RunStatus.SUCCEEDED,
+        }
+        head = store.head("cleanup")
+        assert head is not None and head.last_tick == "2026-11-22T12:05:00Z"
+        assert len(newer.calls) == 1

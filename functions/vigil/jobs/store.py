@@ -254,8 +254,9 @@ class RunStore:
         the tick; transient faults are raised for the caller to retry (:mod:`vigil.jobs.finish`).
 
         True: recorded, by this try or, as the refusal's record shows, by an earlier one. False:
-        the run was fenced out: a newer claim took the tick (or, under ``skip``, the job's lease)
-        after this run's lease expired, and its outcome must not overwrite theirs.
+        the run was fenced out: a newer claim took the tick after this run's lease expired, and
+        its outcome must not overwrite theirs. Under ``skip``, a newer tick that took only the
+        job's lease leaves this tick's record to this run: it is written alone.
         """
         record = Update().set_all(
             {
@@ -285,7 +286,7 @@ class RunStore:
             action = self._update(job, tick_sk(tick), record)
             action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             reasons = once([action, self._update(job, HEAD_SK, head)])
-            written, seen = reasons is None, reasons[0][1] if reasons else None
+            written, seen = self._alone_if_only_the_head_refused(action, reasons)
         else:
             head.condition(head.exists("pk"))
             written, seen = self._record_and_head(job, tick, record, head, once)
@@ -343,6 +344,15 @@ class RunStore:
         action = self._update(job, tick_sk(tick), record)
         action["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         reasons = (transact or self._transact)([action, self._update(job, HEAD_SK, head)])
+        return self._alone_if_only_the_head_refused(action, reasons)
+
+    def _alone_if_only_the_head_refused(
+        self, action: dict[str, Any], reasons: Reasons | None
+    ) -> tuple[bool, Item | None]:
+        """The record's write without the head's, when only the head refused: the head belongs
+        to a newer tick (its last_*, or under ``skip`` the job's lease a newer tick claimed after
+        this run's expired), but the record is still this run's to finish. Returns whether the
+        record was written and, if not, the record its condition refused (None if absent)."""
         if reasons is None:
             return True, None
         (record_code, record_seen), (head_code, _) = reasons
