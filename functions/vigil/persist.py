@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
 from vigil.clock import Sleeper
@@ -117,6 +118,20 @@ class Backoff:
 
 
 DEFAULT_BACKOFF = Backoff()
+
+LAMBDA_WRITE_CONFIG = Config(
+    connect_timeout=1, read_timeout=2, retries={"mode": "standard", "total_max_attempts": 2}
+)
+"""The client a Lambda function records finished work with. botocore's defaults (60 s to connect
+and 60 s to read, DynamoDB's legacy retries up to 10 times) let one try outlast the invocation, and
+Lambda resets a timed-out container: the outcome it would have remembered is gone. A DynamoDB
+single-item or transactional write answers in milliseconds; these bound one try."""
+LAMBDA_WRITE_TRY_S = 2 * (1 + 2) + 1
+"""The longest one try with :data:`LAMBDA_WRITE_CONFIG` takes: two attempts of a connect and a
+read, and standard mode's pause of at most 1 s between them."""
+FINISH_BACKOFF = Backoff(reserve_s=LAMBDA_WRITE_TRY_S + 1)
+"""Retries of a Lambda's finish: a retry starts only with a whole try's time left (and 1 s more to
+report), so the last try ends before Lambda's timeout and an outcome not written is remembered."""
 
 
 def persist(

@@ -18,7 +18,7 @@ from vigil.jobs.finish import OutcomeUnrecorded, Unfinished
 from vigil.jobs.guard import JobGuard, Result
 from vigil.jobs.model import Outcome, Overlap, RunStatus
 from vigil.jobs.store import Finish, RunStore
-from vigil.persist import DEFAULT_BACKOFF
+from vigil.persist import FINISH_BACKOFF, LAMBDA_WRITE_TRY_S
 
 TICK = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
 REQUEST = "request-1"
@@ -158,7 +158,7 @@ class TestOutOfTime:
         # It kept retrying until its last pause would have eaten the reserve (the pause is
         # jittered: at most the cap), and kept that reserve before Lambda's timeout.
         elapsed = (clock() - TICK).total_seconds()
-        reserve, cap = DEFAULT_BACKOFF.reserve_s, DEFAULT_BACKOFF.cap_s
+        reserve, cap = FINISH_BACKOFF.reserve_s, FINISH_BACKOFF.cap_s
         assert TIMEOUT_S - reserve - cap <= elapsed <= TIMEOUT_S - reserve
         assert len(guard.unfinished) == 1
 
@@ -247,6 +247,47 @@ class TestOutOfTime:
         assert (retried.outcome, retried.attempt) == (Outcome.SUCCEEDED, 2)
         [record] = store.history("cleanup")
         assert (record.status, record.attempts) == (RunStatus.SUCCEEDED, 2)
+
+
+class SlowThrottles(FaultyTransactions):
+    """Every finish try takes the longest a Lambda's write client lets it (its timeouts and its
+    one retry spent), then is throttled."""
+
+    def __init__(self, client: Any, clock: ManualClock) -> None:
+        super().__init__(client, plan=[None], always="throttled")
+        self.clock = clock
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        if not self.plan:
+            self.clock.advance(LAMBDA_WRITE_TRY_S)
+        return super().transact_write_items(**kwargs)
+
+
+def test_a_finish_retry_starts_only_with_a_whole_tries_time_left(
+    make_guard: GuardFactory, dynamodb: Any, clock: ManualClock
+) -> None:
+    """The fault review's suspicion: a retry started with the 2 s reserve left could outlast the
+    invocation by botocore's own timeouts (60 s reads by default), and Lambda resets a timed-out
+    container, so the outcome it would have remembered was gone. Each try is bounded
+    (``LAMBDA_WRITE_CONFIG``) and a retry starts only with a whole try's time left."""
+    guard = make_guard(client=SlowThrottles(dynamodb, clock))
+    deadline = clock() + timedelta(seconds=TIMEOUT_S)
+    with pytest.raises(OutcomeUnrecorded):
+        invoke(guard, Body(), clock)
+    assert clock() <= deadline  # the last try ended before Lambda's timeout
+    assert len(guard.unfinished) == 1
+
+
+def test_the_lambda_write_client_bounds_one_try() -> None:
+    import boto3
+
+    from vigil.persist import LAMBDA_WRITE_CONFIG
+
+    client = boto3.client("dynamodb", region_name="us-east-1", config=LAMBDA_WRITE_CONFIG)
+    config = client.meta.config
+    assert config.retries == {"mode": "standard", "total_max_attempts": 2}
+    # Two attempts of a connect and a read, standard mode's pause of at most 1 s between them.
+    assert 2 * (config.connect_timeout + config.read_timeout) + 1 <= LAMBDA_WRITE_TRY_S
 
 
 def finish_of(token: int = 1, status: RunStatus = RunStatus.SUCCEEDED, job: str = "j") -> Finish:

@@ -33,7 +33,7 @@ from typing import Protocol
 
 from vigil.clock import Sleeper
 from vigil.jobs.store import Finish
-from vigil.persist import OutOfTime, persist
+from vigil.persist import FINISH_BACKOFF, Backoff, OutOfTime, persist
 
 REMEMBERED = 64
 """Outcomes one container remembers; Lambda's retries come within minutes, one per request."""
@@ -97,13 +97,18 @@ def record_outcome(
     time_left_s: Callable[[], float],
     sleep: Sleeper,
     on_retry: Callable[[BaseException, int], None] | None = None,
+    backoff: Backoff = FINISH_BACKOFF,
 ) -> bool:
     """Write ``outcome`` through transient faults while there is time: True if recorded, False
     if the run was fenced out. Out of time: remembered under ``request_id``, then
     :class:`OutcomeUnrecorded` is raised."""
     try:
         return persist(
-            lambda: store.finish(outcome), time_left_s=time_left_s, sleep=sleep, on_retry=on_retry
+            lambda: store.finish(outcome),
+            time_left_s=time_left_s,
+            sleep=sleep,
+            backoff=backoff,
+            on_retry=on_retry,
         )
     except OutOfTime as out_of_time:
         unfinished.remember(request_id, outcome)
