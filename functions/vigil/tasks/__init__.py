@@ -1,0 +1,52 @@
+"""Background tasks an application enqueues and a Lambda function runs once per key.
+
+Writing one (``functions/tasks/send_receipt.py``)::
+
+    from vigil.tasks import TaskRun, task
+
+    @task
+    def handler(run: TaskRun, payload: dict) -> dict:
+        return {"receipt": ...}
+
+Enqueueing one, from any Python application with boto3 and ``VIGIL_TASKS_CATALOG`` set::
+
+    from vigil.tasks import enqueue
+    task_id = enqueue("send-receipt", {"order": "o-1"}, key="o-1")
+"""
+
+from vigil.tasks.catalog import Catalog, TaskSpec
+from vigil.tasks.decorator import task
+from vigil.tasks.enqueue import TaskClient, cancel, enqueue
+from vigil.tasks.envelope import Envelope, deduplication_id, schedule_name
+from vigil.tasks.errors import (
+    InvalidTask,
+    MalformedTask,
+    NotCancellable,
+    TaskFenced,
+    TaskNotFound,
+    UnknownTask,
+)
+from vigil.tasks.guard import TaskRun
+from vigil.tasks.settings import TaskSettings
+from vigil.tasks.store import TaskRecord
+
+__all__ = [
+    "Catalog",
+    "Envelope",
+    "InvalidTask",
+    "MalformedTask",
+    "NotCancellable",
+    "TaskClient",
+    "TaskFenced",
+    "TaskNotFound",
+    "TaskRecord",
+    "TaskRun",
+    "TaskSettings",
+    "TaskSpec",
+    "UnknownTask",
+    "cancel",
+    "deduplication_id",
+    "enqueue",
+    "schedule_name",
+    "task",
+]
