@@ -3,7 +3,8 @@
 The guard (``guard.py``) makes the requests; these decide from their answers alone, so every
 branch is tested without AWS:
 
-* a refused claim (:func:`resolve_claim`): the record is final -> DUPLICATE (CANCELLED: not run);
+* a refused claim (:func:`resolve_claim`): the record is final -> DUPLICATE (CANCELLED: not run;
+  FAILED is final except to an operator's redrive);
   RUNNING under a live lease -> BUSY, the message comes back when the lease has run out; otherwise
   the state moved (a token ahead of our clock) -> RETRY above what was seen;
 * a body that raised (:func:`after_failure`): retry after ``backoff * 2**(attempt-1)`` (capped at
@@ -48,14 +49,17 @@ class ClaimDecision:
     """BUSY: the message's new visibility, the rest of the holder's lease (at least 1 s)."""
 
 
-def resolve_claim(seen: Item | None, *, now: datetime, token: int) -> ClaimDecision:
-    """A claim refused with ``seen`` (ALL_OLD) under ``token`` at ``now``."""
+def resolve_claim(
+    seen: Item | None, *, now: datetime, token: int, redriven: bool = False
+) -> ClaimDecision:
+    """A claim refused with ``seen`` (ALL_OLD) under ``token`` at ``now``; a ``redriven``
+    message may take a FAILED record, so its refusal there can only be the token."""
     if seen is None:
         return ClaimDecision(Verdict.RETRY, "the record vanished under the claim")
     status = TaskStatus(seen["status"])
     if status is TaskStatus.CANCELLED:
         return ClaimDecision(Verdict.CANCELLED, "cancelled before it started: not run")
-    if status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED):
+    if status is TaskStatus.SUCCEEDED or (status is TaskStatus.FAILED and not redriven):
         return ClaimDecision(Verdict.DUPLICATE, f"already {status.value}")
     if status is TaskStatus.RUNNING:
         until = datetime.fromisoformat(str(seen["lease_until"]))

@@ -209,7 +209,7 @@ class TaskGuard:
             )
             if isinstance(answer, Claimed):
                 return answer
-            decision = resolve_claim(answer.seen, now=now, token=token)
+            decision = resolve_claim(answer.seen, now=now, token=token, redriven=envelope.redriven)
             if decision.verdict is Verdict.DUPLICATE:
                 return Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
             if decision.verdict is Verdict.CANCELLED:
