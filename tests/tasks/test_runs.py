@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.clients import Delegating
+from tests.helpers.jobs import throttled
 from tests.helpers.tasks import (
     ORDERED,
     PLAIN,
@@ -21,10 +23,9 @@ from tests.helpers.tasks import (
     settle,
 )
 from tests.tasks.conftest import HandlerFactory
-from vigil.contract.tasks import MAX_RESULT_BYTES, TaskStatus
+from vigil.contract.tasks import MAX_RESULT_BYTES, REASON_ATTRIBUTE, TaskStatus
 from vigil.tasks import TaskRun
 from vigil.tasks.envelope import parse
-from vigil.tasks.queues import REASON_ATTRIBUTE
 
 
 class Body:
@@ -437,3 +438,44 @@ def test_a_busy_task_comes_back_when_the_holders_lease_ends(
     invoke(make_handler(Body(during=duplicate_meanwhile)), [record])
     (visibility,) = other.sqs.of("change_message_visibility")
     assert visibility["VisibilityTimeout"] == 90  # 60 s left + the 30 s margin
+
+
+class DeadLetterThrottled(Delegating):
+    """An SQS client whose sends to the dead-letter queue are throttled while ``down``."""
+
+    def __init__(self, client: Any, dead_letter_url: str) -> None:
+        super().__init__(client)
+        self.dead_letter_url = dead_letter_url
+        self.down = True
+
+    def send_message(self, **kwargs: Any) -> Any:
+        if self.down and kwargs["QueueUrl"] == self.dead_letter_url:
+            raise throttled("SendMessage")
+        return self._client.send_message(**kwargs)
+
+
+def test_a_failure_whose_dead_letter_could_not_be_sent_still_ends_in_the_dead_letter_queue(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """Out of retries, the dead-letter send throttled until the invocation's time ran out: the
+    message is kept, and its redelivery must not be taken for a DUPLICATE and dropped."""
+    stack.client().enqueue(PLAIN, {}, key="o-1")
+    batch = records(stack.messages(url(stack)))
+    sqs = DeadLetterThrottled(stack.sqs, stack.catalog.spec(PLAIN).dead_letter_url)
+    remaining = [60_000]
+
+    def time_runs_out(run: TaskRun) -> None:
+        remaining[0] = 3_000
+
+    body = Body(fail=99, during=time_runs_out)
+    handler = make_handler(body, retries=0, sqs=sqs)
+
+    assert invoke(handler, batch, remaining=lambda: remaining[0]) == [batch[0]["messageId"]]
+    assert stack.dead_letters() == [] and len(body.runs) == 1
+    body.during = None
+
+    sqs.down = False
+    stack.clock.advance(timedelta(minutes=10))  # the message is back
+    assert invoke(handler, batch) == []
+    assert len(stack.dead_letters()) == 1
+    assert stack.client().get(PLAIN, "o-1").status is TaskStatus.FAILED

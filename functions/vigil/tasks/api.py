@@ -24,7 +24,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Pat
 from pydantic import BaseModel, ConfigDict, Field
 
 from vigil.contract.tasks import TASK_NAME, TaskStatus
-from vigil.http_answers import domain_error_response, error_body, validation_response
+from vigil.http_answers import (
+    answer_unknown_routes,
+    domain_error_response,
+    validation_response,
+)
 from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.errors import InvalidTask, NotCancellable, TaskNotFound, UnknownTask
 
@@ -136,12 +140,6 @@ def build_tasks_app(
     app.exception_handler(list(_DOMAIN_ERRORS))(
         domain_error_response(_DOMAIN_ERRORS, code_of=_code)
     )
-
-    @app.not_found
-    def no_route(error: Exception) -> Response[str]:
-        event = app.current_event
-        return error_body(
-            HTTPStatus.NOT_FOUND, "no_such_route", f"no route for {event.http_method} {event.path}"
-        )
+    answer_unknown_routes(app)
 
     return app

@@ -14,11 +14,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from vigil.contract.tasks import CATALOG_ENV, TASK_NAME, CatalogField
+from vigil.contract.tasks import CATALOG_ENV, SCHEDULE_GROUP, TASK_NAME, CatalogField
 from vigil.settings import SettingsError
 from vigil.tasks.errors import UnknownTask
-
-DEFAULT_SCHEDULE_GROUP = "vigil-tasks"
 
 
 @dataclass(frozen=True)
@@ -33,7 +31,7 @@ class TaskSpec:
     retention: timedelta = timedelta(days=7)
     scheduler_role_arn: str = ""
     """Empty: no ``at`` beyond SQS's 15-minute delay for this task."""
-    schedule_group: str = DEFAULT_SCHEDULE_GROUP
+    schedule_group: str = SCHEDULE_GROUP
     function: str = ""
 
     @classmethod
@@ -56,7 +54,7 @@ class TaskSpec:
             ordered=bool(raw.get(CatalogField.ORDERED, False)),
             retention=timedelta(seconds=retention),
             scheduler_role_arn=str(raw.get(CatalogField.SCHEDULER_ROLE_ARN, "")),
-            schedule_group=str(raw.get(CatalogField.SCHEDULE_GROUP) or DEFAULT_SCHEDULE_GROUP),
+            schedule_group=str(raw.get(CatalogField.SCHEDULE_GROUP) or SCHEDULE_GROUP),
             function=str(raw.get(CatalogField.FUNCTION, "")),
         )
 

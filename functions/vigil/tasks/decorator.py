@@ -11,7 +11,6 @@ message that does not finish (``SqsFifoPartialProcessor``), so the group keeps i
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,10 +38,6 @@ Handler = Callable[[Any, Any], dict[str, Any]]
 class MessageKept(RuntimeError):
     """Raised for a message that is not done with: the batch reports it failed, so SQS keeps it
     (and hands it back when its visibility ends)."""
-
-
-def _tracing_enabled() -> bool:
-    return os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() not in ("1", "true")
 
 
 def task(
@@ -81,11 +76,7 @@ def task(
                 guard = build()
             return handle_batch(guard, fn, event, context)
 
-        handler: Handler = telemetry.logger().inject_lambda_context(clear_state=True)(guarded)
-        handler = telemetry.metrics().log_metrics(handler)
-        if _tracing_enabled():
-            handler = telemetry.tracer().capture_lambda_handler(handler)
-        return functools.wraps(fn)(handler)
+        return functools.wraps(fn)(telemetry.instrument(guarded))
 
     return wrap(body) if body is not None else wrap
 

@@ -10,7 +10,7 @@ Flow of one message (the decorator hands each message of a batch here)::
     run the body -> finish (1 UpdateItem fenced by the token, through persist)
         SUCCEEDED -> completion event; deleted
         failed, retries left -> QUEUED with the error; back after the backoff
-        failed, none left -> FAILED; dead-letter queue with the error; completion event; deleted
+        failed, none left -> dead-letter queue with the error, then FAILED; event; deleted
         fenced (a newer delivery took it over) -> nothing recorded; left to the newer one
 
 Why a message is reported failed rather than deleted whenever anything is unsure: the record is
@@ -306,9 +306,20 @@ class TaskGuard:
         remaining_ms: Callable[[], int],
         how: str,
     ) -> Delivery:
-        """Record ``outcome`` (through transient faults), then act on the message: delete it,
-        dead-letter it, or have it come back after the backoff."""
+        """Record ``outcome`` (through transient faults), then act on the message: delete it
+        or have it come back after the backoff.
+
+        A run out of retries goes to the dead-letter queue *before* its record says FAILED: a
+        FAILED record makes every later copy of the message a DUPLICATE, so were the send to
+        fail after it, the task would be in neither place. The other way round, the worst is a
+        second copy in the dead-letter queue, which a redrive runs at most once (the key)."""
         time_left_s = self._time_left(remaining_ms)
+        error = f"{outcome.error_type}: {outcome.error_message}" if outcome.error_type else ""
+        if outcome.status is TaskStatus.FAILED and how != "remembered":
+            reason = f"failed after {outcome.attempt} attempt(s): {error}"
+            not_sent = self._dead_letter(message, reason, time_left_s)
+            if not_sent:
+                return Delivery(Outcome.UNRECORDED, envelope.id, outcome.attempt, not_sent)
         try:
             recorded = record_outcome(
                 self._store,
@@ -328,7 +339,6 @@ class TaskGuard:
                 outcome.attempt,
                 "a newer delivery took the task over; this outcome is not recorded",
             )
-        error = f"{outcome.error_type}: {outcome.error_message}" if outcome.error_type else ""
         if outcome.status is TaskStatus.QUEUED:
             delay = after_failure(outcome.attempt, self.settings.retries, self.settings.backoff)
             self._come_back(message, delay.delay_s)
@@ -338,25 +348,27 @@ class TaskGuard:
                 outcome.attempt,
                 f"attempt {outcome.attempt} failed ({error}); retry in {delay.delay_s} s",
             )
-        if outcome.status is TaskStatus.FAILED:
-            reason = f"failed after {outcome.attempt} attempt(s): {error}"
-            try:
-                persist(
-                    lambda: self._queue.dead_letter(
-                        message.body, reason, message_id=message.message_id, group=message.group
-                    ),
-                    time_left_s=time_left_s,
-                    sleep=self._sleep,
-                )
-            except OutOfTime as out_of_time:
-                # Recorded FAILED, not yet in the dead-letter queue: keep the message.
-                return Delivery(
-                    Outcome.UNRECORDED, envelope.id, outcome.attempt, f"dead letter: {out_of_time}"
-                )
         unsent = not self._announce(envelope, outcome, time_left_s)
         final = Outcome.SUCCEEDED if outcome.status is TaskStatus.SUCCEEDED else Outcome.FAILED
         reason = error if final is Outcome.FAILED else how
         return Delivery(final, envelope.id, outcome.attempt, reason, event_unsent=unsent)
+
+    def _dead_letter(
+        self, message: Message, reason: str, time_left_s: Callable[[], float]
+    ) -> str | None:
+        """The message, with ``reason``, in the dead-letter queue through transient faults;
+        what stopped it if time ran out first (the message is then kept, to come back)."""
+        try:
+            persist(
+                lambda: self._queue.dead_letter(
+                    message.body, reason, message_id=message.message_id, group=message.group
+                ),
+                time_left_s=time_left_s,
+                sleep=self._sleep,
+            )
+        except OutOfTime as out_of_time:
+            return f"not dead-lettered: {out_of_time}"
+        return None
 
     def _announce(
         self, envelope: Envelope, outcome: TaskFinish, time_left_s: Callable[[], float]
@@ -385,20 +397,10 @@ class TaskGuard:
     def _malformed(
         self, message: Message, malformed: MalformedTask, remaining_ms: Callable[[], int]
     ) -> Delivery:
-        time_left_s = self._time_left(remaining_ms)
-        try:
-            persist(
-                lambda: self._queue.dead_letter(
-                    message.body,
-                    f"malformed: {malformed.reason}",
-                    message_id=message.message_id,
-                    group=message.group,
-                ),
-                time_left_s=time_left_s,
-                sleep=self._sleep,
-            )
-        except OutOfTime as out_of_time:
-            return Delivery(Outcome.UNRECORDED, reason=f"dead letter: {out_of_time}")
+        reason = f"malformed: {malformed.reason}"
+        not_sent = self._dead_letter(message, reason, self._time_left(remaining_ms))
+        if not_sent:
+            return Delivery(Outcome.UNRECORDED, malformed.task_id, reason=not_sent)
         if malformed.task == self.settings.task and malformed.task_id:
             now = self._clock()
             self._store.mark_malformed(

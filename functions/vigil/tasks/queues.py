@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from vigil.contract.tasks import REASON_ATTRIBUTE
 from vigil.dynamo import truncate
-
-REASON_ATTRIBUTE = "vigil_reason"
-"""Why a message is in the dead-letter queue (a string message attribute)."""
 
 
 class TaskQueue:

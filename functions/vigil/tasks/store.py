@@ -251,12 +251,12 @@ class TaskStore:
         update.condition(any_of(*takeable))
         update.condition(any_of(update.absent("token"), update.lt("token", claim.token)))
         try:
-            answer = self._client.update_item(
-                TableName=self._table,
-                Key=wire(task_key(claim.task, claim.id)),
+            answer = self._update(
+                claim.task,
+                claim.id,
+                update,
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **update.request(),
             )
         except ClientError as error:
             if is_condition_failure(error):
@@ -286,11 +286,8 @@ class TaskStore:
             update.eq("token", outcome.token), update.eq("status", TaskStatus.RUNNING.value)
         )
         try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=wire(task_key(outcome.task, outcome.id)),
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **update.request(),
+            self._update(
+                outcome.task, outcome.id, update, ReturnValuesOnConditionCheckFailure="ALL_OLD"
             )
         except ClientError as error:
             if is_condition_failure(error):
@@ -306,15 +303,7 @@ class TaskStore:
         else:
             update.remove("progress_note")
         update.condition(update.eq("token", token), update.eq("status", TaskStatus.RUNNING.value))
-        try:
-            self._client.update_item(
-                TableName=self._table, Key=wire(task_key(task, task_id)), **update.request()
-            )
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise
-        return True
+        return self._applied(task, task_id, update)
 
     def mark_malformed(
         self, task: str, task_id: str, reason: str, now: datetime, expires_at: datetime
@@ -322,52 +311,23 @@ class TaskStore:
         """FAILED with the reason, for a message naming this task and a readable id that is not
         a task (a payload that is not an object, an old envelope version): only if the record
         is missing or still QUEUED, so a real run's record is never overwritten."""
-        update = Update().set_all(
-            {
-                "task": task,
-                "id": task_id,
-                "status": TaskStatus.FAILED.value,
-                "finished_at": iso(now),
-                "error_type": "MalformedTask",
-                "error_message": reason,
-                "expires_at": epoch_s(expires_at),
-            }
-        )
-        update.set_default("attempts", 0)
-        update.condition(any_of(update.absent("pk"), update.eq("status", TaskStatus.QUEUED.value)))
-        try:
-            self._client.update_item(
-                TableName=self._table, Key=wire(task_key(task, task_id)), **update.request()
-            )
-        except ClientError as error:
-            if is_condition_failure(error):
-                return False
-            raise
-        return True
+        update = _end_unstarted(task, task_id, TaskStatus.FAILED, now, expires_at)
+        update.set_all({"error_type": "MalformedTask", "error_message": reason})
+        return self._applied(task, task_id, update)
 
     # Management ---------------------------------------------------------------------------------
 
     def cancel(self, task: str, task_id: str, now: datetime, expires_at: datetime) -> Item | None:
         """QUEUED (or no record: its message may be on the way) -> CANCELLED; the record as it
         was (None if there was none). A RUNNING or final task: :class:`NotCancellable`."""
-        update = Update().set_all(
-            {
-                "task": task,
-                "id": task_id,
-                "status": TaskStatus.CANCELLED.value,
-                "finished_at": iso(now),
-                "expires_at": epoch_s(expires_at),
-            }
-        )
-        update.set_default("attempts", 0)
-        update.condition(any_of(update.absent("pk"), update.eq("status", TaskStatus.QUEUED.value)))
+        update = _end_unstarted(task, task_id, TaskStatus.CANCELLED, now, expires_at)
         try:
-            answer = self._client.update_item(
-                TableName=self._table,
-                Key=wire(task_key(task, task_id)),
+            answer = self._update(
+                task,
+                task_id,
+                update,
                 ReturnValues="ALL_OLD",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **update.request(),
             )
         except ClientError as error:
             if is_condition_failure(error):
@@ -375,6 +335,26 @@ class TaskStore:
                 raise NotCancellable(task, task_id, str(seen.get("status", "gone"))) from None
             raise
         return from_wire(answer.get("Attributes"))
+
+    def _update(self, task: str, task_id: str, update: Update, **extra: Any) -> dict[str, Any]:
+        return dict(
+            self._client.update_item(
+                TableName=self._table,
+                Key=wire(task_key(task, task_id)),
+                **extra,
+                **update.request(),
+            )
+        )
+
+    def _applied(self, task: str, task_id: str, update: Update) -> bool:
+        """Written; False if its condition refused it."""
+        try:
+            self._update(task, task_id, update)
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False
+            raise
+        return True
 
     def get(self, task: str, task_id: str) -> TaskRecord | None:
         answer = self._client.get_item(
@@ -410,6 +390,25 @@ class TaskStore:
         records = [TaskRecord.from_item(from_wire(raw) or {}) for raw in answer.get("Items", [])]
         last = from_wire(answer.get("LastEvaluatedKey"))
         return records, _page_token(task, last) if last else None
+
+
+def _end_unstarted(
+    task: str, task_id: str, status: TaskStatus, now: datetime, expires_at: datetime
+) -> Update:
+    """A task that never started, ended (CANCELLED, or FAILED as malformed): only if its record
+    is missing (its message may come later) or QUEUED."""
+    update = Update().set_all(
+        {
+            "task": task,
+            "id": task_id,
+            "status": status.value,
+            "finished_at": iso(now),
+            "expires_at": epoch_s(expires_at),
+        }
+    )
+    update.set_default("attempts", 0)
+    update.condition(any_of(update.absent("pk"), update.eq("status", TaskStatus.QUEUED.value)))
+    return update
 
 
 def _page_token(task: str, last: Item) -> str:
