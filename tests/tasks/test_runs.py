@@ -479,3 +479,15 @@ def test_a_failure_whose_dead_letter_could_not_be_sent_still_ends_in_the_dead_le
     assert invoke(handler, batch) == []
     assert len(stack.dead_letters()) == 1
     assert stack.client().get(PLAIN, "o-1").status is TaskStatus.FAILED
+
+
+def test_an_ordered_batch_that_fails_whole_is_answered_not_raised(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """Every message kept is still an answer (``batchItemFailures``), not an invocation error:
+    the retry's backoff set on the message holds either way, and no error is counted twice."""
+    stack.client().enqueue(ORDERED, {"tenant": "a"}, key="a-create", group="a")
+    batch = records(stack.messages(url(stack, ORDERED)))
+    handler = make_handler(Body(fail=1), ORDERED, retries=1)
+    assert invoke(handler, batch) == [batch[0]["messageId"]]
+    assert invoke(handler, batch) == []
