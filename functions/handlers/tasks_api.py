@@ -11,7 +11,6 @@ import os
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from vigil import telemetry
@@ -26,14 +25,7 @@ _app: APIGatewayRestResolver | None = None
 
 
 def count_enqueued(task: str) -> None:
-    with single_metric(
-        name=telemetry.TaskMetric.ENQUEUED,
-        unit=MetricUnit.Count,
-        value=1,
-        namespace=telemetry.NAMESPACE,
-    ) as emitted:
-        emitted.add_dimension(name="service", value=telemetry.SERVICE)
-        emitted.add_dimension(name="task", value=task)
+    telemetry.count_one(telemetry.TaskMetric.ENQUEUED, task=task)
 
 
 def app() -> APIGatewayRestResolver:

@@ -67,3 +67,15 @@ def instrument(handler: LambdaHandler) -> LambdaHandler:
     if tracing_enabled():
         instrumented = tracer().capture_lambda_handler(instrumented)
     return instrumented
+
+
+def count_one(metric: str, **dimensions: str) -> None:
+    """One count of ``metric`` under ``service`` and exactly ``dimensions``, written at once and
+    apart from the invocation's other metrics (whose dimensions differ): a per-job or per-task
+    count from a function that serves many."""
+    from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+    with single_metric(name=metric, unit=MetricUnit.Count, value=1, namespace=NAMESPACE) as one:
+        one.add_dimension(name="service", value=SERVICE)
+        for name, value in dimensions.items():
+            one.add_dimension(name=name, value=value)

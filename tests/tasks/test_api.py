@@ -165,3 +165,26 @@ def test_cancel_is_200_then_409_once_final_or_running(
     ((status, answer),) = seen
     assert (status, answer["error"]) == (409, "not_cancellable")
     assert "RUNNING" in answer["message"]
+
+
+def test_the_handler_reads_the_catalog_from_its_environment_and_counts_enqueues(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from handlers import tasks_api
+
+    monkeypatch.setenv("VIGIL_TASKS_CATALOG", stack.catalog.to_json())
+    monkeypatch.setattr(tasks_api, "_app", None)
+    event = rest_event(
+        "POST",
+        f"/tasks/{PLAIN}",
+        headers={"Content-Type": "application/json", "Idempotency-Key": "o-1"},
+        body=json.dumps({"payload": {"order": "o-1"}}),
+    )
+    answer = tasks_api.handler(event, LambdaContext())
+    assert answer["statusCode"] == 202
+    counted = [
+        json.loads(line)
+        for line in capsys.readouterr().out.splitlines()
+        if '"TaskEnqueued"' in line
+    ]
+    assert [(c["task"], c["service"]) for c in counted] == [(PLAIN, "vigil")]
