@@ -153,3 +153,19 @@ def test_settings_come_from_the_environment_every_problem_named() -> None:
     with pytest.raises(SettingsError) as raised:
         TaskSettings.from_env({"VIGIL_TASK_RETRIES": "-1"})
     assert "VIGIL_TASK_NAME" in str(raised.value) and "VIGIL_TASK_RETRIES" in str(raised.value)
+
+
+def test_enqueueing_needs_boto3_alone() -> None:
+    """An application that only enqueues does not need Powertools (the consumer's half)."""
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from vigil.tasks import enqueue, cancel, TaskClient, Catalog; "
+        "print(sorted(m for m in sys.modules if m.startswith(('aws_lambda_powertools', 'pydantic'))))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=os.environ
+    )
+    assert shown.stdout.strip() == "[]"
