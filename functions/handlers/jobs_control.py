@@ -14,7 +14,6 @@ from typing import Any
 
 import boto3
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -97,14 +96,7 @@ def handle(event: dict[str, Any], context: Any, built: ControlServices) -> dict[
 def _report(findings: list[Finding]) -> None:
     for finding in findings:
         logger.warning("tick never delivered", extra={"job": finding.job, "tick": finding.tick})
-        with single_metric(
-            name=telemetry.JobMetric.NEVER_DELIVERED,
-            unit=MetricUnit.Count,
-            value=1,
-            namespace=telemetry.NAMESPACE,
-        ) as emitted:
-            emitted.add_dimension(name="service", value=telemetry.SERVICE)
-            emitted.add_dimension(name="job", value=finding.job)
+        telemetry.count_one(telemetry.JobMetric.NEVER_DELIVERED, job=finding.job)
 
 
 @logger.inject_lambda_context(correlation_id_path="requestContext.requestId")

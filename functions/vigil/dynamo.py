@@ -156,6 +156,12 @@ class Update:
         self._set[attribute] = f"{name} = {name} + {self.value(by)}"
         return self
 
+    def count_up(self, attribute: str, by: int = 1) -> Update:
+        """``SET a = if_not_exists(a, 0) + by``: a counter on an item this update may create."""
+        name = self.name(attribute)
+        self._set[attribute] = f"{name} = if_not_exists({name}, {self.value(0)}) + {self.value(by)}"
+        return self
+
     def set_default(self, attribute: str, value: Any) -> Update:
         """``SET a = if_not_exists(a, value)``: keeps what is there."""
         name = self.name(attribute)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 ErrorTable = Mapping[type[Exception], tuple[HTTPStatus, str]]
@@ -68,3 +68,14 @@ def caller_of(request_context: Any) -> str:
     """Who signed the request (IAM): recorded on what it changes."""
     identity = request_context.identity
     return str(identity.user_arn or identity.caller or "anonymous")
+
+
+def answer_unknown_routes(app: APIGatewayRestResolver) -> None:
+    """A request for no route gets the same error shape as every refusal (404 ``no_such_route``)."""
+
+    @app.not_found
+    def no_route(error: Exception) -> Response[str]:
+        event = app.current_event
+        return error_body(
+            HTTPStatus.NOT_FOUND, "no_such_route", f"no route for {event.http_method} {event.path}"
+        )

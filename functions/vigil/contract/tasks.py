@@ -102,6 +102,11 @@ MAX_MESSAGE_BYTES = 262_144
 MAX_RESULT_BYTES = 65_536
 """The largest result a task record keeps (JSON); a bigger one fails the run, plainly."""
 
+SCHEDULE_GROUP = "vigil-tasks"
+"""The EventBridge Scheduler group of one-time schedules (``at`` beyond 15 minutes)."""
+REASON_ATTRIBUTE = "vigil_reason"
+"""The string message attribute that says why a message is in a task's dead-letter queue."""
+
 EVENT_SOURCE = "vigil"
 
 

@@ -28,9 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from vigil import idempotent_requests
 from vigil.clock import Clock, system_clock
 from vigil.http_answers import (
+    answer_unknown_routes,
     caller_of,
     domain_error_response,
-    error_body,
     validation_response,
 )
 from vigil.idempotent_requests import HEADER_DESCRIPTION, KeyedOnce
@@ -279,12 +279,6 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
     app.exception_handler(list(_DOMAIN_ERRORS))(
         domain_error_response(_DOMAIN_ERRORS, idempotent_requests.MESSAGES, code_of=_code)
     )
-
-    @app.not_found
-    def no_route(error: Exception) -> Response[str]:
-        event = app.current_event
-        return error_body(
-            HTTPStatus.NOT_FOUND, "no_such_route", f"no route for {event.http_method} {event.path}"
-        )
+    answer_unknown_routes(app)
 
     return app

@@ -8,7 +8,6 @@ free), then guards every delivery with ``JobGuard``.
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,10 +25,6 @@ from vigil.persist import LAMBDA_WRITE_CONFIG
 from vigil.telemetry import JobMetric
 
 Handler = Callable[[Any, Any], dict[str, Any]]
-
-
-def _tracing_enabled() -> bool:
-    return os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() not in ("1", "true")
 
 
 def scheduled_job(
@@ -60,11 +55,7 @@ def scheduled_job(
                 guard = build()
             return _handle(guard, fn, event, context)
 
-        handler: Handler = telemetry.logger().inject_lambda_context(clear_state=True)(guarded)
-        handler = telemetry.metrics().log_metrics(handler)
-        if _tracing_enabled():
-            handler = telemetry.tracer().capture_lambda_handler(handler)
-        return functools.wraps(fn)(handler)
+        return functools.wraps(fn)(telemetry.instrument(guarded))
 
     return wrap(body) if body is not None else wrap
 

@@ -22,25 +22,52 @@ that is the case the body's own fencing (its writes conditional on ``run.fencing
 effects journal exist for.
 
 Nothing here is specific to scheduled jobs: anything that holds a run (a store with ``finish``, a
-request id to remember under) records its outcome with :func:`record_outcome`.
+request id to remember under) records its outcome with :func:`record_outcome`. Background tasks
+(``vigil.tasks``) record theirs through it too, remembering under the SQS message id, which a
+redelivery of the message keeps.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Protocol
+from enum import Enum
+from typing import Generic, Protocol, TypeVar
 
 from vigil.clock import Sleeper
-from vigil.jobs.store import Finish
 from vigil.persist import FINISH_BACKOFF, Backoff, OutOfTime, persist
 
 REMEMBERED = 64
 """Outcomes one container remembers; Lambda's retries come within minutes, one per request."""
 
 
-class OutcomeStore(Protocol):
-    def finish(self, outcome: Finish) -> bool:
+class Outcome(Protocol):
+    """What a finish writes, as far as recording it goes: which run (``run``: a job's tick, a
+    task's id) under which fencing token, ending how."""
+
+    @property
+    def run(self) -> tuple[str, str]:
+        """(what, which): (job, tick) or (task, id); a remembered outcome is recalled by it."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """How an error names the run (``cleanup tick 2026-...``)."""
+        ...
+
+    @property
+    def token(self) -> int: ...
+
+    @property
+    def status(self) -> Enum: ...
+
+
+OutcomeT = TypeVar("OutcomeT", bound=Outcome)
+O_contra = TypeVar("O_contra", bound=Outcome, contravariant=True)
+
+
+class OutcomeStore(Protocol[O_contra]):
+    def finish(self, outcome: O_contra) -> bool:
         """One try: True if recorded, False if fenced out; raises on a transient fault."""
         ...
 
@@ -49,34 +76,35 @@ class OutcomeUnrecorded(RuntimeError):
     """A run's outcome could not be written before the invocation's time ran out (the cause says
     why). It is remembered on this container for Lambda's retry of the same request."""
 
-    def __init__(self, outcome: Finish, out_of_time: OutOfTime) -> None:
+    def __init__(self, outcome: Outcome, out_of_time: OutOfTime) -> None:
         super().__init__(
-            f"{outcome.job} tick {outcome.tick}: the run {outcome.status.value} (token "
-            f"{outcome.token}) but its outcome is not recorded: {out_of_time}; Lambda's retry of "
+            f"{outcome.label}: the run {outcome.status.value} (token "
+            f"{outcome.token}) but its outcome is not recorded: {out_of_time}; a retry of "
             "this request writes it"
         )
         self.outcome = outcome
 
 
-class Unfinished:
+class Unfinished(Generic[OutcomeT]):
     """Outcomes this container could not record, by the request id of the invocation that ran
     them; past ``capacity`` the oldest is forgotten (a retry then behaves as on a new container)."""
 
     def __init__(self, capacity: int = REMEMBERED) -> None:
-        self._outcomes: OrderedDict[str, Finish] = OrderedDict()
+        self._outcomes: OrderedDict[str, OutcomeT] = OrderedDict()
         self._capacity = capacity
 
-    def remember(self, request_id: str, outcome: Finish) -> None:
+    def remember(self, request_id: str, outcome: OutcomeT) -> None:
         self._outcomes[request_id] = outcome
         self._outcomes.move_to_end(request_id)
         while len(self._outcomes) > self._capacity:
             self._outcomes.popitem(last=False)
 
-    def recall(self, request_id: str, job: str, tick: str) -> Finish | None:
-        """The outcome remembered for this request, if it is this job's tick. It stays
-        remembered until :meth:`forget`: a write of it that fails must not lose it."""
+    def recall(self, request_id: str, what: str, which: str) -> OutcomeT | None:
+        """The outcome remembered for this request, if it is of this run (a job's tick, a task's
+        id). It stays remembered until :meth:`forget`: a write of it that fails must not lose
+        it."""
         outcome = self._outcomes.get(request_id)
-        if outcome is None or (outcome.job, outcome.tick) != (job, tick):
+        if outcome is None or outcome.run != (what, which):
             return None
         return outcome
 
@@ -89,11 +117,11 @@ class Unfinished:
 
 
 def record_outcome(
-    store: OutcomeStore,
-    outcome: Finish,
+    store: OutcomeStore[OutcomeT],
+    outcome: OutcomeT,
     *,
     request_id: str,
-    unfinished: Unfinished,
+    unfinished: Unfinished[OutcomeT],
     time_left_s: Callable[[], float],
     sleep: Sleeper,
     on_retry: Callable[[BaseException, int], None] | None = None,
@@ -115,4 +143,4 @@ def record_outcome(
         raise OutcomeUnrecorded(outcome, out_of_time) from out_of_time
 
 
-__all__ = ["OutcomeStore", "OutcomeUnrecorded", "Unfinished", "record_outcome"]
+__all__ = ["Outcome", "OutcomeStore", "OutcomeUnrecorded", "Unfinished", "record_outcome"]

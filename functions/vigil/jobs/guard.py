@@ -104,7 +104,7 @@ class JobGuard:
         clock: Clock = system_clock,
         *,
         sleep: Sleeper = time.sleep,
-        unfinished: Unfinished | None = None,
+        unfinished: Unfinished[Finish] | None = None,
     ) -> None:
         """One guard per container (the decorator builds it on the first invocation):
         ``unfinished`` is what this container remembers of outcomes it could not record."""
@@ -112,7 +112,7 @@ class JobGuard:
         self._store = store
         self._clock = clock
         self._sleep = sleep
-        self.unfinished = unfinished if unfinished is not None else Unfinished()
+        self.unfinished = unfinished if unfinished is not None else Unfinished[Finish]()
 
     def execute(
         self, tick: Tick, body: Body, *, remaining_ms: Callable[[], int], holder: str

@@ -118,6 +118,14 @@ class Finish:
     def error_summary(self) -> str | None:
         return f"{self.error_type}: {self.error_message}" if self.error_type else None
 
+    @property
+    def run(self) -> tuple[str, str]:
+        return (self.job, self.tick)
+
+    @property
+    def label(self) -> str:
+        return f"{self.job} tick {self.tick}"
+
     def landed_in(self, seen: Item | None) -> bool:
         """Whether the record a refused try saw is this very outcome, written by an earlier try
         whose answer was lost (a timeout after DynamoDB applied it). Only this run can write a

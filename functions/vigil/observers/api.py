@@ -39,6 +39,7 @@ from vigil.contract.hosts import (
     PLACEMENTS_ENV,
 )
 from vigil.http_answers import (
+    answer_unknown_routes,
     caller_of,
     domain_error_response,
     error_body,
@@ -394,15 +395,7 @@ def build_app(services: Services) -> APIGatewayRestResolver:
     app.exception_handler(RequestValidationError)(validation_response)
     app.exception_handler(RequestUnsupportedContentType)(unsupported)
     app.exception_handler(list(_DOMAIN_ERRORS))(domain_error_response(_DOMAIN_ERRORS, _MESSAGES))
-
-    @app.not_found
-    def no_route(error: Exception) -> Response[str]:
-        event = app.current_event
-        return error_body(
-            HTTPStatus.NOT_FOUND,
-            "no_such_route",
-            f"no route for {event.http_method} {event.path}",
-        )
+    answer_unknown_routes(app)
 
     return app
 

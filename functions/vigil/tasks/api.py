@@ -1,0 +1,145 @@
+"""The tasks routes of the management API: enqueue, read, list and cancel a task.
+
+IAM-authorized like the other routes; the same ``{"error", "message"}`` answers
+(``vigil.http_answers``). Every check runs before anything is sent or written: ``enqueue``
+refuses bad input as ``InvalidTask`` (422 naming the field), an unknown task or id is 404, a
+cancel of a task that has started or ended is 409.
+
+``Idempotency-Key`` is the task's key when the body names none: the key is already what makes an
+enqueue idempotent (the same key is the same task), so no separate idempotency store is needed,
+and a retried POST answers the same id without sending a second task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from http import HTTPStatus
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from vigil.contract.tasks import TASK_NAME, TaskStatus
+from vigil.http_answers import (
+    answer_unknown_routes,
+    domain_error_response,
+    validation_response,
+)
+from vigil.tasks.enqueue import TaskClient
+from vigil.tasks.errors import InvalidTask, NotCancellable, TaskNotFound, UnknownTask
+
+TaskName = Annotated[str, Path(pattern=TASK_NAME.pattern)]
+TaskId = Annotated[str, Path(max_length=128)]
+MAX_PAGE = 100
+
+_DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
+    UnknownTask: (HTTPStatus.NOT_FOUND, "task_not_found"),
+    TaskNotFound: (HTTPStatus.NOT_FOUND, "task_id_not_found"),
+    InvalidTask: (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_<field>"),
+    NotCancellable: (HTTPStatus.CONFLICT, "not_cancellable"),
+}
+
+
+def _code(error: Exception, code: str) -> str:
+    if isinstance(error, InvalidTask) and not isinstance(error, UnknownTask):
+        return f"invalid_{error.field}"
+    return code
+
+
+class EnqueueRequest(BaseModel):
+    """``POST /tasks/{task}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    payload: Annotated[dict[str, Any], Field(description="The task's input (a JSON object)")]
+    key: Annotated[
+        str | None, Field(description="The task's id; the same key is the same task")
+    ] = None
+    delay_seconds: Annotated[float | None, Field(description="Start no sooner than this")] = None
+    at: Annotated[str | None, Field(description="Start at (ISO 8601 with zone)")] = None
+    group: Annotated[str | None, Field(description="Ordered tasks: run in order per group")] = None
+
+
+@dataclass(frozen=True)
+class TasksServices:
+    client: TaskClient
+    on_enqueued: Callable[[str], None] | None = None
+    """Told of each task enqueued (the handler counts ``TaskEnqueued``)."""
+
+
+def _parse_at(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidTask("at", f"at must be an ISO 8601 time with a zone, got {text!r}") from None
+
+
+def build_tasks_app(
+    services: TasksServices, app: APIGatewayRestResolver | None = None
+) -> APIGatewayRestResolver:
+    """The routes, on ``app`` if given (a shared API's resolver), else on a new one."""
+    app = app or APIGatewayRestResolver(enable_validation=True)
+    client = services.client
+
+    @app.post("/tasks/<task>", summary="Enqueue a task (the same key is the same task)")
+    def post_task(
+        task: TaskName,
+        request: Annotated[EnqueueRequest, Body(embed=False)],
+        idempotency_key: Annotated[
+            str | None,
+            Header(
+                alias="Idempotency-Key", max_length=255, description="The key, if none in the body"
+            ),
+        ] = None,
+    ) -> Response[dict[str, Any]]:
+        key = request.key if request.key is not None else idempotency_key
+        if request.key is not None and idempotency_key and idempotency_key != request.key:
+            raise InvalidTask("key", "the body's key and the Idempotency-Key header differ")
+        task_id = client.enqueue(
+            task,
+            request.payload,
+            key=key,
+            delay=request.delay_seconds,
+            at=_parse_at(request.at),
+            group=request.group,
+        )
+        if services.on_enqueued:
+            services.on_enqueued(task)
+        record = client.get(task, task_id)
+        body = {"task": task, "id": task_id, "status": record.status.value}
+        return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
+
+    @app.get("/tasks/<task>/<task_id>", summary="One task's record (poll until final)")
+    def get_task(task: TaskName, task_id: TaskId) -> dict[str, Any]:
+        return client.get(task, task_id).to_json()
+
+    @app.get("/tasks/<task>", summary="A task's records by id, one page at a time")
+    def list_tasks(
+        task: TaskName,
+        status: Annotated[TaskStatus | None, Query(description="Only tasks in this status")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = MAX_PAGE,
+        next_page: Annotated[
+            str | None, Query(alias="next", description="next of the previous page")
+        ] = None,
+    ) -> dict[str, Any]:
+        records, token = client.list(task, status, limit=limit, page=next_page)
+        return {"tasks": [r.to_json() for r in records], "next": token}
+
+    @app.delete("/tasks/<task>/<task_id>", summary="Cancel a task that has not started")
+    def delete_task(task: TaskName, task_id: TaskId) -> dict[str, Any]:
+        client.get(task, task_id)  # an id never enqueued is 404, not a new CANCELLED record
+        return client.cancel(task, task_id).to_json()
+
+    app.exception_handler(RequestValidationError)(validation_response)
+    app.exception_handler(list(_DOMAIN_ERRORS))(
+        domain_error_response(_DOMAIN_ERRORS, code_of=_code)
+    )
+    answer_unknown_routes(app)
+
+    return app

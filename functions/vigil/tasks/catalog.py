@@ -1,0 +1,116 @@
+"""Where an application finds each task's queue, table and scheduler role: the catalog.
+
+The stack publishes it as its ``TasksCatalog`` output (JSON); an application reads it from
+``VIGIL_TASKS_CATALOG`` or is handed it (the CLI builds it from the stack's outputs), so
+``enqueue`` needs no lookup of its own: one SendMessage and one PutItem per task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from vigil.contract.tasks import CATALOG_ENV, SCHEDULE_GROUP, TASK_NAME, CatalogField
+from vigil.settings import SettingsError
+from vigil.tasks.errors import UnknownTask
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task as the catalog declares it."""
+
+    name: str
+    queue_url: str
+    table: str
+    dead_letter_url: str = ""
+    ordered: bool = False
+    retention: timedelta = timedelta(days=7)
+    scheduler_role_arn: str = ""
+    """Empty: no ``at`` beyond SQS's 15-minute delay for this task."""
+    schedule_group: str = SCHEDULE_GROUP
+    function: str = ""
+
+    @classmethod
+    def from_json(cls, name: str, raw: Any) -> TaskSpec:
+        if not TASK_NAME.match(name):
+            raise SettingsError(f"{CATALOG_ENV}: {name!r} is not a task name")
+        if not isinstance(raw, Mapping):
+            raise SettingsError(f"{CATALOG_ENV}: task {name} must be a JSON object")
+        missing = [f for f in (CatalogField.QUEUE_URL, CatalogField.TABLE) if not raw.get(f)]
+        if missing:
+            raise SettingsError(f"{CATALOG_ENV}: task {name} has no {', '.join(missing)}")
+        retention = raw.get(CatalogField.RETENTION_SECONDS, 7 * 86400)
+        if not isinstance(retention, int | float) or retention <= 0:
+            raise SettingsError(f"{CATALOG_ENV}: task {name}: retention_seconds must be > 0")
+        return cls(
+            name=name,
+            queue_url=str(raw[CatalogField.QUEUE_URL]),
+            table=str(raw[CatalogField.TABLE]),
+            dead_letter_url=str(raw.get(CatalogField.DEAD_LETTER_URL, "")),
+            ordered=bool(raw.get(CatalogField.ORDERED, False)),
+            retention=timedelta(seconds=retention),
+            scheduler_role_arn=str(raw.get(CatalogField.SCHEDULER_ROLE_ARN, "")),
+            schedule_group=str(raw.get(CatalogField.SCHEDULE_GROUP) or SCHEDULE_GROUP),
+            function=str(raw.get(CatalogField.FUNCTION, "")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            CatalogField.QUEUE_URL: self.queue_url,
+            CatalogField.DEAD_LETTER_URL: self.dead_letter_url,
+            CatalogField.TABLE: self.table,
+            CatalogField.ORDERED: self.ordered,
+            CatalogField.RETENTION_SECONDS: int(self.retention.total_seconds()),
+            CatalogField.SCHEDULER_ROLE_ARN: self.scheduler_role_arn,
+            CatalogField.SCHEDULE_GROUP: self.schedule_group,
+            CatalogField.FUNCTION: self.function,
+        }
+
+
+class Catalog(Mapping[str, TaskSpec]):
+    """The stack's tasks by name; :meth:`spec` refuses an unknown one naming those that exist."""
+
+    def __init__(self, specs: Mapping[str, TaskSpec]) -> None:
+        self._specs = dict(specs)
+
+    @classmethod
+    def parse(cls, text: str) -> Catalog:
+        """The ``TasksCatalog`` output's JSON; a :class:`SettingsError` says what is wrong."""
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise SettingsError(f"{CATALOG_ENV} is not JSON: {error}") from None
+        if not isinstance(raw, dict):
+            raise SettingsError(f"{CATALOG_ENV} must be a JSON object of tasks")
+        return cls({name: TaskSpec.from_json(name, spec) for name, spec in raw.items()})
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Catalog:
+        text = environ.get(CATALOG_ENV, "").strip()
+        if not text:
+            raise SettingsError(
+                f"environment variable {CATALOG_ENV} is required (the stack's TasksCatalog output)"
+            )
+        return cls.parse(text)
+
+    def spec(self, task: str) -> TaskSpec:
+        try:
+            return self._specs[task]
+        except KeyError:
+            raise UnknownTask(task, self._specs) from None
+
+    def to_json(self) -> str:
+        return json.dumps({name: spec.to_json() for name, spec in sorted(self._specs.items())})
+
+    def __getitem__(self, task: str) -> TaskSpec:
+        return self._specs[task]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)

@@ -1,0 +1,130 @@
+"""What a task delivery does next: pure functions of what it saw, returning frozen decisions.
+
+The guard (``guard.py``) makes the requests; these decide from their answers alone, so every
+branch is tested without AWS:
+
+* a refused claim (:func:`resolve_claim`): the record is final -> DUPLICATE (CANCELLED: not run;
+  FAILED is final except to an operator's redrive);
+  RUNNING under a live lease -> BUSY, the message comes back when the lease has run out; otherwise
+  the state moved (a token ahead of our clock) -> RETRY above what was seen;
+* a body that raised (:func:`after_failure`): retry after ``backoff * 2**(attempt-1)`` (capped at
+  SQS's 12 hours), or, out of retries, FAILED and the dead-letter queue;
+* a batch near its deadline (:func:`may_claim`): claim nothing more, so no run starts that the
+  invocation cannot finish and record;
+* a body's return value (:func:`encode_result`): JSON within ``MAX_RESULT_BYTES``, or a refusal
+  that fails the run plainly (retrying would not shrink it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from vigil.contract.tasks import MAX_RESULT_BYTES, TaskStatus
+from vigil.dynamo import Item
+from vigil.tasks.settings import MAX_BACKOFF
+
+
+class Verdict(StrEnum):
+    DUPLICATE = "DUPLICATE"
+    """The task is final: the message is deleted, nothing runs."""
+    CANCELLED = "CANCELLED"
+    """Cancelled before it started: the message is deleted, nothing runs."""
+    BUSY = "BUSY"
+    """Another delivery runs it under a live lease: the message comes back when that ends."""
+    RETRY = "RETRY"
+    """The record moved under the claim: claim again with what was seen."""
+
+
+@dataclass(frozen=True)
+class ClaimDecision:
+    verdict: Verdict
+    reason: str
+    token_floor: int = 0
+    come_back_in_s: int = 0
+    """BUSY: the message's new visibility, the rest of the holder's lease (at least 1 s)."""
+
+
+def resolve_claim(
+    seen: Item | None, *, now: datetime, token: int, redriven: bool = False
+) -> ClaimDecision:
+    """A claim refused with ``seen`` (ALL_OLD) under ``token`` at ``now``; a ``redriven``
+    message may take a FAILED record, so its refusal there can only be the token."""
+    if seen is None:
+        return ClaimDecision(Verdict.RETRY, "the record vanished under the claim")
+    status = TaskStatus(seen["status"])
+    if status is TaskStatus.CANCELLED:
+        return ClaimDecision(Verdict.CANCELLED, "cancelled before it started: not run")
+    if status is TaskStatus.SUCCEEDED or (status is TaskStatus.FAILED and not redriven):
+        return ClaimDecision(Verdict.DUPLICATE, f"already {status.value}")
+    if status is TaskStatus.RUNNING:
+        until = datetime.fromisoformat(str(seen["lease_until"]))
+        if until >= now:
+            wait = max(1, math.ceil((until - now).total_seconds()))
+            return ClaimDecision(
+                Verdict.BUSY,
+                f"running under token {seen.get('token')} until {seen['lease_until']}",
+                come_back_in_s=min(wait, int(MAX_BACKOFF.total_seconds())),
+            )
+    seen_token = int(seen.get("token", 0))
+    return ClaimDecision(
+        Verdict.RETRY,
+        f"token {seen_token} is ahead of {token}: claiming above it",
+        token_floor=max(seen_token, token),
+    )
+
+
+@dataclass(frozen=True)
+class AfterFailure:
+    retry: bool
+    delay_s: int = 0
+    """Retry: the message's visibility, so SQS hands it back after the backoff."""
+
+
+def after_failure(attempt: int, retries: int, backoff: timedelta) -> AfterFailure:
+    """Attempt ``attempt`` (1 for the first run) failed; ``retries`` more are allowed."""
+    if attempt > retries:
+        return AfterFailure(retry=False)
+    delay = backoff.total_seconds() * 2 ** (attempt - 1)
+    return AfterFailure(retry=True, delay_s=int(min(delay, MAX_BACKOFF.total_seconds())))
+
+
+def may_claim(remaining_ms: int, margin: timedelta) -> bool:
+    """Whether a batch may claim another message with this much of the invocation left."""
+    return remaining_ms > margin.total_seconds() * 1000
+
+
+def lease_until(now: datetime, remaining_ms: int, margin: timedelta) -> datetime:
+    """The invocation's deadline plus the margin: Lambda has killed the run by then, so a
+    claimant that sees the lease expired cannot overlap a live run (skew below the margin)."""
+    return now + timedelta(milliseconds=remaining_ms) + margin
+
+
+@dataclass(frozen=True)
+class ResultRefused:
+    error_type: str
+    message: str
+
+
+def encode_result(value: Any) -> str | ResultRefused | None:
+    """The record's ``result``: JSON of what the body returned (None: no result)."""
+    if value is None:
+        return None
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as error:
+        return ResultRefused(
+            "ResultNotJSON", f"the task returned a value that is not JSON: {error}"
+        )
+    size = len(text.encode())
+    if size > MAX_RESULT_BYTES:
+        return ResultRefused(
+            "ResultTooLarge",
+            f"the result is {size} bytes of JSON, over the {MAX_RESULT_BYTES} a task record "
+            "keeps: store it elsewhere (S3) and return its location",
+        )
+    return text

@@ -1,0 +1,152 @@
+"""``@task``: the whole SQS-triggered Lambda handler a task author needs.
+
+The construct sets the task's name, queues, table and retry policy in the environment; the
+decorator reads them on the first invocation (not at import), then hands every message of a batch
+to :class:`TaskGuard` through Powertools' batch processing, and answers the event source with the
+messages to keep (``batchItemFailures``): only those come back, so a batch with one failure does
+not run its other messages again. An ordered task's FIFO batch stops a group at its first
+message that does not finish (``SqsFifoPartialProcessor``), so the group keeps its order.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    SqsFifoPartialProcessor,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.batch.base import BasePartialBatchProcessor
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from vigil import telemetry
+from vigil.clock import Clock, Sleeper, system_clock
+from vigil.contract.metrics import TaskMetric
+from vigil.tasks.guard import Body, Delivery, Message, Outcome, TaskGuard
+from vigil.tasks.queues import TaskQueue
+from vigil.tasks.settings import TaskSettings
+from vigil.tasks.store import TaskStore
+
+Handler = Callable[[Any, Any], dict[str, Any]]
+
+
+class MessageKept(RuntimeError):
+    """Raised for a message that is not done with: the batch reports it failed, so SQS keeps it
+    (and hands it back when its visibility ends)."""
+
+
+def task(
+    body: Body | None = None,
+    *,
+    settings: TaskSettings | None = None,
+    dynamodb: Any = None,
+    sqs: Any = None,
+    events: Any = None,
+    clock: Clock = system_clock,
+    sleep: Sleeper = time.sleep,
+) -> Any:
+    """Turn ``body(run, payload)`` into a guarded SQS handler; keyword arguments are for tests."""
+
+    def wrap(fn: Body) -> Handler:
+        # Built on the first invocation and kept while the container lives, with what it
+        # remembers of outcomes it could not record (for a redelivery of the same message).
+        guard: TaskGuard | None = None
+
+        def build() -> TaskGuard:
+            import boto3
+
+            resolved = settings or TaskSettings.from_env()
+            return TaskGuard(
+                resolved,
+                TaskStore(dynamodb or boto3.client("dynamodb"), resolved.table),
+                TaskQueue(sqs or boto3.client("sqs"), resolved.queue_url, resolved.dead_letter_url),
+                events or boto3.client("events"),
+                clock,
+                sleep=sleep,
+            )
+
+        def guarded(event: Any, context: Any) -> dict[str, Any]:
+            nonlocal guard
+            if guard is None:
+                guard = build()
+            return handle_batch(guard, fn, event, context)
+
+        return functools.wraps(fn)(telemetry.instrument(guarded))
+
+    return wrap(body) if body is not None else wrap
+
+
+def processor_for(ordered: bool) -> BasePartialBatchProcessor:
+    """A fresh processor per batch (they hold the batch's state)."""
+    if ordered:
+        fifo = SqsFifoPartialProcessor(skip_group_on_error=True)
+        fifo.raise_on_entire_batch_failure = False
+        return fifo
+    return BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+def handle_batch(guard: TaskGuard, body: Body, event: Any, context: Any) -> dict[str, Any]:
+    """``{"batchItemFailures": [...]}``: the messages SQS must keep."""
+    name = guard.settings.task
+    telemetry.metrics().add_dimension(name="task", value=name)
+    logger = telemetry.logger()
+    logger.append_keys(task=name)
+    holder = str(getattr(context, "aws_request_id", "local"))
+
+    def one(record: SQSRecord) -> None:
+        message = Message.from_record(record.raw_event)
+        logger.append_keys(message_id=message.message_id)
+        delivery = guard.deliver(
+            message, body, remaining_ms=context.get_remaining_time_in_millis, holder=holder
+        )
+        _report(delivery)
+        if not delivery.delete:
+            raise MessageKept(f"{delivery.outcome.value}: {delivery.reason}")
+
+    return dict(
+        process_partial_response(
+            event=event, record_handler=one, processor=processor_for(guard.settings.ordered)
+        )
+    )
+
+
+_OUTCOME_METRIC = {
+    Outcome.SUCCEEDED: TaskMetric.SUCCEEDED,
+    Outcome.FAILED: TaskMetric.FAILED,
+    Outcome.RETRIED: TaskMetric.RETRIED,
+    Outcome.DUPLICATE: TaskMetric.DUPLICATE,
+    Outcome.CANCELLED: TaskMetric.CANCELLED,
+    Outcome.FENCED: TaskMetric.FENCED,
+    Outcome.MALFORMED: TaskMetric.MALFORMED,
+    Outcome.UNRECORDED: TaskMetric.FINISH_UNRECORDED,
+}
+_WORTH_A_WARNING = frozenset(
+    {Outcome.FAILED, Outcome.FENCED, Outcome.MALFORMED, Outcome.UNRECORDED, Outcome.RETRIED}
+)
+
+
+def _report(delivery: Delivery) -> None:
+    metrics, logger = telemetry.metrics(), telemetry.logger()
+    metric = _OUTCOME_METRIC.get(delivery.outcome)
+    if metric is not None:
+        metrics.add_metric(name=metric, unit="Count", value=1)
+    if delivery.duration_ms is not None:
+        metrics.add_metric(
+            name=TaskMetric.DURATION, unit="Milliseconds", value=delivery.duration_ms
+        )
+    if delivery.queue_wait_ms is not None:
+        metrics.add_metric(
+            name=TaskMetric.QUEUE_WAIT, unit="Milliseconds", value=delivery.queue_wait_ms
+        )
+    if delivery.event_unsent:
+        metrics.add_metric(name=TaskMetric.EVENT_UNSENT, unit="Count", value=1)
+    log = logger.warning if delivery.outcome in _WORTH_A_WARNING else logger.info
+    log(
+        f"task {delivery.outcome.value.lower()}",
+        extra={"id": delivery.task_id, "attempt": delivery.attempt, "reason": delivery.reason},
+    )

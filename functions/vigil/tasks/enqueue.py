@@ -1,0 +1,341 @@
+"""Enqueueing and cancelling tasks, from any Python application with only boto3.
+
+Message first, then the record, so no dual write can lose work::
+
+    validate everything -> InvalidTask, nothing sent or written
+    send the message (SQS, DelaySeconds <= 15 min; beyond: a one-time Scheduler schedule that
+        sends it and deletes itself; the same key meets the same schedule name: ConflictException)
+    put the QUEUED record, only if the key has none (refused: enqueued before; the id is returned)
+
+A record without a message cannot exist (the record is written second); a message without a
+record (the put failed after the send) is still run: the consumer's claim creates the record.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from vigil.clock import Clock, iso, system_clock
+from vigil.contract.tasks import GROUP, MAX_MESSAGE_BYTES, MAX_QUEUE_DELAY_S, TASK_ID, TaskStatus
+from vigil.dynamo import error_code
+from vigil.tasks.catalog import Catalog, TaskSpec
+from vigil.tasks.envelope import (
+    Envelope,
+    at_expression,
+    deduplication_id,
+    schedule_name,
+)
+from vigil.tasks.errors import InvalidTask, NotCancellable, TaskNotFound
+from vigil.tasks.queues import TaskQueue
+from vigil.tasks.store import TaskRecord, TaskStore
+
+Delay = timedelta | int | float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An enqueue, validated: what will be sent, and how (a delay, a schedule, or at once)."""
+
+    spec: TaskSpec
+    envelope: Envelope
+    body: str
+    delay_s: int
+    due: datetime | None
+    scheduled: bool
+    """Beyond SQS's 15-minute delay: through a one-time schedule."""
+
+
+class TaskClient:
+    """``enqueue``/``cancel``/``get``/``list`` against one stack's catalog (its clients are
+    created lazily, so an application that only enqueues never builds a Scheduler client)."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        sqs: Any = None,
+        dynamodb: Any = None,
+        scheduler: Any = None,
+        clock: Clock = system_clock,
+    ) -> None:
+        self.catalog = catalog
+        self._sqs, self._dynamodb, self._scheduler = sqs, dynamodb, scheduler
+        self._clock = clock
+
+    # Clients ------------------------------------------------------------------------------------
+
+    def _client(self, kind: str) -> Any:
+        attribute = f"_{kind}"
+        if getattr(self, attribute) is None:
+            import boto3
+
+            setattr(self, attribute, boto3.client(kind))
+        return getattr(self, attribute)
+
+    def store(self, spec: TaskSpec) -> TaskStore:
+        return TaskStore(self._client("dynamodb"), spec.table)
+
+    # Enqueue ------------------------------------------------------------------------------------
+
+    def plan(
+        self,
+        task: str,
+        payload: Any,
+        *,
+        key: str | None = None,
+        delay: Delay | None = None,
+        at: datetime | None = None,
+        group: str | None = None,
+    ) -> Plan:
+        """Every check ``enqueue`` makes, before anything is sent: :class:`InvalidTask`."""
+        spec = self.catalog.spec(task)
+        now = self._clock()
+        if not isinstance(payload, Mapping):
+            raise InvalidTask(
+                "payload", f"the payload must be a JSON object, got {type(payload).__name__}"
+            )
+        if key is not None and (not isinstance(key, str) or not TASK_ID.match(key)):
+            raise InvalidTask(
+                "key",
+                f"invalid key {key!r}: 1 to 128 characters, letters, digits and _.:@#=+/- "
+                "(starting with a letter or digit)",
+            )
+        if group is not None:
+            if not spec.ordered:
+                raise InvalidTask(
+                    "group", f"task {task} is not ordered: a group means nothing to it"
+                )
+            if not isinstance(group, str) or not GROUP.match(group):
+                raise InvalidTask(
+                    "group", f"invalid group {group!r}: 1 to 128 of [A-Za-z0-9_.:@#=+/-]"
+                )
+        if delay is not None and at is not None:
+            raise InvalidTask("delay", "give delay or at, not both")
+        due = _due(now, delay, at)
+        if due is not None and spec.ordered:
+            raise InvalidTask(
+                "delay" if delay is not None else "at",
+                f"task {task} is ordered (a FIFO queue, which has no per-message delay): it "
+                "cannot start later; enqueue it when it is due",
+            )
+        wait_s = math.ceil((due - now).total_seconds()) if due else 0
+        scheduled = wait_s > MAX_QUEUE_DELAY_S
+        if scheduled and not spec.scheduler_role_arn:
+            raise InvalidTask(
+                "at", f"task {task} has no scheduler role: it cannot start beyond 15 minutes"
+            )
+        envelope = Envelope(
+            task=task,
+            id=key or uuid.uuid4().hex,
+            payload=dict(payload),
+            enqueued_at=iso(now),
+            due_at=iso(due) if due else None,
+            group=(group or task) if spec.ordered else None,
+        )
+        try:
+            body = envelope.body()
+        except (TypeError, ValueError) as error:
+            raise InvalidTask("payload", f"the payload is not JSON-serializable: {error}") from None
+        size = len(body.encode())
+        if size > MAX_MESSAGE_BYTES:
+            raise InvalidTask(
+                "payload",
+                f"the task message would be {size} bytes, over SQS's {MAX_MESSAGE_BYTES}: store "
+                "the data elsewhere (S3) and pass its location",
+            )
+        return Plan(spec, envelope, body, 0 if scheduled else wait_s, due, scheduled)
+
+    def enqueue(
+        self,
+        task: str,
+        payload: Any,
+        *,
+        key: str | None = None,
+        delay: Delay | None = None,
+        at: datetime | None = None,
+        group: str | None = None,
+    ) -> str:
+        """The task's id (``key``, or a new one): QUEUED once this returns. The same key again
+        is the same task: it is not run twice (its record is left as it is)."""
+        plan = self.plan(task, payload, key=key, delay=delay, at=at, group=group)
+        self.send(plan)
+        envelope = plan.envelope
+        enqueued_at = datetime.fromisoformat(envelope.enqueued_at)
+        self.store(plan.spec).put_queued(
+            task,
+            envelope.id,
+            enqueued_at=enqueued_at,
+            # Kept for its retention after it is due: the key's promise outlives the wait.
+            expires_at=(plan.due or enqueued_at) + plan.spec.retention,
+            due_at=plan.due,
+            group=envelope.group,
+        )
+        return envelope.id
+
+    def send(self, plan: Plan) -> None:
+        spec, envelope = plan.spec, plan.envelope
+        if plan.scheduled:
+            assert plan.due is not None
+            self._schedule(spec, envelope, plan.body, plan.due)
+            return
+        queue = TaskQueue(self._client("sqs"), spec.queue_url)
+        if spec.ordered:
+            queue.send(
+                plan.body, group=envelope.group, dedup=deduplication_id(spec.name, envelope.id)
+            )
+        else:
+            queue.send(plan.body, delay_s=plan.delay_s)
+
+    def _schedule(self, spec: TaskSpec, envelope: Envelope, body: str, due: datetime) -> None:
+        scheduler = self._client("scheduler")
+        try:
+            scheduler.create_schedule(
+                Name=schedule_name(spec.name, envelope.id),
+                GroupName=spec.schedule_group,
+                ScheduleExpression=at_expression(due),
+                ScheduleExpressionTimezone="UTC",
+                FlexibleTimeWindow={"Mode": "OFF"},
+                ActionAfterCompletion="DELETE",
+                Target={
+                    "Arn": queue_arn(spec.queue_url, scheduler.meta.region_name),
+                    "RoleArn": spec.scheduler_role_arn,
+                    "Input": body,
+                },
+                Description=f"vigil task {spec.name} {envelope.id}"[:512],
+            )
+        except ClientError as error:
+            if error_code(error) != "ConflictException":
+                raise
+            # Already scheduled: the same key enqueued again.
+
+    # Cancel and read ----------------------------------------------------------------------------
+
+    def cancel(self, task: str, task_id: str) -> TaskRecord:
+        """QUEUED (or not yet recorded) -> CANCELLED: its message, when it comes, is not run;
+        a pending one-time schedule is deleted. :class:`NotCancellable` once it has started."""
+        spec = self.catalog.spec(task)
+        if not isinstance(task_id, str) or not TASK_ID.match(task_id):
+            raise InvalidTask("id", f"invalid task id {task_id!r}")
+        now = self._clock()
+        before = self.store(spec).cancel(task, task_id, now, now + spec.retention)
+        if before is not None and _scheduled(before):
+            self._unschedule(spec, task_id)
+        record = self.store(spec).get(task, task_id)
+        if record is None:  # pragma: no cover - written just above
+            raise TaskNotFound(f"{task} {task_id}: no record")
+        return record
+
+    def _unschedule(self, spec: TaskSpec, task_id: str) -> None:
+        try:
+            self._client("scheduler").delete_schedule(
+                Name=schedule_name(spec.name, task_id), GroupName=spec.schedule_group
+            )
+        except ClientError as error:
+            if error_code(error) != "ResourceNotFoundException":
+                raise
+
+    def get(self, task: str, task_id: str) -> TaskRecord:
+        spec = self.catalog.spec(task)
+        record = self.store(spec).get(task, task_id) if TASK_ID.match(task_id) else None
+        if record is None:
+            raise TaskNotFound(f"no task {task} {task_id} (never enqueued, or expired)")
+        return record
+
+    def list(
+        self,
+        task: str,
+        status: TaskStatus | str | None = None,
+        limit: int = 50,
+        page: str | None = None,
+    ) -> tuple[list[TaskRecord], str | None]:
+        spec = self.catalog.spec(task)
+        if status is not None and status not in TaskStatus.__members__:
+            raise InvalidTask(
+                "status", f"unknown status {status!r}; one of {', '.join(TaskStatus)}"
+            )
+        if not 1 <= limit <= 1000:
+            raise InvalidTask("limit", f"limit must be from 1 to 1000, got {limit}")
+        return self.store(spec).list(
+            task, TaskStatus(status) if status else None, limit=limit, page=page
+        )
+
+
+def _due(now: datetime, delay: Delay | None, at: datetime | None) -> datetime | None:
+    if delay is not None:
+        if isinstance(delay, bool) or not isinstance(delay, timedelta | int | float):
+            raise InvalidTask(
+                "delay", f"delay must be a timedelta or seconds, got {type(delay).__name__}"
+            )
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+        if not math.isfinite(seconds) or seconds < 0:
+            raise InvalidTask("delay", f"delay must not be negative, got {seconds} s")
+        return now + timedelta(seconds=seconds) if seconds else None
+    if at is not None:
+        if not isinstance(at, datetime):
+            raise InvalidTask("at", f"at must be a datetime, got {type(at).__name__}")
+        if at.tzinfo is None:
+            raise InvalidTask("at", f"at must carry a time zone, got {at.isoformat()}")
+        if at < now:
+            raise InvalidTask("at", f"at {iso(at)} is in the past (now {iso(now)})")
+        return at if at > now else None
+    return None
+
+
+def _scheduled(item: Mapping[str, Any]) -> bool:
+    """The record was enqueued with a start beyond SQS's delay: a schedule may be pending."""
+    due, enqueued = item.get("due_at"), item.get("enqueued_at")
+    if not due or not enqueued:
+        return False
+    wait = datetime.fromisoformat(due) - datetime.fromisoformat(enqueued)
+    return wait.total_seconds() > MAX_QUEUE_DELAY_S
+
+
+def queue_arn(queue_url: str, region: str) -> str:
+    """``https://sqs.<region>.amazonaws.com/<account>/<name>`` -> the queue's ARN."""
+    parts = queue_url.rstrip("/").split("/")
+    if len(parts) < 2:
+        raise InvalidTask("task", f"not a queue URL: {queue_url}")
+    account, name = parts[-2], parts[-1]
+    host = parts[2] if len(parts) > 2 else ""
+    if host.startswith("sqs.") and host.count(".") >= 3:
+        region = host.split(".")[1]
+    return f"arn:aws:sqs:{region}:{account}:{name}"
+
+
+@cache
+def default_client() -> TaskClient:
+    """From ``VIGIL_TASKS_CATALOG``, built on first use and kept for the process."""
+    return TaskClient(Catalog.from_env(os.environ))
+
+
+def enqueue(
+    task: str,
+    payload: Any,
+    *,
+    key: str | None = None,
+    delay: Delay | None = None,
+    at: datetime | None = None,
+    group: str | None = None,
+    client: TaskClient | None = None,
+) -> str:
+    """Enqueue ``task`` with ``payload``; its id. See :meth:`TaskClient.enqueue`."""
+    return (client or default_client()).enqueue(
+        task, payload, key=key, delay=delay, at=at, group=group
+    )
+
+
+def cancel(task: str, task_id: str, *, client: TaskClient | None = None) -> TaskRecord:
+    """Cancel a task that has not started. See :meth:`TaskClient.cancel`."""
+    return (client or default_client()).cancel(task, task_id)
+
+
+__all__ = ["NotCancellable", "TaskClient", "cancel", "default_client", "enqueue", "queue_arn"]

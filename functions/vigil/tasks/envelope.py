@@ -1,0 +1,131 @@
+"""The queue message of a task: ``{"vigil_task": {"v": 1, "task", "id", "payload", ...}}``.
+
+Built by ``enqueue`` (and by a one-time schedule, which sends the same body), read by the task's
+function. Anything else on the queue is refused as :class:`MalformedTask` with a reason that goes
+to the dead-letter queue with it: a message that cannot be a task is never retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from vigil.clock import iso
+from vigil.contract.tasks import ENVELOPE_KEY, ENVELOPE_VERSION, GROUP, TASK_ID, EnvelopeField
+from vigil.tasks.errors import MalformedTask
+
+F = EnvelopeField
+
+
+@dataclass(frozen=True)
+class Envelope:
+    task: str
+    id: str
+    payload: dict[str, Any]
+    enqueued_at: str
+    """ISO 8601 UTC (``vigil.clock.iso``)."""
+    due_at: str | None = None
+    group: str | None = None
+    redriven: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            F.VERSION: ENVELOPE_VERSION,
+            F.TASK: self.task,
+            F.ID: self.id,
+            F.PAYLOAD: self.payload,
+            F.ENQUEUED_AT: self.enqueued_at,
+        }
+        if self.due_at:
+            fields[F.DUE_AT] = self.due_at
+        if self.group:
+            fields[F.GROUP] = self.group
+        if self.redriven:
+            fields[F.REDRIVEN] = True
+        return {ENVELOPE_KEY: fields}
+
+    def body(self) -> str:
+        """The message body; ``json.dumps`` raises TypeError/ValueError on a payload that is
+        not JSON (``enqueue`` turns that into ``InvalidTask``)."""
+        return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False)
+
+    def redrive(self) -> Envelope:
+        """The same task marked as an operator's redrive (it may take a FAILED record)."""
+        return replace(self, redriven=True)
+
+
+def parse(body: str, expected_task: str | None = None) -> Envelope:
+    """The envelope in a message body, or :class:`MalformedTask` saying why not; with
+    ``expected_task``, a message of another task is malformed too (it was misrouted)."""
+    try:
+        raw = json.loads(body)
+    except (TypeError, ValueError) as error:
+        raise MalformedTask(f"the body is not JSON: {error}") from None
+    fields = raw.get(ENVELOPE_KEY) if isinstance(raw, dict) else None
+    if not isinstance(fields, dict):
+        raise MalformedTask(f"the body is not a task envelope (no {ENVELOPE_KEY!r} object)")
+    task, task_id = fields.get(F.TASK), fields.get(F.ID)
+    readable_task = task if isinstance(task, str) and task else None
+    readable_id = task_id if isinstance(task_id, str) and TASK_ID.match(task_id) else None
+
+    def refuse(reason: str) -> MalformedTask:
+        mine = expected_task is None or readable_task == expected_task
+        return MalformedTask(reason, readable_task if mine else None, readable_id if mine else None)
+
+    if fields.get(F.VERSION) != ENVELOPE_VERSION:
+        raise refuse(f"envelope version {fields.get(F.VERSION)!r}, expected {ENVELOPE_VERSION}")
+    if readable_task is None:
+        raise refuse("the envelope names no task")
+    if expected_task is not None and task != expected_task:
+        raise refuse(f"a message of task {task!r} on the queue of {expected_task!r}")
+    if readable_id is None:
+        raise refuse(f"invalid task id {task_id!r}")
+    payload = fields.get(F.PAYLOAD)
+    if not isinstance(payload, dict):
+        raise refuse(f"the payload is {type(payload).__name__}, not a JSON object")
+    enqueued_at = fields.get(F.ENQUEUED_AT)
+    if not isinstance(enqueued_at, str) or not _is_time(enqueued_at):
+        raise refuse(f"invalid enqueued_at {enqueued_at!r}")
+    due_at = fields.get(F.DUE_AT)
+    if due_at is not None and (not isinstance(due_at, str) or not _is_time(due_at)):
+        raise refuse(f"invalid due_at {due_at!r}")
+    group = fields.get(F.GROUP)
+    if group is not None and (not isinstance(group, str) or not GROUP.match(group)):
+        raise refuse(f"invalid group {group!r}")
+    return Envelope(
+        task=readable_task,
+        id=readable_id,
+        payload=payload,
+        enqueued_at=enqueued_at,
+        due_at=due_at,
+        group=group,
+        redriven=fields.get(F.REDRIVEN) is True,
+    )
+
+
+def _is_time(text: str) -> bool:
+    try:
+        return datetime.fromisoformat(text).tzinfo is not None
+    except ValueError:
+        return False
+
+
+def deduplication_id(task: str, task_id: str) -> str:
+    """A FIFO message's ``MessageDeduplicationId``: one per task and key (SQS keeps it 5 min)."""
+    return hashlib.sha256(f"{task}#{task_id}".encode()).hexdigest()
+
+
+def schedule_name(task: str, task_id: str) -> str:
+    """The one-time schedule of a task due beyond 15 minutes: derived from task and id, so
+    enqueueing the same key again meets it (ConflictException) instead of scheduling twice, and
+    ``cancel`` finds it; at most 64 characters, Scheduler's alphabet."""
+    digest = hashlib.sha256(f"{task}#{task_id}".encode()).hexdigest()[:40]
+    return f"{task[:23]}-{digest}"
+
+
+def at_expression(moment: datetime) -> str:
+    """Scheduler's one-time expression, in UTC (``ScheduleExpressionTimezone`` = UTC)."""
+    return f"at({iso(moment)[:19]})"

@@ -1,0 +1,57 @@
+"""The errors ``vigil.tasks`` raises to its callers (an application, the API, the CLI).
+
+Each one is raised before anything is sent or written, or says plainly what was and was not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class InvalidTask(ValueError):
+    """``enqueue`` (or ``cancel``) refused its input: nothing was sent, scheduled or written.
+    ``field`` names what was wrong (``payload``, ``key``, ``delay``...), for an API's answer."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class UnknownTask(InvalidTask):
+    """No task of that name in the catalog; the message names those that exist."""
+
+    def __init__(self, task: str, known: Iterable[str]) -> None:
+        names = ", ".join(sorted(known)) or "none"
+        super().__init__("task", f"unknown task {task!r}; the tasks are: {names}")
+        self.task = task
+
+
+class TaskNotFound(LookupError):
+    """No record of that task id (never enqueued, or expired after its retention)."""
+
+
+class NotCancellable(RuntimeError):
+    """A task that has started (RUNNING) or ended cannot be cancelled; the status is named."""
+
+    def __init__(self, task: str, task_id: str, status: str) -> None:
+        super().__init__(
+            f"{task} {task_id} is {status}: only a QUEUED task can be cancelled"
+            + (" (it is running now)" if status == "RUNNING" else "")
+        )
+        self.status = status
+
+
+class TaskFenced(RuntimeError):
+    """This run lost its task to a newer one (its lease ran out and another delivery took it
+    over): what it writes is refused; the body should stop."""
+
+
+class MalformedTask(ValueError):
+    """A queue message that cannot be a run of this task; ``reason`` goes with it to the
+    dead-letter queue. ``task``/``task_id`` are set when the envelope named them readably."""
+
+    def __init__(self, reason: str, task: str | None = None, task_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.task = task
+        self.task_id = task_id

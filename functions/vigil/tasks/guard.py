@@ -1,0 +1,432 @@
+"""The task guard: one queue message in, the task run at most once per key, its outcome recorded.
+
+Flow of one message (the decorator hands each message of a batch here)::
+
+    parse the envelope --malformed--> dead-letter queue with the reason, FAILED record; deleted
+    an outcome this container could not record for this message? -> write it first
+    near the deadline? -> not claimed; reported failed (it comes back)
+    claim (1 UpdateItem) --refused--> resolve_claim: DUPLICATE / CANCELLED (deleted, 1 request),
+                                      BUSY (back when the holder's lease ends), RETRY
+    run the body -> finish (1 UpdateItem fenced by the token, through persist)
+        SUCCEEDED -> completion event; deleted
+        failed, retries left -> QUEUED with the error; back after the backoff
+        failed, none left -> dead-letter queue with the error, then FAILED; event; deleted
+        fenced (a newer delivery took it over) -> nothing recorded; left to the newer one
+
+Why a message is reported failed rather than deleted whenever anything is unsure: the record is
+the once-only guarantee, so an extra delivery costs one request (DUPLICATE), while a message
+deleted too early could lose a task.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from vigil import telemetry
+from vigil.clock import Clock, Sleeper, iso, system_clock
+from vigil.contract.tasks import TaskStatus
+from vigil.dynamo import truncate
+from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
+from vigil.leases import next_token
+from vigil.persist import OutOfTime, persist
+from vigil.tasks.completion import completion_entry, send_completion
+from vigil.tasks.decisions import (
+    ResultRefused,
+    Verdict,
+    after_failure,
+    encode_result,
+    lease_until,
+    may_claim,
+    resolve_claim,
+)
+from vigil.tasks.envelope import Envelope, parse
+from vigil.tasks.errors import MalformedTask, TaskFenced
+from vigil.tasks.queues import TaskQueue
+from vigil.tasks.settings import TaskSettings
+from vigil.tasks.store import Claim, Claimed, TaskFinish, TaskStore
+
+MAX_CLAIM_ATTEMPTS = 4
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """What a task's body is told about the run it is doing."""
+
+    task: str
+    id: str
+    attempt: int
+    fencing_token: int
+    enqueued_at: datetime
+    remaining_ms: Callable[[], int] = field(repr=False)
+    report: Callable[[int, str | None], bool] = field(repr=False)
+
+    def remaining_time(self) -> timedelta:
+        return timedelta(milliseconds=self.remaining_ms())
+
+    def progress(self, percent: int, note: str | None = None) -> None:
+        """Record how far the run is (0-100), readable on the task's record while it runs.
+        Raises :class:`TaskFenced` if a newer delivery took the task over: stop then."""
+        if isinstance(percent, bool) or not isinstance(percent, int) or not 0 <= percent <= 100:
+            raise ValueError(f"progress must be an integer from 0 to 100, got {percent!r}")
+        if not self.report(percent, truncate(note) if note is not None else None):
+            raise TaskFenced(f"{self.task} {self.id}: taken over by a newer run")
+
+
+Body = Callable[[TaskRun, dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One SQS record of the batch, as the guard needs it."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    group: str | None = None
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Message:
+        attributes = record.get("attributes") or {}
+        return cls(
+            message_id=str(record["messageId"]),
+            receipt_handle=str(record.get("receiptHandle", "")),
+            body=str(record.get("body", "")),
+            group=attributes.get("MessageGroupId"),
+        )
+
+
+class Outcome(StrEnum):
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    RETRIED = "RETRIED"
+    DUPLICATE = "DUPLICATE"
+    CANCELLED = "CANCELLED"
+    BUSY = "BUSY"
+    FENCED = "FENCED"
+    MALFORMED = "MALFORMED"
+    DEFERRED = "DEFERRED"
+    """Not claimed: the invocation was too near its deadline."""
+    UNRECORDED = "UNRECORDED"
+    """The body ran but its outcome could not be written in time: remembered for a redelivery."""
+
+
+DELETED = frozenset(
+    {Outcome.SUCCEEDED, Outcome.FAILED, Outcome.DUPLICATE, Outcome.CANCELLED, Outcome.MALFORMED}
+)
+"""Outcomes whose message is done with (reported success, so the event source deletes it)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What became of one message."""
+
+    outcome: Outcome
+    task_id: str | None = None
+    attempt: int = 0
+    reason: str = ""
+    duration_ms: int | None = None
+    queue_wait_ms: int | None = None
+    event_unsent: bool = False
+
+    @property
+    def delete(self) -> bool:
+        return self.outcome in DELETED
+
+
+class ClaimContention(RuntimeError):
+    """The record kept changing under the claim: the message is reported failed, comes back."""
+
+
+class TaskGuard:
+    """One per container (the decorator builds it on the first invocation): ``unfinished`` is
+    what it remembers of outcomes it could not record, by message id."""
+
+    def __init__(
+        self,
+        settings: TaskSettings,
+        store: TaskStore,
+        queue: TaskQueue,
+        events: Any,
+        clock: Clock = system_clock,
+        *,
+        sleep: Sleeper = time.sleep,
+        unfinished: Unfinished[TaskFinish] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._store = store
+        self._queue = queue
+        self._events = events
+        self._clock = clock
+        self._sleep = sleep
+        self.unfinished = unfinished if unfinished is not None else Unfinished[TaskFinish]()
+
+    def deliver(
+        self, message: Message, body: Body, *, remaining_ms: Callable[[], int], holder: str
+    ) -> Delivery:
+        try:
+            envelope = parse(message.body, self.settings.task)
+        except MalformedTask as malformed:
+            return self._malformed(message, malformed, remaining_ms)
+        remembered = self.unfinished.recall(message.message_id, envelope.task, envelope.id)
+        if remembered is not None:
+            return self._conclude(message, envelope, remembered, remaining_ms, how="remembered")
+        if not may_claim(remaining_ms(), self.settings.lease_margin):
+            return Delivery(Outcome.DEFERRED, envelope.id, reason="too near the deadline")
+        claimed = self._claim(message, envelope, remaining_ms, holder)
+        if isinstance(claimed, Delivery):
+            return claimed
+        return self._run(message, envelope, claimed, body, remaining_ms)
+
+    # Claim --------------------------------------------------------------------------------------
+
+    def _claim(
+        self, message: Message, envelope: Envelope, remaining_ms: Callable[[], int], holder: str
+    ) -> Claimed | Delivery:
+        floor = 0
+        for _ in range(MAX_CLAIM_ATTEMPTS):
+            now = self._clock()
+            token = next_token(now, floor)
+            answer = self._store.claim(
+                Claim(
+                    task=envelope.task,
+                    id=envelope.id,
+                    token=token,
+                    now=now,
+                    lease_until=lease_until(now, remaining_ms(), self.settings.lease_margin),
+                    holder=holder,
+                    expires_at=now + self.settings.retention,
+                    enqueued_at=envelope.enqueued_at,
+                    due_at=envelope.due_at,
+                    group=envelope.group,
+                    redriven=envelope.redriven,
+                )
+            )
+            if isinstance(answer, Claimed):
+                return answer
+            decision = resolve_claim(answer.seen, now=now, token=token, redriven=envelope.redriven)
+            if decision.verdict is Verdict.DUPLICATE:
+                return Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
+            if decision.verdict is Verdict.CANCELLED:
+                return Delivery(Outcome.CANCELLED, envelope.id, reason=decision.reason)
+            if decision.verdict is Verdict.BUSY:
+                self._come_back(message, decision.come_back_in_s)
+                return Delivery(Outcome.BUSY, envelope.id, reason=decision.reason)
+            floor = decision.token_floor
+        raise ClaimContention(f"{envelope.task} {envelope.id}: the record kept changing")
+
+    # Run ----------------------------------------------------------------------------------------
+
+    def _run(
+        self,
+        message: Message,
+        envelope: Envelope,
+        claimed: Claimed,
+        body: Body,
+        remaining_ms: Callable[[], int],
+    ) -> Delivery:
+        record = claimed.record
+        attempt, token = int(record["attempts"]), int(record["token"])
+        started = self._clock()
+        enqueued = datetime.fromisoformat(str(record.get("enqueued_at") or envelope.enqueued_at))
+        waited_from = datetime.fromisoformat(envelope.due_at) if envelope.due_at else enqueued
+        run = TaskRun(
+            task=envelope.task,
+            id=envelope.id,
+            attempt=attempt,
+            fencing_token=token,
+            enqueued_at=enqueued,
+            remaining_ms=remaining_ms,
+            report=lambda percent, note: self._store.progress(
+                envelope.task, envelope.id, token, percent, note
+            ),
+        )
+        logger = telemetry.logger()
+        error: BaseException | None = None
+        encoded: str | ResultRefused | None = None
+        try:
+            encoded = encode_result(body(run, envelope.payload))
+        except TaskFenced as fenced:
+            return Delivery(Outcome.FENCED, envelope.id, attempt, str(fenced))
+        except Exception as raised:
+            error = raised
+            logger.exception("task run failed", extra={"attempt": attempt})
+        finished = self._clock()
+        outcome = TaskFinish(
+            task=envelope.task,
+            id=envelope.id,
+            token=token,
+            status=TaskStatus.SUCCEEDED,
+            at=finished,
+            attempt=attempt,
+            expires_at=finished + self.settings.retention,
+            duration_ms=int((finished - started).total_seconds() * 1000),
+            result=None if isinstance(encoded, ResultRefused) else encoded,
+        )
+        if error is not None or isinstance(encoded, ResultRefused):
+            if isinstance(encoded, ResultRefused):
+                error_type, text, final = encoded.error_type, encoded.message, True
+            else:
+                assert error is not None
+                error_type, text, final = type(error).__name__, str(error), False
+            retry = (
+                not final
+                and after_failure(attempt, self.settings.retries, self.settings.backoff).retry
+            )
+            outcome = replace(
+                outcome,
+                status=TaskStatus.QUEUED if retry else TaskStatus.FAILED,
+                error_type=error_type,
+                error_message=truncate(text),
+            )
+        wait_ms = max(0, int((started - waited_from).total_seconds() * 1000))
+        delivery = self._conclude(message, envelope, outcome, remaining_ms, how="ran")
+        return Delivery(
+            delivery.outcome,
+            delivery.task_id,
+            delivery.attempt,
+            delivery.reason,
+            duration_ms=outcome.duration_ms,
+            queue_wait_ms=wait_ms,
+            event_unsent=delivery.event_unsent,
+        )
+
+    # Finish -------------------------------------------------------------------------------------
+
+    def _conclude(
+        self,
+        message: Message,
+        envelope: Envelope,
+        outcome: TaskFinish,
+        remaining_ms: Callable[[], int],
+        how: str,
+    ) -> Delivery:
+        """Record ``outcome`` (through transient faults), then act on the message: delete it
+        or have it come back after the backoff.
+
+        A run out of retries goes to the dead-letter queue *before* its record says FAILED: a
+        FAILED record makes every later copy of the message a DUPLICATE, so were the send to
+        fail after it, the task would be in neither place. The other way round, the worst is a
+        second copy in the dead-letter queue, which a redrive runs at most once (the key)."""
+        time_left_s = self._time_left(remaining_ms)
+        error = f"{outcome.error_type}: {outcome.error_message}" if outcome.error_type else ""
+        if outcome.status is TaskStatus.FAILED and how != "remembered":
+            reason = f"failed after {outcome.attempt} attempt(s): {error}"
+            not_sent = self._dead_letter(message, reason, time_left_s)
+            if not_sent:
+                return Delivery(Outcome.UNRECORDED, envelope.id, outcome.attempt, not_sent)
+        try:
+            recorded = record_outcome(
+                self._store,
+                outcome,
+                request_id=message.message_id,
+                unfinished=self.unfinished,
+                time_left_s=time_left_s,
+                sleep=self._sleep,
+            )
+        except OutcomeUnrecorded as unrecorded:
+            return Delivery(Outcome.UNRECORDED, envelope.id, outcome.attempt, str(unrecorded))
+        self.unfinished.forget(message.message_id)
+        if not recorded:
+            return Delivery(
+                Outcome.FENCED,
+                envelope.id,
+                outcome.attempt,
+                "a newer delivery took the task over; this outcome is not recorded",
+            )
+        if outcome.status is TaskStatus.QUEUED:
+            delay = after_failure(outcome.attempt, self.settings.retries, self.settings.backoff)
+            self._come_back(message, delay.delay_s)
+            return Delivery(
+                Outcome.RETRIED,
+                envelope.id,
+                outcome.attempt,
+                f"attempt {outcome.attempt} failed ({error}); retry in {delay.delay_s} s",
+            )
+        unsent = not self._announce(envelope, outcome, time_left_s)
+        final = Outcome.SUCCEEDED if outcome.status is TaskStatus.SUCCEEDED else Outcome.FAILED
+        reason = error if final is Outcome.FAILED else how
+        return Delivery(final, envelope.id, outcome.attempt, reason, event_unsent=unsent)
+
+    def _dead_letter(
+        self, message: Message, reason: str, time_left_s: Callable[[], float]
+    ) -> str | None:
+        """The message, with ``reason``, in the dead-letter queue through transient faults;
+        what stopped it if time ran out first (the message is then kept, to come back)."""
+        try:
+            persist(
+                lambda: self._queue.dead_letter(
+                    message.body, reason, message_id=message.message_id, group=message.group
+                ),
+                time_left_s=time_left_s,
+                sleep=self._sleep,
+            )
+        except OutOfTime as out_of_time:
+            return f"not dead-lettered: {out_of_time}"
+        return None
+
+    def _announce(
+        self, envelope: Envelope, outcome: TaskFinish, time_left_s: Callable[[], float]
+    ) -> bool:
+        entry = completion_entry(
+            task=outcome.task,
+            task_id=outcome.id,
+            status=outcome.status,
+            attempts=outcome.attempt,
+            enqueued_at=envelope.enqueued_at,
+            finished_at=iso(outcome.at),
+            bus=self.settings.event_bus,
+            result=encode_result_back(outcome.result),
+            error_type=outcome.error_type,
+            error_message=outcome.error_message,
+        )
+        try:
+            send_completion(self._events, entry, time_left_s=time_left_s, sleep=self._sleep)
+        except Exception:
+            telemetry.logger().exception("completion event not sent")
+            return False
+        return True
+
+    # Messages that are not tasks ----------------------------------------------------------------
+
+    def _malformed(
+        self, message: Message, malformed: MalformedTask, remaining_ms: Callable[[], int]
+    ) -> Delivery:
+        reason = f"malformed: {malformed.reason}"
+        not_sent = self._dead_letter(message, reason, self._time_left(remaining_ms))
+        if not_sent:
+            return Delivery(Outcome.UNRECORDED, malformed.task_id, reason=not_sent)
+        if malformed.task == self.settings.task and malformed.task_id:
+            now = self._clock()
+            self._store.mark_malformed(
+                malformed.task,
+                malformed.task_id,
+                truncate(malformed.reason),
+                now,
+                now + self.settings.retention,
+            )
+        return Delivery(Outcome.MALFORMED, malformed.task_id, reason=malformed.reason)
+
+    # Helpers ------------------------------------------------------------------------------------
+
+    def _come_back(self, message: Message, seconds: int) -> None:
+        """Best effort: if it fails, the message comes back after the queue's own visibility
+        timeout instead, which is later, never lost."""
+        try:
+            self._queue.come_back_in(message.receipt_handle, seconds)
+        except Exception:
+            telemetry.logger().exception("could not change the message's visibility")
+
+    @staticmethod
+    def _time_left(remaining_ms: Callable[[], int]) -> Callable[[], float]:
+        return lambda: remaining_ms() / 1000
+
+
+def encode_result_back(result: str | None) -> Any:
+    """The result as the body returned it (the record keeps it as JSON text)."""
+    return json.loads(result) if result is not None else None

@@ -1,0 +1,55 @@
+"""The SQS requests of tasks: send a task's message, dead-letter one with its reason, and set
+when a message comes back (a retry's backoff, a busy task's lease). Nothing else touches SQS."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vigil.contract.tasks import REASON_ATTRIBUTE
+from vigil.dynamo import truncate
+
+
+class TaskQueue:
+    def __init__(self, client: Any, queue_url: str, dead_letter_url: str = "") -> None:
+        self._client = client
+        self.queue_url = queue_url
+        self.dead_letter_url = dead_letter_url
+
+    @property
+    def fifo(self) -> bool:
+        return self.queue_url.endswith(".fifo")
+
+    def send(
+        self, body: str, *, delay_s: int = 0, group: str | None = None, dedup: str | None = None
+    ) -> str:
+        """The message's id. FIFO: ``group`` and ``dedup`` are required, no delay."""
+        request: dict[str, Any] = {"QueueUrl": self.queue_url, "MessageBody": body}
+        if delay_s:
+            request["DelaySeconds"] = delay_s
+        if group is not None:
+            request["MessageGroupId"] = group
+        if dedup is not None:
+            request["MessageDeduplicationId"] = dedup
+        return str(self._client.send_message(**request)["MessageId"])
+
+    def dead_letter(
+        self, body: str, reason: str, *, message_id: str, group: str | None = None
+    ) -> None:
+        """The message as it came, with why it will not run, in the dead-letter queue."""
+        request: dict[str, Any] = {
+            "QueueUrl": self.dead_letter_url,
+            "MessageBody": body,
+            "MessageAttributes": {
+                REASON_ATTRIBUTE: {"DataType": "String", "StringValue": truncate(reason) or "-"}
+            },
+        }
+        if self.dead_letter_url.endswith(".fifo"):
+            request["MessageGroupId"] = group or "dead-letters"
+            request["MessageDeduplicationId"] = message_id
+        self._client.send_message(**request)
+
+    def come_back_in(self, receipt_handle: str, seconds: int) -> None:
+        """The message reappears after ``seconds`` (its visibility timeout from now)."""
+        self._client.change_message_visibility(
+            QueueUrl=self.queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+        )

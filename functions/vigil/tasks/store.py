@@ -1,0 +1,433 @@
+"""The task store: every DynamoDB request ``vigil.tasks`` makes, and nothing else.
+
+One item per task in the stack's tasks table (``pk = TASK#<task>``, ``sk = <id>``), written by
+conditional single-item requests only, so a task costs at most three write units all told:
+
+* ``put_queued`` (enqueue): PutItem, only if no record exists (the key's once-only promise);
+* ``claim``: one UpdateItem that creates a missing record, or takes a QUEUED one, a RUNNING one
+  whose lease ran out, or (a redrive) a FAILED one; refused, it hands back the record it saw
+  (ALL_OLD), so a duplicate costs that single request;
+* ``finish``: one UpdateItem fenced by the claim's token; refused, the record it hands back tells
+  a run fenced out from a run whose own earlier try landed.
+
+Progress and cancel are single conditional updates too; reads are GetItem and Query.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from vigil.clock import iso
+from vigil.contract.tasks import PK_PREFIX, TaskStatus
+from vigil.dynamo import Item, Update, all_of, any_of, from_wire, is_condition_failure, old_item
+from vigil.dynamo import to_wire as wire
+from vigil.tasks.errors import InvalidTask, NotCancellable
+
+LEASE_ATTRIBUTES = ("lease_until", "holder")
+
+
+def task_key(task: str, task_id: str) -> dict[str, str]:
+    return {"pk": f"{PK_PREFIX}{task}", "sk": task_id}
+
+
+def epoch_s(moment: datetime) -> int:
+    return int(moment.timestamp())
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task as its record says, for the API, the CLI and the kit."""
+
+    task: str
+    id: str
+    status: TaskStatus
+    attempts: int
+    enqueued_at: str | None = None
+    due_at: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    progress: int | None = None
+    progress_note: str | None = None
+    result: Any = None
+    error_type: str | None = None
+    error_message: str | None = None
+    group: str | None = None
+    token: int | None = None
+
+    @classmethod
+    def from_item(cls, item: Item) -> TaskRecord:
+        raw_result = item.get("result")
+        return cls(
+            task=str(item.get("task") or str(item["pk"]).removeprefix(PK_PREFIX)),
+            id=str(item.get("id") or item["sk"]),
+            status=TaskStatus(item["status"]),
+            attempts=int(item.get("attempts", 0)),
+            enqueued_at=item.get("enqueued_at"),
+            due_at=item.get("due_at"),
+            started_at=item.get("started_at"),
+            finished_at=item.get("finished_at"),
+            progress=int(item["progress"]) if "progress" in item else None,
+            progress_note=item.get("progress_note"),
+            result=json.loads(raw_result) if isinstance(raw_result, str) else None,
+            error_type=item.get("error_type"),
+            error_message=item.get("error_message"),
+            group=item.get("group"),
+            token=int(item["token"]) if "token" in item else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "id": self.id,
+            "status": self.status.value,
+            "attempts": self.attempts,
+            "enqueued_at": self.enqueued_at,
+            "due_at": self.due_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "progress": self.progress,
+            "progress_note": self.progress_note,
+            "result": self.result,
+            "error_type": self.error_type,
+            "error_message": self.error_message,
+            "group": self.group,
+        }
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a claim writes: the run's token, its lease, who holds it, and what the envelope says
+    (written only if the record is missing: enqueue's write may not have landed)."""
+
+    task: str
+    id: str
+    token: int
+    now: datetime
+    lease_until: datetime
+    holder: str
+    expires_at: datetime
+    enqueued_at: str
+    due_at: str | None = None
+    group: str | None = None
+    redriven: bool = False
+
+
+@dataclass(frozen=True)
+class Claimed:
+    record: Item
+
+
+@dataclass(frozen=True)
+class ClaimRefused:
+    seen: Item | None
+
+
+@dataclass(frozen=True)
+class TaskFinish:
+    """A run's outcome as written: built once per run, so every try is the same request."""
+
+    task: str
+    id: str
+    token: int
+    status: TaskStatus
+    """SUCCEEDED, FAILED (final) or QUEUED (a retry to come after the backoff)."""
+    at: datetime
+    attempt: int
+    expires_at: datetime
+    duration_ms: int = 0
+    result: str | None = None
+    """The body's return value as JSON."""
+    error_type: str | None = None
+    error_message: str | None = None
+
+    @property
+    def run(self) -> tuple[str, str]:
+        return (self.task, self.id)
+
+    @property
+    def label(self) -> str:
+        return f"task {self.task} {self.id}"
+
+    @property
+    def final(self) -> bool:
+        return self.status is not TaskStatus.QUEUED
+
+    def landed_in(self, seen: Item | None) -> bool:
+        """The refused try's record is this very outcome, written by an earlier try whose answer
+        was lost; only this run writes under its token, so this is not a guess."""
+        return (
+            seen is not None
+            and seen.get("token") == self.token
+            and seen.get("status") == self.status.value
+            and "lease_until" not in seen
+        )
+
+
+class TaskStore:
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self._table = table
+
+    # Enqueue ------------------------------------------------------------------------------------
+
+    def put_queued(
+        self,
+        task: str,
+        task_id: str,
+        *,
+        enqueued_at: datetime,
+        expires_at: datetime,
+        due_at: datetime | None = None,
+        group: str | None = None,
+    ) -> bool:
+        """The QUEUED record; False if the key has a record already (nothing is written)."""
+        item: Item = {
+            **task_key(task, task_id),
+            "task": task,
+            "id": task_id,
+            "status": TaskStatus.QUEUED.value,
+            "attempts": 0,
+            "enqueued_at": iso(enqueued_at),
+            "expires_at": epoch_s(expires_at),
+        }
+        if due_at is not None:
+            item["due_at"] = iso(due_at)
+        if group is not None:
+            item["group"] = group
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=wire(item),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    # Running ------------------------------------------------------------------------------------
+
+    def claim(self, claim: Claim) -> Claimed | ClaimRefused:
+        update = Update().set_all(
+            {
+                "status": TaskStatus.RUNNING.value,
+                "token": claim.token,
+                "lease_until": iso(claim.lease_until),
+                "holder": claim.holder,
+                "started_at": iso(claim.now),
+                "expires_at": epoch_s(claim.expires_at),
+            }
+        )
+        update.count_up("attempts")
+        update.set_default("task", claim.task)
+        update.set_default("id", claim.id)
+        update.set_default("enqueued_at", claim.enqueued_at)
+        if claim.due_at:
+            update.set_default("due_at", claim.due_at)
+        if claim.group:
+            update.set_default("group", claim.group)
+        if claim.redriven:
+            update.set("redriven", True)
+        update.remove("progress", "progress_note")
+        takeable = [
+            update.absent("pk"),
+            update.eq("status", TaskStatus.QUEUED.value),
+            all_of(
+                update.eq("status", TaskStatus.RUNNING.value),
+                update.lt("lease_until", iso(claim.now)),
+            ),
+        ]
+        if claim.redriven:
+            takeable.append(update.eq("status", TaskStatus.FAILED.value))
+        update.condition(any_of(*takeable))
+        update.condition(any_of(update.absent("token"), update.lt("token", claim.token)))
+        try:
+            answer = self._update(
+                claim.task,
+                claim.id,
+                update,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                return ClaimRefused(old_item(error))
+            raise
+        return Claimed(from_wire(answer["Attributes"]) or {})
+
+    def finish(self, outcome: TaskFinish) -> bool:
+        """One try at recording the outcome, only if the run still holds the task: True if
+        recorded (by this try or, as the refusal shows, an earlier one), False if fenced out.
+        Transient faults are raised for ``record_outcome`` to retry."""
+        update = Update().set_all(
+            {"status": outcome.status.value, "expires_at": epoch_s(outcome.expires_at)}
+        )
+        update.set("duration_ms", outcome.duration_ms)
+        if outcome.final:
+            update.set("finished_at", iso(outcome.at))
+        if outcome.result is not None:
+            update.set("result", outcome.result)
+        if outcome.error_type is not None:
+            update.set("error_type", outcome.error_type)
+            update.set("error_message", outcome.error_message or "")
+        else:
+            update.remove("error_type", "error_message")
+        update.remove(*LEASE_ATTRIBUTES)
+        update.condition(
+            update.eq("token", outcome.token), update.eq("status", TaskStatus.RUNNING.value)
+        )
+        try:
+            self._update(
+                outcome.task, outcome.id, update, ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                return outcome.landed_in(old_item(error))
+            raise
+        return True
+
+    def progress(self, task: str, task_id: str, token: int, percent: int, note: str | None) -> bool:
+        """The run's progress, only while it holds the task; False: fenced out."""
+        update = Update().set("progress", percent)
+        if note is not None:
+            update.set("progress_note", note)
+        else:
+            update.remove("progress_note")
+        update.condition(update.eq("token", token), update.eq("status", TaskStatus.RUNNING.value))
+        return self._applied(task, task_id, update)
+
+    def mark_malformed(
+        self, task: str, task_id: str, reason: str, now: datetime, expires_at: datetime
+    ) -> bool:
+        """FAILED with the reason, for a message naming this task and a readable id that is not
+        a task (a payload that is not an object, an old envelope version): only if the record
+        is missing or still QUEUED, so a real run's record is never overwritten."""
+        update = _end_unstarted(task, task_id, TaskStatus.FAILED, now, expires_at)
+        update.set_all({"error_type": "MalformedTask", "error_message": reason})
+        return self._applied(task, task_id, update)
+
+    # Management ---------------------------------------------------------------------------------
+
+    def cancel(self, task: str, task_id: str, now: datetime, expires_at: datetime) -> Item | None:
+        """QUEUED (or no record: its message may be on the way) -> CANCELLED; the record as it
+        was (None if there was none). A RUNNING or final task: :class:`NotCancellable`."""
+        update = _end_unstarted(task, task_id, TaskStatus.CANCELLED, now, expires_at)
+        try:
+            answer = self._update(
+                task,
+                task_id,
+                update,
+                ReturnValues="ALL_OLD",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as error:
+            if is_condition_failure(error):
+                seen = old_item(error) or {}
+                raise NotCancellable(task, task_id, str(seen.get("status", "gone"))) from None
+            raise
+        return from_wire(answer.get("Attributes"))
+
+    def _update(self, task: str, task_id: str, update: Update, **extra: Any) -> dict[str, Any]:
+        return dict(
+            self._client.update_item(
+                TableName=self._table,
+                Key=wire(task_key(task, task_id)),
+                **extra,
+                **update.request(),
+            )
+        )
+
+    def _applied(self, task: str, task_id: str, update: Update) -> bool:
+        """Written; False if its condition refused it."""
+        try:
+            self._update(task, task_id, update)
+        except ClientError as error:
+            if is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def get(self, task: str, task_id: str) -> TaskRecord | None:
+        answer = self._client.get_item(
+            TableName=self._table, Key=wire(task_key(task, task_id)), ConsistentRead=True
+        )
+        item = from_wire(answer.get("Item"))
+        return TaskRecord.from_item(item) if item else None
+
+    def list(
+        self,
+        task: str,
+        status: TaskStatus | None = None,
+        limit: int = 50,
+        page: str | None = None,
+    ) -> tuple[list[TaskRecord], str | None]:
+        """One page of a task's records (by id), and the token of the next page (None: the
+        last). With ``status``, DynamoDB filters after reading ``limit`` items, so a page may
+        hold fewer: follow the token until it is None."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": "pk"},
+            "ExpressionAttributeValues": wire({":pk": f"{PK_PREFIX}{task}"}),
+            "Limit": limit,
+        }
+        if status is not None:
+            request["FilterExpression"] = "#status = :status"
+            request["ExpressionAttributeNames"]["#status"] = "status"
+            request["ExpressionAttributeValues"] |= wire({":status": status.value})
+        if page:
+            request["ExclusiveStartKey"] = wire(_start_key(task, page))
+        answer = self._client.query(**request)
+        records = [TaskRecord.from_item(from_wire(raw) or {}) for raw in answer.get("Items", [])]
+        last = from_wire(answer.get("LastEvaluatedKey"))
+        return records, _page_token(task, last) if last else None
+
+
+def _end_unstarted(
+    task: str, task_id: str, status: TaskStatus, now: datetime, expires_at: datetime
+) -> Update:
+    """A task that never started, ended (CANCELLED, or FAILED as malformed): only if its record
+    is missing (its message may come later) or QUEUED."""
+    update = Update().set_all(
+        {
+            "task": task,
+            "id": task_id,
+            "status": status.value,
+            "finished_at": iso(now),
+            "expires_at": epoch_s(expires_at),
+        }
+    )
+    update.set_default("attempts", 0)
+    update.condition(any_of(update.absent("pk"), update.eq("status", TaskStatus.QUEUED.value)))
+    return update
+
+
+def _page_token(task: str, last: Item) -> str:
+    """An opaque next-page token: the last id read, checked against the task on the way back."""
+    text = json.dumps({"task": task, "sk": last["sk"], "check": _check(task, str(last["sk"]))})
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def _start_key(task: str, token: str) -> dict[str, str]:
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(token.encode()))
+        sk = str(raw["sk"])
+        valid = raw["task"] == task and raw["check"] == _check(task, sk)
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        valid = False
+    if not valid:
+        raise InvalidTask("next", f"invalid page token {token[:40]!r} for task {task}")
+    return task_key(task, sk)
+
+
+def _check(task: str, sk: str) -> str:
+    return hashlib.sha256(f"{task}#{sk}".encode()).hexdigest()[:12]

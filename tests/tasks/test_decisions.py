@@ -1,0 +1,171 @@
+"""The pure parts of tasks: claim refusals, retry backoff, the deadline, results, the envelope,
+the catalog and the settings. No AWS."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from vigil.contract.tasks import MAX_RESULT_BYTES
+from vigil.settings import SettingsError
+from vigil.tasks.catalog import Catalog
+from vigil.tasks.decisions import (
+    ResultRefused,
+    Verdict,
+    after_failure,
+    encode_result,
+    may_claim,
+    resolve_claim,
+)
+from vigil.tasks.envelope import Envelope, parse, schedule_name
+from vigil.tasks.errors import MalformedTask
+from vigil.tasks.settings import TaskSettings
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def seen(status: str, **fields: object) -> dict[str, object]:
+    return {"status": status, "token": 5, **fields}
+
+
+@pytest.mark.parametrize(
+    ("record", "redriven", "verdict"),
+    [
+        (seen("SUCCEEDED"), False, Verdict.DUPLICATE),
+        (seen("SUCCEEDED"), True, Verdict.DUPLICATE),
+        (seen("FAILED"), False, Verdict.DUPLICATE),
+        (seen("FAILED"), True, Verdict.RETRY),
+        (seen("CANCELLED"), False, Verdict.CANCELLED),
+        (seen("RUNNING", lease_until="2026-11-22T12:01:00.000Z"), False, Verdict.BUSY),
+        (seen("RUNNING", lease_until="2026-11-22T11:59:00.000Z"), False, Verdict.RETRY),
+        (seen("QUEUED"), False, Verdict.RETRY),
+        (None, False, Verdict.RETRY),
+    ],
+)
+def test_a_refused_claim_is_decided_from_what_it_saw(
+    record: dict[str, object] | None, redriven: bool, verdict: Verdict
+) -> None:
+    assert resolve_claim(record, now=NOW, token=3, redriven=redriven).verdict is verdict
+
+
+def test_busy_comes_back_when_the_lease_ends_and_retry_claims_above_the_seen_token() -> None:
+    busy = resolve_claim(seen("RUNNING", lease_until="2026-11-22T12:01:30.200Z"), now=NOW, token=3)
+    assert busy.come_back_in_s == 91
+    retry = resolve_claim(seen("QUEUED", token=9), now=NOW, token=3)
+    assert retry.token_floor == 9
+
+
+def test_backoff_doubles_per_attempt_capped_at_12_hours_then_gives_up() -> None:
+    backoff = timedelta(seconds=30)
+    assert [after_failure(a, 3, backoff).delay_s for a in (1, 2, 3)] == [30, 60, 120]
+    assert after_failure(4, 3, backoff).retry is False
+    assert after_failure(1, 0, backoff).retry is False
+    assert after_failure(10, 10, timedelta(hours=1)).delay_s == 12 * 3600
+
+
+def test_no_claim_within_the_margin_of_the_deadline() -> None:
+    margin = timedelta(seconds=30)
+    assert may_claim(30_001, margin) and not may_claim(30_000, margin)
+
+
+def test_a_result_is_json_within_the_limit_or_refused() -> None:
+    assert encode_result(None) is None
+    assert encode_result({"a": 1}) == '{"a":1}'
+    too_large = encode_result("x" * MAX_RESULT_BYTES)
+    assert isinstance(too_large, ResultRefused) and too_large.error_type == "ResultTooLarge"
+    not_json = encode_result({1, 2})
+    assert isinstance(not_json, ResultRefused) and not_json.error_type == "ResultNotJSON"
+
+
+def test_an_envelope_round_trips_and_a_redrive_is_marked() -> None:
+    envelope = Envelope("send-receipt", "o-1", {"a": 1}, "2026-11-22T12:00:00.000Z", group=None)
+    assert parse(envelope.body(), "send-receipt") == envelope
+    assert parse(envelope.redrive().body()).redriven is True
+
+
+@pytest.mark.parametrize(
+    ("body", "reason", "task_id"),
+    [
+        ("", "not JSON", None),
+        ("[1]", "not a task envelope", None),
+        (json.dumps({"vigil_task": {"v": 1, "task": "t"}}), "invalid task id", None),
+        (
+            json.dumps({"vigil_task": {"v": 1, "task": "t", "id": "x", "payload": {}}}),
+            "invalid enqueued_at",
+            "x",
+        ),
+        (
+            json.dumps(
+                {
+                    "vigil_task": {
+                        "v": 1,
+                        "task": "t",
+                        "id": "x",
+                        "payload": {},
+                        "enqueued_at": "2026-11-22T12:00:00",
+                    }
+                }
+            ),
+            "invalid enqueued_at",  # no zone
+            "x",
+        ),
+    ],
+)
+def test_a_malformed_message_says_why(body: str, reason: str, task_id: str | None) -> None:
+    with pytest.raises(MalformedTask, match=reason) as raised:
+        parse(body, "t")
+    assert raised.value.task_id == task_id
+
+
+def test_schedule_names_fit_schedulers_limit_whatever_the_key() -> None:
+    name = schedule_name("a" * 48, "k" * 128)
+    assert len(name) <= 64
+    assert name != schedule_name("a" * 48, "k" * 127)
+
+
+def test_the_catalog_refuses_what_it_cannot_use_naming_the_problem() -> None:
+    with pytest.raises(SettingsError, match="VIGIL_TASKS_CATALOG is required"):
+        Catalog.from_env({})
+    with pytest.raises(SettingsError, match="not JSON"):
+        Catalog.parse("{")
+    with pytest.raises(SettingsError, match="has no queue_url"):
+        Catalog.parse(json.dumps({"t": {"table": "x"}}))
+    with pytest.raises(SettingsError, match="not a task name"):
+        Catalog.parse(json.dumps({"Bad Name": {}}))
+    catalog = Catalog.parse(json.dumps({"t": {"queue_url": "https://q/1/t", "table": "x"}}))
+    assert Catalog.parse(catalog.to_json())["t"] == catalog["t"]
+
+
+def test_settings_come_from_the_environment_every_problem_named() -> None:
+    env = {
+        "VIGIL_TASK_NAME": "send-receipt",
+        "VIGIL_TASKS_TABLE": "tasks",
+        "VIGIL_TASK_QUEUE_URL": "https://q",
+        "VIGIL_TASK_DEAD_LETTER_URL": "https://dlq",
+        "VIGIL_TASK_RETRIES": "5",
+        "VIGIL_TASK_BACKOFF_SECONDS": "2",
+        "VIGIL_TASK_ORDERED": "true",
+    }
+    settings = TaskSettings.from_env(env)
+    assert (settings.retries, settings.backoff, settings.ordered) == (5, timedelta(seconds=2), True)
+    with pytest.raises(SettingsError) as raised:
+        TaskSettings.from_env({"VIGIL_TASK_RETRIES": "-1"})
+    assert "VIGIL_TASK_NAME" in str(raised.value) and "VIGIL_TASK_RETRIES" in str(raised.value)
+
+
+def test_enqueueing_needs_boto3_alone() -> None:
+    """An application that only enqueues does not need Powertools (the consumer's half)."""
+    import os
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from vigil.tasks import enqueue, cancel, TaskClient, Catalog; "
+        "print(sorted(m for m in sys.modules if m.startswith(('aws_lambda_powertools', 'pydantic'))))"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=os.environ
+    )
+    assert shown.stdout.strip() == "[]"
