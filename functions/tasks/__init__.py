@@ -1,0 +1,1 @@
+"""The example app's background tasks (``app.py`` declares them)."""
