@@ -194,6 +194,10 @@ class BackgroundTask(Construct):
         )
         return role
 
+    def grant_enqueue(self, grantee: iam.IGrantable) -> None:
+        """Let an application's role enqueue this task (``vigil.tasks.enqueue``) and nothing else."""
+        grant_tasks(grantee, [self])
+
     # --- the catalog and monitoring handles --------------------------------------------------
 
     def catalog_entry(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
-from infra.background_task import BackgroundTask, grant_tasks
+from infra.background_task import BackgroundTask
 from infra.errors import ConfigurationError
 from infra.stack import VigilStack
 from tests.helpers.monitoring import alarm_series
@@ -243,7 +243,7 @@ def test_an_application_role_can_be_granted_enqueue_only_and_tasks_share_one_tab
     second = BackgroundTask(stack, "SendInvoice", handler="tasks.send_receipt.handler")
     assert first.table is second.table
     application = iam.Role(stack, "Application", assumed_by=iam.AccountRootPrincipal())
-    grant_tasks(application, [first])
+    first.grant_enqueue(application)
     kinds = [type(c).__name__ for c in stack.node.children]
     assert kinds.count("TasksTable") == 1 and kinds.count("ScheduleGroup") == 1
     policy = application.node.find_child("DefaultPolicy")
