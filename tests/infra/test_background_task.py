@@ -16,6 +16,7 @@ from infra.errors import ConfigurationError
 from infra.stack import VigilStack
 from tests.helpers.monitoring import alarm_series
 from vigil.contract.tasks import CatalogField, TaskEnv
+from vigil_tools.emulator.deploy import _with_fifo_queue_names
 from vigil_tools.emulator.template import Synthesized
 
 TASKS = {"send-receipt": "SendReceipt", "provision-tenant": "ProvisionTenant"}
@@ -334,3 +335,16 @@ def test_a_longer_visibility_timeout_is_accepted() -> None:
         visibility_timeout=Duration.minutes(10),
     )
     assert task.visibility_timeout_seconds == 600
+
+
+def test_the_emulator_names_fifo_queues_as_cloudformation_does(synthesized: Synthesized) -> None:
+    """moto names a FIFO queue without ``.fifo`` and then refuses it: the stack did not deploy."""
+    named = _with_fifo_queue_names(synthesized.template, "Vigil")["Resources"]
+    for logical_id, resource in synthesized.resources("AWS::SQS::Queue").items():
+        name = named[logical_id]["Properties"].get("QueueName")
+        if resource["Properties"].get("FifoQueue"):
+            assert name.endswith(".fifo") and len(name) <= 80
+        else:
+            assert name is None
+    for resource in synthesized.resources("AWS::SQS::Queue").values():
+        assert "QueueName" not in resource["Properties"], "the template itself is unchanged"
