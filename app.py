@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Vigil CDK app: the jobs and observers this team runs. ``python app.py`` synthesizes."""
+"""The Vigil CDK app: the jobs, tasks and observers this team runs. ``python app.py`` synthesizes."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from aws_cdk import App, Duration, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
+from infra.background_task import BackgroundTask
 from infra.nag import suppress_accepted_findings
 from infra.observer_fleet import ObserverFleet, ObserverKind
 from infra.runs_table import JobRunsTable
 from infra.scheduled_job import ScheduledJob
 from infra.stack import VigilStack
+from infra.tasks_table import TasksTable
 
 
 def declare_jobs(scope: Construct, runs: JobRunsTable) -> list[ScheduledJob]:
@@ -49,6 +51,37 @@ def declare_jobs(scope: Construct, runs: JobRunsTable) -> list[ScheduledJob]:
             max_event_age=Duration.hours(6),
             memory_size=512,
             runs_table=runs.table,
+        ),
+    ]
+
+
+def declare_tasks(scope: Construct, tasks: TasksTable) -> list[BackgroundTask]:
+    return [
+        # Once per order: the order's id is the key. At most 5 receipts are sent at a time.
+        BackgroundTask(
+            scope,
+            "SendReceipt",
+            handler="tasks.send_receipt.handler",
+            timeout=Duration.seconds(30),
+            retries=3,
+            backoff=Duration.seconds(30),
+            concurrency=5,
+            max_queue_age=Duration.minutes(10),
+            tasks_table=tasks.table,
+        ),
+        # In order per tenant (the group): a FIFO queue, one step of a tenant at a time.
+        BackgroundTask(
+            scope,
+            "ProvisionTenant",
+            handler="tasks.provision_tenant.handler",
+            ordered=True,
+            timeout=Duration.minutes(2),
+            retries=2,
+            backoff=Duration.minutes(1),
+            concurrency=2,
+            batch_size=1,
+            max_queue_age=Duration.minutes(30),
+            tasks_table=tasks.table,
         ),
     ]
 
@@ -98,8 +131,10 @@ def build_app(outdir: str | None = None) -> App:
         "Vigil",
         declare_jobs=declare_jobs,
         declare_observers=declare_observers,
+        declare_tasks=declare_tasks,
         env=Environment(account=account, region=region),
-        description="Vigil: exactly-once scheduled jobs and always-running observers",
+        description="Vigil: exactly-once scheduled jobs, once-per-key tasks and always-running "
+        "observers",
     )
     # cdk-nag's AwsSolutions pack as a validation plugin: a finding interrupts the synth (both
     # ``python app.py`` and ``cdk synth``); every accepted one is acknowledged in infra.nag.

@@ -1,4 +1,5 @@
-"""The one alarm shape Vigil uses: something that should be zero is not (lost or delayed work)."""
+"""The alarm shapes Vigil uses: something that should be zero is not (lost or delayed work), or a
+gauge passed its limit (a queue's oldest message waited too long)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,33 @@ def alarm_above_zero(
     A ``gauge`` (a state only some passes report, like the fleet's counts) keeps its last state
     through a period without data instead of reading the gap as zero and sending a false OK.
     """
-    return cloudwatch.Alarm(
+    return alarm_above(
         scope,
         construct_id,
         metric=metric,
         threshold=0,
+        description=description,
+        periods=periods,
+        gauge=gauge,
+    )
+
+
+def alarm_above(
+    scope: Construct,
+    construct_id: str,
+    *,
+    metric: cloudwatch.IMetric,
+    threshold: float,
+    description: str,
+    periods: int = 1,
+    gauge: bool = False,
+) -> cloudwatch.Alarm:
+    """ALARM when every one of ``periods`` consecutive periods is above ``threshold``."""
+    return cloudwatch.Alarm(
+        scope,
+        construct_id,
+        metric=metric,
+        threshold=threshold,
         evaluation_periods=periods,
         datapoints_to_alarm=periods,
         comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,

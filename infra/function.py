@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy, Stack
@@ -11,6 +12,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from infra.errors import ConfigurationError
+from infra.handler_paths import validate_handler
 from infra.pins import pinned
 from vigil.contract.metrics import powertools_environment
 
@@ -18,6 +21,30 @@ FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
 ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "observers/Dockerfile"]
+
+
+Fail = Callable[[str, str], ConfigurationError]
+"""``fail(parameter, problem)``: the error a construct raises, naming itself and the parameter."""
+
+
+def whole_seconds(fail: Fail, parameter: str, duration: Duration) -> int:
+    exact = duration.to_seconds(integral=False)
+    if exact != int(exact):
+        raise fail(parameter, f"{exact} s: must be whole seconds")
+    return int(exact)
+
+
+def check_function(fail: Fail, *, handler: str, timeout: Duration, memory_size: int) -> int:
+    """What Lambda would refuse at deploy (and a handler that does not exist), refused at synth;
+    the timeout in seconds."""
+    if problem := validate_handler(handler, FUNCTIONS_DIR):
+        raise fail("handler", problem)
+    seconds = whole_seconds(fail, "timeout", timeout)
+    if not 1 <= seconds <= 900:
+        raise fail("timeout", f"{seconds} s is outside Lambda's 1 s to 15 minutes")
+    if not 128 <= memory_size <= 10_240:
+        raise fail("memory_size", f"{memory_size} MB is outside Lambda's 128-10240 MB")
+    return seconds
 
 
 def powertools_layer_parameter() -> str:

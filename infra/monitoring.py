@@ -1,7 +1,7 @@
 """``Monitoring``: the console view of Vigil: one dashboard, alarms that tell an SNS topic, and
 saved Logs Insights queries.
 
-Rows, top to bottom: each job (ticks, dead letters); the fleet (observers by status, desired against
+Rows, top to bottom: each job (ticks, dead letters); each task (outcomes, queue, durations); the fleet (observers by status, desired against
 running, the oldest heartbeat, lifecycle, dead letters); each observer kind's CPU and memory; the
 API; each function (errors, throttles, duration, concurrency). Every alarm in the stack, the fleet's
 included, notifies the topic on ALARM and on OK.
@@ -16,14 +16,16 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.alarms import alarm_above_zero
+from infra.alarms import alarm_above, alarm_above_zero
 from infra.alerts import alarm_topic, notify
+from infra.background_task import BackgroundTask
 from infra.dashboard_rows import api_row, function_row, kind_row
 from infra.jobs_control import JobsControl
 from infra.observer_fleet import ObserverFleet
 from infra.saved_queries import saved_queries
 from infra.scheduled_job import ScheduledJob
-from vigil.contract.metrics import JobMetric, ObserverMetric
+from infra.tasks_api import TasksApi
+from vigil.contract.metrics import JobMetric, ObserverMetric, TaskMetric
 
 MINUTE = Duration.minutes(1)
 FLEET_STATUS_GAUGES = (
@@ -35,6 +37,11 @@ FLEET_STATUS_GAUGES = (
     ObserverMetric.FLEET_FAILED,
 )
 
+TASK_OUTCOMES = tuple(
+    metric for metric in TaskMetric if metric not in (TaskMetric.DURATION, TaskMetric.QUEUE_WAIT)
+)
+"""The counts on a task's outcomes graph; its durations have a graph of their own."""
+
 
 class Monitoring(Construct):
     def __init__(
@@ -45,6 +52,8 @@ class Monitoring(Construct):
         jobs: Sequence[ScheduledJob],
         fleet: ObserverFleet | None = None,
         control: JobsControl | None = None,
+        tasks: Sequence[BackgroundTask] = (),
+        tasks_api: TasksApi | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cloudwatch.Alarm] = []
@@ -57,7 +66,8 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(
             cloudwatch.TextWidget(
                 markdown="# Vigil\nScheduled jobs: runs, suppressed duplicates, skipped and "
-                "missed ticks, dead-lettered events. Observers: by status, desired against "
+                "missed ticks, dead-lettered events. Tasks: enqueued, succeeded, failed and "
+                "duplicate, queue age, durations. Observers: by status, desired against "
                 "running, heartbeats, restarts, failures; CPU and memory per kind. Then the API "
                 "and every function. An alarm means work was lost or delayed; alarms go to the "
                 "stack's `AlarmTopicArn`.",
@@ -67,9 +77,11 @@ class Monitoring(Construct):
         )
         for job in jobs:
             self._add_job(job)
+        for task in tasks:
+            self._add_task(task)
         if fleet is not None:
             self._add_fleet(fleet)
-        self._add_functions(jobs, fleet, control)
+        self._add_functions(jobs, fleet, control, tasks, tasks_api)
         self.queries = saved_queries(
             self,
             job_logs=[job.function.log_group for job in jobs],
@@ -88,8 +100,13 @@ class Monitoring(Construct):
         jobs: Sequence[ScheduledJob],
         fleet: ObserverFleet | None,
         control: JobsControl | None,
+        tasks: Sequence[BackgroundTask],
+        tasks_api: TasksApi | None,
     ) -> None:
         functions = [(f"job {job.job_name}", job.function) for job in jobs]
+        functions += [(f"task {task.task_name}", task.function) for task in tasks]
+        if tasks_api is not None:
+            functions.append(("tasks API", tasks_api.function))
         if fleet is not None:
             self.dashboard.add_widgets(*api_row(fleet.api))
             functions += [("reconciler", fleet.reconciler), ("API function", fleet.api_function)]
@@ -264,6 +281,84 @@ class Monitoring(Construct):
                 self._alarm(
                     f"{name}-{metric.value}", job.metric(metric), f"Job {name}: a run {what}."
                 )
+
+    def _add_task(self, task: BackgroundTask) -> None:
+        name = task.task_name
+        age = task.queue.metric_approximate_age_of_oldest_message(
+            label="oldest message (s)", period=Duration.minutes(5), statistic="Maximum"
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title=f"task {name}: outcomes",
+                left=[task.metric(metric) for metric in TASK_OUTCOMES],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title=f"task {name}: queue",
+                left=[
+                    _depth(task.queue, "waiting"),
+                    _depth(task.dead_letters, "dead letters"),
+                ],
+                right=[age],
+                right_annotations=[
+                    cloudwatch.HorizontalAnnotation(
+                        value=task.max_queue_age_seconds, label="max_queue_age"
+                    )
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title=f"task {name}: run and wait (ms)",
+                left=[
+                    task.metric(TaskMetric.DURATION, "p50", "run p50"),
+                    task.metric(TaskMetric.DURATION, "p99", "run p99"),
+                    task.metric(TaskMetric.QUEUE_WAIT, "p99", "wait p99"),
+                ],
+                width=8,
+            ),
+        )
+        failed = (
+            f"Type `vigil tasks list {name} --status FAILED` for the errors; once fixed, "
+            f"`vigil tasks redrive {name}` runs them again (safe to repeat: a task that "
+            "succeeded meanwhile is recorded DUPLICATE)."
+        )
+        self.alarms.append(
+            alarm_above(
+                self,
+                f"task-{name}-queue-age",
+                metric=age,
+                threshold=task.max_queue_age_seconds,
+                description=f"Task {name}: a message has waited over max_queue_age "
+                f"({task.max_queue_age_seconds} s): the function fails, is throttled or its "
+                f"concurrency ({task.concurrency}) cannot keep up. Type `vigil tasks list {name} "
+                "--status QUEUED`; see the function's errors and throttles on the dashboard.",
+            )
+        )
+        self._alarm(
+            f"task-{name}-dead-letters",
+            _depth(task.dead_letters, "dead letters"),
+            f"Task {name}: messages in its dead-letter queue (out of retries, malformed, or an "
+            f"invocation that kept dying). {failed}",
+        )
+        self._alarm(
+            f"task-{name}-failed",
+            task.metric(TaskMetric.FAILED),
+            f"Task {name}: tasks FAILED after all retries. {failed}",
+        )
+        self._alarm(
+            f"task-{name}-finish-unrecorded",
+            task.metric(TaskMetric.FINISH_UNRECORDED),
+            f"Task {name}: a run ended but DynamoDB refused its outcome until the invocation's "
+            "time ran out (throttling?); the message comes back and the task runs again once its "
+            f"lease expires. Type `vigil tasks list {name} --status RUNNING`: a task with 2 "
+            "attempts ran twice, so check that its effects were fenced by its token.",
+        )
+        self._alarm(
+            f"task-{name}-event-unsent",
+            task.metric(TaskMetric.EVENT_UNSENT),
+            f"Task {name}: completion events EventBridge did not take in time; their subscribers "
+            f"did not hear of these outcomes. The records have them: type `vigil tasks list {name}`.",
+        )
 
     def _alarm(self, alarm_id: str, metric: cloudwatch.IMetric, description: str) -> None:
         self.alarms.append(alarm_above_zero(self, alarm_id, metric=metric, description=description))

@@ -20,6 +20,10 @@ from aws_cdk import aws_sqs as sqs
 from constructs import IConstruct
 
 PACK = "AwsSolutions::"
+ONE_TIME_SCHEDULES = (
+    "A task's one-time schedule is named by its task and id at enqueue time: the grant is any "
+    "schedule in the stack's own tasks schedule group, none outside it"
+)
 WILDCARDS: dict[frozenset[str], str] = {
     frozenset({"xray:PutTraceSegments", "xray:PutTelemetryRecords"}): (
         "X-Ray has no resource-level permissions; active tracing needs Resource *"
@@ -45,6 +49,8 @@ WILDCARDS: dict[frozenset[str], str] = {
     frozenset({"ecs:TagResource"}): (
         "Tags on tasks of the fleet's own cluster, only as RunTask creates them"
     ),
+    frozenset({"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}): ONE_TIME_SCHEDULES,
+    frozenset({"scheduler:CreateSchedule"}): ONE_TIME_SCHEDULES,
 }
 """IAM5 (wildcard) findings accepted by the statement's actions: any other wildcard fails synth."""
 
@@ -71,8 +77,9 @@ def _policy_of(*names: str) -> Callable[[IConstruct], bool]:
 ACCEPTED: tuple[Accepted, ...] = (
     Accepted(
         "AwsSolutions-SQS3",
-        "Every Vigil queue is itself a dead-letter queue (a Lambda on-failure destination, a "
-        "scheduler or EventBridge target DLQ, a stream on-failure target); none is a source",
+        "Every Vigil queue without a dead-letter queue is itself one (a Lambda on-failure "
+        "destination, a scheduler or EventBridge target DLQ, a stream on-failure target, a "
+        "task's dead letters); the tasks' work queues, the only sources, have their own",
         _is(sqs.CfnQueue),
     ),
     Accepted(

@@ -16,9 +16,8 @@ from aws_cdk import aws_scheduler_targets as targets
 from constructs import Construct
 
 from infra.errors import ConfigurationError
-from infra.function import FUNCTIONS_DIR, vigil_function
-from infra.handler_paths import validate_handler
-from infra.queues import DLQ_RETENTION_DAYS, dead_letter_queue
+from infra.function import check_function, vigil_function
+from infra.queues import check_retention, dead_letter_queue
 from infra.runs_table import JobRunsTable
 from infra.schedule_expressions import (
     evaluable,
@@ -34,6 +33,11 @@ OVERLAP_POLICIES = ("skip", "allow")
 LAMBDA_MAX_EVENT_AGE = Duration.hours(6)
 LAMBDA_RETRY_DELAYS = (60, 120)
 """Seconds Lambda waits before its first and second asynchronous retry."""
+
+
+def default_name(construct_id: str) -> str:
+    """A construct id in kebab case (``DailyReport`` -> ``daily-report``): a job's or task's name."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", construct_id).lower()
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,7 @@ class ScheduledJob(Construct):
         lease_margin: Duration,
         retention: Duration,
     ) -> _Checked:
-        name = job_name or re.sub(r"(?<!^)(?=[A-Z])", "-", construct_id).lower()
+        name = job_name or default_name(construct_id)
         owner = f"ScheduledJob {construct_id!r}"
 
         def fail(parameter: str, problem: str) -> ConfigurationError:
@@ -164,8 +168,7 @@ class ScheduledJob(Construct):
 
         if not JOB_NAME.match(name):
             raise fail("job_name", f"{name!r} must match {JOB_NAME.pattern}")
-        if problem := validate_handler(handler, FUNCTIONS_DIR):
-            raise fail("handler", problem)
+        seconds = check_function(fail, handler=handler, timeout=timeout, memory_size=memory_size)
         if problem := validate_schedule(schedule):
             raise fail("schedule", problem)
         if problem := validate_time_zone(time_zone):
@@ -174,9 +177,6 @@ class ScheduledJob(Construct):
             raise fail("schedule", problem)
         if overlap not in OVERLAP_POLICIES:
             raise fail("overlap", f"{overlap!r} is not one of {', '.join(OVERLAP_POLICIES)}")
-        seconds = int(timeout.to_seconds())
-        if not 1 <= seconds <= 900:
-            raise fail("timeout", f"{seconds} s is outside Lambda's 1 s to 15 minutes")
         if max_lateness.to_seconds() < 0:
             raise fail("max_lateness", "must not be negative")
         if not 0 <= retry_attempts <= 2:
@@ -186,16 +186,9 @@ class ScheduledJob(Construct):
         age = int(max_event_age.to_seconds())
         if not 60 <= age <= 86_400:
             raise fail("max_event_age", f"{age} s is outside EventBridge Scheduler's 60 s to 24 h")
-        if not 128 <= memory_size <= 10_240:
-            raise fail("memory_size", f"{memory_size} MB is outside Lambda's 128-10240 MB")
         if lease_margin.to_seconds() < 1:
             raise fail("lease_margin", "must be at least 1 s (it absorbs clock skew)")
-        if retention.to_days() < DLQ_RETENTION_DAYS:
-            raise fail(
-                "retention",
-                f"must be at least {DLQ_RETENTION_DAYS} days, as long as a dead-lettered event "
-                "can wait for a redrive: a redrive must find its tick's record",
-            )
+        check_retention(fail, retention, "tick's record")
         return _Checked(name=name, timeout=seconds, max_event_age=age)
 
     # --- resources ---------------------------------------------------------------------------

@@ -8,15 +8,20 @@ from typing import Any
 from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 
+from infra.background_task import BackgroundTask, catalog
 from infra.jobs_control import JobsControl
 from infra.monitoring import Monitoring
 from infra.observer_fleet import ObserverFleet
 from infra.runs_table import JobRunsTable
 from infra.scheduled_job import ScheduledJob
+from infra.tasks_api import TasksApi
+from infra.tasks_table import TasksTable
 
 
 class VigilStack(Stack):
-    """The stack a team deploys: its scheduled jobs, its observer fleet, one dashboard."""
+    """The stack a team deploys: its scheduled jobs, its background tasks, its observer fleet,
+    one dashboard. Without ``declare_tasks`` there is no tasks table, no tasks API function and
+    ``TasksCatalog`` is ``{}``."""
 
     def __init__(
         self,
@@ -25,6 +30,7 @@ class VigilStack(Stack):
         *,
         declare_jobs: Callable[[Construct, JobRunsTable], Sequence[ScheduledJob]],
         declare_observers: Callable[[Construct], ObserverFleet] | None = None,
+        declare_tasks: Callable[[Construct, TasksTable], Sequence[BackgroundTask]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -39,8 +45,28 @@ class VigilStack(Stack):
             runs_table=self.runs.table,
             api=self.observers.api if self.observers else None,
         )
+        self.tasks_table: TasksTable | None = None
+        self.tasks: list[BackgroundTask] = []
+        self.tasks_api: TasksApi | None = None
+        if declare_tasks is not None:
+            self.tasks_table = TasksTable(self, "Tasks")
+            self.tasks = list(declare_tasks(self, self.tasks_table))
+        if self.tasks and self.tasks_table is not None:
+            self.tasks_api = TasksApi(
+                self,
+                "TasksApi",
+                tasks=self.tasks,
+                table=self.tasks_table.table,
+                api=self.jobs_control.api,
+            )
         self.monitoring = Monitoring(
-            self, "Monitoring", jobs=self.jobs, fleet=self.observers, control=self.jobs_control
+            self,
+            "Monitoring",
+            jobs=self.jobs,
+            fleet=self.observers,
+            control=self.jobs_control,
+            tasks=self.tasks,
+            tasks_api=self.tasks_api,
         )
         self._outputs()
 
@@ -73,3 +99,12 @@ class VigilStack(Stack):
                 }
             ),
         )
+        CfnOutput(
+            self,
+            "TasksCatalog",
+            description="Per task: its queues, table, scheduler role and schedule group, function "
+            "(give it to an application as VIGIL_TASKS_CATALOG)",
+            value=self.to_json_string(catalog(self.tasks)),
+        )
+        if self.tasks_table is not None:
+            CfnOutput(self, "TasksTableName", value=self.tasks_table.table.table_name)

@@ -219,7 +219,7 @@ def test_every_table_has_point_in_time_recovery_and_data_is_retained(
     synthesized: Synthesized,
 ) -> None:
     tables = synthesized.resources("AWS::DynamoDB::Table")
-    assert len(tables) == 4  # runs, registry, idempotency, hosts
+    assert len(tables) == 5  # runs, registry, idempotency, hosts, tasks
     for table in tables.values():
         spec = table["Properties"]["PointInTimeRecoverySpecification"]
         assert spec["PointInTimeRecoveryEnabled"] is True

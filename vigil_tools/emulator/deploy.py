@@ -46,7 +46,11 @@ def deploy(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) ->
         try:
             cloudformation.create_stack(
                 StackName=stack_name,
-                TemplateBody=json.dumps(_with_public_parameters(synth, session, region)),
+                TemplateBody=json.dumps(
+                    _with_fifo_queue_names(
+                        _with_public_parameters(synth, session, region), stack_name
+                    )
+                ),
                 Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
             )
         except ClientError as refused:
@@ -128,6 +132,23 @@ def _with_public_parameters(synth: Synthesized, session: Any, region: str) -> di
         session.client("ssm").put_parameter(Name=local, Value=layer, Type="String", Overwrite=True)
         parameters[key] = {**parameters[key], "Default": local}
     return {**synth.template, "Parameters": parameters}
+
+
+def _with_fifo_queue_names(template: dict[str, Any], stack_name: str) -> dict[str, Any]:
+    """Name the FIFO queues CloudFormation would name: AWS generates ``<stack>-<id>-<suffix>.fifo``
+    for a FIFO queue without ``QueueName``; moto generates a name without ``.fifo`` and then refuses
+    it ("Queue name must end in .fifo for FIFO queues")."""
+    resources = dict(template.get("Resources", {}))
+    for logical_id, resource in resources.items():
+        props = resource.get("Properties", {})
+        if (
+            resource.get("Type") == "AWS::SQS::Queue"
+            and props.get("FifoQueue")
+            and ("QueueName" not in props)
+        ):
+            name = f"{stack_name}-{logical_id}"[:75] + ".fifo"
+            resources[logical_id] = {**resource, "Properties": {**props, "QueueName": name}}
+    return {**template, "Resources": resources}
 
 
 def _bootstrap(session: Any, account: str, region: str) -> None:

@@ -1,0 +1,398 @@
+"""``BackgroundTask``: a queue an application enqueues to, the guarded function that runs each task
+once per key, its dead-letter queue, its grants and the role of its one-time schedules.
+
+The runtime (``vigil.tasks``) reads everything it needs from the environment (``TaskEnv``) and the
+stack's ``TasksCatalog`` output (``CatalogField``); the names are shared in ``vigil.contract.tasks``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.errors import ConfigurationError
+from infra.function import check_function, vigil_function, whole_seconds
+from infra.queues import DLQ_RETENTION_DAYS, check_retention, dead_letter_queue, vigil_queue
+from infra.removal import data_removal_policy
+from infra.scheduled_job import default_name
+from infra.tasks_table import TasksTable
+from vigil.contract.metrics import NAMESPACE, SERVICE, TaskMetric
+from vigil.contract.tasks import PK_PREFIX, TASK_NAME, CatalogField, TaskEnv
+
+VISIBILITY_PER_TIMEOUT = 6
+"""AWS asks for a queue visibility timeout of at least six times the function's timeout."""
+MAX_VISIBILITY_S = 43_200
+"""SQS's longest visibility timeout (12 hours); also the longest ChangeMessageVisibility."""
+MAX_BATCHING_WINDOW_S = 300
+EXTRA_RECEIVES = 3
+"""The redrive policy's receives beyond the retries: the net for an invocation that dies whole
+(out of memory, timeout) and so cannot dead-letter its messages itself."""
+QUEUE_RETENTION = Duration.days(DLQ_RETENTION_DAYS)
+"""A backlog capped by ``concurrency`` must not expire: a task waits as long as SQS allows."""
+DEFAULT_EVENT_BUS = "default"
+SCHEDULER = "scheduler.amazonaws.com"
+
+
+@dataclass(frozen=True)
+class _Checked:
+    name: str
+    visibility_timeout: int
+    batching_window: int
+
+
+class BackgroundTask(Construct):
+    """Work an application enqueues (``vigil.tasks.enqueue``), run once per key by ``handler``.
+
+    ``retries`` are the runtime's own retries after a failed attempt, ``backoff`` apart and doubling;
+    then the task is FAILED and its message dead-lettered. ``concurrency`` caps the parallel runs
+    (the event source's maximum concurrency). ``ordered`` makes the queue FIFO: tasks of one group
+    run one at a time, in order (no per-message delay; batch size at most 10). ``retention`` is how
+    long a record, and so a key's once-only promise, is kept after its last write.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        handler: str,
+        timeout: Duration = Duration.minutes(1),
+        retries: int = 3,
+        backoff: Duration = Duration.seconds(30),
+        concurrency: int = 10,
+        batch_size: int = 10,
+        batching_window: Duration | None = None,
+        visibility_timeout: Duration | None = None,
+        ordered: bool = False,
+        retention: Duration = Duration.days(30),
+        memory_size: int = 256,
+        lease_margin: Duration = Duration.seconds(10),
+        max_queue_age: Duration = Duration.minutes(15),
+        task_name: str | None = None,
+        description: str | None = None,
+        tasks_table: dynamodb.ITable | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        checked = _validate(
+            construct_id=construct_id,
+            task_name=task_name,
+            handler=handler,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            concurrency=concurrency,
+            batch_size=batch_size,
+            batching_window=batching_window,
+            visibility_timeout=visibility_timeout,
+            ordered=ordered,
+            retention=retention,
+            memory_size=memory_size,
+            lease_margin=lease_margin,
+            max_queue_age=max_queue_age,
+        )
+        self.task_name = checked.name
+        self.ordered = ordered
+        self.retries = retries
+        self.concurrency = concurrency
+        self.retention_seconds = int(retention.to_seconds())
+        self.max_queue_age_seconds = int(max_queue_age.to_seconds())
+        self.visibility_timeout_seconds = checked.visibility_timeout
+        self.table = tasks_table or _shared_tasks_table(self)
+        self.dead_letters = dead_letter_queue(self, "DeadLetters", fifo=ordered)
+        self.queue = vigil_queue(
+            self,
+            "Queue",
+            fifo=ordered,
+            retention_period=QUEUE_RETENTION,
+            visibility_timeout=Duration.seconds(checked.visibility_timeout),
+            dead_letter_queue=sqs.DeadLetterQueue(
+                queue=self.dead_letters, max_receive_count=retries + EXTRA_RECEIVES
+            ),
+        )
+        self.function = vigil_function(
+            self,
+            "Function",
+            handler=handler,
+            description=description or f"Vigil task {checked.name}",
+            timeout=timeout,
+            memory_size=memory_size,
+            environment={
+                TaskEnv.NAME.value: checked.name,
+                TaskEnv.TABLE.value: self.table.table_name,
+                TaskEnv.QUEUE_URL.value: self.queue.queue_url,
+                TaskEnv.DEAD_LETTER_URL.value: self.dead_letters.queue_url,
+                TaskEnv.RETRIES.value: str(retries),
+                TaskEnv.BACKOFF_SECONDS.value: str(int(backoff.to_seconds())),
+                TaskEnv.ORDERED.value: "true" if ordered else "false",
+                TaskEnv.RETENTION_SECONDS.value: str(self.retention_seconds),
+                TaskEnv.LEASE_MARGIN_SECONDS.value: str(int(lease_margin.to_seconds())),
+                TaskEnv.EVENT_BUS.value: DEFAULT_EVENT_BUS,
+            },
+        )
+        self.function.add_event_source(
+            event_sources.SqsEventSource(
+                self.queue,
+                batch_size=batch_size,
+                # FIFO event sources take no batching window at all.
+                max_batching_window=None if ordered else Duration.seconds(checked.batching_window),
+                max_concurrency=concurrency,
+                report_batch_item_failures=True,
+            )
+        )
+        self._grant_function()
+        self.schedule_group_name = _shared_schedule_group(self)
+        self.scheduler_role = self._build_scheduler_role()
+
+    # --- grants ------------------------------------------------------------------------------
+
+    def _grant_function(self) -> None:
+        """Its own records only; its own queue (the event source grants consuming it, with
+        ChangeMessageVisibility for backoffs); its own dead-letter queue; completion events."""
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                resources=[self.table.table_arn],
+                conditions=_leading_keys([self]),
+            )
+        )
+        self.dead_letters.grant_send_messages(self.function)
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["events:PutEvents"],
+                resources=[
+                    Stack.of(self).format_arn(
+                        service="events", resource="event-bus", resource_name=DEFAULT_EVENT_BUS
+                    )
+                ],
+            )
+        )
+
+    def _build_scheduler_role(self) -> iam.Role:
+        """What a one-time schedule (a start beyond SQS's 15-minute delay) sends its message as:
+        this task's queue only, and only for schedules of this account."""
+        role = iam.Role(
+            self,
+            "SchedulerRole",
+            assumed_by=iam.ServicePrincipal(
+                SCHEDULER,
+                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+            ),
+            description=f"Vigil task {self.task_name}: one-time schedules send to its queue",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.queue.queue_arn])
+        )
+        return role
+
+    def grant_enqueue(self, grantee: iam.IGrantable) -> None:
+        """Let an application's role enqueue this task (``vigil.tasks.enqueue``) and nothing else."""
+        grant_tasks(grantee, [self])
+
+    # --- the catalog and monitoring handles --------------------------------------------------
+
+    def catalog_entry(self) -> dict[str, Any]:
+        """This task's entry in ``TasksCatalog`` (and ``VIGIL_TASKS_CATALOG``)."""
+        return {
+            CatalogField.QUEUE_URL.value: self.queue.queue_url,
+            CatalogField.DEAD_LETTER_URL.value: self.dead_letters.queue_url,
+            CatalogField.TABLE.value: self.table.table_name,
+            CatalogField.ORDERED.value: self.ordered,
+            CatalogField.RETENTION_SECONDS.value: self.retention_seconds,
+            CatalogField.SCHEDULER_ROLE_ARN.value: self.scheduler_role.role_arn,
+            CatalogField.SCHEDULE_GROUP.value: self.schedule_group_name,
+            CatalogField.FUNCTION.value: self.function.function_name,
+        }
+
+    def metric(
+        self,
+        metric: TaskMetric,
+        statistic: str = "Sum",
+        label: str | None = None,
+    ) -> cloudwatch.Metric:
+        """A Powertools metric this task emits."""
+        return cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=str(metric),  # a plain str: jsii would take an Enum for its own
+            dimensions_map={"service": SERVICE, "task": self.task_name},
+            statistic=statistic,
+            period=Duration.minutes(5),
+            label=label,
+        )
+
+
+def catalog(tasks: Iterable[BackgroundTask]) -> dict[str, dict[str, Any]]:
+    """``{task: entry}``: what ``enqueue``, the API, the CLI and the kit find tasks by."""
+    return {task.task_name: task.catalog_entry() for task in tasks}
+
+
+def grant_tasks(
+    grantee: iam.IGrantable, tasks: Sequence[BackgroundTask], *, manage: bool = False
+) -> None:
+    """What ``vigil.tasks.enqueue`` needs for ``tasks``: put their records, send to their queues,
+    create one-time schedules in their group with their scheduler roles. ``manage`` adds reading
+    and cancelling (get, list, cancel: a conditional update, deleting a pending schedule).
+
+    Give it to an application's role, or to the management API's function.
+    """
+    if not tasks:
+        return
+    records = ["dynamodb:PutItem"]
+    schedules = ["scheduler:CreateSchedule"]
+    if manage:
+        records += ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"]
+        schedules += ["scheduler:DeleteSchedule"]
+    for table, owners in _by_table(tasks).items():
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=records, resources=[table.table_arn], conditions=_leading_keys(owners)
+            )
+        )
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["sqs:SendMessage"], resources=[task.queue.queue_arn for task in tasks]
+        )
+    )
+    stack = Stack.of(tasks[0])
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=schedules,
+            resources=sorted(
+                {
+                    stack.format_arn(
+                        service="scheduler",
+                        resource="schedule",
+                        resource_name=f"{task.schedule_group_name}/*",
+                    )
+                    for task in tasks
+                }
+            ),
+        )
+    )
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["iam:PassRole"],
+            resources=[task.scheduler_role.role_arn for task in tasks],
+            conditions={"StringEquals": {"iam:PassedToService": SCHEDULER}},
+        )
+    )
+
+
+def _by_table(tasks: Sequence[BackgroundTask]) -> dict[dynamodb.ITable, list[BackgroundTask]]:
+    owners: dict[dynamodb.ITable, list[BackgroundTask]] = {}
+    for task in tasks:
+        owners.setdefault(task.table, []).append(task)
+    return owners
+
+
+def _leading_keys(tasks: Iterable[BackgroundTask]) -> dict[str, Any]:
+    return {
+        "ForAllValues:StringEquals": {
+            "dynamodb:LeadingKeys": [f"{PK_PREFIX}{task.task_name}" for task in tasks]
+        }
+    }
+
+
+def _validate(
+    *,
+    construct_id: str,
+    task_name: str | None,
+    handler: str,
+    timeout: Duration,
+    retries: int,
+    backoff: Duration,
+    concurrency: int,
+    batch_size: int,
+    batching_window: Duration | None,
+    visibility_timeout: Duration | None,
+    ordered: bool,
+    retention: Duration,
+    memory_size: int,
+    lease_margin: Duration,
+    max_queue_age: Duration,
+) -> _Checked:
+    """Every limit AWS would refuse at deploy (or that would make the task unsafe), at synth."""
+    name = task_name or default_name(construct_id)
+    owner = f"BackgroundTask {construct_id!r} (task {name})"
+
+    def fail(parameter: str, problem: str) -> ConfigurationError:
+        return ConfigurationError(owner, parameter, problem)
+
+    if not TASK_NAME.match(name):
+        raise fail("task_name", f"{name!r} must match {TASK_NAME.pattern}")
+    seconds = check_function(fail, handler=handler, timeout=timeout, memory_size=memory_size)
+    if not 0 <= retries <= 10:
+        raise fail("retries", f"{retries} is outside 0-10")
+    if not 0 <= whole_seconds(fail, "backoff", backoff) <= MAX_VISIBILITY_S:
+        raise fail("backoff", "must be from 0 s to SQS's longest visibility timeout, 12 hours")
+    if not 2 <= concurrency <= 1000:
+        raise fail("concurrency", f"{concurrency} is outside the SQS event source's maximum 2-1000")
+    largest = 10 if ordered else 10_000
+    if not 1 <= batch_size <= largest:
+        kind = "a FIFO (ordered)" if ordered else "a standard"
+        raise fail(
+            "batch_size", f"{batch_size} is outside 1-{largest}, what SQS allows {kind} queue"
+        )
+    window = (
+        0 if batching_window is None else whole_seconds(fail, "batching_window", batching_window)
+    )
+    if ordered and batching_window is not None:
+        raise fail(
+            "batching_window", "an ordered task's FIFO event source takes no batching window"
+        )
+    if not 0 <= window <= MAX_BATCHING_WINDOW_S:
+        raise fail("batching_window", f"{window} s is outside 0-{MAX_BATCHING_WINDOW_S} s")
+    if batch_size > 10 and window < 1:
+        raise fail(
+            "batching_window", f"must be at least 1 s for a batch size over 10 ({batch_size})"
+        )
+    least = VISIBILITY_PER_TIMEOUT * seconds + window
+    visibility = (
+        least
+        if visibility_timeout is None
+        else whole_seconds(fail, "visibility_timeout", visibility_timeout)
+    )
+    if not least <= visibility <= MAX_VISIBILITY_S:
+        raise fail(
+            "visibility_timeout",
+            f"{visibility} s must be at least {VISIBILITY_PER_TIMEOUT} x the timeout + the "
+            f"batching window ({least} s; AWS's rule for a Lambda event source) and at most "
+            f"{MAX_VISIBILITY_S} s",
+        )
+    check_retention(fail, retention, "task's record")
+    if not 1 <= whole_seconds(fail, "lease_margin", lease_margin) < seconds:
+        raise fail("lease_margin", "must be at least 1 s (clock skew) and below the timeout")
+    if whole_seconds(fail, "max_queue_age", max_queue_age) < 60:
+        raise fail("max_queue_age", "must be at least 60 s (the alarm's resolution)")
+    return _Checked(name=name, visibility_timeout=visibility, batching_window=window)
+
+
+def _shared_tasks_table(scope: Construct) -> dynamodb.ITable:
+    stack = Stack.of(scope)
+    existing = stack.node.try_find_child("Tasks")
+    if isinstance(existing, TasksTable):
+        return existing.table
+    return TasksTable(stack, "Tasks").table
+
+
+def _shared_schedule_group(scope: Construct) -> str:
+    """The stack's group of one-time schedules (one per stack: a name unique in the region)."""
+    stack = Stack.of(scope)
+    name = f"{stack.stack_name}-tasks"
+    if stack.node.try_find_child("TaskSchedules") is None:
+        scheduler.ScheduleGroup(
+            stack,
+            "TaskSchedules",
+            schedule_group_name=name,
+            removal_policy=data_removal_policy(stack),
+        )
+    return name

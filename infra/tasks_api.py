@@ -1,0 +1,61 @@
+"""``TasksApi``: the tasks routes of the management API, served by their own function.
+
+``POST /tasks/{task}`` enqueues, ``GET /tasks/{task}`` lists (``?status=``), ``GET`` and ``DELETE
+/tasks/{task}/{id}`` read and cancel. The routes join the stack's management API (the observers' or
+the jobs' own: one endpoint, one IAM policy for operators), IAM on every method. The function
+(``handlers.tasks_api.handler``) is separate from the jobs' and the observers' (least privilege:
+only the declared tasks' records, queues, schedules and scheduler roles).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from infra.background_task import BackgroundTask, catalog, grant_tasks
+from infra.function import vigil_function
+from vigil.contract.tasks import CATALOG_ENV, TaskEnv
+
+HANDLER = "handlers.tasks_api.handler"
+
+
+class TasksApi(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        tasks: Sequence[BackgroundTask],
+        table: dynamodb.ITable,
+        api: apigateway.RestApi,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function = vigil_function(
+            self,
+            "Function",
+            handler=HANDLER,
+            description="Vigil tasks API: enqueue, read, list and cancel tasks",
+            timeout=Duration.seconds(30),
+            environment={
+                CATALOG_ENV: Stack.of(self).to_json_string(catalog(tasks)),
+                TaskEnv.TABLE.value: table.table_name,
+            },
+        )
+        grant_tasks(self.function, tasks, manage=True)
+        self._add_routes(api)
+
+    def _add_routes(self, api: apigateway.RestApi) -> None:
+        """Explicit resources, more specific than the observers' ``/{proxy+}``; ``{id+}`` because
+        a task's id may hold a ``/``."""
+        integration = apigateway.LambdaIntegration(self.function)
+        iam_only = apigateway.AuthorizationType.IAM
+        task = api.root.add_resource("tasks").add_resource("{task}")
+        for method in ("GET", "POST"):
+            task.add_method(method, integration, authorization_type=iam_only)
+        one = task.add_resource("{id+}")
+        for method in ("GET", "DELETE"):
+            one.add_method(method, integration, authorization_type=iam_only)
