@@ -37,7 +37,7 @@ from typing import Any, TextIO
 
 from vigil.contract.hosts import DEFAULT_REBALANCE_MOVES, MAX_REBALANCE_MOVES
 from vigil.contract.observers import Status
-from vigil_tools import jobs_cli, jobs_control_cli
+from vigil_tools import jobs_cli, jobs_control_cli, tasks_cli
 from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.local import up as local_up
 from vigil_tools.tables import render_table
@@ -284,12 +284,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="vigil", description="Operate Vigil's observers and scheduled jobs.")
+    parser = _Parser(
+        prog="vigil", description="Operate Vigil's scheduled jobs, tasks and observers."
+    )
     parser.add_argument("--endpoint", help="the API's stage URL (default: $VIGIL_API_URL)")
     parser.add_argument("--region", help="the API's region (default: from the URL or AWS_REGION)")
     parser.add_argument("--json", action="store_true", help="print the API's JSON")
     groups = parser.add_subparsers(dest="group", required=True)
     jobs_cli.add_parser(groups)
+    tasks_cli.add_parser(groups)
     local_up.add_parser(groups)
     observers = groups.add_parser("observers", help="long-running observers")
     commands = observers.add_subparsers(dest="command", required=True)
@@ -350,6 +353,8 @@ def main(
             return local_up.run(args, out, err)
         if args.group == "jobs" and args.command not in jobs_control_cli.API_COMMANDS:
             return _jobs(args, session, out, err)
+        if args.group == "tasks":
+            return _tasks(args, session, out, err)
         config = _parse_config(args.config) if args.command == "create" else {}
         if transport is None:
             endpoint = args.endpoint or env.get("VIGIL_API_URL")
@@ -384,6 +389,28 @@ def _jobs(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> i
         return jobs_cli.run(args, session or boto3.Session(region_name=args.region), out)
     except jobs_cli.JobsError as problem:
         print(f"error: {problem}", file=err)
+        return EXIT_API_ERROR
+    except BotoCoreError as unreachable:
+        print(f"error: {unreachable}", file=err)
+        return EXIT_UNREACHABLE
+
+
+def _tasks(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> int:
+    """``vigil tasks``: talks to AWS directly (stack outputs, queues, tasks table), as
+    ``vigil.tasks`` does in an application."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from vigil.tasks.errors import InvalidTask, NotCancellable, TaskNotFound
+
+    try:
+        session = session or boto3.Session(region_name=args.region)
+        return tasks_cli.run(args, session, out, as_json=args.json)
+    except (tasks_cli.TasksError, InvalidTask, NotCancellable, TaskNotFound) as problem:
+        print(f"error: {problem}", file=err)
+        return EXIT_API_ERROR
+    except ClientError as refused:
+        print(f"error: {refused}", file=err)
         return EXIT_API_ERROR
     except BotoCoreError as unreachable:
         print(f"error: {unreachable}", file=err)

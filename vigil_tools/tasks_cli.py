@@ -1,0 +1,179 @@
+"""``vigil tasks``: enqueue, read, cancel and redrive a deployed (or local) stack's tasks.
+
+    vigil tasks enqueue TASK [--payload JSON|@file.json] [--key K] [--delay S | --at ISO] [--group G]
+    vigil tasks get TASK ID
+    vigil tasks list TASK [--status FAILED] [--limit 50] [--next TOKEN]
+    vigil tasks cancel TASK ID
+    vigil tasks redrive TASK [--limit 100]
+
+Like ``vigil jobs``, these talk to AWS directly with the usual credential chain: the stack's
+``TasksCatalog`` output says where each task's queue and records are, and ``vigil.tasks`` does the
+rest exactly as an application would (``enqueue`` is the same call, with the same checks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from vigil.contract.tasks import TaskStatus
+from vigil.tasks.catalog import Catalog
+from vigil.tasks.enqueue import TaskClient
+from vigil.tasks.queues import TaskQueue
+from vigil.tasks.redrive import redrive
+from vigil.tasks.store import TaskRecord
+from vigil_tools.tables import render_table
+
+DEFAULT_STACK = "Vigil"
+CATALOG_OUTPUT = "TasksCatalog"
+
+
+class TasksError(Exception):
+    """A problem the operator can fix (no such stack, a stack without tasks); exit code 1."""
+
+
+def catalog_of(cloudformation: Any, stack: str) -> Catalog:
+    """The deployed stack's tasks, from its ``TasksCatalog`` output."""
+    try:
+        described = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
+    except cloudformation.exceptions.ClientError as error:
+        raise TasksError(f"stack {stack!r} not found: {error}") from None
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+    if CATALOG_OUTPUT not in outputs:
+        raise TasksError(f"stack {stack!r} declares no tasks (no {CATALOG_OUTPUT} output)")
+    return Catalog.parse(outputs[CATALOG_OUTPUT])
+
+
+def add_parser(groups: Any) -> None:
+    tasks = groups.add_parser("tasks", help="tasks: enqueue, read back, cancel, redrive")
+    tasks.add_argument("--stack", default=DEFAULT_STACK, help="the deployed stack's name")
+    commands = tasks.add_subparsers(dest="command", required=True)
+    enqueue = commands.add_parser("enqueue", help="enqueue a task; prints its id")
+    enqueue.add_argument("task")
+    enqueue.add_argument("--payload", default="{}", help="a JSON object, or @file.json")
+    enqueue.add_argument("--key", help="the task's id: the same key never runs twice")
+    when = enqueue.add_mutually_exclusive_group()
+    when.add_argument("--delay", type=float, help="seconds to wait before it runs")
+    when.add_argument("--at", type=_moment, help="when to run it (ISO 8601 with a zone)")
+    # Not ``dest="group"``: that is the top-level parser's command group.
+    enqueue.add_argument(
+        "--group", dest="task_group", help="an ordered task's group (run in order within it)"
+    )
+    get = commands.add_parser("get", help="one task's record")
+    get.add_argument("task")
+    get.add_argument("id")
+    listing = commands.add_parser("list", help="a task's records")
+    listing.add_argument("task")
+    listing.add_argument("--status", type=str.upper, choices=[s.value for s in TaskStatus])
+    listing.add_argument("--limit", type=_positive, default=50)
+    listing.add_argument("--next", help="the page token a previous list printed")
+    cancel = commands.add_parser("cancel", help="cancel a task that has not started")
+    cancel.add_argument("task")
+    cancel.add_argument("id")
+    again = commands.add_parser("redrive", help="send a task's dead letters back to its queue")
+    again.add_argument("task")
+    again.add_argument("--limit", type=_positive, default=100)
+
+
+def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = False) -> int:
+    catalog = catalog_of(session.client("cloudformation"), args.stack)
+    client = TaskClient(
+        catalog,
+        sqs=session.client("sqs"),
+        dynamodb=session.client("dynamodb"),
+        scheduler=session.client("scheduler"),
+    )
+    if args.command == "enqueue":
+        task_id = client.enqueue(
+            args.task,
+            _payload(args.payload),
+            key=args.key,
+            delay=args.delay,
+            at=args.at,
+            group=args.task_group,
+        )
+        out.write(f"{task_id}\n")
+        return 0
+    if args.command == "get":
+        record = client.get(args.task, args.id)
+        out.write((json.dumps(record.to_json(), indent=2) if as_json else _details(record)) + "\n")
+        return 0
+    if args.command == "list":
+        records, page = client.list(args.task, args.status, limit=args.limit, page=args.next)
+        if as_json:
+            listed = {"tasks": [r.to_json() for r in records], "next": page}
+            out.write(json.dumps(listed, indent=2) + "\n")
+            return 0
+        out.write(_table(records) + "\n")
+        if page:
+            out.write(f"more: vigil tasks list {args.task} --next {page}\n")
+        return 0
+    if args.command == "cancel":
+        record = client.cancel(args.task, args.id)
+        out.write(f"{record.task} {record.id}: {record.status.value}\n")
+        return 0
+    spec = catalog.spec(args.task)
+    sqs = session.client("sqs")
+    done = redrive(
+        sqs, TaskQueue(sqs, spec.queue_url, spec.dead_letter_url), task=spec.name, limit=args.limit
+    )
+    out.write(f"redrove {len(done.moved)} task(s) of {spec.name} to its queue\n")
+    for message_id, why in done.kept:
+        out.write(f"kept {message_id} in the dead-letter queue: not a task ({why})\n")
+    return 0
+
+
+def _table(records: list[TaskRecord]) -> str:
+    rows = [
+        [
+            r.id,
+            r.status.value,
+            str(r.attempts),
+            r.enqueued_at or "-",
+            r.finished_at or "-",
+            f"{r.error_type}: {r.error_message}" if r.error_type else _short(r.result),
+        ]
+        for r in records
+    ]
+    return render_table(["ID", "STATUS", "ATTEMPTS", "ENQUEUED", "FINISHED", "RESULT"], rows)
+
+
+def _details(record: TaskRecord) -> str:
+    fields = {k: v for k, v in record.to_json().items() if v not in (None, "")}
+    width = max(len(k) for k in fields)
+    return "\n".join(f"{k.ljust(width)}  {_short(v, 200)}" for k, v in fields.items())
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _payload(raw: str) -> Any:
+    text = Path(raw[1:]).read_text() if raw.startswith("@") else raw
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise TasksError(f"--payload is not JSON: {error}") from None
+
+
+def _moment(raw: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {raw!r}") from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{raw!r} has no time zone (add Z or +01:00)")
+    return moment
+
+
+def _positive(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
