@@ -12,7 +12,7 @@ from vigil.contract.tasks import MAX_RESULT_BYTES
 from vigil.settings import SettingsError
 from vigil.tasks.catalog import Catalog
 from vigil.tasks.decisions import (
-    ResultRefused,
+    FinalFailure,
     Verdict,
     after_failure,
     encode_result,
@@ -74,9 +74,9 @@ def test_a_result_is_json_within_the_limit_or_refused() -> None:
     assert encode_result(None) is None
     assert encode_result({"a": 1}) == '{"a":1}'
     too_large = encode_result("x" * MAX_RESULT_BYTES)
-    assert isinstance(too_large, ResultRefused) and too_large.error_type == "ResultTooLarge"
+    assert isinstance(too_large, FinalFailure) and too_large.error_type == "ResultTooLarge"
     not_json = encode_result({1, 2})
-    assert isinstance(not_json, ResultRefused) and not_json.error_type == "ResultNotJSON"
+    assert isinstance(not_json, FinalFailure) and not_json.error_type == "ResultNotJSON"
 
 
 def test_an_envelope_round_trips_and_a_redrive_is_marked() -> None:

@@ -491,3 +491,35 @@ def test_an_ordered_batch_that_fails_whole_is_answered_not_raised(
     handler = make_handler(Body(fail=1), ORDERED, retries=1)
     assert invoke(handler, batch) == [batch[0]["messageId"]]
     assert invoke(handler, batch) == []
+
+
+def test_a_body_that_kills_every_invocation_ends_failed_with_its_reason_not_running_forever(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """A crash (a timeout, out of memory) records nothing; each redelivery takes the expired
+    lease over. Past its retries the task is not run again: FAILED, dead-lettered, with why."""
+    stack.client().enqueue(PLAIN, {}, key="o-1")
+    batch = records(stack.messages(url(stack)))
+
+    class Killed(BaseException):
+        pass
+
+    def die(run: TaskRun) -> None:
+        raise Killed
+
+    body = Body(during=die)
+    for _ in range(2):  # the first run and its one retry both die
+        with pytest.raises(Killed):
+            invoke(make_handler(body, retries=1), batch)
+        stack.clock.advance(timedelta(minutes=10))
+
+    assert invoke(make_handler(body, retries=1), batch) == []
+    assert len(body.runs) == 2
+    record = stack.client().get(PLAIN, "o-1")
+    assert (record.status, record.attempts, record.error_type) == (
+        TaskStatus.FAILED,
+        3,
+        "RunCrashed",
+    )
+    (dead,) = stack.dead_letters()
+    assert "RunCrashed" in dead["MessageAttributes"][REASON_ATTRIBUTE]["StringValue"]

@@ -9,6 +9,8 @@ branch is tested without AWS:
   the state moved (a token ahead of our clock) -> RETRY above what was seen;
 * a body that raised (:func:`after_failure`): retry after ``backoff * 2**(attempt-1)`` (capped at
   SQS's 12 hours), or, out of retries, FAILED and the dead-letter queue;
+* a claim past the retries (:func:`crashed_out`): earlier attempts died without an outcome ->
+  FAILED ``RunCrashed`` without running it again;
 * a batch near its deadline (:func:`may_claim`): claim nothing more, so no run starts that the
   invocation cannot finish and record;
 * a body's return value (:func:`encode_result`): JSON within ``MAX_RESULT_BYTES``, or a refusal
@@ -93,6 +95,15 @@ def after_failure(attempt: int, retries: int, backoff: timedelta) -> AfterFailur
     return AfterFailure(retry=True, delay_s=int(min(delay, MAX_BACKOFF.total_seconds())))
 
 
+def crashed_out(attempt: int, retries: int) -> bool:
+    """Claimed as attempt ``attempt`` with only ``retries`` allowed after the first: the
+    attempts before it ended without any outcome (a failure records one, and the last allowed
+    records FAILED), so they crashed or timed out. Not run again: a body that kills its
+    invocation would otherwise run on every redelivery until SQS's redrive policy drops it,
+    leaving the record RUNNING for good."""
+    return attempt > retries + 1
+
+
 def may_claim(remaining_ms: int, margin: timedelta) -> bool:
     """Whether a batch may claim another message with this much of the invocation left."""
     return remaining_ms > margin.total_seconds() * 1000
@@ -105,24 +116,24 @@ def lease_until(now: datetime, remaining_ms: int, margin: timedelta) -> datetime
 
 
 @dataclass(frozen=True)
-class ResultRefused:
+class FinalFailure:
+    """A failure no retry can fix (a result too large, runs that kept crashing): FAILED at once."""
+
     error_type: str
     message: str
 
 
-def encode_result(value: Any) -> str | ResultRefused | None:
+def encode_result(value: Any) -> str | FinalFailure | None:
     """The record's ``result``: JSON of what the body returned (None: no result)."""
     if value is None:
         return None
     try:
         text = json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as error:
-        return ResultRefused(
-            "ResultNotJSON", f"the task returned a value that is not JSON: {error}"
-        )
+        return FinalFailure("ResultNotJSON", f"the task returned a value that is not JSON: {error}")
     size = len(text.encode())
     if size > MAX_RESULT_BYTES:
-        return ResultRefused(
+        return FinalFailure(
             "ResultTooLarge",
             f"the result is {size} bytes of JSON, over the {MAX_RESULT_BYTES} a task record "
             "keeps: store it elsewhere (S3) and return its location",

@@ -7,6 +7,7 @@ Flow of one message (the decorator hands each message of a batch here)::
     near the deadline? -> not claimed; reported failed (it comes back)
     claim (1 UpdateItem) --refused--> resolve_claim: DUPLICATE / CANCELLED (deleted, 1 request),
                                       BUSY (back when the holder's lease ends), RETRY
+    claimed past the retries (the earlier attempts crashed) -> FAILED RunCrashed, not run
     run the body -> finish (1 UpdateItem fenced by the token, through persist)
         SUCCEEDED -> completion event; deleted
         failed, retries left -> QUEUED with the error; back after the backoff
@@ -37,9 +38,10 @@ from vigil.leases import next_token
 from vigil.persist import OutOfTime, persist
 from vigil.tasks.completion import completion_entry, send_completion
 from vigil.tasks.decisions import (
-    ResultRefused,
+    FinalFailure,
     Verdict,
     after_failure,
+    crashed_out,
     encode_result,
     lease_until,
     may_claim,
@@ -89,6 +91,9 @@ class Message:
     receipt_handle: str
     body: str
     group: str | None = None
+    receive_count: int = 1
+    """SQS's ``ApproximateReceiveCount``: a redriven message's retries are counted by it (it
+    is a new message; the record's attempts go on from the runs before the redrive)."""
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Message:
@@ -98,6 +103,7 @@ class Message:
             receipt_handle=str(record.get("receiptHandle", "")),
             body=str(record.get("body", "")),
             group=attributes.get("MessageGroupId"),
+            receive_count=int(attributes.get("ApproximateReceiveCount") or 1),
         )
 
 
@@ -248,14 +254,23 @@ class TaskGuard:
         )
         logger = telemetry.logger()
         error: BaseException | None = None
-        encoded: str | ResultRefused | None = None
-        try:
-            encoded = encode_result(body(run, envelope.payload))
-        except TaskFenced as fenced:
-            return Delivery(Outcome.FENCED, envelope.id, attempt, str(fenced))
-        except Exception as raised:
-            error = raised
-            logger.exception("task run failed", extra={"attempt": attempt})
+        encoded: str | FinalFailure | None = None
+        # An operator's redrive gets the retries afresh: counted by the new message's deliveries.
+        budget = message.receive_count if envelope.redriven else attempt
+        if crashed_out(budget, self.settings.retries):
+            encoded = FinalFailure(
+                "RunCrashed",
+                f"{budget - 1} attempt(s) ended without an outcome (a timeout, out of memory "
+                f"or a crash) and {self.settings.retries} retries are allowed: not run again",
+            )
+        else:
+            try:
+                encoded = encode_result(body(run, envelope.payload))
+            except TaskFenced as fenced:
+                return Delivery(Outcome.FENCED, envelope.id, attempt, str(fenced))
+            except Exception as raised:
+                error = raised
+                logger.exception("task run failed", extra={"attempt": attempt})
         finished = self._clock()
         outcome = TaskFinish(
             task=envelope.task,
@@ -266,10 +281,10 @@ class TaskGuard:
             attempt=attempt,
             expires_at=finished + self.settings.retention,
             duration_ms=int((finished - started).total_seconds() * 1000),
-            result=None if isinstance(encoded, ResultRefused) else encoded,
+            result=None if isinstance(encoded, FinalFailure) else encoded,
         )
-        if error is not None or isinstance(encoded, ResultRefused):
-            if isinstance(encoded, ResultRefused):
+        if error is not None or isinstance(encoded, FinalFailure):
+            if isinstance(encoded, FinalFailure):
                 error_type, text, final = encoded.error_type, encoded.message, True
             else:
                 assert error is not None
@@ -285,14 +300,16 @@ class TaskGuard:
                 error_message=truncate(text),
             )
         wait_ms = max(0, int((started - waited_from).total_seconds() * 1000))
-        delivery = self._conclude(message, envelope, outcome, remaining_ms, how="ran")
+        delivery = self._conclude(
+            message, envelope, outcome, remaining_ms, how="ran", budget=budget
+        )
         return Delivery(
             delivery.outcome,
             delivery.task_id,
             delivery.attempt,
             delivery.reason,
             duration_ms=outcome.duration_ms,
-            queue_wait_ms=wait_ms,
+            queue_wait_ms=wait_ms if attempt == 1 else None,
             event_unsent=delivery.event_unsent,
         )
 
@@ -305,6 +322,7 @@ class TaskGuard:
         outcome: TaskFinish,
         remaining_ms: Callable[[], int],
         how: str,
+        budget: int | None = None,
     ) -> Delivery:
         """Record ``outcome`` (through transient faults), then act on the message: delete it
         or have it come back after the backoff.
@@ -340,7 +358,9 @@ class TaskGuard:
                 "a newer delivery took the task over; this outcome is not recorded",
             )
         if outcome.status is TaskStatus.QUEUED:
-            delay = after_failure(outcome.attempt, self.settings.retries, self.settings.backoff)
+            delay = after_failure(
+                budget or outcome.attempt, self.settings.retries, self.settings.backoff
+            )
             self._come_back(message, delay.delay_s)
             return Delivery(
                 Outcome.RETRIED,
