@@ -6,6 +6,12 @@ one rule of the emulator's own on the default bus, for the events Vigil sends (s
 the tasks' completion events), with a queue of its own as target; :func:`captured_events` reads
 that queue without receiving it. Neither is in the template: they are the emulator's, like its
 copies of AWS's public parameters.
+
+moto (5.2.1) also hands every PutEvents event to the rules that have no event pattern (a rule
+that only runs on a schedule), and fails the PutEvents when such a rule targets a function
+("Expr not defined"): on AWS those rules never see a put event. :func:`capture_events` makes
+moto skip them (:func:`_schedule_rules_take_no_events`); ``tests/local/test_event_log.py`` fails
+the day moto changes what this relies on.
 """
 
 from __future__ import annotations
@@ -20,8 +26,29 @@ RULE = "vigil-emulator-events"
 QUEUE = "vigil-emulator-events"
 
 
+_patched: list[Any] = []
+
+
+def _schedule_rules_take_no_events() -> None:
+    """Only rules with an event pattern get PutEvents' events, as on AWS (once; idempotent)."""
+    if _patched:
+        return
+    from moto.events.models import Rule
+
+    original = Rule.send_to_targets
+
+    def send_to_targets(self: Any, event: Any, transform_input: bool = True) -> None:
+        if not self.event_pattern.dump():
+            return
+        original(self, event, transform_input)
+
+    Rule.send_to_targets = send_to_targets  # type: ignore[method-assign]
+    _patched.append(original)
+
+
 def capture_events(session: Any) -> str:
     """Create (idempotent) the rule and its queue; the queue's URL."""
+    _schedule_rules_take_no_events()
     sqs = session.client("sqs")
     url = str(sqs.create_queue(QueueName=QUEUE)["QueueUrl"])
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
