@@ -42,7 +42,7 @@ def _schedule_rules_take_no_events() -> None:
             return
         original(self, event, transform_input)
 
-    Rule.send_to_targets = send_to_targets  # type: ignore[method-assign]
+    Rule.send_to_targets = send_to_targets  # type: ignore[method-assign, assignment]
     _patched.append(original)
 
 
