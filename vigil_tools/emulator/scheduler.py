@@ -43,7 +43,7 @@ class Schedule:
 def deployed_schedules(session: Any) -> list[Schedule]:
     """The enabled recurring schedules (rate, cron), in every group."""
     schedules = []
-    for detail in _details(session):
+    for detail in _details(session.client("scheduler")):
         if _is_one_time(detail) or detail.get("State") != "ENABLED":
             continue
         schedules.append(
@@ -65,9 +65,8 @@ def occurrences(schedule: Schedule, start: datetime, end: datetime) -> Iterator[
     return evaluator.between(start, end, anchor=start if evaluator.needs_anchor else None)
 
 
-def _details(session: Any) -> list[dict[str, Any]]:
+def _details(client: Any) -> list[dict[str, Any]]:
     """Every schedule of every group, whole (ListSchedules' summaries carry no expression)."""
-    client = session.client("scheduler")
     found: list[dict[str, Any]] = []
     for page in client.get_paginator("list_schedules").paginate():
         found += [
@@ -94,10 +93,11 @@ class OneTimeSchedule:
     delete_after: bool
 
 
-def one_time_schedules(session: Any) -> list[OneTimeSchedule]:
-    """The enabled ``at(...)`` schedules of every group, soonest first."""
+def one_time_schedules(scheduler: Any) -> list[OneTimeSchedule]:
+    """The enabled ``at(...)`` schedules of every group, soonest first (``scheduler``: a
+    client; the emulator's own, so its look each step is not counted as the app's)."""
     found = []
-    for detail in _details(session):
+    for detail in _details(scheduler):
         if not _is_one_time(detail) or detail.get("State", "ENABLED") != "ENABLED":
             continue
         evaluator = ScheduleExpression(
@@ -124,21 +124,20 @@ def one_time_schedules(session: Any) -> list[OneTimeSchedule]:
     return sorted(found, key=lambda s: s.due_at)
 
 
-def fire_one_time(session: Any, schedule: OneTimeSchedule) -> None:
+def fire_one_time(sqs: Any, scheduler: Any, schedule: OneTimeSchedule) -> None:
     """Deliver the schedule's input to its SQS queue, then delete the schedule if it says so
-    (otherwise it is disabled: it has completed, and a one-time schedule never fires again)."""
+    (otherwise it is disabled: it has completed, and a one-time schedule never fires again).
+    ``sqs``/``scheduler``: clients (the emulator's own: these are Scheduler's requests)."""
     if ":sqs:" not in schedule.target_arn:
         raise NotImplementedError(
             f"one-time schedule {schedule.name}: the emulator delivers to SQS targets only, "
             f"not {schedule.target_arn}"
         )
-    sqs = session.client("sqs")
     url = sqs.get_queue_url(QueueName=schedule.target_arn.rsplit(":", 1)[-1])["QueueUrl"]
     message: dict[str, Any] = {"QueueUrl": url, "MessageBody": schedule.input}
     if schedule.message_group_id:
         message["MessageGroupId"] = schedule.message_group_id
     sqs.send_message(**message)
-    scheduler = session.client("scheduler")
     if schedule.delete_after:
         scheduler.delete_schedule(Name=schedule.name, GroupName=schedule.group)
         return

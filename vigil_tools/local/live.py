@@ -133,9 +133,11 @@ class TaskQueues:
     real clock: each :meth:`due` sends what a one-time schedule has due, then polls every queue
     until it gives nothing more (the functions run in-process, one invocation at a time)."""
 
-    session: Any
     mappings: list[QueueMapping]
     invoke: Callable[[str, Any], Invocation]
+    sqs: Any
+    scheduler: Any
+    """The emulator's own clients (Lambda's poller's and Scheduler's requests)."""
     last: dict[str, str] = field(default_factory=dict)
     """The latest batch's outcome per function name, for the view."""
 
@@ -143,13 +145,14 @@ class TaskQueues:
     def of(
         cls, session: Any, invoke: Callable[[str, Any], Invocation], last: dict[str, str]
     ) -> TaskQueues:
-        mappings = QueueMapping.all_of(session, sqs=own_client(session, "sqs"))
-        return cls(session, mappings, invoke, last)
+        sqs = own_client(session, "sqs")
+        mappings = QueueMapping.all_of(session, sqs=sqs)
+        return cls(mappings, invoke, sqs, own_client(session, "scheduler"), last)
 
     def due(self, now: datetime) -> list[BatchResult]:
-        for schedule in one_time_schedules(self.session):
+        for schedule in one_time_schedules(self.scheduler):
             if schedule.due_at <= now:
-                fire_one_time(self.session, schedule)
+                fire_one_time(self.sqs, self.scheduler, schedule)
         delivered: list[BatchResult] = []
         for mapping in self.mappings:
             for batch in mapping.deliver(self.invoke, now):

@@ -73,7 +73,7 @@ def _empty(account: Any) -> None:
         sqs.purge_queue(QueueUrl=account.physical_id(logical_id))
     forget_events(account.session)
     scheduler = account.session.client("scheduler")
-    for once in one_time_schedules(account.session):  # what a test's enqueue(delay=...) left
+    for once in one_time_schedules(scheduler):  # what a test's enqueue(delay=...) left
         scheduler.delete_schedule(Name=once.name, GroupName=once.group)
     for logical_id in account.synth.resources("AWS::ECS::Cluster"):
         cluster = account.physical_id(logical_id)

@@ -200,7 +200,10 @@ class VigilStack:
             account.session.client("cloudformation"), account.deployed.stack_name
         )
         """The stack's ``TasksCatalog`` output: per task, its queues, table, function."""
-        self._queues = QueueMapping.all_of(account.session, sqs=own_client(account.session, "sqs"))
+        self._sqs = own_client(account.session, "sqs")
+        self._scheduler = own_client(account.session, "scheduler")
+        """The emulator's own clients: Lambda's poller's and Scheduler's requests."""
+        self._queues = QueueMapping.all_of(account.session, sqs=self._sqs)
         self.batches: list[BatchResult] = []
         """Every batch the SQS event source mappings delivered, in order."""
 
@@ -250,7 +253,7 @@ class VigilStack:
         due = self.fleet.next_due()
         if due is not None and due <= end and (best[1] is None or due < best[0]):
             best = (due, self._step_containers)
-        for once in one_time_schedules(self.account.session):
+        for once in one_time_schedules(self._scheduler):
             moment = max(once.due_at, self.now())
             if moment <= end and (best[1] is None or moment < best[0]):
                 best = (moment, self._fire_one_time(once))
@@ -264,7 +267,7 @@ class VigilStack:
 
     def _fire_one_time(self, schedule: OneTimeSchedule) -> Callable[[], list[AsyncInvocation]]:
         def fire() -> list[AsyncInvocation]:
-            fire_one_time(self.account.session, schedule)
+            fire_one_time(self._sqs, self._scheduler, schedule)
             return []
 
         return fire
