@@ -116,7 +116,7 @@ def test_the_live_loop_delivers_the_tasks_queues_and_their_one_time_schedules(
     queues = TaskQueues.of(session, runtime.invoke, {})
     sqs.send_message(QueueUrl=url, MessageBody="sent")
     try:
-        batches = queues.due(now)
+        batches = queues.due(lambda: now)
         assert sorted(sys.modules[module].BODIES) == ["due", "sent"]
         assert all(not b.failed for b in batches)
         assert queues.last == {"f": "ok"}

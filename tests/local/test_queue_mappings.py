@@ -27,6 +27,7 @@ from vigil_tools.emulator.queues import peek
 
 START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)
 VISIBILITY = 30
+TIMEOUT = 5
 REGION = "us-east-1"
 
 
@@ -61,6 +62,16 @@ class World:
         self.session = boto3.session.Session(region_name=REGION)
         self.sqs = self.session.client("sqs")
         self.fn = Fn()
+        iam = self.session.client("iam")
+        role = iam.create_role(RoleName="fn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        self.session.client("lambda").create_function(  # its settings only: Fn runs instead
+            FunctionName="fn",
+            Runtime="python3.12",
+            Role=role,
+            Handler="x.handler",
+            Timeout=TIMEOUT,
+            Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+        )
 
     def now(self) -> datetime:
         return datetime.now(UTC)
@@ -110,7 +121,7 @@ class World:
                 break
             if due > self.now():
                 self.frozen.move_to(due)
-            mapping.deliver(self.fn, self.now())
+            mapping.deliver(self.fn, self.now)
         else:
             raise AssertionError("the poller did not settle")
         self.frozen.move_to(end)
@@ -173,7 +184,7 @@ def test_the_visibility_the_function_set_decides_when_a_failed_message_returns(
             )
         return original(function, event)
 
-    mapping.deliver(backing_off, world.now())
+    mapping.deliver(backing_off, world.now)
     world.run(mapping, 299)
     assert len(world.fn.seen) == 1
     world.run(mapping, 2)
@@ -295,16 +306,7 @@ def test_a_malformed_partial_response_fails_the_whole_batch(
 
 def test_all_of_finds_the_mappings_and_stops_moto_delivering_through_docker(world: World) -> None:
     url, _ = world.queue("q")
-    iam = world.session.client("iam")
-    role = iam.create_role(RoleName="fn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     lam = world.session.client("lambda")
-    lam.create_function(
-        FunctionName="fn",
-        Runtime="python3.12",
-        Role=role,
-        Handler="x.handler",
-        Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
-    )
     lam.create_event_source_mapping(
         EventSourceArn=world._arn(url),
         FunctionName="fn",
@@ -319,3 +321,24 @@ def test_all_of_finds_the_mappings_and_stops_moto_delivering_through_docker(worl
     # moto did not receive it on the send (its Docker delivery would have)
     world.run(mapping, 0)
     assert world.fn.seen == [("a", 1)]
+
+
+def test_an_invocation_past_the_timeout_loses_its_answer_and_the_whole_batch_comes_back(
+    world: World,
+) -> None:
+    """A Lambda timeout mid-batch: what the function finished comes back with the rest."""
+    url, _ = world.queue("q")
+    mapping = world.mapping(url)
+    for body in ("done", "not-reached"):
+        world.sqs.send_message(QueueUrl=url, MessageBody=body)
+
+    def slow(function: str, event: dict[str, Any]) -> Invocation:
+        world.frozen.tick(timedelta(seconds=TIMEOUT + 1))  # the body outlives the timeout
+        return Invocation(ok=True, payload={"batchItemFailures": []})
+
+    (batch,) = mapping.deliver(slow, world.now)
+    assert batch.reason == f"Sandbox.Timedout: Task timed out after {TIMEOUT} seconds"
+    assert len(peek(world.session, url)) == 2
+    world.run(mapping, VISIBILITY)
+    assert sorted(world.fn.bodies()) == ["done", "not-reached"]
+    assert peek(world.session, url) == []

@@ -23,10 +23,13 @@ at the next receive, as on AWS). :meth:`QueueMapping.next_due` reads moto's queu
 :func:`~vigil_tools.emulator.queues.peek` does) for the instant the next message can be received,
 so a stepped clock stops there.
 
+An invocation that ends past the function's timeout (on the clock ``deliver`` is given) counts
+as timed out: its answer is dropped and the whole batch stays, as when Lambda stops a function.
+
 Not emulated: the batching window (a batch is delivered as soon as it is receivable), several
 pollers (the batches of one poll run one after another unless ``deliver`` gets a runner that runs
 them at once: the testing kit's runs them interleaved), ``MaximumConcurrency`` beyond capping the
-batches of one poll, and the function's timeout (Lambda's runtime is in-process).
+batches of one poll, and stopping a function at its timeout (it runs to its end, in-process).
 """
 
 from __future__ import annotations
@@ -167,23 +170,53 @@ class QueueMapping:
     # -- delivering ------------------------------------------------------------------------------
 
     def deliver(
-        self, invoke: Invoke, now: datetime, run: Runner = one_after_another
+        self, invoke: Invoke, clock: Callable[[], datetime], run: Runner = one_after_another
     ) -> list[BatchResult]:
         """Poll until the queue gives nothing more now: each poll receives up to
-        ``max_batches`` batches and ``run`` invokes them (one after another by default)."""
+        ``max_batches`` batches and ``run`` invokes them (one after another by default).
+
+        An invocation that ends past the function's timeout on ``clock`` timed out, whatever
+        it answered: Lambda stopped it and its response is lost, so the whole batch stays,
+        including the messages it had finished (they come back as duplicates)."""
+        timeout = timedelta(seconds=self._timeout_s())
         results: list[BatchResult] = []
         for _ in range(MAX_POLLS):
             batches = self._receive_batches()
             if not batches:
                 held = _moto_queue(self.session, self.queue_url)._messages
-                self._idle = (now, frozenset(m.id for m in held))
+                self._idle = (clock(), frozenset(m.id for m in held))
                 return results
             self._idle = None
-            invocations = run([partial(invoke, self.function, {"Records": b}) for b in batches])
+            invocations = run(
+                [partial(self._invoke, invoke, clock, timeout, batch) for batch in batches]
+            )
             results += [self._settle(b, i) for b, i in zip(batches, invocations, strict=True)]
         raise RuntimeError(
             f"{self.function}: its queue still gave messages after {MAX_POLLS} polls"
         )
+
+    def _invoke(
+        self,
+        invoke: Invoke,
+        clock: Callable[[], datetime],
+        timeout: timedelta,
+        batch: list[dict[str, Any]],
+    ) -> Invocation:
+        started = clock()
+        invocation = invoke(self.function, {"Records": batch})
+        if clock() - started > timeout:
+            return Invocation(
+                ok=False,
+                error_type="Sandbox.Timedout",
+                error_message=f"Task timed out after {timeout.total_seconds():g} seconds",
+            )
+        return invocation
+
+    def _timeout_s(self) -> int:
+        config = self.session.client("lambda").get_function_configuration(
+            FunctionName=self.mapping["FunctionArn"]
+        )
+        return int(config.get("Timeout", 3))
 
     def _receive_batches(self) -> list[list[dict[str, Any]]]:
         batches: list[list[dict[str, Any]]] = []

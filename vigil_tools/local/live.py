@@ -149,13 +149,13 @@ class TaskQueues:
         mappings = QueueMapping.all_of(session, sqs=sqs)
         return cls(mappings, invoke, sqs, own_client(session, "scheduler"), last)
 
-    def due(self, now: datetime) -> list[BatchResult]:
+    def due(self, clock: Callable[[], datetime]) -> list[BatchResult]:
         for schedule in one_time_schedules(self.scheduler):
-            if schedule.due_at <= now:
+            if schedule.due_at <= clock():
                 fire_one_time(self.sqs, self.scheduler, schedule)
         delivered: list[BatchResult] = []
         for mapping in self.mappings:
-            for batch in mapping.deliver(self.invoke, now):
+            for batch in mapping.deliver(self.invoke, clock):
                 delivered.append(batch)
                 self.last[batch.function] = (
                     "ok"
@@ -163,6 +163,10 @@ class TaskQueues:
                     else batch.reason or f"{len(batch.failed)} of {len(batch.message_ids)} failed"
                 )
         return delivered
+
+
+def _real_now() -> datetime:
+    return datetime.now(UTC)
 
 
 class Live:
@@ -212,7 +216,7 @@ class Live:
         for timer in self.timers:
             timer.due(now, self._anchor)
         self.stream.deliver(self.runtime.invoke)
-        self.tasks.due(datetime.now(UTC))
+        self.tasks.due(_real_now)
         self.ttl.due(now)
         with self.exclusive():  # moto's state, changed between the endpoint's requests
             self.trim.due(now, self.stream.passed())

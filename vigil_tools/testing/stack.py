@@ -284,7 +284,7 @@ class VigilStack:
                     return Turns().run(batches)
 
         def deliver() -> list[AsyncInvocation]:
-            self.batches += mapping.deliver(self.runtime.invoke, self.now(), together)
+            self.batches += mapping.deliver(self.runtime.invoke, self._now, together)
             return []
 
         return deliver
