@@ -14,7 +14,8 @@ import pytest
 
 from vigil_tools.testing.names import UnknownName
 
-pytest.importorskip("vigil.tasks")
+# ImportError too: a vigil.tasks from another checkout that does not match this contract
+pytest.importorskip("vigil.tasks", exc_type=ImportError)
 
 RECEIPT = "send-receipt"
 TENANT = "provision-tenant"
@@ -59,7 +60,7 @@ def test_a_poison_payload_retries_then_lands_in_the_dead_letter_queue(stack: Any
     assert [e["detail"]["status"] for e in stack.task_events(RECEIPT)] == ["FAILED"]
 
     redriven = stack.redrive(RECEIPT)  # still poison: back in the dead-letter queue, once
-    assert [r.id for r in redriven] == [task_id]
+    assert redriven.moved == [task_id]
     stack.advance(minutes=10)
     again = stack.task(RECEIPT, task_id)
     assert again.status == "FAILED"

@@ -3,7 +3,6 @@ file assets, create the CloudFormation stack, and report its physical resources.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import re
@@ -47,11 +46,7 @@ def deploy(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) ->
         try:
             cloudformation.create_stack(
                 StackName=stack_name,
-                TemplateBody=json.dumps(
-                    _with_fifo_queue_names(
-                        _with_public_parameters(synth, session, region), stack_name
-                    )
-                ),
+                TemplateBody=json.dumps(_with_public_parameters(synth, session, region)),
                 Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
             )
         except ClientError as refused:
@@ -133,29 +128,6 @@ def _with_public_parameters(synth: Synthesized, session: Any, region: str) -> di
         session.client("ssm").put_parameter(Name=local, Value=layer, Type="String", Overwrite=True)
         parameters[key] = {**parameters[key], "Default": local}
     return {**synth.template, "Parameters": parameters}
-
-
-def _with_fifo_queue_names(template: dict[str, Any], stack_name: str) -> dict[str, Any]:
-    """Name each FIFO queue the template leaves unnamed, as CloudFormation does.
-
-    CloudFormation names an unnamed queue ``<stack>-<logical id>-<suffix>``, with ``.fifo`` for a
-    FIFO queue; moto's CloudFormation names it without, and SQS then refuses the FIFO queue
-    ("Queue name must end in .fifo"). Nothing else changes.
-    """
-    resources = dict(template.get("Resources", {}))
-    for logical_id, resource in resources.items():
-        props = resource.get("Properties") or {}
-        if resource.get("Type") != "AWS::SQS::Queue" or "QueueName" in props:
-            continue
-        if str(props.get("FifoQueue", "")).lower() != "true":
-            continue
-        suffix = hashlib.sha256(f"{stack_name}/{logical_id}".encode()).hexdigest()[:12].upper()
-        name = f"{stack_name}-{logical_id}"[: 80 - len(suffix) - len("-.fifo")]
-        resources[logical_id] = {
-            **resource,
-            "Properties": {**props, "QueueName": f"{name}-{suffix}.fifo"},
-        }
-    return {**template, "Resources": resources}
 
 
 def _bootstrap(session: Any, account: str, region: str) -> None:

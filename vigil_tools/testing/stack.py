@@ -63,7 +63,6 @@ from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.project import find_project
 from vigil_tools.redrive import redrive
 from vigil_tools.tasks_catalog import tasks_catalog
-from vigil_tools.tasks_redrive import RedrivenTask, redrive_tasks
 from vigil_tools.testing.fleet import SteppedFleet
 from vigil_tools.testing.hold import Parked
 from vigil_tools.testing.interleave import Turns
@@ -453,10 +452,10 @@ class VigilStack:
         queue = self.catalog.job(self._job_or_task(job))["failed_runs"]
         return [_dead_letter(message) for message in peek(self.account.session, queue)]
 
-    def redrive(self, job: str) -> list[Any]:
+    def redrive(self, job: str) -> Any:
         """What ``vigil jobs redrive`` does: every dead-lettered event back to the function. Given
         a task's name, every dead-lettered task back to its queue, marked ``redriven``, and
-        what is due then runs (a list of :class:`RedrivenTask`)."""
+        what is due then runs (``vigil.tasks.redrive.Redrive``: ``moved`` ids, ``kept``)."""
         if job in self.tasks_catalog and job not in self.catalog.jobs:
             return self._redrive_task(job)
         spec = self.catalog.job(self._job_or_task(job))
@@ -614,13 +613,15 @@ class VigilStack:
             )
         return letters
 
-    def _redrive_task(self, task: str) -> list[RedrivenTask]:
+    def _redrive_task(self, task: str) -> Any:
+        """``vigil tasks redrive``: ``vigil.tasks``' redrive, then what is due runs."""
+        from vigil.tasks.queues import TaskQueue  # type: ignore[import-untyped, unused-ignore]
+        from vigil.tasks.redrive import redrive as redrive_task  # type: ignore[import-untyped, unused-ignore]
+
         spec = self.tasks_catalog[task]
-        done = redrive_tasks(
-            self.account.session.client("sqs"),
-            spec[CatalogField.DEAD_LETTER_URL],
-            spec[CatalogField.QUEUE_URL],
-        )
+        sqs = self.account.session.client("sqs")
+        queue = TaskQueue(sqs, spec[CatalogField.QUEUE_URL], spec[CatalogField.DEAD_LETTER_URL])
+        done = redrive_task(sqs, queue, task=task)
         self._advance_to(self.now())
         return done
 
@@ -763,7 +764,6 @@ __all__ = [
     "DeadLetter",
     "HeldRun",
     "ObserverState",
-    "RedrivenTask",
     "TaskDeadLetter",
     "Tick",
     "VigilStack",
