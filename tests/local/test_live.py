@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers.lambdas import deploy_function
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation
-from vigil_tools.local.live import Deliveries, SerialLambda
+from vigil_tools.local.live import Deliveries, SerialLambda, TaskQueues
 
 HANDLER = "down_for_now"
 DEADLINE = 30.0
@@ -72,3 +72,56 @@ def test_stopping_ends_a_pending_retry_delay_at_once(failing_function: Any, tmp_
     assert [t for t in threading.enumerate() if t.name.startswith("delivery")] == []
     assert sys.modules[HANDLER].ATTEMPTS == [{"n": 1}]  # the retry never ran
     assert delivered == []  # abandoned: no on-failure record either
+
+
+def test_the_live_loop_delivers_the_tasks_queues_and_their_one_time_schedules(
+    aws: None, tmp_path: Path
+) -> None:
+    """``vigil local up`` serves the queues: what an application sends is delivered to the
+    mapped function, and a one-time schedule that is due sends its input, then deletes itself."""
+    session = boto3.session.Session(region_name="us-east-1")
+    module = "takes_tasks"
+    client = deploy_function(
+        session,
+        tmp_path,
+        module,
+        "BODIES = []\ndef handler(event, context):\n"
+        "    BODIES.extend(r['body'] for r in event['Records'])\n"
+        "    return {'batchItemFailures': []}\n",
+    )
+    sqs = session.client("sqs")
+    url = sqs.create_queue(QueueName="tasks")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    client.create_event_source_mapping(
+        EventSourceArn=arn, FunctionName="f", FunctionResponseTypes=["ReportBatchItemFailures"]
+    )
+    scheduler = session.client("scheduler")
+    scheduler.create_schedule_group(Name="vigil-tasks")
+    now = datetime.now(UTC)
+    for name, when in (("due", now - timedelta(seconds=1)), ("later", now + timedelta(hours=1))):
+        scheduler.create_schedule(
+            Name=name,
+            GroupName="vigil-tasks",
+            ScheduleExpression=f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})",
+            ScheduleExpressionTimezone="UTC",
+            FlexibleTimeWindow={"Mode": "OFF"},
+            ActionAfterCompletion="DELETE",
+            Target={"Arn": arn, "RoleArn": "arn:aws:iam::123456789012:role/r", "Input": name},
+        )
+    runtime = SerialLambda(
+        session, now=lambda: datetime.now(UTC), advance=lambda _: None, functions_dir=tmp_path
+    )
+    queues = TaskQueues.of(session, runtime.invoke, {})
+    sqs.send_message(QueueUrl=url, MessageBody="sent")
+    try:
+        batches = queues.due(lambda: now)
+        assert sorted(sys.modules[module].BODIES) == ["due", "sent"]
+        assert all(not b.failed for b in batches)
+        assert queues.last == {"f": "ok"}
+        left = scheduler.list_schedules()["Schedules"]
+        assert [s["Name"] for s in left] == ["later"]
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop(module, None)

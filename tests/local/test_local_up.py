@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -88,7 +89,7 @@ class Up:
             for line in self.lines
             if line.startswith("export ")
         )
-        return dict(pairs)
+        return {name: shlex.split(value)[0] for name, value in pairs}  # as a shell reads it
 
 
 @pytest.fixture

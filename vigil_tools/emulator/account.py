@@ -18,6 +18,7 @@ from moto import mock_aws
 
 from vigil_tools.emulator.complete import complete
 from vigil_tools.emulator.deploy import Deployed, deploy
+from vigil_tools.emulator.event_log import capture_events
 from vigil_tools.emulator.intrinsics import Resolver
 from vigil_tools.emulator.moto_memory import install as keep_moto_flat
 from vigil_tools.emulator.template import Synthesized, load, synthesize
@@ -77,6 +78,7 @@ def deploy_account(synth: Synthesized, session: Any, *, quiet: bool = True) -> L
         deployed = deploy(synth, session)
     resolver = Resolver(synth, deployed, session)
     created = complete(synth, resolver, session)
+    capture_events(session)
     counter.counts.clear()
     return LocalAccount(session, synth, deployed, resolver, created, counter)
 

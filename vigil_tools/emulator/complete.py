@@ -1,7 +1,7 @@
 """Create, through their own APIs, the template resources moto's CloudFormation accepts but skips.
 
-moto answers CREATE_COMPLETE for AWS::Scheduler::Schedule, AWS::Lambda::EventInvokeConfig and
-AWS::CloudWatch::Alarm without creating anything. The emulator reads those resources from the same
+moto answers CREATE_COMPLETE for AWS::Scheduler::Schedule, AWS::Scheduler::ScheduleGroup,
+AWS::Lambda::EventInvokeConfig and AWS::CloudWatch::Alarm without creating anything. The emulator reads those resources from the same
 template and creates them, so the local account holds what a real deploy would.
 """
 
@@ -15,10 +15,20 @@ from vigil_tools.emulator.template import Synthesized
 
 
 def complete(synth: Synthesized, resolver: Resolver, session: Any) -> dict[str, int]:
-    created = {"schedules": 0, "event_invoke_configs": 0, "alarms": 0, "queue_policies": 0}
+    created = {
+        "schedule_groups": 0,
+        "schedules": 0,
+        "event_invoke_configs": 0,
+        "alarms": 0,
+        "queue_policies": 0,
+    }
     for resource in synth.resources("AWS::SQS::QueuePolicy").values():
         _queue_policy(resolver.resolve(resource["Properties"]), session)
         created["queue_policies"] += 1
+    for logical_id, resource in synth.resources("AWS::Scheduler::ScheduleGroup").items():
+        name = resolver.resolve(resource["Properties"]).get("Name", logical_id)
+        session.client("scheduler").create_schedule_group(Name=name)
+        created["schedule_groups"] += 1
     for logical_id, resource in synth.resources("AWS::Scheduler::Schedule").items():
         _schedule(logical_id, resolver.resolve(resource["Properties"]), session)
         created["schedules"] += 1
@@ -35,6 +45,7 @@ def _schedule(logical_id: str, props: dict[str, Any], session: Any) -> None:
     target = props["Target"]
     session.client("scheduler").create_schedule(
         Name=props.get("Name", logical_id),
+        GroupName=props.get("GroupName", "default"),
         Description=props.get("Description", ""),
         ScheduleExpression=props["ScheduleExpression"],
         ScheduleExpressionTimezone=props.get("ScheduleExpressionTimezone", "UTC"),

@@ -11,11 +11,23 @@ from __future__ import annotations
 from typing import Any
 
 
-def peek(session: Any, queue_url: str) -> list[dict[str, str]]:
-    """Every message in the queue, visible or in flight, oldest first: ``MessageId`` and
-    ``Body`` as ReceiveMessage would answer them."""
+def peek(session: Any, queue_url: str) -> list[dict[str, Any]]:
+    """Every message in the queue, visible or in flight, oldest first: ``MessageId``, ``Body``,
+    ``MessageAttributes`` and (FIFO) ``MessageGroupId`` and ``MessageDeduplicationId``, as
+    ReceiveMessage would answer them."""
     from moto.sqs.models import sqs_backends
 
     account, name = queue_url.rstrip("/").split("/")[-2:]
     queue = sqs_backends[account][session.region_name].get_queue(name)
-    return [{"MessageId": m.id, "Body": m.body} for m in queue._messages]
+    return [_message(m) for m in queue._messages]
+
+
+def _message(message: Any) -> dict[str, Any]:
+    answer: dict[str, Any] = {"MessageId": message.id, "Body": message.body}
+    if message.message_attributes:
+        answer["MessageAttributes"] = dict(message.message_attributes)
+    if message.group_id is not None:
+        answer["MessageGroupId"] = message.group_id
+    if message.deduplication_id is not None:
+        answer["MessageDeduplicationId"] = message.deduplication_id
+    return answer

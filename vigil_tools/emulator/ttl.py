@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
+from vigil_tools.emulator.clients import own_client
+
 OLDEST = timedelta(days=5 * 365)
 """AWS does not delete items whose expiry is more than five years in the past."""
 
@@ -31,15 +33,7 @@ class TtlSweep:
     def of(cls, session: Any, *, every: timedelta = timedelta(minutes=1)) -> TtlSweep:
         """A sweep with a client of its own: its requests are the emulator's, not the app's, so
         they stay out of the account's request counts."""
-        import boto3
-
-        credentials = session.get_credentials()
-        client = boto3.session.Session(
-            aws_access_key_id=credentials.access_key,
-            aws_secret_access_key=credentials.secret_key,
-            region_name=session.region_name,
-        ).client("dynamodb")
-        return cls(client, every=every)
+        return cls(own_client(session, "dynamodb"), every=every)
 
     def due(self, now: datetime) -> int:
         """Sweep if ``every`` has passed on the clock since the last sweep; items deleted."""

@@ -4,7 +4,9 @@ Time is real, or ``--speed`` times faster for the schedules: a schedule's occurr
 on a clock that runs ``speed`` times as fast from the start, and each is delivered (with the
 simulated scheduled time) when that clock reaches it; the reconciler's minute resync likewise.
 The functions and containers themselves read the real clock, so leases and heartbeats keep their
-real meaning. Lambda's asynchronous retries wait their delays divided by ``speed``.
+real meaning. Lambda's asynchronous retries wait their delays divided by ``speed``. The tasks'
+queues run on the real clock too (:class:`TaskQueues`): SQS's delays and visibility timeouts are
+moto's, which reads it, and a one-time schedule's time is the one ``enqueue`` computed from it.
 
 Functions run in this process (moto would need Docker), one invocation at a time, each with its
 deployed environment; deliveries wait on a small thread pool so a retry's delay blocks nothing,
@@ -28,10 +30,12 @@ from typing import Any
 
 from vigil.contract.schedule import Schedule as Evaluator
 from vigil_tools.emulator.account import LocalAccount
+from vigil_tools.emulator.clients import own_client
 from vigil_tools.emulator.lambda_runtime import Invocation, LocalLambda
 from vigil_tools.emulator.moto_memory import StreamTrim
+from vigil_tools.emulator.queue_mappings import BatchResult, QueueMapping
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
-from vigil_tools.emulator.scheduler import deployed_schedules
+from vigil_tools.emulator.scheduler import deployed_schedules, fire_one_time, one_time_schedules
 from vigil_tools.emulator.streams import StreamMapping
 from vigil_tools.emulator.ttl import TtlSweep
 from vigil_tools.local.reload import CodeWatcher
@@ -123,6 +127,48 @@ class Timer:
         self.after = max(self.after, now)
 
 
+@dataclass
+class TaskQueues:
+    """The SQS event source mappings and the one-time schedules that feed their queues, on the
+    real clock: each :meth:`due` sends what a one-time schedule has due, then polls every queue
+    until it gives nothing more (the functions run in-process, one invocation at a time)."""
+
+    mappings: list[QueueMapping]
+    invoke: Callable[[str, Any], Invocation]
+    sqs: Any
+    scheduler: Any
+    """The emulator's own clients (Lambda's poller's and Scheduler's requests)."""
+    last: dict[str, str] = field(default_factory=dict)
+    """The latest batch's outcome per function name, for the view."""
+
+    @classmethod
+    def of(
+        cls, session: Any, invoke: Callable[[str, Any], Invocation], last: dict[str, str]
+    ) -> TaskQueues:
+        sqs = own_client(session, "sqs")
+        mappings = QueueMapping.all_of(session, sqs=sqs)
+        return cls(mappings, invoke, sqs, own_client(session, "scheduler"), last)
+
+    def due(self, clock: Callable[[], datetime]) -> list[BatchResult]:
+        for schedule in one_time_schedules(self.scheduler):
+            if schedule.due_at <= clock():
+                fire_one_time(self.sqs, self.scheduler, schedule)
+        delivered: list[BatchResult] = []
+        for mapping in self.mappings:
+            for batch in mapping.deliver(self.invoke, clock):
+                delivered.append(batch)
+                self.last[batch.function] = (
+                    "ok"
+                    if not batch.failed
+                    else batch.reason or f"{len(batch.failed)} of {len(batch.message_ids)} failed"
+                )
+        return delivered
+
+
+def _real_now() -> datetime:
+    return datetime.now(UTC)
+
+
 class Live:
     """Everything that moves while ``vigil local up`` runs; :meth:`tick` does one round."""
 
@@ -162,12 +208,15 @@ class Live:
         self.trim = StreamTrim.of(account.session)
         """Stream records and iterators AWS would no longer hold, or no reader needs, leave."""
         self.exclusive = exclusive
+        self.tasks = TaskQueues.of(account.session, runtime.invoke, self.last)
+        """The tasks' queues, delivered to their functions on the real clock."""
 
     def tick(self) -> None:
         now = self.clock()
         for timer in self.timers:
             timer.due(now, self._anchor)
         self.stream.deliver(self.runtime.invoke)
+        self.tasks.due(_real_now)
         self.ttl.due(now)
         with self.exclusive():  # moto's state, changed between the endpoint's requests
             self.trim.due(now, self.stream.passed())

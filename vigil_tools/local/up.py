@@ -10,8 +10,10 @@ and reaped, and the endpoint is shut.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -20,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from vigil.contract.tasks import CATALOG_ENV
 from vigil_tools.local.interrupts import Interrupts, Stopped
 from vigil_tools.project import ProjectNotFound, find_project
 
@@ -63,7 +66,7 @@ def pointer_lines(env: dict[str, str]) -> list[str]:
     ``AWS_ENDPOINT_URL`` to every service: its ``sqs`` commands still go to AWS)."""
     return [
         "# Point the vigil CLI, boto3 and the AWS CLI at it:",
-        *(f"export {name}={value}" for name, value in env.items()),
+        *(f"export {name}={shlex.quote(value)}" for name, value in env.items()),
         "# AWS CLI v1 ignores AWS_ENDPOINT_URL for some services (sqs): give it --endpoint-url",
         f"aws --endpoint-url {env['AWS_ENDPOINT_URL']} sqs list-queues",
     ]
@@ -177,6 +180,7 @@ class _Running:
         from vigil_tools.jobs_cli import JobsCatalog
         from vigil_tools.local.containers import ContainerProcesses, image_command
         from vigil_tools.local.live import Deliveries, Live, SerialLambda, SimulatedClock
+        from vigil_tools.tasks_catalog import tasks_catalog
 
         env = exports(endpoint.url, endpoint.api_url)
         os.environ.update(env)  # the functions, run here, reach the endpoint too
@@ -228,9 +232,13 @@ class _Running:
         catalog = JobsCatalog.from_stack(
             session.client("cloudformation"), account.deployed.stack_name
         )
+        tasks = tasks_catalog(session.client("cloudformation"), account.deployed.stack_name)
+        if tasks:  # an application on this machine enqueues with it (vigil.tasks.enqueue)
+            env[CATALOG_ENV] = json.dumps(tasks, separators=(",", ":"))
         print(
             f"Deployed {account.deployed.stack_name}: {len(account.deployed.physical)} resources; "
-            f"jobs {', '.join(sorted(catalog.jobs))}; logs in {log_dir}/",
+            f"jobs {', '.join(sorted(catalog.jobs))}; tasks {', '.join(sorted(tasks)) or 'none'}; "
+            f"logs in {log_dir}/",
             file=out,
         )
         pointers = pointer_lines(env)

@@ -57,7 +57,11 @@ class _Session:
 
 
 def _empty(account: Any) -> None:
-    """Every table and queue of the template emptied, every task stopped."""
+    """Every table and queue of the template emptied, every task stopped, every one-time
+    schedule and captured event gone."""
+    from vigil_tools.emulator.event_log import forget_events
+    from vigil_tools.emulator.scheduler import one_time_schedules
+
     dynamodb, sqs, ecs = (account.session.client(s) for s in ("dynamodb", "sqs", "ecs"))
     for logical_id, resource in account.synth.resources("AWS::DynamoDB::Table").items():
         table = account.physical_id(logical_id)
@@ -67,6 +71,10 @@ def _empty(account: Any) -> None:
                 dynamodb.delete_item(TableName=table, Key={k: item[k] for k in keys})
     for logical_id in account.synth.resources("AWS::SQS::Queue"):
         sqs.purge_queue(QueueUrl=account.physical_id(logical_id))
+    forget_events(account.session)
+    scheduler = account.session.client("scheduler")
+    for once in one_time_schedules(scheduler):  # what a test's enqueue(delay=...) left
+        scheduler.delete_schedule(Name=once.name, GroupName=once.group)
     for logical_id in account.synth.resources("AWS::ECS::Cluster"):
         cluster = account.physical_id(logical_id)
         for arn in ecs.list_tasks(cluster=cluster, desiredStatus="RUNNING")["taskArns"]:

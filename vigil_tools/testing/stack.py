@@ -12,6 +12,13 @@ CLI does), the registry's stream reaches the reconciler, its tasks get container
 observer runtime (:mod:`vigil_tools.testing.fleet`); ``crash`` kills one, ``observer`` reads the
 registry.
 
+Tasks: ``enqueue`` goes through ``vigil.tasks``' own enqueue (message first, then the record), with
+``copies`` more of the same message at once; the deployed SQS event source mappings deliver what is
+due (:mod:`vigil_tools.emulator.queue_mappings`), at once and on every ``advance``, with delays,
+visibility timeouts, retries, FIFO groups and the redrive policy; one-time schedules (``at``)
+send their message when due. ``task`` reads a task's record, ``dead_letters``/``redrive`` take a
+task's name as they take a job's, ``task_events`` shows the completion events.
+
 Every error in a job's own code is kept with its traceback: ``Tick.traceback`` shows it from the
 author's first frame, and :meth:`VigilStack.reraise` raises it again so pytest shows it too.
 """
@@ -29,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from vigil.contract.schedule import Schedule as Evaluator
+from vigil.contract.tasks import ENVELOPE_KEY, MAX_QUEUE_DELAY_S, CatalogField
 from vigil.events import MalformedEvent
 from vigil.jobs.events import parse_tick
 from vigil.jobs.store import RunStore
@@ -36,15 +44,25 @@ from vigil.observers.registry import ObserverNotFound, ObserverRegistry
 from vigil_tools.cli import ApiError, InProcessTransport, ObserversClient
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.author_code import forget_modules
+from vigil_tools.emulator.clients import own_client
+from vigil_tools.emulator.event_log import captured_events
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
+from vigil_tools.emulator.queue_mappings import BatchResult, QueueMapping
 from vigil_tools.emulator.queues import peek
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
-from vigil_tools.emulator.scheduler import Schedule, deployed_schedules
+from vigil_tools.emulator.scheduler import (
+    OneTimeSchedule,
+    Schedule,
+    deployed_schedules,
+    fire_one_time,
+    one_time_schedules,
+)
 from vigil_tools.emulator.ttl import TtlSweep
 from vigil_tools.jobs_cli import JobsCatalog
 from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.project import find_project
 from vigil_tools.redrive import redrive
+from vigil_tools.tasks_catalog import tasks_catalog
 from vigil_tools.testing.fleet import SteppedFleet
 from vigil_tools.testing.hold import Parked
 from vigil_tools.testing.interleave import Turns
@@ -110,6 +128,19 @@ class DeadLetter:
 
 
 @dataclass(frozen=True)
+class TaskDeadLetter:
+    """One message in a task's dead-letter queue."""
+
+    task: str | None
+    id: str | None
+    """The task and id its envelope names (None: not an envelope, dead-lettered as malformed)."""
+    reason: str | None
+    """The consumer's ``vigil_reason`` attribute (None: moved by the queue's redrive policy)."""
+    body: str
+    message_id: str
+
+
+@dataclass(frozen=True)
 class ObserverState:
     """One observer, as the registry holds it."""
 
@@ -164,6 +195,16 @@ class VigilStack:
         self._held: list[HeldRun] = []
         self._ttl = TtlSweep.of(account.session)
         """Items past their TTL leave the tables on the way, as on AWS."""
+        self.tasks_catalog: dict[str, dict[str, Any]] = tasks_catalog(
+            account.session.client("cloudformation"), account.deployed.stack_name
+        )
+        """The stack's ``TasksCatalog`` output: per task, its queues, table, function."""
+        self._sqs = own_client(account.session, "sqs")
+        self._scheduler = own_client(account.session, "scheduler")
+        """The emulator's own clients: Lambda's poller's and Scheduler's requests."""
+        self._queues = QueueMapping.all_of(account.session, sqs=self._sqs)
+        self.batches: list[BatchResult] = []
+        """Every batch the SQS event source mappings delivered, in order."""
 
     # -- time ------------------------------------------------------------------------------------
 
@@ -211,7 +252,41 @@ class VigilStack:
         due = self.fleet.next_due()
         if due is not None and due <= end and (best[1] is None or due < best[0]):
             best = (due, self._step_containers)
+        for once in one_time_schedules(self._scheduler):
+            moment = max(once.due_at, self.now())
+            if moment <= end and (best[1] is None or moment < best[0]):
+                best = (moment, self._fire_one_time(once))
+        for mapping in self._queues:
+            moment_or_none = mapping.next_due(self.now())
+            if moment_or_none is None or moment_or_none > end:
+                continue
+            if best[1] is None or moment_or_none < best[0]:
+                best = (moment_or_none, self._deliver_queue(mapping))
         return best
+
+    def _fire_one_time(self, schedule: OneTimeSchedule) -> Callable[[], list[AsyncInvocation]]:
+        def fire() -> list[AsyncInvocation]:
+            fire_one_time(self._sqs, self._scheduler, schedule)
+            return []
+
+        return fire
+
+    def _deliver_queue(self, mapping: QueueMapping) -> Callable[[], list[AsyncInvocation]]:
+        """The mapping's due batches; batches of one poll run at once, interleaved as ``fire``'s
+        copies are (so copies of one task meet in the guard as on AWS)."""
+
+        def together(batches: Any) -> list[Any]:
+            with _quiet():
+                if len(batches) == 1:
+                    return [batches[0]()]
+                with self.runtime.concurrently(mapping.function):
+                    return Turns().run(batches)
+
+        def deliver() -> list[AsyncInvocation]:
+            self.batches += mapping.deliver(self.runtime.invoke, self._now, together)
+            return []
+
+        return deliver
 
     def _occurrence(
         self, key: str, expression: str, time_zone: str, end: datetime
@@ -367,15 +442,23 @@ class VigilStack:
             if name == job and key in (None, failed_tick):
                 reraise(error)
 
-    def dead_letters(self, job: str) -> list[DeadLetter]:
-        """The events in the job's dead-letter queue, all of them, left there (read without
-        receiving: ReceiveMessage answers at most ten, and hides or counts what it answers)."""
-        queue = self.catalog.job(check("job", job, self.catalog.jobs))["failed_runs"]
+    def dead_letters(self, job: str) -> list[Any]:
+        """The events in the job's dead-letter queue (or, given a task's name, the messages in
+        the task's), all of them, left there (read without receiving: ReceiveMessage answers at
+        most ten, and hides or counts what it answers): :class:`DeadLetter` for a job,
+        :class:`TaskDeadLetter` for a task."""
+        if job in self.tasks_catalog and job not in self.catalog.jobs:
+            return self._task_dead_letters(job)
+        queue = self.catalog.job(self._job_or_task(job))["failed_runs"]
         return [_dead_letter(message) for message in peek(self.account.session, queue)]
 
-    def redrive(self, job: str) -> list[AsyncInvocation]:
-        """What ``vigil jobs redrive`` does: every dead-lettered event back to the function."""
-        spec = self.catalog.job(check("job", job, self.catalog.jobs))
+    def redrive(self, job: str) -> Any:
+        """What ``vigil jobs redrive`` does: every dead-lettered event back to the function. Given
+        a task's name, every dead-lettered task back to its queue, marked ``redriven``, and
+        what is due then runs (``vigil.tasks.redrive.Redrive``: ``moved`` ids, ``kept``)."""
+        if job in self.tasks_catalog and job not in self.catalog.jobs:
+            return self._redrive_task(job)
+        spec = self.catalog.job(self._job_or_task(job))
         sqs = self.account.session.client("sqs")
         done = redrive(
             sqs,
@@ -384,6 +467,14 @@ class VigilStack:
         )
         self.fleet.settle()
         return [item.result for item in done]
+
+    def _job_or_task(self, name: str) -> str:
+        """A job's name, or the error naming the jobs and tasks there are."""
+        if name in self.catalog.jobs:
+            return name
+        if self.tasks_catalog:
+            raise UnknownName("job or task", name, [*self.catalog.jobs, *self.tasks_catalog])
+        raise UnknownName("job", name, self.catalog.jobs)
 
     def _schedule_of(self, job: str) -> Schedule:
         function = self.catalog.job(check("job", job, self.catalog.jobs))["function"]
@@ -410,6 +501,129 @@ class VigilStack:
     def _job_of(self, function: str) -> str | None:
         name = function.rsplit(":", 1)[-1]
         return next((j for j, spec in self.catalog.jobs.items() if spec["function"] == name), None)
+
+    # -- tasks ---------------------------------------------------------------------------------
+
+    @property
+    def tasks(self) -> list[str]:
+        return sorted(self.tasks_catalog)
+
+    def enqueue(
+        self,
+        task: str,
+        payload: dict[str, Any],
+        key: str | None = None,
+        copies: int = 1,
+        delay: timedelta | float | None = None,
+        *,
+        group: str | None = None,
+        deliver: bool = True,
+    ) -> str:
+        """Enqueue ``task`` as an application does (``vigil.tasks.enqueue``); its id.
+
+        ``copies`` puts more of the very same message on the queue at once (SQS delivers at
+        least once; a FIFO queue drops the copies as duplicates within 5 minutes, as on AWS).
+        ``group``: an ordered task's group. ``deliver`` (default) then runs what is due now, as ``advance`` would: a task without
+        a delay runs before this returns; a delayed one waits for ``advance``. A delay beyond
+        SQS's 15 minutes is a one-time schedule, which delivers once: no copies with it.
+        """
+        check("task", task, self.tasks_catalog)
+        if copies < 1:
+            raise ValueError("copies must be at least 1")
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else (delay or 0)
+        if copies > 1 and seconds > MAX_QUEUE_DELAY_S:
+            raise ValueError(
+                f"enqueue(copies={copies}, delay={seconds:g} s): a start beyond "
+                f"{MAX_QUEUE_DELAY_S} s is a one-time schedule, which delivers once"
+            )
+        client = self._task_client()
+        task_id = str(client.enqueue(task, payload, key=key, delay=delay, group=group))
+        if copies > 1:
+            self._send_copies(task, task_id, copies - 1, delay_s=int(-(-seconds // 1)))
+        if deliver:
+            self._advance_to(self.now())
+        return task_id
+
+    def _send_copies(self, task: str, task_id: str, extra: int, delay_s: int) -> None:
+        queue = self.tasks_catalog[task][CatalogField.QUEUE_URL]
+        sent = [
+            m for m in peek(self.account.session, queue) if _names(m["Body"]) == (task, task_id)
+        ]
+        if not sent:
+            raise RuntimeError(
+                f"enqueue({task!r}, key={task_id!r}): its message is not on the queue"
+            )
+        message = sent[-1]
+        copy: dict[str, Any] = {"QueueUrl": queue, "MessageBody": message["Body"]}
+        for attribute in ("MessageGroupId", "MessageDeduplicationId"):
+            if attribute in message:
+                copy[attribute] = message[attribute]
+        if delay_s and "MessageGroupId" not in message:
+            copy["DelaySeconds"] = delay_s
+        sqs = self.account.session.client("sqs")
+        for _ in range(extra):
+            sqs.send_message(**copy)
+
+    def task(self, task: str, task_id: str) -> Any:
+        """The task's record (``vigil tasks get``): ``vigil.tasks``' ``TaskRecord``, with
+        ``status``, ``attempts``, ``result``, ``error_type``, ``error_message``, its times and
+        progress. ``TaskNotFound`` (a LookupError) when there is none."""
+        return self._task_client().get(check("task", task, self.tasks_catalog), task_id)
+
+    def _task_client(self) -> Any:
+        """``vigil.tasks``' client on this stack's catalog and the simulated clock."""
+        # (until the tasks runtime is merged, mypy finds no typed vigil.tasks on this branch)
+        from vigil.tasks.catalog import Catalog  # type: ignore[import-untyped, unused-ignore]
+        from vigil.tasks.enqueue import TaskClient  # type: ignore[import-untyped, unused-ignore]
+
+        session = self.account.session
+        return TaskClient(
+            Catalog.parse(json.dumps(self.tasks_catalog)),
+            sqs=session.client("sqs"),
+            dynamodb=session.client("dynamodb"),
+            scheduler=session.client("scheduler"),
+            clock=self._now,
+        )
+
+    def task_events(self, task: str | None = None) -> list[dict[str, Any]]:
+        """The completion events put on the default bus (source ``vigil``), oldest first; only
+        ``task``'s when given."""
+        if task is not None:
+            check("task", task, self.tasks_catalog)
+        return [
+            event
+            for event in captured_events(self.account.session)
+            if task is None or (event.get("detail") or {}).get("task") == task
+        ]
+
+    def _task_dead_letters(self, task: str) -> list[TaskDeadLetter]:
+        queue = self.tasks_catalog[task][CatalogField.DEAD_LETTER_URL]
+        letters = []
+        for message in peek(self.account.session, queue):
+            named = _names(message["Body"])
+            reason = (message.get("MessageAttributes") or {}).get("vigil_reason") or {}
+            letters.append(
+                TaskDeadLetter(
+                    task=named[0] if named else None,
+                    id=named[1] if named else None,
+                    reason=reason.get("StringValue"),
+                    body=message["Body"],
+                    message_id=message["MessageId"],
+                )
+            )
+        return letters
+
+    def _redrive_task(self, task: str) -> Any:
+        """``vigil tasks redrive``: ``vigil.tasks``' redrive, then what is due runs."""
+        from vigil.tasks.queues import TaskQueue  # type: ignore[import-untyped, unused-ignore]
+        from vigil.tasks.redrive import redrive as redrive_task  # type: ignore[import-untyped, unused-ignore]
+
+        spec = self.tasks_catalog[task]
+        sqs = self.account.session.client("sqs")
+        queue = TaskQueue(sqs, spec[CatalogField.QUEUE_URL], spec[CatalogField.DEAD_LETTER_URL])
+        done = redrive_task(sqs, queue, task=task)
+        self._advance_to(self.now())
+        return done
 
     # -- observers -------------------------------------------------------------------------------
 
@@ -510,6 +724,15 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+def _names(body: str) -> tuple[str, str] | None:
+    """The task and id a message's envelope names; None when it is not an envelope."""
+    try:
+        envelope = json.loads(body)[ENVELOPE_KEY]
+        return str(envelope["task"]), str(envelope["id"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def _tick_key(moment: str | datetime) -> str:
     if isinstance(moment, str):
         return moment
@@ -536,4 +759,12 @@ def _scheduled_at(event: Any) -> datetime | None:
         return None
 
 
-__all__ = ["ApiError", "DeadLetter", "HeldRun", "ObserverState", "Tick", "VigilStack"]
+__all__ = [
+    "ApiError",
+    "DeadLetter",
+    "HeldRun",
+    "ObserverState",
+    "TaskDeadLetter",
+    "Tick",
+    "VigilStack",
+]

@@ -1,0 +1,110 @@
+"""The testing kit's tasks: enqueue through ``vigil.tasks``, delivered by the emulator's SQS event
+source mappings on the simulated clock, read back from the tasks table.
+
+These need the tasks runtime (``vigil.tasks``) and an app that declares the example tasks
+(``send-receipt``, ``provision-tenant``): skipped until both are there.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from vigil_tools.testing.names import UnknownName
+
+# ImportError too: a vigil.tasks from another checkout that does not match this contract
+pytest.importorskip("vigil.tasks", exc_type=ImportError)
+
+RECEIPT = "send-receipt"
+TENANT = "provision-tenant"
+ORDER = {"order": "o-1", "email": "ann@example.com", "total": 12}
+
+
+@pytest.fixture
+def stack(vigil_stack: Any) -> Any:
+    if not {RECEIPT, TENANT} <= set(vigil_stack.tasks):
+        pytest.skip(f"the app declares no {RECEIPT}/{TENANT} tasks yet")
+    return vigil_stack
+
+
+def test_a_receipt_enqueued_three_times_with_one_key_runs_once(stack: Any) -> None:
+    task_id = stack.enqueue(RECEIPT, ORDER, key="o-1", copies=3)
+
+    state = stack.task(RECEIPT, task_id)
+    assert task_id == "o-1"
+    assert (state.status, state.attempts) == ("SUCCEEDED", 1)
+    assert state.result["order"] == "o-1"
+    events = stack.task_events(RECEIPT)
+    assert [(e["detail"]["id"], e["detail"]["status"]) for e in events] == [("o-1", "SUCCEEDED")]
+    assert stack.dead_letters(RECEIPT) == []
+
+    again = stack.enqueue(RECEIPT, ORDER, key="o-1")  # later, the same key: the same task
+    assert again == "o-1"
+    assert stack.task(RECEIPT, "o-1").attempts == 1
+
+
+def test_a_poison_payload_retries_then_lands_in_the_dead_letter_queue(stack: Any) -> None:
+    task_id = stack.enqueue(RECEIPT, {"order": "o-2"})  # no email: fails on every attempt
+    first = stack.task(RECEIPT, task_id)
+    assert (first.status, first.attempts, first.error_type) == ("QUEUED", 1, "InvalidOrder")
+
+    stack.advance(minutes=10)  # 3 retries, 30 s backoff doubling: 30 + 60 + 120 s
+
+    failed = stack.task(RECEIPT, task_id)
+    assert failed.status == "FAILED"
+    assert failed.error_type == "InvalidOrder"
+    (letter,) = stack.dead_letters(RECEIPT)
+    assert (letter.task, letter.id) == (RECEIPT, task_id)
+    assert [e["detail"]["status"] for e in stack.task_events(RECEIPT)] == ["FAILED"]
+
+    redriven = stack.redrive(RECEIPT)  # still poison: back in the dead-letter queue, once
+    assert redriven.moved == [task_id]
+    stack.advance(minutes=10)
+    again = stack.task(RECEIPT, task_id)
+    assert again.status == "FAILED"
+    assert again.attempts > failed.attempts
+    assert [d.id for d in stack.dead_letters(RECEIPT)] == [task_id]
+
+
+def test_a_delayed_task_runs_when_its_delay_is_over(stack: Any) -> None:
+    task_id = stack.enqueue(RECEIPT, ORDER, delay=120)
+    assert stack.task(RECEIPT, task_id).status == "QUEUED"
+    stack.advance(seconds=119)
+    assert stack.task(RECEIPT, task_id).status == "QUEUED"
+    stack.advance(seconds=2)
+    assert stack.task(RECEIPT, task_id).status == "SUCCEEDED"
+
+
+def test_a_start_beyond_fifteen_minutes_goes_through_a_one_time_schedule(stack: Any) -> None:
+    task_id = stack.enqueue(RECEIPT, ORDER, delay=timedelta(hours=1))
+    scheduler = stack.account.session.client("scheduler")
+    group = stack.tasks_catalog[RECEIPT]["schedule_group"]
+    assert len(scheduler.list_schedules(GroupName=group)["Schedules"]) == 1
+    stack.advance(minutes=59)
+    assert stack.task(RECEIPT, task_id).status == "QUEUED"
+    stack.advance(minutes=2)
+    assert stack.task(RECEIPT, task_id).status == "SUCCEEDED"
+    assert scheduler.list_schedules(GroupName=group)["Schedules"] == []  # DELETE after completion
+
+
+def test_an_ordered_group_runs_in_enqueue_order(stack: Any) -> None:
+    ids = [
+        stack.enqueue(TENANT, {"tenant": "t1", "action": action}, group="t1", deliver=False)
+        for action in ("create", "resize", "delete")
+    ]
+    stack.advance(seconds=1)
+    assert [stack.task(TENANT, i).status for i in ids] == ["SUCCEEDED"] * 3
+    assert [e["detail"]["id"] for e in stack.task_events(TENANT)] == ids
+
+
+def test_unknown_task_names_the_tasks_there_are(stack: Any) -> None:
+    with pytest.raises(UnknownName, match=RECEIPT):
+        stack.enqueue("send-reciept", ORDER)
+    with pytest.raises(UnknownName, match=RECEIPT):
+        stack.task("send-reciept", "x")
+    with pytest.raises(LookupError, match="never enqueued"):
+        stack.task(RECEIPT, "nobody")
+    with pytest.raises(ValueError, match="one-time schedule"):
+        stack.enqueue(RECEIPT, ORDER, copies=2, delay=timedelta(hours=1))
