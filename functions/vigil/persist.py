@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
@@ -126,6 +126,15 @@ LAMBDA_WRITE_CONFIG = Config(
 and 60 s to read, DynamoDB's legacy retries up to 10 times) let one try outlast the invocation, and
 Lambda resets a timed-out container: the outcome it would have remembered is gone. A DynamoDB
 single-item or transactional write answers in milliseconds; these bound one try."""
+
+
+def write_client(service: str) -> Any:
+    """A boto3 client of ``service`` with :data:`LAMBDA_WRITE_CONFIG`."""
+    import boto3
+
+    return boto3.client(service, config=LAMBDA_WRITE_CONFIG)
+
+
 LAMBDA_WRITE_TRY_S = 2 * (1 + 2) + 1
 """The longest one try with :data:`LAMBDA_WRITE_CONFIG` takes: two attempts of a connect and a
 read, and standard mode's pause of at most 1 s between them."""

@@ -13,11 +13,15 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import boto3
 import pytest
 
+from tests.conftest import REGION
 from tests.helpers.jobs import FaultyTransactions
 from tests.helpers.monitoring import Series, series_read
 from tests.helpers.moto_fleet import MotoFleet
+from tests.helpers.tables import create_pk_sk_table
+from tests.helpers.tasks import PLAIN, build_stack, invoke, record_of, records
 from vigil import telemetry
 from vigil.contract.metrics import powertools_environment
 from vigil.jobs import scheduled_job
@@ -25,7 +29,8 @@ from vigil.jobs.finish import OutcomeUnrecorded
 from vigil.observers.fleet_gauges import fleet_gauges
 from vigil.observers.model import Status
 from vigil.observers.reconciler import powertools_metric
-from vigil.telemetry import METRIC_UNITS, JobMetric, ObserverMetric
+from vigil.tasks import task
+from vigil.telemetry import METRIC_UNITS, JobMetric, ObserverMetric, TaskMetric
 from vigil_tools.emulator.template import Synthesized, create_table
 
 TICK = "2026-11-22T12:00:00Z"
@@ -164,11 +169,12 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
         unrecorded(_event(minute_ago), HurriedContext())
     with pytest.raises(ValueError):
         handler({"nonsense": True}, Context())
+    _drive_a_task(fleet)
     series = emitted(capsys.readouterr().out)
 
     # Every metric the dashboard or an alarm reads in the Vigil namespace ...
     read = series_read(synthesized, "Vigil")
-    known = {m.value for m in (*JobMetric, *ObserverMetric)}
+    known = {m.value for m in (*JobMetric, *ObserverMetric, *TaskMetric)}
     assert read and {name for _, name, _ in read} <= known
     # ... is emitted under that name with those dimension names (job values per deployed job)
     shapes = {(ns, name, frozenset(k for k, _ in dims)) for ns, name, dims in series}
@@ -177,7 +183,8 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
         if name in emitted_names:
             assert (namespace, name, frozenset(k for k, _ in dims)) in shapes, name
     job_read = {name for _, name, dims in read if any(k == "job" for k, _ in dims)}
-    fleet_read = {name for _, name, dims in read if not any(k == "job" for k, _ in dims)}
+    task_read = {name for _, name, dims in read if any(k == "task" for k, _ in dims)}
+    fleet_read = {name for _, name, dims in read if not any(k in ("job", "task") for k, _ in dims)}
     assert fleet_read <= emitted_names, fleet_read - emitted_names
     driven = {
         "JobRunSucceeded",
@@ -190,9 +197,46 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
     # Not driven here: skips and fences need a race; the audit runs in the jobs-control function
     # (handlers/jobs_control.py emits it with the same service and job dimensions).
     assert job_read - emitted_names <= {"JobTickSkipped", "JobRunFenced", "JobTickNeverDelivered"}
+    # A task: a run, a duplicate copy of it, a malformed message. Failures, retries, fences,
+    # cancels and lost events need a race or a fault (tests/tasks drives each of them); the API
+    # function counts TaskEnqueued (tests/tasks/test_api.py), with the same dimensions.
+    assert {"TaskSucceeded", "TaskDuplicateSuppressed", "TaskMessageMalformed"} <= emitted_names
+    assert task_read - emitted_names <= {
+        "TaskEnqueued",
+        "TaskRetried",
+        "TaskRunFenced",
+        "TaskCancelled",
+        "TaskFailed",
+        "TaskFinishUnrecorded",
+        "TaskEventUnsent",
+    }
     units = {name: u for (_, name, _), u in series.items()}
     for metric, unit in METRIC_UNITS.items():
         assert units[metric] == {unit}
+
+
+def _drive_a_task(fleet: MotoFleet) -> None:
+    """One send-receipt on moto, as its function runs it: a run, a copy of it, a malformed one."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    events = boto3.client("events", region_name=REGION)
+    table = create_pk_sk_table(fleet.dynamodb, "vigil-tasks")
+    stack = build_stack(fleet.dynamodb, sqs, events, None, fleet.clock, table)
+    handler = task(
+        lambda run, payload: {"ok": True},
+        settings=stack.settings(PLAIN),
+        dynamodb=fleet.dynamodb,
+        sqs=sqs,
+        events=events,
+        clock=fleet.clock,
+        sleep=fleet.clock.advance,
+    )
+    task_id = stack.client().enqueue(PLAIN, {"order": 1})
+    [message] = stack.messages(stack.catalog.spec(PLAIN).queue_url)
+    assert task_id in message["Body"]
+    run = records([message])
+    invoke(handler, run)
+    invoke(handler, run)
+    invoke(handler, [record_of("not json", message_id="m-2")])
 
 
 def _event(scheduled_time: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from vigil.jobs.finish import OutcomeUnrecorded
 from vigil.jobs.guard import Body, JobGuard, Result, WrongJob
 from vigil.jobs.model import JobSettings, Outcome
 from vigil.jobs.store import RunStore
-from vigil.persist import LAMBDA_WRITE_CONFIG
+from vigil.persist import write_client
 from vigil.telemetry import JobMetric
 
 Handler = Callable[[Any, Any], dict[str, Any]]
@@ -43,10 +43,8 @@ def scheduled_job(
         guard: JobGuard | None = None
 
         def build() -> JobGuard:
-            import boto3
-
             resolved = settings or JobSettings.from_env()
-            dynamodb = client or boto3.client("dynamodb", config=LAMBDA_WRITE_CONFIG)
+            dynamodb = client or write_client("dynamodb")
             return JobGuard(resolved, RunStore(dynamodb, resolved.table), clock, sleep=sleep)
 
         def guarded(event: Any, context: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from vigil import telemetry
 from vigil.clock import Clock, Sleeper, system_clock
 from vigil.contract.metrics import TaskMetric
+from vigil.persist import write_client
 from vigil.tasks.guard import Body, Delivery, Message, Outcome, TaskGuard
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.settings import TaskSettings
@@ -58,14 +59,13 @@ def task(
         guard: TaskGuard | None = None
 
         def build() -> TaskGuard:
-            import boto3
-
             resolved = settings or TaskSettings.from_env()
             return TaskGuard(
                 resolved,
-                TaskStore(dynamodb or boto3.client("dynamodb"), resolved.table),
-                TaskQueue(sqs or boto3.client("sqs"), resolved.queue_url, resolved.dead_letter_url),
-                events or boto3.client("events"),
+                # Each try of a finish, a dead letter or an event bounded, as a job's finish is.
+                TaskStore(dynamodb or write_client("dynamodb"), resolved.table),
+                TaskQueue(sqs or write_client("sqs"), resolved.queue_url, resolved.dead_letter_url),
+                events or write_client("events"),
                 clock,
                 sleep=sleep,
             )
