@@ -179,6 +179,17 @@ def test_local_up_serves_the_stack_to_both_clis_and_stops_cleanly(
     queue = next(u for u in sqs.list_queues()["QueueUrls"] if "CleanupFailedRuns" in u)
     assert sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=0).get("Messages", []) == []
 
+    # the tasks' queues are served: an application here enqueues with the exported catalog (the
+    # vigil CLI does it as an application would) and the loop delivers it to the task's function
+    if "VIGIL_TASKS_CATALOG" in env:
+        order = '{"order": "o-1", "email": "ann@example.com"}'
+        task_id = cli("tasks", "enqueue", "send-receipt", "--payload", order, "--key", "o-1")
+        record = _wait_for(
+            "the receipt task SUCCEEDED",
+            lambda: _succeeded(json.loads(cli("tasks", "get", "send-receipt", task_id.strip()))),
+        )
+        assert record["attempts"] == 1
+
     up.process.send_signal(signal.SIGINT)
     assert up.process.wait(timeout=30) == 0
     assert up.lines[-1] == "vigil local up: stopped, nothing left running"
@@ -193,6 +204,10 @@ def test_local_up_serves_the_stack_to_both_clis_and_stops_cleanly(
         )
     }
     assert left == {}
+
+
+def _succeeded(record: dict[str, Any]) -> dict[str, Any] | None:
+    return record if record["status"] == "SUCCEEDED" else None
 
 
 def _started(up: Up, monkeypatch: pytest.MonkeyPatch, kinds: dict[str, str]) -> list[int]:
