@@ -148,7 +148,7 @@ def measure_pooled(observers: int) -> tuple[list[dict[str, Any]], int]:
                 if host_id not in dead:
                     _refresh(fleet, host_id, clock())
             for host_id in dead:
-                fleet.stop_host_task(host_id)
+                fleet.kill_host_task(host_id)
             failing = _pass(fleet, timing, ecs, "dead")
             moved = sum(
                 1 for n in range(observers) if fleet.item(f"obs-{n:05d}")["generation"] == 2

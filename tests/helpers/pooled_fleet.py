@@ -10,7 +10,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from tests.helpers.moto_fleet import CONTAINER, KIND, TABLE, MotoFleet, stream
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.ecs.models import ecs_backends
+
+from tests.helpers.moto_fleet import CONTAINER, KIND, REGION, TABLE, MotoFleet, stream
 from tests.helpers.observers import HOSTS_TABLE, create_hosts_table
 from vigil.clock import epoch_ms
 from vigil.contract.hosts import (
@@ -207,6 +210,24 @@ class PooledFleet(MotoFleet):
                     )
 
     def stop_host_task(self, host_id: str) -> str:
+        """ECS is told to stop the host's task (a Spot interruption, StopTask, a deploy), as ECS
+        does it: ListTasks (desiredStatus RUNNING) no longer lists it at once, while its
+        container, sent SIGTERM, runs on until the host exits (at most the stop timeout), so
+        DescribeTasks still says RUNNING. The host's DRAINING beat, its end
+        (:meth:`kill_host_task`) or its STOPPED event follows."""
+        arn = self.host(host_id).task_arn
+        assert arn is not None
+        backend = ecs_backends[DEFAULT_ACCOUNT_ID][REGION]
+        (task,) = (
+            t
+            for t in backend.tasks[self.cluster_arn.rsplit("/", 1)[-1]].values()
+            if t.task_arn == arn
+        )
+        task.desired_status = "STOPPED"
+        return arn
+
+    def kill_host_task(self, host_id: str) -> str:
+        """The host's task is gone (its container died, or its stop completed): STOPPED."""
         arn = self.host(host_id).task_arn
         assert arn is not None
         self.ecs_client.stop_task(cluster=self.cluster_arn, task=arn, reason="host died")

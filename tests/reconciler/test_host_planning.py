@@ -9,7 +9,13 @@ from vigil.contract.hosts import HostStatus, Placement
 from vigil.observers import decisions as d
 from vigil.observers.hosts.decide import HOST_LOST, decide_pooled
 from vigil.observers.hosts.model import BeatSeen, Host
-from vigil.observers.hosts.planning import choose_host, host_dead, plan_hosts, to_witness
+from vigil.observers.hosts.planning import (
+    choose_host,
+    host_dead,
+    plan_hosts,
+    task_ended,
+    to_witness,
+)
 from vigil.observers.kind_options import KindOptions, parse_kind_options
 from vigil.observers.model import Desired, Observer, Status
 
@@ -131,6 +137,21 @@ def test_a_silent_host_is_dead_once_the_reconciler_saw_its_heartbeat_unchanged()
 def test_a_host_whose_task_is_not_running_is_dead() -> None:
     assert "no longer running" in (host_dead(host("h"), set(), NOW, SETTINGS) or "")
     assert host_dead(host("h"), {"arn:task/h"}, NOW, SETTINGS) is None
+
+
+def test_an_unlisted_host_task_has_ended_only_when_ecs_says_its_container_is_gone() -> None:
+    def task(last_status: str, stop_code: str | None = None) -> d.TaskState:
+        return d.TaskState(arn="arn:task/h", last_status=last_status, stop_code=stop_code)
+
+    # Gone: STOPPED, unknown to ECS, or stopping because its container ended
+    assert task_ended(task(d.STOPPED))
+    assert task_ended(task(d.MISSING))
+    assert task_ended(task("DEPROVISIONING", "EssentialContainerExited"))
+    assert task_ended(task("STOPPING", "TaskFailedToStart"))
+    # Not yet: ECS was told to stop it and its container (sent SIGTERM) still runs
+    for status in ("RUNNING", "DEACTIVATING", "STOPPING"):
+        for code in (None, "UserInitiated", "SpotInterruption", "ServiceSchedulerInitiated"):
+            assert not task_ended(task(status, code)), (status, code)
 
 
 def test_a_starting_host_has_the_start_timeout_to_heartbeat() -> None:

@@ -243,7 +243,7 @@ def test_a_lost_host_leaves_the_passes_reads_once_its_observers_moved(
     pool = pooled_only
     placed(pool, "a")
     victim = pool.item("a")["host"]
-    pool.stop_host_task(victim)
+    pool.kill_host_task(victim)
     an_ordinary_minute(pool)
     resync(pool, "loses it")
     assert pool.host(victim).status is HostStatus.LOST

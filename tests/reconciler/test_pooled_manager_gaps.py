@@ -67,7 +67,7 @@ def test_a_loss_interrupted_by_a_dynamodb_error_is_finished_by_the_next_pass(
     placed(pool, "a", "b", "c", "d")
     victim = pool.item("a")["host"]
     moving = on_host(pool, victim)
-    pool.stop_host_task(victim)
+    pool.kill_host_task(victim)
     # When the pass that finds the host dead cannot read one of its observers
     an_ordinary_minute(pool)
     flaky = FailingTable(pool.dynamodb, {moving[1]})
@@ -143,7 +143,7 @@ def test_an_ordinary_pooled_pass_emits_desired_and_running_without_reading_obser
     assert (seen["FleetDesiredRunning"], seen["FleetRunning"]) == (4, 4)
     assert pool.counter.calls["GetItem"] == 0
     # And when a host dies (its observers moved, not running yet), running drops below desired
-    pool.stop_host_task(pool.item("a")["host"])
+    pool.kill_host_task(pool.item("a")["host"])
     pool.clock.advance(timedelta(seconds=30))
     pool.metrics.clear()
     resync(pool, "dead")
@@ -213,7 +213,7 @@ def test_a_host_lost_during_a_rollout_is_still_a_shortfall(pooled_only: PooledFl
         for h, host in pool.hosts().items()
         if host.status is HostStatus.RUNNING and host.assigned and not host.handover
     )
-    pool.stop_host_task(steady)
+    pool.kill_host_task(steady)
     pool.clock.advance(timedelta(seconds=30))
     pool.metrics.clear()
     resync(pool, "roll-1")

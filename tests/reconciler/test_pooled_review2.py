@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
-
 from tests.helpers.pooled_fleet import PooledFleet, resync
 from tests.reconciler.test_pooled_drain_gaps import drains_itself, placed
 from vigil.contract.hosts import HostStatus
@@ -38,13 +36,6 @@ def test_a_host_whose_task_ecs_is_stopping_drains_and_is_not_lost_while_children
     assert (pool.item("a")["host"], pool.item("a")["generation"]) == (host_id, 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="race not fixed: between ECS's StopTask (the task leaves ListTasks at once) and the "
-    "host's SIGTERM heartbeat announcing DRAINING (a throttled one is retried for seconds), a "
-    "RUNNING host is still judged by the listing and declared LOST; waiting for its silence "
-    "or STOPPED event instead would slow the failover of a host whose STOPPED event is lost",
-)
 def test_a_host_whose_task_ecs_just_stopped_is_not_lost_before_its_draining_beat(
     pooled_only: PooledFleet,
 ) -> None:
@@ -56,3 +47,23 @@ def test_a_host_whose_task_ecs_just_stopped_is_not_lost_before_its_draining_beat
     resync(pool, "before-drain-beat")
     # Then the host is not LOST (its next beat would announce the drain)
     assert pool.host(host_id).status is not HostStatus.LOST
+
+
+def test_a_host_told_to_stop_that_never_drains_is_lost_once_ecs_has_stopped_its_task(
+    pooled_only: PooledFleet,
+) -> None:
+    pool = pooled_only
+    host_id = placed(pool, "a")
+    # Given ECS was told to stop the host's task, and the host announces no drain (hung)
+    pool.stop_host_task(host_id)
+    pool.counter.reset()
+    resync(pool, "stopping")
+    assert pool.host(host_id).status is HostStatus.RUNNING
+    assert pool.counter.calls["DescribeTasks"] == 1  # ECS is asked about the unlisted task
+    # When ECS ends the task at its stop timeout (SIGKILL: STOPPED), its STOPPED event lost
+    pool.clock.advance(timedelta(seconds=30))
+    pool.kill_host_task(host_id)
+    resync(pool, "stopped")
+    # Then the very next pass finds it LOST and moves its observer, as for any dead task
+    assert pool.host(host_id).status is HostStatus.LOST
+    assert (pool.item("a")["host"], pool.item("a")["generation"]) != (host_id, 1)

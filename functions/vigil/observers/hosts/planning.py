@@ -10,8 +10,11 @@ Rules:
   nothing moves an observer between passes except its host being lost, drained or replaced.
 * **Dead host** (:func:`host_dead`): no heartbeat for 3 intervals (a STARTING host: none within the
   start timeout), or its task is no longer among the cluster's running tasks (not for a DRAINING
-  host: a task ECS is stopping is no longer listed while it still hands its children over). (Its ECS STOPPED
-  event says the same at once; the event pass acts on it.)
+  host: a task ECS is stopping is no longer listed while it still hands its children over). A
+  task ECS has just been told to stop leaves the listing at once while its container runs on
+  (SIGTERM): such a host is about to announce DRAINING, so an unlisted task counts as gone only
+  once ECS describes it as ended (:func:`task_ended`); one still stopping counts as running.
+  (Its ECS STOPPED event says the same at once; the event pass acts on it.)
 * **Headroom**: keep at least ``headroom`` free slots per kind beyond the observers waiting for one;
   start ``ceil(shortfall / K)`` hosts when below (a kind without observers keeps no host). **Scale-in**: when one host fewer would still
   leave the headroom (``free - K >= headroom``, nobody waiting), drain the emptiest RUNNING host,
@@ -34,7 +37,7 @@ from datetime import datetime
 
 from vigil.contract.hosts import LIVE_HOST_STATUSES as LIVE
 from vigil.contract.hosts import HostStatus
-from vigil.observers.decisions import Settings
+from vigil.observers.decisions import Settings, TaskState
 from vigil.observers.hosts.model import Host
 from vigil.observers.kind_options import KindOptions
 
@@ -63,6 +66,20 @@ def host_dead(
     if host.task_arn and now - started > settings.start_timeout:
         return f"no heartbeat within {int(settings.start_timeout.total_seconds())} s of its start"
     return None
+
+
+CONTAINER_ENDED = frozenset({"EssentialContainerExited", "TaskFailedToStart"})
+"""ECS ``stopCode`` values that mean the task's container is gone, not merely asked to stop."""
+
+
+def task_ended(task: TaskState) -> bool:
+    """Whether a host's task, as ECS describes it, no longer runs its container: STOPPED or
+    unknown, or stopping because its container ended (ECS sets ``stopCode`` as it starts to stop
+    a task; container exit codes are no sign: moto reports 0 for a running one). A task ECS was
+    only told to stop (StopTask, a Spot interruption, a deploy: ``UserInitiated``,
+    ``SpotInterruption``, ...) has not: its host got SIGTERM and drains, and ECS kills it at the
+    stop timeout (at most 120 s), STOPPED from then on."""
+    return task.stopped or task.stop_code in CONTAINER_ENDED
 
 
 def beat_looks_off(host: Host, now: datetime, settings: Settings) -> bool:

@@ -36,6 +36,7 @@ from vigil.observers.hosts.planning import (
     not_started_on_draining,
     plan_hosts,
     stuck_starting,
+    task_ended,
 )
 from vigil.observers.hosts.store import HostConflict, HostStore
 from vigil.observers.rebalance_requests import RebalanceRequest
@@ -107,9 +108,11 @@ class HostManager:
         recorded after its RunTask succeeded, so every task a host read here names is already
         running when the listing starts, and "not listed" means gone. Listed first, a host
         whose task a concurrent pass started and recorded in between would be declared LOST
-        seconds after its start."""
+        seconds after its start. A live host whose task is not listed is judged by ECS's own
+        word on that task (:meth:`_still_stopping`), never by the listing alone."""
         hosts, requests = self.hosts.live(self.pooled_kinds, self.clock())
         running = set(list_tasks())
+        stopping = self._still_stopping(hosts, running, report)
         self.placer.begin(hosts)
         now = self.clock()
         wanting = {kind: self.store.waiting(kind) for kind in self.pooled_kinds}
@@ -123,7 +126,7 @@ class HostManager:
         placed = {n for h in hosts if h.accepting for n in h.assigned} | leaving_hosts(hosts)
         plan = plan_hosts(
             hosts,
-            running,
+            running | stopping,
             {k: sum(1 for n in v if n not in placed) for k, v in waiting.items()},
             self.placer.placements,
             now,
@@ -153,6 +156,29 @@ class HostManager:
                 {k: p.max_unavailable for k, p in self.placer.placements.items()},
             ),
         )
+
+    def _still_stopping(self, hosts: list[Host], running: set[str], report: PassReport) -> set[str]:
+        """Tasks of accepting hosts that ListTasks no longer lists but whose container ECS says
+        still runs (``planning.task_ended``): ECS was told to stop them a moment ago (a Spot
+        interruption, StopTask, a deploy) and their host, sent SIGTERM, is about to heartbeat
+        DRAINING and hand its children over. Judged by the listing alone, a pass in that window
+        would declare it LOST and fence its children mid-checkpoint. A host whose task really
+        ended (its container exited, or STOPPED) is still LOST by this very pass.
+
+        Costs nothing on a healthy pass (every host's task is listed): one DescribeTasks per 100
+        unlisted hosts otherwise. When it fails, the hosts are left unjudged by the listing for
+        this pass (counted as the pass's error); their STOPPED event or silence still ends them."""
+        unlisted = [
+            h.task_arn for h in hosts if h.accepting and h.task_arn and h.task_arn not in running
+        ]
+        if not unlisted:
+            return set()
+        stopping = set(unlisted)
+        with isolated("hosts' unlisted tasks", report):
+            described = self.ecs.describe(unlisted)
+            report.described += len(unlisted)
+            stopping = {arn for arn, task in described.items() if not task_ended(task)}
+        return stopping
 
     # Moving observers on purpose: rollouts and rebalances -----------------------------------------
 
