@@ -1,0 +1,45 @@
+"""An adversarial pass over the tasks' promises (README "Guarantees"): each test is a way a
+promise could break, reproduced on moto (with SQS's real limits where moto does not keep them)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
+from tests.tasks.conftest import HandlerFactory
+from tests.tasks.test_runs import Body, url
+from vigil.contract.tasks import TaskStatus
+from vigil.tasks.envelope import parse
+
+
+def test_a_redriven_task_gets_its_retries_afresh(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """README: a redrive "gets its retries afresh". The crash budget was counted afresh (by the
+    new message's receives) but a body that raised was judged on the record's attempts, so a
+    redriven task that failed once more went straight back to FAILED without a retry."""
+    stack.client().enqueue(PLAIN, {}, key="o-1")
+    batch = records(stack.messages(url(stack)))
+    body = Body(fail=4)  # fails its three runs, then once more after the redrive
+    handler = make_handler(body, retries=2)
+    for _ in range(3):
+        invoke(handler, batch)
+    assert stack.client().get(PLAIN, "o-1").status is TaskStatus.FAILED
+
+    (dead,) = stack.dead_letters()
+    redriven = parse(dead["Body"]).redrive().body()
+
+    def delivery(receive_count: int) -> list[dict[str, Any]]:
+        record = record_of(redriven, "m-r1")
+        record["attributes"] = {"ApproximateReceiveCount": str(receive_count)}
+        return [record]
+
+    assert invoke(handler, delivery(1)) == ["m-r1"]  # failed again: a retry, not FAILED
+    retrying = stack.client().get(PLAIN, "o-1")
+    assert (retrying.status, retrying.attempts) == (TaskStatus.QUEUED, 4)
+    stack.clock.advance(timedelta(seconds=10))
+    assert invoke(handler, delivery(2)) == []
+    done = stack.client().get(PLAIN, "o-1")
+    assert (done.status, done.attempts) == (TaskStatus.SUCCEEDED, 5)
+    assert len(body.runs) == 5
