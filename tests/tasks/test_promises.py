@@ -3,12 +3,16 @@ promise could break, reproduced on moto (with SQS's real limits where moto does 
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from botocore.exceptions import ClientError
+
+from tests.helpers.clients import Delegating
 from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_runs import Body, url
+from vigil.clock import ManualClock
 from vigil.contract.tasks import TaskStatus
 from vigil.tasks.envelope import parse
 
@@ -43,3 +47,45 @@ def test_a_redriven_task_gets_its_retries_afresh(
     done = stack.client().get(PLAIN, "o-1")
     assert (done.status, done.attempts) == (TaskStatus.SUCCEEDED, 5)
     assert len(body.runs) == 5
+
+
+class TwelveHoursFromReceipt(Delegating):
+    """SQS's rule that moto does not keep: a message's visibility may reach at most 12 hours
+    from the moment it was received, so ChangeMessageVisibility(43200) after any time in
+    flight is refused."""
+
+    def __init__(self, client: Any, clock: ManualClock, received_at: datetime) -> None:
+        super().__init__(client)
+        self.clock, self.received_at = clock, received_at
+        self.accepted: list[int] = []
+
+    def change_message_visibility(self, **kwargs: Any) -> Any:
+        in_flight = (self.clock() - self.received_at).total_seconds()
+        if in_flight + kwargs["VisibilityTimeout"] > 43_200:
+            raise ClientError(
+                {"Error": {"Code": "InvalidParameterValue", "Message": "beyond the limit"}},
+                "ChangeMessageVisibility",
+            )
+        self.accepted.append(kwargs["VisibilityTimeout"])
+        return self._client.change_message_visibility(**kwargs)
+
+
+def test_a_long_backoff_is_a_visibility_sqs_accepts(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """The backoff was capped at exactly 12 hours, which SQS refuses once the message has been
+    in flight at all; the refusal was only logged, so the retry came back after the queue's
+    visibility timeout (minutes) instead of the backoff (hours)."""
+    stack.client().enqueue(PLAIN, {}, key="o-1")
+    batch = records(stack.messages(url(stack)))
+    sqs = TwelveHoursFromReceipt(stack.sqs, stack.clock, stack.clock())
+
+    def work(run: Any) -> None:
+        stack.clock.advance(timedelta(seconds=5))
+
+    handler = make_handler(
+        Body(fail=1, during=work), retries=1, backoff=timedelta(hours=12), sqs=sqs
+    )
+    assert invoke(handler, batch) == [batch[0]["messageId"]]
+    (delay,) = sqs.accepted
+    assert 11 * 3600 < delay < 43_200
