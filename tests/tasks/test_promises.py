@@ -13,8 +13,11 @@ from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_runs import Body, url
 from vigil.clock import ManualClock
-from vigil.contract.tasks import TaskStatus
+from vigil.contract.tasks import MAX_MESSAGE_BYTES, TaskStatus
 from vigil.tasks.envelope import parse
+from vigil.tasks.errors import InvalidTask
+from vigil.tasks.queues import TaskQueue
+from vigil.tasks.redrive import redrive
 
 
 def test_a_redriven_task_gets_its_retries_afresh(
@@ -89,3 +92,51 @@ def test_a_long_backoff_is_a_visibility_sqs_accepts(
     assert invoke(handler, batch) == [batch[0]["messageId"]]
     (delay,) = sqs.accepted
     assert 11 * 3600 < delay < 43_200
+
+
+class SizeLimited(Delegating):
+    """SQS's size rule that moto does not keep: the body *and* the message attributes (names,
+    types, values) count toward the 256 KiB."""
+
+    def send_message(self, **kwargs: Any) -> Any:
+        size = len(kwargs["MessageBody"].encode())
+        for name, value in (kwargs.get("MessageAttributes") or {}).items():
+            size += len(name) + len(value["DataType"]) + len(value["StringValue"].encode())
+        if size > MAX_MESSAGE_BYTES:
+            raise ClientError(
+                {"Error": {"Code": "InvalidParameterValue", "Message": "message too long"}},
+                "SendMessage",
+            )
+        return self._client.send_message(**kwargs)
+
+
+def largest_payload(stack: Stack) -> dict[str, Any]:
+    """The biggest ``{"data": "xxx..."}`` that ``enqueue`` accepts."""
+    low, high = 0, MAX_MESSAGE_BYTES
+    while low < high:
+        middle = (low + high + 1) // 2
+        try:
+            stack.client().plan(PLAIN, {"data": "x" * middle}, key="o-1")
+            low = middle
+        except InvalidTask:
+            high = middle - 1
+    return {"data": "x" * low}
+
+
+def test_any_task_enqueue_accepts_can_be_dead_lettered_with_its_reason_and_redriven(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """``enqueue`` let the envelope use all of SQS's 256 KiB; the dead letter adds its reason
+    attribute and a redrive its ``redriven`` flag, so a large task that failed could not be
+    dead-lettered (the record stayed RUNNING and the message went round until SQS's redrive
+    policy dropped it there without a reason) nor redriven."""
+    sqs = SizeLimited(stack.sqs)
+    stack.client(sqs=sqs).enqueue(PLAIN, largest_payload(stack), key="o-1")
+    batch = records(stack.messages(url(stack)))
+    handler = make_handler(Body(fail=1), retries=0, sqs=sqs)
+
+    assert invoke(handler, batch) == []  # FAILED and dead-lettered, not kept
+    assert stack.client().get(PLAIN, "o-1").status is TaskStatus.FAILED
+    spec = stack.catalog.spec(PLAIN)
+    moved = redrive(sqs, TaskQueue(sqs, spec.queue_url, spec.dead_letter_url), task=PLAIN)
+    assert moved.moved == ["o-1"]
