@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
 from tests.helpers.clients import Delegating
@@ -140,3 +141,33 @@ def test_any_task_enqueue_accepts_can_be_dead_lettered_with_its_reason_and_redri
     spec = stack.catalog.spec(PLAIN)
     moved = redrive(sqs, TaskQueue(sqs, spec.queue_url, spec.dead_letter_url), task=PLAIN)
     assert moved.moved == ["o-1"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a plain copy of a key (re-enqueued) met during a redrive's retries is judged on the "
+    "record's attempts, so it is taken as a run that crashed past its retries: FAILED "
+    "RunCrashed, a failure event and a second dead letter, for a task that is still retrying. "
+    "Needs the record to say which budget its attempts are on (e.g. attempts at the redrive).",
+)
+def test_a_key_enqueued_again_while_its_redrive_retries_is_not_called_crashed(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    client = stack.client()
+    client.enqueue(PLAIN, {}, key="o-1")
+    (first,) = records(stack.messages(url(stack)))
+    stack.sqs.delete_message(QueueUrl=url(stack), ReceiptHandle=first["receiptHandle"])
+    handler = make_handler(Body(fail=3), retries=1)
+    invoke(handler, [first])
+    invoke(handler, [first])  # FAILED after its retry, dead-lettered
+    (dead,) = stack.dead_letters()
+    stack.sqs.delete_message(
+        QueueUrl=stack.catalog.spec(PLAIN).dead_letter_url, ReceiptHandle=dead["ReceiptHandle"]
+    )
+    redriven = record_of(parse(dead["Body"]).redrive().body(), "m-r1")
+    assert invoke(handler, [redriven]) == ["m-r1"]  # the redrive's first run fails: a retry
+
+    client.enqueue(PLAIN, {}, key="o-1")  # the application sends the same key again
+    assert invoke(handler, records(stack.messages(url(stack)))) == []
+    assert stack.client().get(PLAIN, "o-1").error_type != "RunCrashed"
+    assert stack.dead_letters() == []
