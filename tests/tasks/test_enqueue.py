@@ -19,7 +19,7 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], str]] = [
     ("payload not JSON", {"payload": {"when": datetime(2026, 1, 1)}}, "not JSON-serializable"),
     ("payload NaN", {"payload": {"x": float("nan")}}, "not JSON-serializable"),
     ("payload not an object", {"payload": ["a"]}, "must be a JSON object"),
-    ("payload over 256 KiB", {"payload": {"blob": "x" * 262_144}}, "over SQS's 262144"),
+    ("payload over 256 KiB", {"payload": {"blob": "x" * 262_144}}, "of SQS's 256 KiB"),
     ("key with a space", {"key": "order 1"}, "invalid key"),
     ("key too long", {"key": "k" * 129}, "invalid key"),
     ("key empty", {"key": ""}, "invalid key"),

@@ -68,7 +68,8 @@ class TaskEnv(StrEnum):
     DEAD_LETTER_URL = "VIGIL_TASK_DEAD_LETTER_URL"
     RETRIES = "VIGIL_TASK_RETRIES"
     BACKOFF_SECONDS = "VIGIL_TASK_BACKOFF_SECONDS"
-    """The first retry's delay; each next one doubles, capped at SQS's 12 hours."""
+    """The first retry's delay; each next one doubles, capped just under SQS's 12 hours
+    (``vigil.tasks.settings.MAX_BACKOFF``)."""
     ORDERED = "VIGIL_TASK_ORDERED"
     RETENTION_SECONDS = "VIGIL_TASK_RETENTION_SECONDS"
     """How long a record (and so a key's once-only promise) is kept after its last write."""

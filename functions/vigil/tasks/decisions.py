@@ -8,7 +8,7 @@ branch is tested without AWS:
   RUNNING under a live lease -> BUSY, the message comes back when the lease has run out; otherwise
   the state moved (a token ahead of our clock) -> RETRY above what was seen;
 * a body that raised (:func:`after_failure`): retry after ``backoff * 2**(attempt-1)`` (capped at
-  SQS's 12 hours), or, out of retries, FAILED and the dead-letter queue;
+  ``MAX_BACKOFF``, just under SQS's 12 hours), or, out of retries, FAILED and the dead-letter queue;
 * a claim past the retries (:func:`crashed_out`): earlier attempts died without an outcome ->
   FAILED ``RunCrashed`` without running it again;
 * a batch near its deadline (:func:`may_claim`): claim nothing more, so no run starts that the

@@ -25,7 +25,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, iso, system_clock
-from vigil.contract.tasks import GROUP, MAX_MESSAGE_BYTES, MAX_QUEUE_DELAY_S, TASK_ID, TaskStatus
+from vigil.contract.tasks import GROUP, MAX_QUEUE_DELAY_S, TASK_ID, TaskStatus
 from vigil.dynamo import error_code
 from vigil.tasks.catalog import Catalog, TaskSpec
 from vigil.tasks.envelope import (
@@ -35,7 +35,7 @@ from vigil.tasks.envelope import (
     schedule_name,
 )
 from vigil.tasks.errors import InvalidTask, NotCancellable, TaskNotFound
-from vigil.tasks.queues import TaskQueue
+from vigil.tasks.queues import MAX_TASK_MESSAGE_BYTES, TaskQueue
 from vigil.tasks.store import TaskRecord, TaskStore
 
 Delay = timedelta | int | float
@@ -145,12 +145,13 @@ class TaskClient:
             body = envelope.body()
         except (TypeError, ValueError) as error:
             raise InvalidTask("payload", f"the payload is not JSON-serializable: {error}") from None
-        size = len(body.encode())
-        if size > MAX_MESSAGE_BYTES:
+        # As a redrive would send it: the message must survive its dead letter and redrive.
+        size = len(envelope.redrive().body().encode())
+        if size > MAX_TASK_MESSAGE_BYTES:
             raise InvalidTask(
                 "payload",
-                f"the task message would be {size} bytes, over SQS's {MAX_MESSAGE_BYTES}: store "
-                "the data elsewhere (S3) and pass its location",
+                f"the task message would be {size} bytes, over the {MAX_TASK_MESSAGE_BYTES} a "
+                "task may use of SQS's 256 KiB: store the data elsewhere (S3) and pass its location",
             )
         return Plan(spec, envelope, body, 0 if scheduled else wait_s, due, scheduled)
 

@@ -289,9 +289,10 @@ class TaskGuard:
             else:
                 assert error is not None
                 error_type, text, final = type(error).__name__, str(error), False
+            # Judged on the same budget as a crash: a redrive's retries are afresh for both.
             retry = (
                 not final
-                and after_failure(attempt, self.settings.retries, self.settings.backoff).retry
+                and after_failure(budget, self.settings.retries, self.settings.backoff).retry
             )
             outcome = replace(
                 outcome,

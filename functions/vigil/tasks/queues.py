@@ -5,8 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from vigil.contract.tasks import REASON_ATTRIBUTE
-from vigil.dynamo import truncate
+from vigil.contract.tasks import MAX_MESSAGE_BYTES, REASON_ATTRIBUTE
+from vigil.dynamo import ERROR_TEXT_LIMIT, truncate
+
+REASON_TYPE = "String"
+MAX_TASK_MESSAGE_BYTES = MAX_MESSAGE_BYTES - (
+    len(REASON_ATTRIBUTE) + len(REASON_TYPE) + 4 * ERROR_TEXT_LIMIT
+)
+"""The largest task message ``enqueue`` sends (measured with the ``redriven`` flag a redrive
+adds): SQS counts message attributes toward its 256 KiB, so the room for the dead letter's
+reason (at most ``ERROR_TEXT_LIMIT`` characters of up to 4 bytes) is kept free. A message that
+used it all could be neither dead-lettered with its reason nor redriven."""
 
 
 class TaskQueue:
@@ -40,7 +49,7 @@ class TaskQueue:
             "QueueUrl": self.dead_letter_url,
             "MessageBody": body,
             "MessageAttributes": {
-                REASON_ATTRIBUTE: {"DataType": "String", "StringValue": truncate(reason) or "-"}
+                REASON_ATTRIBUTE: {"DataType": REASON_TYPE, "StringValue": truncate(reason) or "-"}
             },
         }
         if self.dead_letter_url.endswith(".fifo"):

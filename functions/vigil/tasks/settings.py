@@ -10,8 +10,12 @@ from datetime import timedelta
 from vigil.contract.tasks import TaskEnv
 from vigil.settings import Environment
 
-MAX_BACKOFF = timedelta(hours=12)
-"""SQS's longest visibility timeout: no retry can wait longer."""
+MAX_BACKOFF = timedelta(hours=12) - timedelta(minutes=15 + 5)
+"""The longest a message can be set to come back (a retry's backoff, a busy task's wait). SQS
+allows a visibility of at most 12 hours *from the message's receipt*, and refuses more; by the
+time the guard asks, the message has been in flight for up to a batching window (5 min) and the
+invocation so far (at most Lambda's 15 min). Asking for the full 12 hours would be refused and
+the retry would come back after the queue's visibility timeout instead, far too early."""
 
 
 @dataclass(frozen=True)
