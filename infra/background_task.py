@@ -189,8 +189,12 @@ class BackgroundTask(Construct):
             ),
             description=f"Vigil task {self.task_name}: one-time schedules send to its queue",
         )
+        # The dead-letter queue too: a schedule that cannot send leaves the task there.
         role.add_to_policy(
-            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.queue.queue_arn])
+            iam.PolicyStatement(
+                actions=["sqs:SendMessage"],
+                resources=[self.queue.queue_arn, self.dead_letters.queue_arn],
+            )
         )
         return role
 
@@ -271,7 +275,10 @@ def grant_tasks(
                     stack.format_arn(
                         service="scheduler",
                         resource="schedule",
-                        resource_name=f"{task.schedule_group_name}/*",
+                        # Only names of these tasks' schedules (schedule_name: the task's
+                        # first 23 characters, a dash, a digest), so a role that may enqueue
+                        # one task cannot take another task's schedule name.
+                        resource_name=f"{task.schedule_group_name}/{task.task_name[:23]}-*",
                     )
                     for task in tasks
                 }

@@ -21,8 +21,8 @@ from constructs import IConstruct
 
 PACK = "AwsSolutions::"
 ONE_TIME_SCHEDULES = (
-    "A task's one-time schedule is named by its task and id at enqueue time: the grant is any "
-    "schedule in the stack's own tasks schedule group, none outside it"
+    "A task's one-time schedule is named by its task and id at enqueue time: the grant is the "
+    "schedules named for these tasks in the stack's own tasks schedule group, none outside it"
 )
 WILDCARDS: dict[frozenset[str], str] = {
     frozenset({"xray:PutTraceSegments", "xray:PutTelemetryRecords"}): (

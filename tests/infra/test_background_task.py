@@ -137,7 +137,7 @@ def test_each_task_function_touches_only_its_own_records_and_queues(
         assert "event-bus/default" in json.dumps(events["Resource"])
 
 
-def test_the_scheduler_role_only_sends_to_its_task_queue(synthesized: Synthesized) -> None:
+def test_the_scheduler_role_only_sends_to_its_task_queues(synthesized: Synthesized) -> None:
     (group,) = synthesized.resources("AWS::Scheduler::ScheduleGroup").values()
     assert group["Properties"]["Name"] == "Vigil-tasks"
     for construct in TASKS.values():
@@ -146,13 +146,13 @@ def test_the_scheduler_role_only_sends_to_its_task_queue(synthesized: Synthesize
         assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
         assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
         queue = by_path(synthesized, "AWS::SQS::Queue", f"/{construct}/Queue/")
-        assert role_statements(synthesized, role["id"]) == [
-            {
-                "Action": "sqs:SendMessage",
-                "Effect": "Allow",
-                "Resource": {"Fn::GetAtt": [queue["id"], "Arn"]},
-            }
-        ]
+        dead = by_path(synthesized, "AWS::SQS::Queue", f"/{construct}/DeadLetters/")
+        (statement,) = role_statements(synthesized, role["id"])
+        assert statement["Action"] == "sqs:SendMessage"
+        # The queue, and the dead-letter queue a schedule that cannot send leaves the task in
+        assert sorted(r["Fn::GetAtt"][0] for r in statement["Resource"]) == sorted(
+            [queue["id"], dead["id"]]
+        )
 
 
 def test_the_catalog_and_table_outputs(synthesized: Synthesized) -> None:
@@ -199,7 +199,11 @@ def test_the_management_api_routes_and_its_least_privilege(synthesized: Synthesi
     assert len(send["Resource"]) == 2
     (schedules,) = [s for s in statements if "scheduler:CreateSchedule" in actions(s)]
     assert set(actions(schedules)) == {"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}
-    assert "schedule/Vigil-tasks/*" in json.dumps(schedules["Resource"])
+    # Only these tasks' schedule names: not another task's (nor any schedule in the group)
+    granted = json.dumps(schedules["Resource"])
+    assert "schedule/Vigil-tasks/send-receipt-*" in granted
+    assert "schedule/Vigil-tasks/provision-tenant-*" in granted
+    assert "schedule/Vigil-tasks/*" not in granted
     (passing,) = [s for s in statements if actions(s) == ["iam:PassRole"]]
     assert passing["Condition"] == {
         "StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}

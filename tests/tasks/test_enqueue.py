@@ -124,6 +124,14 @@ def test_a_start_beyond_15_minutes_is_a_one_time_schedule_that_deletes_itself(
     assert schedule["ActionAfterCompletion"] == "DELETE"
     assert schedule["Target"]["Arn"] == "arn:aws:sqs:us-east-1:123456789012:vigil-send-receipt"
     assert json.loads(schedule["Target"]["Input"])[ENVELOPE_KEY]["id"] == "o-9"
+    # A schedule that cannot send (the queue gone, the role broken) keeps retrying for a day,
+    # then leaves the task in its dead-letter queue (alarmed, redrivable), never silently QUEUED.
+    dead_letters = "arn:aws:sqs:us-east-1:123456789012:vigil-send-receipt-dlq"
+    assert schedule["Target"]["DeadLetterConfig"] == {"Arn": dead_letters}
+    assert schedule["Target"]["RetryPolicy"] == {
+        "MaximumEventAgeInSeconds": 86_400,
+        "MaximumRetryAttempts": 185,
+    }
     assert len(scheduler.of("create_schedule")) == 2
 
     client.cancel(PLAIN, "o-9")  # a cancelled task's schedule goes too

@@ -198,6 +198,18 @@ class TaskClient:
 
     def _schedule(self, spec: TaskSpec, envelope: Envelope, body: str, due: datetime) -> None:
         scheduler = self._client("scheduler")
+        region = scheduler.meta.region_name
+        target: dict[str, Any] = {
+            "Arn": queue_arn(spec.queue_url, region),
+            "RoleArn": spec.scheduler_role_arn,
+            "Input": body,
+            # A schedule that cannot send retries for a day (Scheduler's longest), then leaves
+            # the envelope in the task's dead-letter queue: alarmed and redrivable, never a
+            # record QUEUED for ever with nothing left to run it.
+            "RetryPolicy": {"MaximumEventAgeInSeconds": 86_400, "MaximumRetryAttempts": 185},
+        }
+        if spec.dead_letter_url:
+            target["DeadLetterConfig"] = {"Arn": queue_arn(spec.dead_letter_url, region)}
         try:
             scheduler.create_schedule(
                 Name=schedule_name(spec.name, envelope.id),
@@ -206,11 +218,7 @@ class TaskClient:
                 ScheduleExpressionTimezone="UTC",
                 FlexibleTimeWindow={"Mode": "OFF"},
                 ActionAfterCompletion="DELETE",
-                Target={
-                    "Arn": queue_arn(spec.queue_url, scheduler.meta.region_name),
-                    "RoleArn": spec.scheduler_role_arn,
-                    "Input": body,
-                },
+                Target=target,
                 Description=f"vigil task {spec.name} {envelope.id}"[:512],
             )
         except ClientError as error:
