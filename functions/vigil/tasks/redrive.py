@@ -13,9 +13,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from vigil.contract.tasks import REASON_ATTRIBUTE
 from vigil.tasks.envelope import parse
 from vigil.tasks.errors import MalformedTask
-from vigil.tasks.queues import REASON_ATTRIBUTE, TaskQueue
+from vigil.tasks.queues import TaskQueue
 
 TAKE_FOR_S = 300
 """How long the messages being redriven stay invisible in the dead-letter queue."""
