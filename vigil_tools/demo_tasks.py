@@ -1,10 +1,11 @@
 """The demo's tasks act: the example app's ``send-receipt`` and ordered ``provision-tenant``.
 
-Tasks are enqueued with the ``vigil`` CLI (in-process, ``vigil.tasks.enqueue`` as an application
-calls it) and delivered by the deployed SQS event source mappings (the emulator's poller) on the
-demo's stepped clock, so retries, delays and visibility timeouts take simulated time only. What is
-printed is read back: the records with ``vigil tasks get``/``list``, the dead letters from their
-queue, and each delivery's outcome from the functions' own log lines.
+Tasks are enqueued as an application enqueues them (``vigil.tasks``' enqueue) and delivered by
+the deployed SQS event source mappings (the emulator's poller) on the demo's stepped clock, so
+retries, delays and visibility timeouts take simulated time only. The operator's side is the
+``vigil`` CLI, in-process (``tasks redrive``, ``get``, ``list``). What is printed is read back: the
+records, the dead letters from their queue, and each delivery's outcome from the functions' own
+log lines (one CLI run builds its clients afresh: the application's side keeps one client).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from vigil.contract.tasks import CatalogField
+from vigil.tasks.enqueue import TaskClient
 from vigil_tools.demo_control import run_cli
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.clients import own_client
 from vigil_tools.emulator.lambda_runtime import LocalLambda
 from vigil_tools.emulator.queue_mappings import BatchResult, QueueMapping
 from vigil_tools.tasks_catalog import tasks_catalog
+from vigil_tools.tasks_cli import catalog_of
 from vigil_tools.testing.stack import task_dead_letters
 
 RECEIPT = "send-receipt"
@@ -136,17 +139,21 @@ def _story(
         QueueMapping.all_of(account.session, own_client(account.session, "sqs")),
     )
     facts: dict[str, Any] = {}
+    # The application's side: vigil.tasks' enqueue, as any Python application calls it.
+    client = TaskClient(
+        catalog_of(account.session.client("cloudformation"), account.deployed.stack_name),
+        sqs=account.session.client("sqs"),
+        dynamodb=account.session.client("dynamodb"),
+        scheduler=account.session.client("scheduler"),
+    )
+    enqueue = client.enqueue
     seen: dict[str, int] = {}
 
     def cli(*argv: str, echo: bool = True) -> str:
         return run_cli(account, argv, echo=echo)
 
-    def enqueue(task: str, payload: dict[str, Any], *options: str) -> str:
-        argv = ("tasks", "enqueue", task, "--payload", json.dumps(payload), *options)
-        return cli(*argv, echo=False)
-
     def record(task: str, task_id: str) -> dict[str, Any]:
-        return dict(json.loads(cli("--json", "tasks", "get", task, task_id, echo=False)))
+        return dict(client.get(task, task_id).to_json())
 
     def outcomes(task: str) -> list[tuple[str, str]]:
         """The deliveries since the last look: (id, outcome) from the function's log lines."""
@@ -166,7 +173,7 @@ def _story(
 
     # Once per key: a double-clicked checkout enqueues the same order three times.
     order = {"order": "o-1", "email": "ann@example.com", "total": 12}
-    ids = [enqueue(RECEIPT, order, "--key", "o-1") for _ in range(3)]
+    ids = [enqueue(RECEIPT, order, key="o-1") for _ in range(3)]
     poller.run_until(now())
     delivered = outcomes(RECEIPT)
     got = record(RECEIPT, "o-1")
@@ -207,14 +214,14 @@ def _story(
     facts["redrive"] = {"first": first, "again": again, "dead_letters": len(letters)}
 
     # A delayed task: not before its time.
-    delayed = enqueue(RECEIPT, {**order, "order": "o-3"}, "--delay", str(DELAY.total_seconds()))
+    delayed = enqueue(RECEIPT, {**order, "order": "o-3"}, delay=DELAY)
     enqueued_at = now()
     poller.run_until(enqueued_at + DELAY - timedelta(seconds=1))
     before = record(RECEIPT, delayed)["status"]
     poller.run_until(enqueued_at + DELAY + timedelta(seconds=1))
     after = record(RECEIPT, delayed)
     say(
-        f"{RECEIPT} o-3 with --delay {DELAY.total_seconds():g}",
+        f"{RECEIPT} o-3 with a delay of {DELAY.total_seconds():g} s",
         f"at +{_mmss(DELAY - timedelta(seconds=1))} {before}, "
         f"at +{_mmss(DELAY + timedelta(seconds=1))} {after['status']} "
         f"(started {after['started_at'][11:19]})",
@@ -225,7 +232,7 @@ def _story(
     # An ordered group: one tenant's steps, in enqueue order, one at a time.
     actions = ("create", "resize", "delete")
     steps = [
-        enqueue(TENANT, {"tenant": "t-1", "action": a}, "--group", "t-1", "--key", f"t-1-{a}")
+        enqueue(TENANT, {"tenant": "t-1", "action": a}, group="t-1", key=f"t-1-{a}")
         for a in actions
     ]
     poller.run_until(now())
@@ -237,7 +244,7 @@ def _story(
     # A Lambda timeout mid-batch: the whole batch comes back, what had finished is DUPLICATE.
     batch = [f"o-{n}" for n in range(11, 15)]
     for task_id in batch:
-        enqueue(RECEIPT, {**order, "order": task_id}, "--key", task_id)
+        enqueue(RECEIPT, {**order, "order": task_id}, key=task_id)
     stall.task_id = batch[1]
     poller.run_until(now())
     stall.task_id = None
@@ -265,27 +272,25 @@ def _story(
     # Results read back, as an operator or the application would.
     cli("tasks", "get", RECEIPT, "o-1")
     cli("tasks", "list", TENANT)
-    facts["summary"] = _summary(account, catalog, log_dir)
+    facts["summary"] = _summary(account, client, catalog, log_dir)
     facts["seconds_simulated"] = (now() - start).total_seconds()
     return facts
 
 
 def _summary(
-    account: LocalAccount, catalog: dict[str, dict[str, Any]], log_dir: Path
+    account: LocalAccount, client: TaskClient, catalog: dict[str, dict[str, Any]], log_dir: Path
 ) -> dict[str, Any]:
     """The section's closing lines, counted from the tasks' records and the functions' logs."""
     print("Tasks (from the records and the functions' logs):")
     summary: dict[str, Any] = {}
     for task in sorted(catalog):
-        listed = json.loads(run_cli(account, ("--json", "tasks", "list", task), echo=False))
-        statuses = Counter(r["status"] for r in listed["tasks"])
+        records, _ = client.list(task, limit=1000)
+        statuses = Counter(r.status.value for r in records)
         deliveries = Counter(
             o for _, o in _deliveries(log_dir / f"{catalog[task][CatalogField.FUNCTION]}.log")
         )
         letters = task_dead_letters(account.session, catalog[task][CatalogField.DEAD_LETTER_URL])
-        ran_twice = sum(
-            1 for r in listed["tasks"] if r["status"] == "SUCCEEDED" and r["attempts"] > 1
-        )
+        ran_twice = sum(1 for r in records if r.status.value == "SUCCEEDED" and r.attempts > 1)
         summary[task] = {
             "statuses": dict(statuses),
             "deliveries": dict(deliveries),
@@ -293,7 +298,7 @@ def _summary(
             "succeeded_twice": ran_twice,
         }
         print(
-            f"  {task}: {len(listed['tasks'])} tasks ({_tally(statuses.items())}); "
+            f"  {task}: {len(records)} tasks ({_tally(statuses.items())}); "
             f"deliveries {_tally(deliveries.items())}; {len(letters)} dead letter(s)"
         )
     return summary
