@@ -7,7 +7,9 @@ event), then the dead-letter queues are redriven. Observers: the CLI creates obs
 deployed API, the reconciler starts them on ECS, their containers heartbeat and checkpoint, one
 crashes and is replaced (its zombie fenced), one is stopped. Pooled observers: packed on host tasks
 (the real host process), a host killed and its observers resumed elsewhere from their checkpoints,
-a zombie host fenced. Everything printed is read back from the deployed resources.
+a zombie host fenced. Tasks: a receipt enqueued three times runs once, a poison payload is
+dead-lettered with its reason, a delayed task, an ordered group, a Lambda timeout mid-batch whose
+finished messages come back DUPLICATE, read back with ``vigil tasks``. Everything printed is read back from the deployed resources.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from vigil.jobs.store import RunStore
 from vigil_tools.demo_control import simulate_control
 from vigil_tools.demo_observers import simulate as simulate_observers
 from vigil_tools.demo_pooled import simulate as simulate_pooled
+from vigil_tools.demo_tasks import simulate_tasks
 from vigil_tools.emulator.account import LocalAccount, local_account
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
 from vigil_tools.emulator.scheduler import Schedule, deployed_schedules, occurrences
@@ -155,6 +158,7 @@ def simulate(project: Project | None = None) -> dict[str, Any]:
         )
         facts["observers"] = simulate_observers(account, runtime, frozen, log_dir=log_dir)
         facts["pooled"] = simulate_pooled(account, now, frozen.move_to, log_dir=log_dir)
+        facts["tasks"] = simulate_tasks(account, runtime, now, frozen.move_to, log_dir=log_dir)
         return facts
 
 

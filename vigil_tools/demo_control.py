@@ -9,11 +9,11 @@ from __future__ import annotations
 import io
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from vigil_tools.cli import InProcessTransport
+from vigil_tools.cli import InProcessTransport, Transport
 from vigil_tools.cli import main as vigil
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.lambda_runtime import LocalLambda
@@ -40,18 +40,7 @@ def simulate_control(
         return result.attempts[-1].payload
 
     def cli(*argv: str) -> str:
-        out, err = io.StringIO(), io.StringIO()
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="No application metrics to publish")
-            code = vigil(
-                list(argv), transport=transport, session=account.session, stdout=out, stderr=err
-            )
-        text = (out.getvalue() + err.getvalue()).rstrip()
-        print(
-            f"$ vigil {' '.join(argv)}   (exit {code})\n"
-            + "\n".join(f"  {line}" for line in text.splitlines())
-        )
-        return text
+        return run_cli(account, argv, transport)
 
     def api(event: dict[str, Any], _context: LambdaContext) -> dict[str, Any]:
         answer = runtime.invoke(audit.target_arn, event).payload
@@ -80,3 +69,27 @@ def simulate_control(
     facts["backfill"] = cli("jobs", "backfill", "cleanup", "--from", first, "--to", last)
     cli("jobs", "next", "daily-report", "-n", "3")
     return facts
+
+
+def run_cli(
+    account: LocalAccount,
+    argv: Sequence[str],
+    transport: Transport | None = None,
+    *,
+    echo: bool = True,
+) -> str:
+    """``vigil ARGV`` in-process against the emulator, printed as typed (with its exit code and
+    indented output) unless ``echo`` is off; its output."""
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
+        code = vigil(
+            list(argv), transport=transport, session=account.session, stdout=out, stderr=err
+        )
+    text = (out.getvalue() + err.getvalue()).rstrip()
+    if echo:
+        print(
+            f"$ vigil {' '.join(argv)}   (exit {code})\n"
+            + "\n".join(f"  {line}" for line in text.splitlines())
+        )
+    return text

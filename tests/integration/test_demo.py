@@ -50,3 +50,54 @@ def test_job_control_act_pauses_runs_now_catches_a_never_delivered_tick_and_back
     assert "SUCCEEDED" in control["run_now"]
     assert control["never_delivered"][0] == "cleanup 2026-11-23T07:05:00Z"
     assert "backfill of cleanup: 5/5 succeeded" in control["backfill"]
+
+
+def test_tasks_act_runs_each_key_once_dead_letters_poison_and_survives_a_timeout_mid_batch(
+    facts: dict[str, Any],
+) -> None:
+    """The tasks section's figures, read back from the records and the functions' logs (it
+    adds a few seconds to the demo this module already runs once)."""
+    tasks = facts["tasks"]
+    assert tasks["once"]["ids"] == ["o-1"] * 3
+    assert (tasks["once"]["status"], tasks["once"]["attempts"]) == ("SUCCEEDED", 1)
+    assert sorted(tasks["once"]["deliveries"]) == ["DUPLICATE", "DUPLICATE", "SUCCEEDED"]
+    assert (tasks["poison"]["status"], tasks["poison"]["attempts"]) == ("FAILED", 4)
+    reasons = [reason for _, reason in tasks["poison"]["dead_letters"]]
+    assert any(r.startswith("malformed: the body is not JSON") for r in reasons)
+    assert any("InvalidOrder" in r for r in reasons)
+    assert tasks["redrive"]["first"].startswith("redrove 1 task(s)")
+    assert tasks["redrive"]["again"].startswith("redrove 0 task(s)")
+    assert tasks["redrive"]["dead_letters"] == 2  # the poison once more, and the malformed one
+    assert tasks["delayed"] == {"before": "QUEUED", "after": "SUCCEEDED"}
+    assert tasks["ordered"] == ["create", "resize", "delete"]
+    timeout = tasks["timeout"]
+    assert (timeout["stalled"], timeout["timed_out"]) == (1, 1)
+    assert timeout["first"] == [
+        ("o-11", "SUCCEEDED"),
+        ("o-12", "SUCCEEDED"),
+        ("o-13", "DEFERRED"),
+        ("o-14", "DEFERRED"),
+    ]
+    assert timeout["second"] == [
+        ("o-11", "DUPLICATE"),
+        ("o-12", "DUPLICATE"),
+        ("o-13", "SUCCEEDED"),
+        ("o-14", "SUCCEEDED"),
+    ]
+    assert set(timeout["records"].values()) == {("SUCCEEDED", 1)}
+
+
+def test_tasks_summary_counts_come_from_the_records(facts: dict[str, Any]) -> None:
+    summary = facts["tasks"]["summary"]
+    receipts = summary["send-receipt"]
+    assert receipts["statuses"] == {"SUCCEEDED": 6, "FAILED": 1}
+    assert receipts["deliveries"]["DUPLICATE"] == 4  # two copies of o-1, o-11 and o-12 again
+    assert receipts["deliveries"]["SUCCEEDED"] == 6  # once per succeeded key
+    assert receipts["succeeded_twice"] == 0
+    assert receipts["dead_letters"] == 2
+    assert summary["provision-tenant"] == {
+        "statuses": {"SUCCEEDED": 3},
+        "deliveries": {"SUCCEEDED": 3},
+        "dead_letters": 0,
+        "succeeded_twice": 0,
+    }

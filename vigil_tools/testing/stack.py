@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from vigil.contract.schedule import Schedule as Evaluator
-from vigil.contract.tasks import ENVELOPE_KEY, MAX_QUEUE_DELAY_S, CatalogField
+from vigil.contract.tasks import ENVELOPE_KEY, MAX_QUEUE_DELAY_S, REASON_ATTRIBUTE, CatalogField
 from vigil.events import MalformedEvent
 from vigil.jobs.events import parse_tick
 from vigil.jobs.store import RunStore
@@ -597,21 +597,9 @@ class VigilStack:
         ]
 
     def _task_dead_letters(self, task: str) -> list[TaskDeadLetter]:
-        queue = self.tasks_catalog[task][CatalogField.DEAD_LETTER_URL]
-        letters = []
-        for message in peek(self.account.session, queue):
-            named = _names(message["Body"])
-            reason = (message.get("MessageAttributes") or {}).get("vigil_reason") or {}
-            letters.append(
-                TaskDeadLetter(
-                    task=named[0] if named else None,
-                    id=named[1] if named else None,
-                    reason=reason.get("StringValue"),
-                    body=message["Body"],
-                    message_id=message["MessageId"],
-                )
-            )
-        return letters
+        return task_dead_letters(
+            self.account.session, self.tasks_catalog[task][CatalogField.DEAD_LETTER_URL]
+        )
 
     def _redrive_task(self, task: str) -> Any:
         """``vigil tasks redrive``: ``vigil.tasks``' redrive, then what is due runs."""
@@ -722,6 +710,25 @@ def _quiet() -> Iterator[None]:
         warnings.filterwarnings("ignore", message="No application metrics to publish")
         warnings.filterwarnings("ignore", message="Dimension 'job' has already been added")
         yield
+
+
+def task_dead_letters(session: Any, queue: str) -> list[TaskDeadLetter]:
+    """The messages in a task's dead-letter queue ``queue``, with the consumer's reason (read
+    without receiving them: the kit and the demo look, an operator's redrive moves them)."""
+    letters = []
+    for message in peek(session, queue):
+        named = _names(message["Body"])
+        reason = (message.get("MessageAttributes") or {}).get(REASON_ATTRIBUTE) or {}
+        letters.append(
+            TaskDeadLetter(
+                task=named[0] if named else None,
+                id=named[1] if named else None,
+                reason=reason.get("StringValue"),
+                body=message["Body"],
+                message_id=message["MessageId"],
+            )
+        )
+    return letters
 
 
 def _names(body: str) -> tuple[str, str] | None:
