@@ -21,6 +21,7 @@ from benchmarks import (
     pooled_soak,
     reconciler_scale,
     rollout_scale,
+    tasks_requests,
 )
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -36,6 +37,7 @@ def main() -> None:
         ("`make demo`: seconds after set-up", demo_duration.run),
         ("Scheduled jobs: DynamoDB requests", jobs_requests.run),
         ("Scheduled jobs: import time of a job module", import_time.run),
+        ("Tasks: requests, cost and time", lambda: tasks_requests.run(quick=args.quick)),
         (
             "Scheduled jobs: chaos soak",
             lambda: chaos_soak.run(ticks=1_000 if args.quick else chaos_soak.BENCH_TICKS),

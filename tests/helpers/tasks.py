@@ -22,6 +22,7 @@ from vigil.tasks.catalog import Catalog, TaskSpec
 from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.settings import TaskSettings
 from vigil_tools.lambda_context import LambdaContext
+from vigil_tools.sqs_event import sqs_records
 
 PLAIN = "send-receipt"
 ORDERED = "provision-tenant"
@@ -139,20 +140,7 @@ class Stack:
 
 def records(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """SQS messages as the records of a Lambda event."""
-    return [
-        {
-            "messageId": m["MessageId"],
-            "receiptHandle": m["ReceiptHandle"],
-            "body": m["Body"],
-            "attributes": m.get("Attributes", {}),
-            "messageAttributes": {},
-            "md5OfBody": m.get("MD5OfBody", ""),
-            "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q",
-            "awsRegion": "us-east-1",
-        }
-        for m in messages
-    ]
+    return sqs_records(messages)
 
 
 def record_of(body: str, message_id: str = "m-1", group: str | None = None) -> dict[str, Any]:
