@@ -39,8 +39,12 @@ def _runtime_line() -> str:
 def pytest_configure(config: pytest.Config) -> None:
     """The ``vigil_stack`` plugin, as ``pip install .`` registers it (entry point ``pytest11``):
     registered here when this checkout's installed metadata predates the entry point."""
+    import freezegun
+
     from vigil_tools.testing import plugin
 
+    # Frozen clocks in tests must not freeze pytest's own timing, or --durations reports years.
+    freezegun.configure(extend_ignore_list=["_pytest.timing"])
     if not config.pluginmanager.is_registered(plugin):
         config.pluginmanager.register(plugin, "vigil")
 
