@@ -84,6 +84,8 @@ def declare_tasks(scope: Construct, tasks: TasksTable) -> list[BackgroundTask]:
             concurrency=2,
             batch_size=1,
             max_queue_age=Duration.minutes(30),
+            # The signup page waits for its tenant's steps: announced, successes too.
+            completion_events="all",
             tasks_table=tasks.table,
         ),
     ]

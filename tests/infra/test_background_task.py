@@ -20,8 +20,9 @@ from vigil_tools.emulator.deploy import _with_fifo_queue_names
 from vigil_tools.emulator.template import Synthesized
 
 TASKS = {"send-receipt": "SendReceipt", "provision-tenant": "ProvisionTenant"}
-ANNOUNCED = {"send-receipt": "all", "provision-tenant": "failures"}
-"""The example's choices: receipts sent are subscribed to; tenants' steps take the default."""
+ANNOUNCED = {"send-receipt": "all", "provision-tenant": "all"}
+"""The example's choices: both are subscribed to (the default, "failures", is in the tests of
+the construct alone)."""
 
 
 def by_path(synthesized: Synthesized, resource_type: str, part: str) -> dict[str, Any]:
