@@ -358,12 +358,17 @@ class AwsCalls:
     """The time spent inside AWS calls (botocore's ``BaseClient._make_api_call``, wrapped while
     :meth:`watching`) and their number: on moto that time is the emulator's, which says nothing
     of AWS, so a block's own time is its time minus this. Nested calls (a hook that reads the
-    table back) count once, inside the outer call."""
+    table back) count once, inside the outer call.
+
+    Times are this thread's CPU time (``time.thread_time``; moto runs in the caller's thread):
+    on a machine shared with other work the wall clock also counts the waits for a core, which
+    are not the code's. The wall clock is kept beside it (``wall_s``), for what it is."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
         self.requests = 0
         self._depth = 0
+        self.clock = time.thread_time
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[AwsCalls]:
@@ -375,11 +380,11 @@ class AwsCalls:
             if self._depth:
                 return original(client, operation, params)
             self._depth += 1
-            begin = time.perf_counter()
+            begin = self.clock()
             try:
                 return original(client, operation, params)
             finally:
-                self.seconds += time.perf_counter() - begin
+                self.seconds += self.clock() - begin
                 self.requests += 1
                 self._depth -= 1
 
@@ -392,20 +397,23 @@ class AwsCalls:
     @contextlib.contextmanager
     def span(self, into: Split) -> Iterator[None]:
         """Adds the block's time, its time in AWS calls and its requests to ``into``."""
-        seconds, requests, begin = self.seconds, self.requests, time.perf_counter()
+        seconds, requests = self.seconds, self.requests
+        begin, wall = self.clock(), time.perf_counter()
         yield
-        into.total_s += time.perf_counter() - begin
+        into.total_s += self.clock() - begin
+        into.wall_s += time.perf_counter() - wall
         into.aws_s += self.seconds - seconds
         into.requests += self.requests - requests
 
 
 @dataclass
 class Split:
-    """A measured block, summed over ``per`` tasks: its time, the part inside AWS calls, and
-    the requests it made."""
+    """A measured block, summed over ``per`` tasks: its CPU time, the part inside AWS calls,
+    its wall time, and the requests it made."""
 
     total_s: float = 0.0
     aws_s: float = 0.0
+    wall_s: float = 0.0
     requests: int = 0
     per: int = SAMPLE
 
@@ -417,6 +425,10 @@ class Split:
     @property
     def aws_ms(self) -> float:
         return 1000 * self.aws_s / self.per
+
+    @property
+    def wall_ms(self) -> float:
+        return 1000 * self.wall_s / self.per
 
     @property
     def requests_per_task(self) -> float:
@@ -709,23 +721,32 @@ def _spelled(counts: Counts, counter: Counter[str]) -> str:
     return ", ".join(parts) or "none"
 
 
+LAMBDA_VCPU_MB = 1769
+"""Lambda gives a function CPU in proportion to its memory: one vCPU at 1,769 MB (AWS's
+documentation), so at :data:`MEMORY_GB` the own time measured on a whole core stretches by
+1,769 / 256 (about 6.9) when the code is CPU-bound, as it is between its requests."""
+CPU_STRETCH = LAMBDA_VCPU_MB / (MEMORY_GB * 1024)
 AWS_LATENCY_MS = 10
 """Assumed: the time a Lambda function waits on one AWS request in the region (DynamoDB,
 SQS, EventBridge answer in single-digit to low tens of milliseconds). The number of requests is
 measured; moto's time for them is not AWS's, so it is replaced by this."""
 GB_S_LINE = (
-    f"Lambda GB-seconds ({MEMORY_GB * 1024:.0f} MB x (own time + requests x {AWS_LATENCY_MS} ms))"
+    f"Lambda GB-seconds ({MEMORY_GB * 1024:.0f} MB x (own CPU time x {CPU_STRETCH:.1f} + "
+    f"requests x {AWS_LATENCY_MS} ms))"
 )
 
 
 def cost_lines(counts: Counts, timing: Timing) -> dict[str, tuple[float, float]]:
     """``{line: (quantity per task, $ per million tasks)}``: the requests and units counted,
-    and the function's GB-seconds on its own time plus its requests at :data:`AWS_LATENCY_MS`."""
+    and the function's GB-seconds on its own time (stretched by :data:`CPU_STRETCH`) plus its
+    requests at :data:`AWS_LATENCY_MS`."""
     per = counts.per_task(counts.enqueue + counts.first + counts.source)
     sqs = sum(v for k, v in per.items() if k.startswith("SQS "))
     events = per.get("EventBridge PutEvents", 0.0)
     rru = per.get(HALF_RRU, 0.0) / 2
-    billed_ms = timing.consume.own_ms + timing.consume.requests_per_task * AWS_LATENCY_MS
+    billed_ms = (
+        timing.consume.own_ms * CPU_STRETCH + timing.consume.requests_per_task * AWS_LATENCY_MS
+    )
     gb_s = MEMORY_GB * billed_ms / 1000
     return {
         "SQS requests (send, receive, delete)": (sqs, sqs * PRICE["sqs"]),
@@ -753,17 +774,19 @@ def _cost_table(counted: list[Counts], priced: list[Timing], logged: int) -> lis
     totals[0] += " (target <= 3)"
     lines.append(f"| **total** | {' | '.join(f' | {t}' for t in totals)} |")
     timing_notes = "; ".join(
-        f"{name}: {t.consume.own_ms:.2f} ms own + {t.consume.requests_per_task:g} requests "
-        f"({t.consume.aws_ms:.2f} ms inside moto, not priced)"
+        f"{name}: {t.consume.own_ms:.2f} ms own CPU + {t.consume.requests_per_task:g} requests "
+        f"({t.consume.aws_ms:.2f} ms CPU inside moto, not priced)"
         for name, t in zip(names, priced, strict=True)
     )
     lines.append(
         f'\nThe target is judged on the default (`completion_events="failures"`: a task that '
         'succeeds sends no event; a failed one does, too rare to show per million); "all" '
-        "adds one PutEvents entry per task. Lambda's GB-seconds are the function's own time "
-        f"per task (measured: all but the time inside botocore's `_make_api_call`) plus, "
-        f"**assumed**, {AWS_LATENCY_MS} ms of AWS latency per request it makes (the requests "
-        f"are counted in the run), at {priced[0].queued:,} queued tasks. Per task: "
+        "adds one PutEvents entry per task. Lambda's GB-seconds are the function's own CPU "
+        "time per task (measured: all but the time inside botocore's `_make_api_call`, at "
+        f"{priced[0].queued:,} queued tasks) stretched by {CPU_STRETCH:.1f}, **assumed** "
+        f"(Lambda's CPU share at {MEMORY_GB * 1024:.0f} MB: one vCPU per {LAMBDA_VCPU_MB:,} MB), "
+        f"plus, **assumed**, {AWS_LATENCY_MS} ms of AWS latency per request it makes (the "
+        "requests are counted in the run). Per task: "
         f"{timing_notes}. Also assumed: full batches of {BATCH} (the example's batch size; at "
         "batch size 1 the event source's receive + delete and Lambda's request are per task: "
         f"about +${(2 - 2 / BATCH) * PRICE['sqs'] + (1 - 1 / BATCH) * PRICE['lambda_requests']:.2f} "
@@ -792,15 +815,26 @@ def _time_table(rows: list[tuple[Timing, Timing]]) -> list[str]:
             f"| {ours.queued:,} | {cells} | {ours.fill_s + theirs.fill_s:.0f} | "
             f"{ours.wall_s + theirs.wall_s:.0f} |"
         )
+    walls = "; ".join(
+        f"{ours.queued:,}: "
+        + ", ".join(
+            f"{split.wall_ms:.1f}"
+            for split in (ours.enqueue, ours.consume, theirs.enqueue, theirs.consume)
+        )
+        for ours, theirs in rows
+    )
     lines.append(
-        f"\nPer task, in-process on moto: at each depth the queue (and the tasks table) is "
-        f"filled straight into moto's stores, then {SAMPLE} enqueues and {SAMPLE} runs "
-        f"(batches of {BATCH} of the sample's own messages) are timed. Own time is all but the "
-        "time inside AWS calls (botocore's `_make_api_call`); the time inside them is moto's, "
+        f"\nPer task, in-process on moto, CPU time of the benchmark's thread (the machine is "
+        f"shared, so the wall clock counts waits for a core too): at each depth the queue (and "
+        f"the tasks table) is filled straight into moto's stores, then {SAMPLE} enqueues and "
+        f"{SAMPLE} runs (batches of {BATCH} of the sample's own messages) are timed. Own time is "
+        "all but the time inside AWS calls (botocore's `_make_api_call`, which includes "
+        "botocore's own building and parsing of the request); the time inside them is moto's, "
         "shown for what it is (moto's SendMessage would walk the whole queue three times; the "
         "counts it walks for are stubbed during the sample). The enqueue is SendMessage + "
         "PutItem (Powertools: SendMessage); the function's time is a batch's divided by its "
-        "size; the event source's receive and delete are outside both."
+        "size; the event source's receive and delete are outside both. Wall ms per task, same "
+        f"order (Vigil enqueue, function, Powertools enqueue, function): {walls}."
     )
     return lines
 
