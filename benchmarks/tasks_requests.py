@@ -8,6 +8,10 @@ from the item's size as DynamoDB bills them: a write is ceil(max(size before, si
 units, at least 1 (a refused conditional write too, by the size of the item it saw); a strongly
 consistent read ceil(size / 4 KB). The sizes are read back from the table by an uncounted client.
 
+Time is split: the time inside AWS calls (botocore's ``_make_api_call``, moto's here) apart from
+the code's own (:class:`AwsCalls`), on the thread's CPU clock; Lambda's GB-seconds are priced on
+the own time at Lambda's CPU share plus an assumed latency per request (:func:`cost_lines`).
+
 The event source is played by hand as Lambda's SQS mapping plays it: ReceiveMessage (up to the
 batch size), invoke, DeleteMessageBatch for what the function did not report failed. A
 duplicate delivery replays the records (a visibility timeout or a Lambda timeout's whole batch).
@@ -473,8 +477,9 @@ def timed(side: Side, queued: int, fill: Callable[[int], None]) -> Timing:
 @contextlib.contextmanager
 def _cheap_moto_sends() -> Iterator[None]:
     """moto's SendMessage reads the queue's attributes, whose three approximate counts walk
-    every message in the queue (for ``ContentBasedDeduplication``, on a standard queue too):
-    100 ms a send at 10,000 queued, seconds at 100,000. Nothing in the timed sample reads those
+    every message in the queue (for ``ContentBasedDeduplication``, on a standard queue too): an
+    enqueue took 630 ms of wall time at 10,000 queued (load ~10), so seconds at 100,000, for
+    each of the sample's sends on both sides. Nothing in the timed sample reads those
     counts, so they are stubbed while it runs; the time is inside an AWS call either way, and
     so not in the own time measured."""
     from unittest import mock
