@@ -67,6 +67,9 @@ def declare_tasks(scope: Construct, tasks: TasksTable) -> list[BackgroundTask]:
             backoff=Duration.seconds(30),
             concurrency=5,
             max_queue_age=Duration.minutes(10),
+            # The shop's order page subscribes to receipts sent (the README's rule), so successes
+            # are announced too; the default, "failures", announces only what needs acting on.
+            completion_events="all",
             tasks_table=tasks.table,
         ),
         # In order per tenant (the group): a FIFO queue, one step of a tenant at a time.
@@ -81,6 +84,8 @@ def declare_tasks(scope: Construct, tasks: TasksTable) -> list[BackgroundTask]:
             concurrency=2,
             batch_size=1,
             max_queue_age=Duration.minutes(30),
+            # The signup page waits for its tenant's steps: announced, successes too.
+            completion_events="all",
             tasks_table=tasks.table,
         ),
     ]

@@ -27,7 +27,14 @@ from infra.removal import data_removal_policy
 from infra.scheduled_job import default_name
 from infra.tasks_table import TasksTable
 from vigil.contract.metrics import NAMESPACE, SERVICE, TaskMetric
-from vigil.contract.tasks import PK_PREFIX, TASK_NAME, CatalogField, TaskEnv
+from vigil.contract.tasks import (
+    DEFAULT_COMPLETION_EVENTS,
+    PK_PREFIX,
+    TASK_NAME,
+    CatalogField,
+    CompletionEvents,
+    TaskEnv,
+)
 
 VISIBILITY_PER_TIMEOUT = 6
 """AWS asks for a queue visibility timeout of at least six times the function's timeout."""
@@ -48,6 +55,7 @@ class _Checked:
     name: str
     visibility_timeout: int
     batching_window: int
+    completion_events: CompletionEvents
 
 
 class BackgroundTask(Construct):
@@ -58,6 +66,9 @@ class BackgroundTask(Construct):
     (the event source's maximum concurrency). ``ordered`` makes the queue FIFO: tasks of one group
     run one at a time, in order (no per-message delay; batch size at most 10). ``retention`` is how
     long a record, and so a key's once-only promise, is kept after its last write.
+    ``completion_events`` says which outcomes are announced on EventBridge (``CompletionEvents``):
+    ``"failures"`` by default, ``"all"`` when an application subscribes to successes, ``"none"``
+    when results are only read from the records; each event costs as much as the task's writes.
     """
 
     def __init__(
@@ -78,6 +89,7 @@ class BackgroundTask(Construct):
         memory_size: int = 256,
         lease_margin: Duration = Duration.seconds(10),
         max_queue_age: Duration = Duration.minutes(15),
+        completion_events: CompletionEvents | str = DEFAULT_COMPLETION_EVENTS,
         task_name: str | None = None,
         description: str | None = None,
         tasks_table: dynamodb.ITable | None = None,
@@ -99,8 +111,10 @@ class BackgroundTask(Construct):
             memory_size=memory_size,
             lease_margin=lease_margin,
             max_queue_age=max_queue_age,
+            completion_events=completion_events,
         )
         self.task_name = checked.name
+        self.completion_events = checked.completion_events
         self.ordered = ordered
         self.retries = retries
         self.concurrency = concurrency
@@ -137,6 +151,7 @@ class BackgroundTask(Construct):
                 TaskEnv.RETENTION_SECONDS.value: str(self.retention_seconds),
                 TaskEnv.LEASE_MARGIN_SECONDS.value: str(int(lease_margin.to_seconds())),
                 TaskEnv.EVENT_BUS.value: DEFAULT_EVENT_BUS,
+                TaskEnv.COMPLETION_EVENTS.value: self.completion_events.value,
             },
         )
         self.function.add_event_source(
@@ -157,7 +172,8 @@ class BackgroundTask(Construct):
 
     def _grant_function(self) -> None:
         """Its own records only; its own queue (the event source grants consuming it, with
-        ChangeMessageVisibility for backoffs); its own dead-letter queue; completion events."""
+        ChangeMessageVisibility for backoffs); its own dead-letter queue; completion events, unless
+        it announces none."""
         self.function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
@@ -166,6 +182,8 @@ class BackgroundTask(Construct):
             )
         )
         self.dead_letters.grant_send_messages(self.function)
+        if self.completion_events is CompletionEvents.NONE:
+            return
         self.function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["events:PutEvents"],
@@ -215,6 +233,7 @@ class BackgroundTask(Construct):
             CatalogField.SCHEDULER_ROLE_ARN.value: self.scheduler_role.role_arn,
             CatalogField.SCHEDULE_GROUP.value: self.schedule_group_name,
             CatalogField.FUNCTION.value: self.function.function_name,
+            CatalogField.COMPLETION_EVENTS.value: self.completion_events.value,
         }
 
     def metric(
@@ -326,6 +345,7 @@ def _validate(
     memory_size: int,
     lease_margin: Duration,
     max_queue_age: Duration,
+    completion_events: CompletionEvents | str,
 ) -> _Checked:
     """Every limit AWS would refuse at deploy (or that would make the task unsafe), at synth."""
     name = task_name or default_name(construct_id)
@@ -380,7 +400,15 @@ def _validate(
         raise fail("lease_margin", "must be at least 1 s (clock skew) and below the timeout")
     if whole_seconds(fail, "max_queue_age", max_queue_age) < 60:
         raise fail("max_queue_age", "must be at least 60 s (the alarm's resolution)")
-    return _Checked(name=name, visibility_timeout=visibility, batching_window=window)
+    choices = [choice.value for choice in CompletionEvents]
+    if completion_events not in choices:
+        raise fail("completion_events", f"{completion_events!r} is not one of {choices}")
+    return _Checked(
+        name=name,
+        visibility_timeout=visibility,
+        batching_window=window,
+        completion_events=CompletionEvents(completion_events),
+    )
 
 
 def _shared_tasks_table(scope: Construct) -> dynamodb.ITable:

@@ -15,11 +15,14 @@ from infra.background_task import BackgroundTask
 from infra.errors import ConfigurationError
 from infra.stack import VigilStack
 from tests.helpers.monitoring import alarm_series
-from vigil.contract.tasks import CatalogField, TaskEnv
+from vigil.contract.tasks import CatalogField, CompletionEvents, TaskEnv
 from vigil_tools.emulator.deploy import _with_fifo_queue_names
 from vigil_tools.emulator.template import Synthesized
 
 TASKS = {"send-receipt": "SendReceipt", "provision-tenant": "ProvisionTenant"}
+ANNOUNCED = {"send-receipt": "all", "provision-tenant": "all"}
+"""The example's choices: both are subscribed to (the default, "failures", is in the tests of
+the construct alone)."""
 
 
 def by_path(synthesized: Synthesized, resource_type: str, part: str) -> dict[str, Any]:
@@ -100,6 +103,7 @@ def test_the_function_environment_is_the_task_contract(synthesized: Synthesized)
         assert variables[TaskEnv.TABLE] == {"Ref": tasks_table["id"]}
         assert variables[TaskEnv.ORDERED] == str(task == "provision-tenant").lower()
         assert variables[TaskEnv.EVENT_BUS] == "default"
+        assert variables[TaskEnv.COMPLETION_EVENTS] == ANNOUNCED[task]
         queue = by_path(synthesized, "AWS::SQS::Queue", f"/{construct}/Queue/")
         assert variables[TaskEnv.QUEUE_URL] == {"Ref": queue["id"]}
 
@@ -167,6 +171,7 @@ def test_the_catalog_and_table_outputs(synthesized: Synthesized) -> None:
         assert entry[CatalogField.ORDERED] is (task == "provision-tenant")
         assert entry[CatalogField.SCHEDULE_GROUP] == "Vigil-tasks"
         assert entry[CatalogField.RETENTION_SECONDS] == 30 * 86_400
+        assert entry[CatalogField.COMPLETION_EVENTS] == ANNOUNCED[task]
 
 
 def test_the_management_api_routes_and_its_least_privilege(synthesized: Synthesized) -> None:
@@ -266,6 +271,24 @@ def test_an_application_role_can_be_granted_enqueue_only_and_tasks_share_one_tab
     }
 
 
+def test_a_task_that_announces_nothing_may_not_put_events() -> None:
+    stack = Stack(App(), "App")
+    grants = {}
+    for choice in CompletionEvents:
+        task = BackgroundTask(
+            stack, f"Announce{choice.name}", handler=VALID["handler"], completion_events=choice
+        )
+        policy = task.function.role.node.find_child("DefaultPolicy")  # type: ignore[union-attr]
+        assert isinstance(policy, iam.Policy)
+        statements = stack.resolve(policy.document.to_json())["Statement"]
+        grants[choice] = any("events:PutEvents" in actions(s) for s in statements)
+    assert grants == {
+        CompletionEvents.ALL: True,
+        CompletionEvents.FAILURES: True,
+        CompletionEvents.NONE: False,
+    }
+
+
 def test_a_stack_without_tasks_has_an_empty_catalog_and_no_tasks_resources() -> None:
     stack = VigilStack(App(), "Plain", declare_jobs=lambda scope, runs: [])
     template = Template.from_stack(stack).to_json()
@@ -313,6 +336,11 @@ VALID: dict[str, Any] = {"handler": "tasks.send_receipt.handler"}
         ({"handler": "tasks.nope.handler"}, "handler", "no module 'tasks.nope'"),
         ({"handler": "tasks.send_receipt.missing"}, "handler", "defines no 'missing'"),
         ({"task_name": "Bad_Name"}, "task_name", "must match"),
+        (
+            {"completion_events": "successes"},
+            "completion_events",
+            "'successes' is not one of ['all', 'failures', 'none']",
+        ),
     ],
 )
 def test_invalid_parameters_fail_the_synth_naming_the_task_and_the_parameter(

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from vigil.contract.tasks import MAX_RESULT_BYTES
+from vigil.contract.tasks import MAX_RESULT_BYTES, CompletionEvents, TaskStatus
 from vigil.settings import SettingsError
 from vigil.tasks.catalog import Catalog
 from vigil.tasks.decisions import (
@@ -135,8 +135,25 @@ def test_the_catalog_refuses_what_it_cannot_use_naming_the_problem() -> None:
         Catalog.parse(json.dumps({"t": {"table": "x"}}))
     with pytest.raises(SettingsError, match="not a task name"):
         Catalog.parse(json.dumps({"Bad Name": {}}))
+    with pytest.raises(SettingsError, match="task t: completion_events must be one of"):
+        Catalog.parse(json.dumps({"t": {"queue_url": "q", "table": "x", "completion_events": 1}}))
     catalog = Catalog.parse(json.dumps({"t": {"queue_url": "https://q/1/t", "table": "x"}}))
+    assert catalog["t"].completion_events is CompletionEvents.FAILURES
     assert Catalog.parse(catalog.to_json())["t"] == catalog["t"]
+
+
+@pytest.mark.parametrize(
+    ("choice", "announced"),
+    [
+        (CompletionEvents.ALL, {TaskStatus.SUCCEEDED, TaskStatus.FAILED}),
+        (CompletionEvents.FAILURES, {TaskStatus.FAILED}),
+        (CompletionEvents.NONE, set()),
+    ],
+)
+def test_completion_events_announce_only_the_chosen_outcomes(
+    choice: CompletionEvents, announced: set[TaskStatus]
+) -> None:
+    assert {status for status in TaskStatus if choice.announces(status)} == announced
 
 
 def test_settings_come_from_the_environment_every_problem_named() -> None:
@@ -151,9 +168,14 @@ def test_settings_come_from_the_environment_every_problem_named() -> None:
     }
     settings = TaskSettings.from_env(env)
     assert (settings.retries, settings.backoff, settings.ordered) == (5, timedelta(seconds=2), True)
+    assert settings.completion_events is CompletionEvents.FAILURES
+    everything = TaskSettings.from_env(env | {"VIGIL_TASK_COMPLETION_EVENTS": "all"})
+    assert everything.completion_events is CompletionEvents.ALL
     with pytest.raises(SettingsError) as raised:
-        TaskSettings.from_env({"VIGIL_TASK_RETRIES": "-1"})
-    assert "VIGIL_TASK_NAME" in str(raised.value) and "VIGIL_TASK_RETRIES" in str(raised.value)
+        TaskSettings.from_env({"VIGIL_TASK_RETRIES": "-1", "VIGIL_TASK_COMPLETION_EVENTS": "x"})
+    message = str(raised.value)
+    assert "VIGIL_TASK_NAME" in message and "VIGIL_TASK_RETRIES" in message
+    assert "VIGIL_TASK_COMPLETION_EVENTS" in message
 
 
 def test_enqueueing_needs_boto3_alone() -> None:

@@ -23,7 +23,13 @@ from tests.helpers.tasks import (
     settle,
 )
 from tests.tasks.conftest import HandlerFactory
-from vigil.contract.tasks import MAX_RESULT_BYTES, REASON_ATTRIBUTE, TaskStatus
+from vigil.contract.tasks import (
+    MAX_RESULT_BYTES,
+    REASON_ATTRIBUTE,
+    CompletionEvents,
+    TaskEventType,
+    TaskStatus,
+)
 from vigil.tasks import TaskRun
 from vigil.tasks.envelope import parse
 
@@ -344,6 +350,21 @@ def test_a_result_too_large_fails_the_task_plainly(
     assert len(stack.dead_letters()) == 1 and len(body.runs) == 1
 
 
+def run_ok_and_bad(stack: Stack, make_handler: HandlerFactory, choice: CompletionEvents) -> Any:
+    """Tasks ``ok`` (succeeds) and ``bad`` (fails, no retries) run in one batch; the handler."""
+    client = stack.client()
+    client.enqueue(PLAIN, {}, key="ok")
+    client.enqueue(PLAIN, {}, key="bad")
+
+    def fail_bad(run: TaskRun) -> None:
+        if run.id == "bad":
+            raise ValueError("no such order")
+
+    handler = make_handler(Body(during=fail_bad), retries=0, completion_events=choice)
+    assert invoke(handler, records(stack.messages(url(stack)))) == []
+    return handler
+
+
 def test_completion_events_reach_a_rule_subscriber(
     stack: Stack, make_handler: HandlerFactory
 ) -> None:
@@ -358,15 +379,7 @@ def test_completion_events_reach_a_rule_subscriber(
         ),
     )
     stack.events.put_targets(Rule="task-done", Targets=[{"Id": "inbox", "Arn": inbox_arn}])
-    client = stack.client()
-    client.enqueue(PLAIN, {}, key="ok")
-    client.enqueue(PLAIN, {}, key="bad")
-
-    def fail_bad(run: TaskRun) -> None:
-        if run.id == "bad":
-            raise ValueError("no such order")
-
-    invoke(make_handler(Body(during=fail_bad), retries=0), records(stack.messages(url(stack))))
+    run_ok_and_bad(stack, make_handler, CompletionEvents.ALL)
 
     events = [json.loads(m["Body"]) for m in stack.messages(inbox)]
     by_id = {e["detail"]["id"]: e for e in events}
@@ -375,6 +388,27 @@ def test_completion_events_reach_a_rule_subscriber(
     assert by_id["bad"]["detail-type"] == "Vigil Task Failed"
     assert by_id["bad"]["detail"]["error_type"] == "ValueError"
     assert by_id["bad"]["detail"]["enqueued_at"] == "2026-11-22T12:00:00.000Z"
+
+
+@pytest.mark.parametrize(
+    ("choice", "announced"),
+    [
+        (CompletionEvents.ALL, [TaskEventType.SUCCEEDED, TaskEventType.FAILED]),
+        (CompletionEvents.FAILURES, [TaskEventType.FAILED]),
+        (CompletionEvents.NONE, []),
+    ],
+)
+def test_a_task_announces_the_outcomes_it_chose_and_records_them_all(
+    stack: Stack, make_handler: HandlerFactory, choice: CompletionEvents, announced: list[str]
+) -> None:
+    handler = run_ok_and_bad(stack, make_handler, choice)
+
+    client = stack.client()
+    sent = [entry for call in handler.events.of("put_events") for entry in call["Entries"]]
+    assert sorted(entry["DetailType"] for entry in sent) == sorted(announced)
+    ok, bad = client.get(PLAIN, "ok"), client.get(PLAIN, "bad")
+    assert (ok.status, ok.result, ok.attempts) == (TaskStatus.SUCCEEDED, {"done": "ok"}, 1)
+    assert (bad.status, bad.error_type, bad.attempts) == (TaskStatus.FAILED, "ValueError", 1)
 
 
 def test_an_ordered_group_runs_in_order_and_stops_at_its_first_failure(

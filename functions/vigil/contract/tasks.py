@@ -75,6 +75,10 @@ class TaskEnv(StrEnum):
     """How long a record (and so a key's once-only promise) is kept after its last write."""
     LEASE_MARGIN_SECONDS = "VIGIL_TASK_LEASE_MARGIN_SECONDS"
     EVENT_BUS = "VIGIL_EVENT_BUS"
+    COMPLETION_EVENTS = "VIGIL_TASK_COMPLETION_EVENTS"
+    """Which outcomes send a completion event (:class:`CompletionEvents`). The function's own
+    copy of the catalog's ``completion_events``: the function cannot read ``TasksCatalog``,
+    which names the function itself (a circular reference in the template)."""
 
 
 CATALOG_ENV = "VIGIL_TASKS_CATALOG"
@@ -94,6 +98,9 @@ class CatalogField(StrEnum):
     """The role a one-time schedule (``at`` beyond SQS's 15-minute delay) sends the message with."""
     SCHEDULE_GROUP = "schedule_group"
     FUNCTION = "function"
+    COMPLETION_EVENTS = "completion_events"
+    """Which outcomes the task announces on EventBridge (:class:`CompletionEvents`): what an
+    application's rule can expect to hear."""
 
 
 MAX_QUEUE_DELAY_S = 900
@@ -116,3 +123,31 @@ class TaskEventType(StrEnum):
 
     SUCCEEDED = "Vigil Task Succeeded"
     FAILED = "Vigil Task Failed"
+
+
+class CompletionEvents(StrEnum):
+    """Which of a task's outcomes send a completion event, chosen per task at the construct.
+
+    An event is a PutEvents entry, $1.00 per million: as much as the task's three write units
+    cost together, for every task, whether anyone listens or not. The record always has the
+    outcome (``GET /tasks/{task}/{id}``); the event only tells a subscriber of it.
+    """
+
+    ALL = "all"
+    """Succeeded and failed: an application subscribes to successes (a rule on
+    ``Vigil Task Succeeded``)."""
+    FAILURES = "failures"
+    """Failed only: what needs acting on (the default; the failed alarm tells operators too)."""
+    NONE = "none"
+    """No events (and no ``events:PutEvents`` grant): results are read from the records."""
+
+    def announces(self, status: TaskStatus) -> bool:
+        """Whether a task that ended ``status`` sends its completion event."""
+        if self is CompletionEvents.ALL:
+            return status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+        return self is CompletionEvents.FAILURES and status is TaskStatus.FAILED
+
+
+DEFAULT_COMPLETION_EVENTS = CompletionEvents.FAILURES
+"""A million tasks a day that nobody subscribes to the successes of should not pay $1 a day
+for them: successes are announced when a task asks for ``"all"``."""

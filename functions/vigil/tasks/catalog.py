@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from vigil.contract.tasks import CATALOG_ENV, SCHEDULE_GROUP, TASK_NAME, CatalogField
+from vigil.contract.tasks import (
+    CATALOG_ENV,
+    DEFAULT_COMPLETION_EVENTS,
+    SCHEDULE_GROUP,
+    TASK_NAME,
+    CatalogField,
+    CompletionEvents,
+)
 from vigil.settings import SettingsError
 from vigil.tasks.errors import UnknownTask
 
@@ -33,6 +40,8 @@ class TaskSpec:
     """Empty: no ``at`` beyond SQS's 15-minute delay for this task."""
     schedule_group: str = SCHEDULE_GROUP
     function: str = ""
+    completion_events: CompletionEvents = DEFAULT_COMPLETION_EVENTS
+    """Which outcomes the task announces on EventBridge: what a subscriber can expect."""
 
     @classmethod
     def from_json(cls, name: str, raw: Any) -> TaskSpec:
@@ -46,6 +55,13 @@ class TaskSpec:
         retention = raw.get(CatalogField.RETENTION_SECONDS, 7 * 86400)
         if not isinstance(retention, int | float) or retention <= 0:
             raise SettingsError(f"{CATALOG_ENV}: task {name}: retention_seconds must be > 0")
+        announced = raw.get(CatalogField.COMPLETION_EVENTS, DEFAULT_COMPLETION_EVENTS)
+        choices = [choice.value for choice in CompletionEvents]
+        if announced not in choices:
+            raise SettingsError(
+                f"{CATALOG_ENV}: task {name}: completion_events must be one of {choices}, "
+                f"got {announced!r}"
+            )
         return cls(
             name=name,
             queue_url=str(raw[CatalogField.QUEUE_URL]),
@@ -56,6 +72,7 @@ class TaskSpec:
             scheduler_role_arn=str(raw.get(CatalogField.SCHEDULER_ROLE_ARN, "")),
             schedule_group=str(raw.get(CatalogField.SCHEDULE_GROUP) or SCHEDULE_GROUP),
             function=str(raw.get(CatalogField.FUNCTION, "")),
+            completion_events=CompletionEvents(announced),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -68,6 +85,7 @@ class TaskSpec:
             CatalogField.SCHEDULER_ROLE_ARN: self.scheduler_role_arn,
             CatalogField.SCHEDULE_GROUP: self.schedule_group,
             CatalogField.FUNCTION: self.function,
+            CatalogField.COMPLETION_EVENTS: self.completion_events.value,
         }
 
 

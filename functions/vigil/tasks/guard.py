@@ -394,6 +394,9 @@ class TaskGuard:
     def _announce(
         self, envelope: Envelope, outcome: TaskFinish, time_left_s: Callable[[], float]
     ) -> bool:
+        """The completion event, if the task announces this outcome; False: not sent in time."""
+        if not self.settings.completion_events.announces(outcome.status):
+            return True
         entry = completion_entry(
             task=outcome.task,
             task_id=outcome.id,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from vigil.contract.tasks import TaskEnv
+from vigil.contract.tasks import DEFAULT_COMPLETION_EVENTS, CompletionEvents, TaskEnv
 from vigil.settings import Environment
 
 MAX_BACKOFF = timedelta(hours=12) - timedelta(minutes=15 + 5)
@@ -32,6 +32,7 @@ class TaskSettings:
     """Kept past the invocation's deadline on the lease (clock skew), and the time before the
     deadline at which no further message of a batch is claimed."""
     event_bus: str = "default"
+    completion_events: CompletionEvents = DEFAULT_COMPLETION_EVENTS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> TaskSettings:
@@ -49,5 +50,8 @@ class TaskSettings:
                 retention=lambda: read.seconds(TaskEnv.RETENTION_SECONDS, cls.retention),
                 lease_margin=lambda: read.seconds(TaskEnv.LEASE_MARGIN_SECONDS, cls.lease_margin),
                 event_bus=lambda: read.text(TaskEnv.EVENT_BUS, cls.event_bus),
+                completion_events=lambda: read.choice(
+                    TaskEnv.COMPLETION_EVENTS, CompletionEvents, cls.completion_events
+                ),
             )
         )
