@@ -26,6 +26,7 @@ from infra.saved_queries import saved_queries
 from infra.scheduled_job import ScheduledJob
 from infra.tasks_api import TasksApi
 from vigil.contract.metrics import JobMetric, ObserverMetric, TaskMetric
+from vigil.contract.tasks import CompletionEvents
 
 MINUTE = Duration.minutes(1)
 FLEET_STATUS_GAUGES = (
@@ -353,6 +354,8 @@ class Monitoring(Construct):
             f"lease expires. Type `vigil tasks list {name} --status RUNNING`: a task with 2 "
             "attempts ran twice, so check that its effects were fenced by its token.",
         )
+        if task.completion_events is CompletionEvents.NONE:
+            return  # it sends no events, so none can go unsent
         self._alarm(
             f"task-{name}-event-unsent",
             task.metric(TaskMetric.EVENT_UNSENT),

@@ -13,6 +13,7 @@ from aws_cdk.assertions import Template
 
 from infra.background_task import BackgroundTask
 from infra.errors import ConfigurationError
+from infra.monitoring import Monitoring
 from infra.stack import VigilStack
 from tests.helpers.monitoring import alarm_series
 from vigil.contract.tasks import CatalogField, CompletionEvents, TaskEnv
@@ -380,3 +381,14 @@ def test_the_emulator_names_fifo_queues_as_cloudformation_does(synthesized: Synt
             assert name is None
     for resource in synthesized.resources("AWS::SQS::Queue").values():
         assert "QueueName" not in resource["Properties"], "the template itself is unchanged"
+
+
+def test_a_task_that_announces_nothing_has_no_unsent_event_alarm() -> None:
+    stack = Stack(App(), "App")
+    tasks = [
+        BackgroundTask(stack, f"Announce{c.name}", handler=VALID["handler"], completion_events=c)
+        for c in CompletionEvents
+    ]
+    monitoring = Monitoring(stack, "Monitoring", jobs=[], tasks=tasks)
+    unsent = sorted(a.node.id for a in monitoring.alarms if a.node.id.endswith("event-unsent"))
+    assert unsent == sorted(f"task-{t.task_name}-event-unsent" for t in tasks[:2]), unsent
