@@ -51,7 +51,7 @@ from vigil.tasks.envelope import Envelope, parse
 from vigil.tasks.errors import MalformedTask, TaskFenced
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.settings import TaskSettings
-from vigil.tasks.store import Claim, Claimed, TaskFinish, TaskStore
+from vigil.tasks.store import BUDGET_FROM, Claim, Claimed, TaskFinish, TaskStore
 
 MAX_CLAIM_ATTEMPTS = 4
 
@@ -91,9 +91,6 @@ class Message:
     receipt_handle: str
     body: str
     group: str | None = None
-    receive_count: int = 1
-    """SQS's ``ApproximateReceiveCount``: a redriven message's retries are counted by it (it
-    is a new message; the record's attempts go on from the runs before the redrive)."""
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Message:
@@ -103,7 +100,6 @@ class Message:
             receipt_handle=str(record.get("receiptHandle", "")),
             body=str(record.get("body", "")),
             group=attributes.get("MessageGroupId"),
-            receive_count=int(attributes.get("ApproximateReceiveCount") or 1),
         )
 
 
@@ -255,8 +251,10 @@ class TaskGuard:
         logger = telemetry.logger()
         error: BaseException | None = None
         encoded: str | FinalFailure | None = None
-        # An operator's redrive gets the retries afresh: counted by the new message's deliveries.
-        budget = message.receive_count if envelope.redriven else attempt
+        # Attempts on the current budget: an operator's redrive gets the retries afresh, counted
+        # from the attempts spent when it went FAILED (on the record, so any message of the key
+        # is judged the same; SQS's receive count would also count deferrals and busy returns).
+        budget = attempt - int(record.get(BUDGET_FROM, 0))
         if crashed_out(budget, self.settings.retries):
             encoded = FinalFailure(
                 "RunCrashed",

@@ -32,6 +32,9 @@ from vigil.dynamo import to_wire as wire
 from vigil.tasks.errors import InvalidTask, NotCancellable
 
 LEASE_ATTRIBUTES = ("lease_until", "holder")
+BUDGET_FROM = "budget_from"
+"""The attempts spent when the task last went FAILED: the retry budget of a redriven task counts
+its attempts from there (absent: from 0)."""
 
 
 def task_key(task: str, task_id: str) -> dict[str, str]:
@@ -274,6 +277,11 @@ class TaskStore:
         update.set("duration_ms", outcome.duration_ms)
         if outcome.final:
             update.set("finished_at", iso(outcome.at))
+        if outcome.status is TaskStatus.FAILED:
+            # Only an operator's redrive takes a FAILED record, and it gets the retries afresh:
+            # its attempts count from here, whichever message (the redrive's or a plain copy of
+            # the key) runs them.
+            update.set(BUDGET_FROM, outcome.attempt)
         if outcome.result is not None:
             update.set("result", outcome.result)
         if outcome.error_type is not None:
