@@ -5,7 +5,8 @@ Flow of one message (the decorator hands each message of a batch here)::
     parse the envelope --malformed--> dead-letter queue with the reason, FAILED record; deleted
     an outcome this container could not record for this message? -> write it first
     near the deadline? -> not claimed; reported failed (it comes back)
-    claim (1 UpdateItem) --refused--> resolve_claim: DUPLICATE / CANCELLED (deleted, 1 request),
+    claim (1 UpdateItem) --refused--> resolve_claim: DUPLICATE / CANCELLED (deleted, 1 request;
+                                      a copy during a retry's backoff is a DUPLICATE too),
                                       BUSY (back when the holder's lease ends), RETRY
     claimed past the retries (the earlier attempts crashed) -> FAILED RunCrashed, not run
     run the body -> finish (1 UpdateItem fenced by the token, through persist)
@@ -207,11 +208,18 @@ class TaskGuard:
                     due_at=envelope.due_at,
                     group=envelope.group,
                     redriven=envelope.redriven,
+                    message_id=message.message_id,
                 )
             )
             if isinstance(answer, Claimed):
                 return answer
-            decision = resolve_claim(answer.seen, now=now, token=token, redriven=envelope.redriven)
+            decision = resolve_claim(
+                answer.seen,
+                now=now,
+                token=token,
+                redriven=envelope.redriven,
+                message_id=message.message_id,
+            )
             if decision.verdict is Verdict.DUPLICATE:
                 return Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
             if decision.verdict is Verdict.CANCELLED:
@@ -288,20 +296,18 @@ class TaskGuard:
                 assert error is not None
                 error_type, text, final = type(error).__name__, str(error), False
             # Judged on the same budget as a crash: a redrive's retries are afresh for both.
-            retry = (
-                not final
-                and after_failure(budget, self.settings.retries, self.settings.backoff).retry
-            )
+            failure = after_failure(budget, self.settings.retries, self.settings.backoff)
+            retry = not final and failure.retry
             outcome = replace(
                 outcome,
                 status=TaskStatus.QUEUED if retry else TaskStatus.FAILED,
                 error_type=error_type,
                 error_message=truncate(text),
+                retry_in_s=failure.delay_s if retry else 0,
+                retry_message=message.message_id if retry else None,
             )
         wait_ms = max(0, int((started - waited_from).total_seconds() * 1000))
-        delivery = self._conclude(
-            message, envelope, outcome, remaining_ms, how="ran", budget=budget
-        )
+        delivery = self._conclude(message, envelope, outcome, remaining_ms, how="ran")
         return Delivery(
             delivery.outcome,
             delivery.task_id,
@@ -321,7 +327,6 @@ class TaskGuard:
         outcome: TaskFinish,
         remaining_ms: Callable[[], int],
         how: str,
-        budget: int | None = None,
     ) -> Delivery:
         """Record ``outcome`` (through transient faults), then act on the message: delete it
         or have it come back after the backoff.
@@ -357,15 +362,12 @@ class TaskGuard:
                 "a newer delivery took the task over; this outcome is not recorded",
             )
         if outcome.status is TaskStatus.QUEUED:
-            delay = after_failure(
-                budget or outcome.attempt, self.settings.retries, self.settings.backoff
-            )
-            self._come_back(message, delay.delay_s)
+            self._come_back(message, outcome.retry_in_s)
             return Delivery(
                 Outcome.RETRIED,
                 envelope.id,
                 outcome.attempt,
-                f"attempt {outcome.attempt} failed ({error}); retry in {delay.delay_s} s",
+                f"attempt {outcome.attempt} failed ({error}); retry in {outcome.retry_in_s} s",
             )
         unsent = not self._announce(envelope, outcome, time_left_s)
         final = Outcome.SUCCEEDED if outcome.status is TaskStatus.SUCCEEDED else Outcome.FAILED
