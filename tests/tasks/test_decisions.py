@@ -30,6 +30,11 @@ def seen(status: str, **fields: object) -> dict[str, object]:
     return {"status": status, "token": 5, **fields}
 
 
+def waiting(retry_message: str, until: str = "12:00:10") -> dict[str, object]:
+    """A QUEUED record whose retry is held by ``retry_message`` until ``until`` (NOW is 12:00)."""
+    return seen("QUEUED", retry_at=f"2026-11-22T{until}.000Z", retry_message=retry_message)
+
+
 @pytest.mark.parametrize(
     ("record", "redriven", "verdict"),
     [
@@ -42,26 +47,10 @@ def seen(status: str, **fields: object) -> dict[str, object]:
         (seen("RUNNING", lease_until="2026-11-22T11:59:00.000Z"), False, Verdict.RETRY),
         (seen("QUEUED"), False, Verdict.RETRY),
         # A retry waiting for its backoff: only its own message (m-1) or a redrive may take it.
-        (
-            seen("QUEUED", retry_at="2026-11-22T12:00:10.000Z", retry_message="m-0"),
-            False,
-            Verdict.DUPLICATE,
-        ),
-        (
-            seen("QUEUED", retry_at="2026-11-22T12:00:10.000Z", retry_message="m-1"),
-            False,
-            Verdict.RETRY,
-        ),
-        (
-            seen("QUEUED", retry_at="2026-11-22T12:00:10.000Z", retry_message="m-0"),
-            True,
-            Verdict.RETRY,
-        ),
-        (
-            seen("QUEUED", retry_at="2026-11-22T11:59:50.000Z", retry_message="m-0"),
-            False,
-            Verdict.RETRY,
-        ),
+        (waiting("m-0"), False, Verdict.DUPLICATE),
+        (waiting("m-1"), False, Verdict.RETRY),
+        (waiting("m-0"), True, Verdict.RETRY),
+        (waiting("m-0", until="11:59:50"), False, Verdict.RETRY),
         (None, False, Verdict.RETRY),
     ],
 )
