@@ -27,16 +27,19 @@ from infra.removal import data_removal_policy
 from infra.scheduled_job import default_name
 from infra.tasks_table import TasksTable
 from vigil.contract.metrics import NAMESPACE, SERVICE, TaskMetric
-from vigil.contract.tasks import PK_PREFIX, TASK_NAME, CatalogField, TaskEnv
+from vigil.contract.tasks import (
+    PK_PREFIX,
+    TASK_NAME,
+    CatalogField,
+    TaskEnv,
+    max_receive_count,
+)
 
 VISIBILITY_PER_TIMEOUT = 6
 """AWS asks for a queue visibility timeout of at least six times the function's timeout."""
 MAX_VISIBILITY_S = 43_200
 """SQS's longest visibility timeout (12 hours); also the longest ChangeMessageVisibility."""
 MAX_BATCHING_WINDOW_S = 300
-EXTRA_RECEIVES = 3
-"""The redrive policy's receives beyond the retries: the net for an invocation that dies whole
-(out of memory, timeout) and so cannot dead-letter its messages itself."""
 QUEUE_RETENTION = Duration.days(DLQ_RETENTION_DAYS)
 """A backlog capped by ``concurrency`` must not expire: a task waits as long as SQS allows."""
 DEFAULT_EVENT_BUS = "default"
@@ -116,7 +119,7 @@ class BackgroundTask(Construct):
             retention_period=QUEUE_RETENTION,
             visibility_timeout=Duration.seconds(checked.visibility_timeout),
             dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.dead_letters, max_receive_count=retries + EXTRA_RECEIVES
+                queue=self.dead_letters, max_receive_count=max_receive_count(retries)
             ),
         )
         self.function = vigil_function(

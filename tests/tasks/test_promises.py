@@ -3,6 +3,7 @@ promise could break, reproduced on moto (with SQS's real limits where moto does 
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,7 +14,7 @@ from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_runs import Body, url
 from vigil.clock import ManualClock
-from vigil.contract.tasks import MAX_MESSAGE_BYTES, TaskStatus
+from vigil.contract.tasks import MAX_MESSAGE_BYTES, TaskStatus, max_receive_count
 from vigil.tasks.envelope import parse
 from vigil.tasks.errors import InvalidTask
 from vigil.tasks.queues import TaskQueue
@@ -168,4 +169,37 @@ def test_a_key_enqueued_again_while_its_redrive_retries_is_not_called_crashed(
     assert invoke(handler, records(stack.messages(url(stack)))) == []
     done = stack.client().get(PLAIN, "o-1")
     assert (done.status, done.attempts) == (TaskStatus.SUCCEEDED, 4)  # the redrive's 2nd run
+    assert stack.dead_letters() == []
+
+
+def test_deferrals_near_the_deadline_spend_no_attempts_and_come_back_at_once(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """A message not claimed because the batch was near its deadline was reported failed and
+    waited the whole visibility timeout, and each deferral used up a receive of the redrive
+    policy's ``retries + 3``: with ``retries=0``, three deferrals dead-lettered a task that had
+    never run. A deferral is now visible again at once, and the redrive policy leaves room for
+    receives that run nothing (the attempt budget is the record's, not the receive count)."""
+    spec = stack.catalog.spec(PLAIN)
+    dead_letter_arn = stack.sqs.get_queue_attributes(
+        QueueUrl=spec.dead_letter_url, AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    policy = {"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receive_count(0)}
+    stack.sqs.set_queue_attributes(
+        QueueUrl=spec.queue_url, Attributes={"RedrivePolicy": json.dumps(policy)}
+    )
+    stack.client().enqueue(PLAIN, {}, key="o-1")
+    body = Body()
+    handler = make_handler(body, retries=0)
+    for _ in range(3):  # received with a 5-minute visibility, deferred: 1 s left, 30 s margin
+        batch = records(stack.messages(url(stack), visibility=300))
+        assert len(batch) == 1, "the deferred message did not come back at once"
+        assert invoke(handler, batch, remaining=lambda: 1_000) == [batch[0]["messageId"]]
+
+    batch = records(stack.messages(url(stack), visibility=300))  # back at once, still queued
+    assert len(batch) == 1, "the redrive policy dead-lettered a task that never ran"
+    assert invoke(handler, batch) == []
+    assert body.ids == ["o-1"]
+    done = stack.client().get(PLAIN, "o-1")
+    assert (done.status, done.attempts) == (TaskStatus.SUCCEEDED, 1)
     assert stack.dead_letters() == []

@@ -103,6 +103,22 @@ MAX_MESSAGE_BYTES = 262_144
 MAX_RESULT_BYTES = 65_536
 """The largest result a task record keeps (JSON); a bigger one fails the run, plainly."""
 
+RECEIVES_THAT_RUN_NOTHING = 10
+"""Room in a task queue's redrive policy for receives that run nothing: a message deferred near
+a batch's deadline, one that met a live lease (BUSY), a batch Lambda returned for a throttle.
+AWS asks for a ``maxReceiveCount`` of at least 5 on a Lambda event source for the throttles
+alone."""
+
+
+def max_receive_count(retries: int) -> int:
+    """The task queue's redrive policy (``BackgroundTask``): the runtime counts a task's attempts
+    on its record, not by SQS's receives, and dead-letters it itself with the reason after its
+    ``retries + 1`` runs, or on the next receive (``RunCrashed``) when those runs died whole. SQS's
+    own move is only the net for a message the function cannot even claim (it fails to start),
+    so it must never come first for a task still in its budget."""
+    return retries + 2 + RECEIVES_THAT_RUN_NOTHING
+
+
 SCHEDULE_GROUP = "vigil-tasks"
 """The EventBridge Scheduler group of one-time schedules (``at`` beyond 15 minutes)."""
 REASON_ATTRIBUTE = "vigil_reason"

@@ -4,7 +4,7 @@ Flow of one message (the decorator hands each message of a batch here)::
 
     parse the envelope --malformed--> dead-letter queue with the reason, FAILED record; deleted
     an outcome this container could not record for this message? -> write it first
-    near the deadline? -> not claimed; reported failed (it comes back)
+    near the deadline? -> not claimed; reported failed, visible again at once
     claim (1 UpdateItem) --refused--> resolve_claim: DUPLICATE / CANCELLED (deleted, 1 request;
                                       a copy during a retry's backoff is a DUPLICATE too),
                                       BUSY (back when the holder's lease ends), RETRY
@@ -180,6 +180,10 @@ class TaskGuard:
         if remembered is not None:
             return self._conclude(message, envelope, remembered, remaining_ms, how="remembered")
         if not may_claim(remaining_ms(), self.settings.lease_margin):
+            # Visible again at once, for the next invocation: nothing ran, so nothing waits.
+            # Its receive is spent (SQS counts every one), but not an attempt: those are the
+            # record's, and the redrive policy leaves room (``max_receive_count``).
+            self._come_back(message, 0)
             return Delivery(Outcome.DEFERRED, envelope.id, reason="too near the deadline")
         claimed = self._claim(message, envelope, remaining_ms, holder)
         if isinstance(claimed, Delivery):
