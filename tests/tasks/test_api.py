@@ -89,6 +89,7 @@ BAD_POSTS: list[tuple[str, str, Any, int, str]] = [
     ("payload not an object", PLAIN, {"payload": [1]}, 422, "invalid_payload"),
     ("unknown field", PLAIN, {"payload": {}, "priority": 1}, 422, "invalid_priority"),
     ("bad key", PLAIN, {"payload": {}, "key": "a b"}, 422, "invalid_key"),
+    ("key with a slash", PLAIN, {"payload": {}, "key": "tenant/1"}, 422, "invalid_key"),
     ("negative delay", PLAIN, {"payload": {}, "delay_seconds": -1}, 422, "invalid_delay"),
     ("at in the past", PLAIN, {"payload": {}, "at": "2020-01-01T00:00:00Z"}, 422, "invalid_at"),
     ("at not a time", PLAIN, {"payload": {}, "at": "tomorrow"}, 422, "invalid_at"),
@@ -188,3 +189,13 @@ def test_the_handler_reads_the_catalog_from_its_environment_and_counts_enqueues(
         if '"TaskEnqueued"' in line
     ]
     assert [(c["task"], c["service"]) for c in counted] == [(PLAIN, "vigil")]
+
+
+def test_an_id_is_addressable_percent_encoded(api: Api) -> None:
+    """Ids with characters a URL must encode (``#``, ``:``, ``@``) arrive percent-encoded in the
+    path (API Gateway's REST API keeps the encoding): the routes decode them."""
+    assert api("POST", f"/tasks/{PLAIN}", {"payload": {}, "key": "order#1:a@b"})[0] == 202
+    status, record = api("GET", f"/tasks/{PLAIN}/order%231%3Aa%40b")
+    assert (status, record["id"]) == (200, "order#1:a@b")
+    status, record = api("DELETE", f"/tasks/{PLAIN}/order%231%3Aa%40b")
+    assert (status, record["status"]) == (200, "CANCELLED")

@@ -15,9 +15,12 @@ from enum import StrEnum
 
 TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
 """A task's name (``send-receipt``): the construct id in kebab case unless given."""
-TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@#=+/-]{0,127}$")
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@#=+-]{0,127}$")
 """A task's id (its key): printable, no spaces, at most 128 characters (it is a sort key, an SQS
-deduplication id's source and a schedule name's source)."""
+deduplication id's source and a schedule name's source). No ``/``: the id is one segment of its
+API path (``/tasks/{task}/{id}``), and an encoded ``%2F`` is not kept alike by every proxy; the
+other characters a URL must encode (``#``, ``:``, ``@``...) come percent-encoded and are decoded."""
+TASK_ID_CHARACTERS = "letters, digits and _.:@#=+- (no '/': the id is a segment of its API path)"
 GROUP = re.compile(r"^[A-Za-z0-9_.:@#=+/-]{1,128}$")
 """An ordered task's group (SQS ``MessageGroupId``'s alphabet)."""
 
