@@ -12,7 +12,6 @@ and a retried POST answers the same id without sending a second task.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from http import HTTPStatus
@@ -70,8 +69,6 @@ class EnqueueRequest(BaseModel):
 @dataclass(frozen=True)
 class TasksServices:
     client: TaskClient
-    on_enqueued: Callable[[str], None] | None = None
-    """Told of each task enqueued (the handler counts ``TaskEnqueued``)."""
 
 
 def _parse_at(text: str | None) -> datetime | None:
@@ -112,8 +109,6 @@ def build_tasks_app(
             at=_parse_at(request.at),
             group=request.group,
         )
-        if services.on_enqueued:
-            services.on_enqueued(task)
         record = client.get(task, task_id)
         body = {"task": task, "id": task_id, "status": record.status.value}
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
