@@ -34,6 +34,7 @@ from vigil.contract.tasks import (
     CatalogField,
     CompletionEvents,
     TaskEnv,
+    max_receive_count,
 )
 
 VISIBILITY_PER_TIMEOUT = 6
@@ -41,9 +42,6 @@ VISIBILITY_PER_TIMEOUT = 6
 MAX_VISIBILITY_S = 43_200
 """SQS's longest visibility timeout (12 hours); also the longest ChangeMessageVisibility."""
 MAX_BATCHING_WINDOW_S = 300
-EXTRA_RECEIVES = 3
-"""The redrive policy's receives beyond the retries: the net for an invocation that dies whole
-(out of memory, timeout) and so cannot dead-letter its messages itself."""
 QUEUE_RETENTION = Duration.days(DLQ_RETENTION_DAYS)
 """A backlog capped by ``concurrency`` must not expire: a task waits as long as SQS allows."""
 DEFAULT_EVENT_BUS = "default"
@@ -130,7 +128,7 @@ class BackgroundTask(Construct):
             retention_period=QUEUE_RETENTION,
             visibility_timeout=Duration.seconds(checked.visibility_timeout),
             dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.dead_letters, max_receive_count=retries + EXTRA_RECEIVES
+                queue=self.dead_letters, max_receive_count=max_receive_count(retries)
             ),
         )
         self.function = vigil_function(

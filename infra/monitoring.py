@@ -291,7 +291,12 @@ class Monitoring(Construct):
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title=f"task {name}: outcomes",
-                left=[task.metric(metric) for metric in TASK_OUTCOMES],
+                left=[
+                    task.queue.metric_number_of_messages_sent(
+                        label="enqueued (messages sent)", period=MINUTE, statistic="Sum"
+                    ),
+                    *(task.metric(metric) for metric in TASK_OUTCOMES),
+                ],
                 width=8,
             ),
             cloudwatch.GraphWidget(

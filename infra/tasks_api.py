@@ -49,8 +49,9 @@ class TasksApi(Construct):
         self._add_routes(api)
 
     def _add_routes(self, api: apigateway.RestApi) -> None:
-        """Explicit resources, more specific than the observers' ``/{proxy+}``; ``{id+}`` because
-        a task's id may hold a ``/``."""
+        """Explicit resources, more specific than the observers' ``/{proxy+}``; ``{id+}`` so that
+        an id with a ``/`` (refused by ``enqueue`` since, but a record may predate that) reaches
+        the function and gets its 404 there rather than the observers' routes."""
         integration = apigateway.LambdaIntegration(self.function)
         iam_only = apigateway.AuthorizationType.IAM
         task = api.root.add_resource("tasks").add_resource("{task}")

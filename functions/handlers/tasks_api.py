@@ -24,15 +24,11 @@ tracer = telemetry.tracer()
 _app: APIGatewayRestResolver | None = None
 
 
-def count_enqueued(task: str) -> None:
-    telemetry.count_one(telemetry.TaskMetric.ENQUEUED, task=task)
-
-
 def app() -> APIGatewayRestResolver:
     global _app
     if _app is None:
         client = TaskClient(Catalog.from_env(os.environ))
-        _app = build_tasks_app(TasksServices(client=client, on_enqueued=count_enqueued))
+        _app = build_tasks_app(TasksServices(client=client))
     return _app
 
 

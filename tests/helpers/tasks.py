@@ -111,14 +111,15 @@ class Stack:
         }
         return TaskSettings(**(values | overrides))
 
-    def messages(self, url: str, limit: int = 10) -> list[dict[str, Any]]:
-        """Visible messages, received as the event source would (and left visible)."""
+    def messages(self, url: str, limit: int = 10, visibility: int = 0) -> list[dict[str, Any]]:
+        """Visible messages, received as the event source would (left visible, unless given
+        the ``visibility`` the event source receives with: the queue's visibility timeout)."""
         answer = self.sqs.receive_message(
             QueueUrl=url,
             MaxNumberOfMessages=limit,
             AttributeNames=["All"],
             MessageAttributeNames=["All"],
-            VisibilityTimeout=0,
+            VisibilityTimeout=visibility,
         )
         return list(answer.get("Messages", []))
 

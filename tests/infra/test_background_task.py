@@ -65,7 +65,7 @@ def test_queues_fifo_when_ordered_with_a_redrive_net_and_visibility_six_times_th
         retries = int(variables[TaskEnv.RETRIES])
         assert queue["Properties"]["RedrivePolicy"] == {
             "deadLetterTargetArn": {"Fn::GetAtt": [dead["id"], "Arn"]},
-            "maxReceiveCount": retries + 3,
+            "maxReceiveCount": retries + 12,
         }
         assert queue["Properties"]["VisibilityTimeout"] >= 6 * function["Properties"]["Timeout"]
         assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 86_400

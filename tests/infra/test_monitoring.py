@@ -151,6 +151,13 @@ def test_the_dashboard_covers_every_job_function_queue_kind_the_api_and_the_flee
     } <= read
     assert {"CpuUtilized", "MemoryUtilized"} <= read
     assert "JobFinishUnrecorded" in read  # each job's ticks graph shows outcomes given up on
+    # Enqueues counted where every one is seen, whoever sent it (an application with only boto3
+    # emits no EMF): SQS's NumberOfMessagesSent of each task's queue, on its outcomes graph.
+    outcomes = [w for w in widgets if str(w["properties"].get("title")).endswith(": outcomes")]
+    assert len(outcomes) == 2
+    for widget in outcomes:
+        assert "NumberOfMessagesSent" in {name for _, name, _ in widget_series(widget)}
+    assert "TaskEnqueued" not in read
     stats = json.dumps(widgets)
     assert '"stat":"p50"' in stats.replace(" ", "") and '"stat":"p99"' in stats.replace(" ", "")
 

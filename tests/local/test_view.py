@@ -9,13 +9,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
+from tests.conftest import REGION
+from tests.helpers.tables import create_pk_sk_table
+from tests.helpers.tasks import ORDERED, PLAIN, build_stack
+from vigil.clock import ManualClock
+from vigil.tasks.catalog import Catalog
 from vigil_tools.local import view
 from vigil_tools.local.up import _Running, exports, pointer_lines
 from vigil_tools.local.view import CLEAR
 
 URL = "http://127.0.0.1:4580"
+SERVICES = ("sqs", "events", "scheduler")
 
 
 class Clock:
@@ -32,7 +39,9 @@ class Stub:
 
 
 def test_the_export_lines_stay_on_screen_after_a_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(view, "render", lambda *_: "JOBS AND OBSERVERS")
+    shown: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(view, "render", lambda *a: shown.append(a) or "JOBS AND OBSERVERS")
+    tasks = Catalog({})
     stop = threading.Event()
     out = io.StringIO()
     env = exports(URL, URL + "/vigil-api")
@@ -47,9 +56,11 @@ def test_the_export_lines_stay_on_screen_after_a_refresh(monkeypatch: pytest.Mon
         speed=1.0,
         out=out,
         pointers=pointer_lines(env),
+        tasks=tasks,
     )
 
     running.loop(stop, quiet=False)
+    assert shown[0][-1] is tasks  # the stack's tasks reach the view
 
     refreshed = out.getvalue().split(CLEAR)[-1].splitlines()
     assert [line for line in refreshed if line.startswith("export ")] == [
@@ -66,3 +77,28 @@ def test_the_readme_shows_the_lines_local_up_prints() -> None:
     printed = "\n".join(pointer_lines(env))
 
     assert f"```bash\n{printed}\n```" in readme
+
+
+def test_the_view_shows_each_tasks_counts_by_status_and_its_queue(
+    dynamodb: Any, clock: ManualClock
+) -> None:
+    """The view showed jobs and observers only: a task's backlog, failures and dead letters
+    could not be seen while ``vigil local up`` ran."""
+    sqs, events, scheduler = (boto3.client(kind, region_name=REGION) for kind in SERVICES)
+    table = create_pk_sk_table(dynamodb, "vigil-tasks")
+    stack = build_stack(dynamodb, sqs, events, scheduler, clock, table)
+    client = stack.client()
+    for key in ("o-1", "o-2"):
+        client.enqueue(PLAIN, {}, key=key)
+    client.enqueue(PLAIN, {}, key="o-3", delay=60)
+    client.cancel(PLAIN, "o-2")
+    sqs.send_message(QueueUrl=stack.catalog.spec(PLAIN).dead_letter_url, MessageBody="{}")
+
+    lines = view.render_tasks(sqs, dynamodb, stack.catalog).splitlines()
+
+    assert lines[0].split() == [
+        "TASK", "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED",
+        "WAITING", "DELAYED", "IN-FLIGHT", "DEAD-LETTERS",
+    ]  # fmt: skip
+    assert lines[1].split() == [ORDERED, "0", "0", "0", "0", "0", "0", "0", "0", "0"]
+    assert lines[2].split() == [PLAIN, "2", "0", "0", "0", "1", "2", "1", "0", "1"]

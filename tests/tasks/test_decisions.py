@@ -30,6 +30,11 @@ def seen(status: str, **fields: object) -> dict[str, object]:
     return {"status": status, "token": 5, **fields}
 
 
+def waiting(retry_message: str, until: str = "12:00:10") -> dict[str, object]:
+    """A QUEUED record whose retry is held by ``retry_message`` until ``until`` (NOW is 12:00)."""
+    return seen("QUEUED", retry_at=f"2026-11-22T{until}.000Z", retry_message=retry_message)
+
+
 @pytest.mark.parametrize(
     ("record", "redriven", "verdict"),
     [
@@ -41,13 +46,19 @@ def seen(status: str, **fields: object) -> dict[str, object]:
         (seen("RUNNING", lease_until="2026-11-22T12:01:00.000Z"), False, Verdict.BUSY),
         (seen("RUNNING", lease_until="2026-11-22T11:59:00.000Z"), False, Verdict.RETRY),
         (seen("QUEUED"), False, Verdict.RETRY),
+        # A retry waiting for its backoff: only its own message (m-1) or a redrive may take it.
+        (waiting("m-0"), False, Verdict.DUPLICATE),
+        (waiting("m-1"), False, Verdict.RETRY),
+        (waiting("m-0"), True, Verdict.RETRY),
+        (waiting("m-0", until="11:59:50"), False, Verdict.RETRY),
         (None, False, Verdict.RETRY),
     ],
 )
 def test_a_refused_claim_is_decided_from_what_it_saw(
     record: dict[str, object] | None, redriven: bool, verdict: Verdict
 ) -> None:
-    assert resolve_claim(record, now=NOW, token=3, redriven=redriven).verdict is verdict
+    decision = resolve_claim(record, now=NOW, token=3, redriven=redriven, message_id="m-1")
+    assert decision.verdict is verdict
 
 
 def test_busy_comes_back_when_the_lease_ends_and_retry_claims_above_the_seen_token() -> None:

@@ -23,6 +23,8 @@ BAD_INPUTS: list[tuple[str, dict[str, Any], str]] = [
     ("key with a space", {"key": "order 1"}, "invalid key"),
     ("key too long", {"key": "k" * 129}, "invalid key"),
     ("key empty", {"key": ""}, "invalid key"),
+    # A task's id is one segment of its API path (GET /tasks/{task}/{id}): no '/'.
+    ("key with a slash", {"key": "tenant/1"}, "no '/'"),
     ("negative delay", {"delay": -1}, "must not be negative"),
     ("negative timedelta", {"delay": timedelta(seconds=-5)}, "must not be negative"),
     ("delay as text", {"delay": "60"}, "timedelta or seconds"),

@@ -3,10 +3,10 @@ promise could break, reproduced on moto (with SQS's real limits where moto does 
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
-import pytest
 from botocore.exceptions import ClientError
 
 from tests.helpers.clients import Delegating
@@ -14,7 +14,7 @@ from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_runs import Body, url
 from vigil.clock import ManualClock
-from vigil.contract.tasks import MAX_MESSAGE_BYTES, TaskStatus
+from vigil.contract.tasks import MAX_MESSAGE_BYTES, TaskStatus, max_receive_count
 from vigil.tasks.envelope import parse
 from vigil.tasks.errors import InvalidTask
 from vigil.tasks.queues import TaskQueue
@@ -143,16 +143,13 @@ def test_any_task_enqueue_accepts_can_be_dead_lettered_with_its_reason_and_redri
     assert moved.moved == ["o-1"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a plain copy of a key (re-enqueued) met during a redrive's retries is judged on the "
-    "record's attempts, so it is taken as a run that crashed past its retries: FAILED "
-    "RunCrashed, a failure event and a second dead letter, for a task that is still retrying. "
-    "Needs the record to say which budget its attempts are on (e.g. attempts at the redrive).",
-)
 def test_a_key_enqueued_again_while_its_redrive_retries_is_not_called_crashed(
     stack: Stack, make_handler: HandlerFactory
 ) -> None:
+    """A plain copy of the key met during a redrive's retries was judged on the record's
+    attempts (4 > 1 + 1 retries), so taken as a run that crashed past its retries: FAILED
+    RunCrashed, a failure event and a second dead letter, for a task still retrying. The
+    record now says the budget's base (``budget_from``), so every message is judged alike."""
     client = stack.client()
     client.enqueue(PLAIN, {}, key="o-1")
     (first,) = records(stack.messages(url(stack)))
@@ -167,7 +164,42 @@ def test_a_key_enqueued_again_while_its_redrive_retries_is_not_called_crashed(
     redriven = record_of(parse(dead["Body"]).redrive().body(), "m-r1")
     assert invoke(handler, [redriven]) == ["m-r1"]  # the redrive's first run fails: a retry
 
+    stack.clock.advance(timedelta(seconds=11))  # past the backoff: the copy may run the retry
     client.enqueue(PLAIN, {}, key="o-1")  # the application sends the same key again
     assert invoke(handler, records(stack.messages(url(stack)))) == []
-    assert stack.client().get(PLAIN, "o-1").error_type != "RunCrashed"
+    done = stack.client().get(PLAIN, "o-1")
+    assert (done.status, done.attempts) == (TaskStatus.SUCCEEDED, 4)  # the redrive's 2nd run
+    assert stack.dead_letters() == []
+
+
+def test_deferrals_near_the_deadline_spend_no_attempts_and_come_back_at_once(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """A message not claimed because the batch was near its deadline was reported failed and
+    waited the whole visibility timeout, and each deferral used up a receive of the redrive
+    policy's ``retries + 3``: with ``retries=0``, three deferrals dead-lettered a task that had
+    never run. A deferral is now visible again at once, and the redrive policy leaves room for
+    receives that run nothing (the attempt budget is the record's, not the receive count)."""
+    spec = stack.catalog.spec(PLAIN)
+    dead_letter_arn = stack.sqs.get_queue_attributes(
+        QueueUrl=spec.dead_letter_url, AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    policy = {"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": max_receive_count(0)}
+    stack.sqs.set_queue_attributes(
+        QueueUrl=spec.queue_url, Attributes={"RedrivePolicy": json.dumps(policy)}
+    )
+    stack.client().enqueue(PLAIN, {}, key="o-1")
+    body = Body()
+    handler = make_handler(body, retries=0)
+    for _ in range(3):  # received with a 5-minute visibility, deferred: 1 s left, 30 s margin
+        batch = records(stack.messages(url(stack), visibility=300))
+        assert len(batch) == 1, "the deferred message did not come back at once"
+        assert invoke(handler, batch, remaining=lambda: 1_000) == [batch[0]["messageId"]]
+
+    batch = records(stack.messages(url(stack), visibility=300))  # back at once, still queued
+    assert len(batch) == 1, "the redrive policy dead-lettered a task that never ran"
+    assert invoke(handler, batch) == []
+    assert body.ids == ["o-1"]
+    done = stack.client().get(PLAIN, "o-1")
+    assert (done.status, done.attempts) == (TaskStatus.SUCCEEDED, 1)
     assert stack.dead_letters() == []

@@ -229,6 +229,34 @@ def test_failures_retry_with_backoff_then_fail_into_the_dead_letter_queue(
     assert invoke(handler, batch) == [] and len(body.runs) == 3  # a late copy: DUPLICATE
 
 
+def test_a_key_enqueued_again_during_a_retrys_backoff_does_not_run_it_early(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """The copy's message took the QUEUED record at once, so the retry ran with no backoff
+    at all. It is now a DUPLICATE while the backoff lasts: the retry's own message runs it."""
+    client = stack.client()
+    client.enqueue(PLAIN, {}, key="o-1")
+    (first,) = records(stack.messages(url(stack)))
+    stack.sqs.delete_message(QueueUrl=url(stack), ReceiptHandle=first["receiptHandle"])
+    body = Body(fail=1)
+    handler = make_handler(body, retries=2, backoff=timedelta(seconds=10))
+    assert invoke(handler, [first]) == [first["messageId"]]  # a retry, back in 10 s
+
+    client.enqueue(PLAIN, {}, key="o-1")  # the application sends the same key again
+    copy = records(stack.messages(url(stack)))
+    stack.clock.advance(timedelta(seconds=4))
+    assert invoke(handler, copy) == []  # DUPLICATE: deleted, not run
+    assert len(body.runs) == 1
+    waiting = client.get(PLAIN, "o-1")
+    assert (waiting.status, waiting.attempts) == (TaskStatus.QUEUED, 1)
+
+    # The retry's own message runs it (even a little early by this clock: SQS said it was due).
+    stack.clock.advance(timedelta(seconds=5))
+    assert invoke(handler, [first]) == []
+    done = client.get(PLAIN, "o-1")
+    assert (done.status, done.attempts) == (TaskStatus.SUCCEEDED, 2)
+
+
 def test_malformed_messages_go_to_the_dead_letter_queue_at_once_with_the_reason(
     stack: Stack, make_handler: HandlerFactory
 ) -> None:

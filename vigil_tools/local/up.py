@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vigil.contract.tasks import CATALOG_ENV
+from vigil.tasks.catalog import Catalog
 from vigil_tools.local.interrupts import Interrupts, Stopped
 from vigil_tools.project import ProjectNotFound, find_project
 
@@ -159,6 +160,7 @@ class _Running:
     speed: float
     out: TextIO
     pointers: list[str]
+    tasks: Catalog | None = None
     """What points both CLIs at the stack: printed at the start, kept atop the live view."""
 
     @classmethod
@@ -254,6 +256,7 @@ class _Running:
             speed=args.speed,
             out=out,
             pointers=pointers,
+            tasks=Catalog.parse(env[CATALOG_ENV]) if tasks else None,
         )
 
     def loop(self, stop: threading.Event, *, quiet: bool) -> None:
@@ -267,7 +270,12 @@ class _Running:
                 shown = self.clock.elapsed()
                 header = f"vigil local up on {self.endpoint.url} (speed x{self.speed:g})"
                 screen = render(
-                    self.session, self.catalog, self.fleet.registry_table, self.clock(), header
+                    self.session,
+                    self.catalog,
+                    self.fleet.registry_table,
+                    self.clock(),
+                    header,
+                    self.tasks,
                 )
                 # the screen is cleared: the export lines are drawn again, so they stay copyable
                 print(CLEAR + "\n".join([*self.pointers, "", screen]), file=self.out, flush=True)

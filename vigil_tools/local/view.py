@@ -1,19 +1,54 @@
-"""The live terminal view: jobs with their last ticks, observers with status and generation."""
+"""The live terminal view: jobs with their last ticks, observers with status and generation,
+tasks with their records by status and their queues' depth."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from vigil.contract.tasks import TaskStatus
 from vigil.dynamo import from_wire
 from vigil.jobs.store import RunStore
 from vigil.observers.model import from_item
+from vigil.tasks.catalog import Catalog
+from vigil.tasks.queues import TaskQueue
+from vigil.tasks.store import TaskStore
 from vigil_tools.tables import render_table
 
 CLEAR = "\x1b[H\x1b[2J"
 
 
-def render(session: Any, jobs_catalog: Any, registry_table: str, now: datetime, header: str) -> str:
+TASK_COLUMNS = ["TASK", *TaskStatus, "WAITING", "DELAYED", "IN-FLIGHT", "DEAD-LETTERS"]
+
+
+def render_tasks(sqs: Any, dynamodb: Any, catalog: Catalog) -> str:
+    """One row per task: its records by status, then its queue (SQS's approximate counts)."""
+    rows = []
+    for name in sorted(catalog):
+        spec = catalog.spec(name)
+        counts = TaskStore(dynamodb, spec.table).count_by_status(name)
+        depth = TaskQueue(sqs, spec.queue_url, spec.dead_letter_url).depth()
+        rows.append(
+            [
+                name,
+                *(counts[status] for status in TaskStatus),
+                depth.waiting,
+                depth.delayed,
+                depth.in_flight,
+                depth.dead_letters,
+            ]
+        )
+    return render_table(TASK_COLUMNS, rows) if rows else "(no tasks)"
+
+
+def render(
+    session: Any,
+    jobs_catalog: Any,
+    registry_table: str,
+    now: datetime,
+    header: str,
+    tasks: Catalog | None = None,
+) -> str:
     heads = {
         h.job: h for h in RunStore(session.client("dynamodb"), jobs_catalog.runs_table).heads()
     }
@@ -52,6 +87,8 @@ def render(session: Any, jobs_catalog: Any, registry_table: str, now: datetime, 
             render_table(["OBSERVER", "KIND", "STATUS", "GEN", "RESTARTS", "HEARTBEAT"], rows)
             if rows
             else "(no observers)",
+            "",
+            render_tasks(session.client("sqs"), session.client("dynamodb"), tasks or Catalog({})),
             "",
             "Ctrl-C stops everything.",
         ]

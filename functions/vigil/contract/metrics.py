@@ -79,9 +79,12 @@ class ObserverMetric(StrEnum):
 
 
 class TaskMetric(StrEnum):
-    """Metrics emitted per task (``vigil.tasks``); the dimension is ``task``."""
+    """Metrics emitted per task (``vigil.tasks``); the dimension is ``task``.
 
-    ENQUEUED = "TaskEnqueued"
+    Enqueues are not among them: an application enqueues with boto3 alone and emits no metrics,
+    so SQS's own ``NumberOfMessagesSent`` of the task's queue counts them (every enqueue, by
+    any path, plus redrives; on each task's outcomes graph), at no request of ours."""
+
     SUCCEEDED = "TaskSucceeded"
     FAILED = "TaskFailed"
     """Out of retries (or malformed): the record is FAILED and the message dead-lettered."""

@@ -15,9 +15,12 @@ from enum import StrEnum
 
 TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
 """A task's name (``send-receipt``): the construct id in kebab case unless given."""
-TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@#=+/-]{0,127}$")
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@#=+-]{0,127}$")
 """A task's id (its key): printable, no spaces, at most 128 characters (it is a sort key, an SQS
-deduplication id's source and a schedule name's source)."""
+deduplication id's source and a schedule name's source). No ``/``: the id is one segment of its
+API path (``/tasks/{task}/{id}``), and an encoded ``%2F`` is not kept alike by every proxy; the
+other characters a URL must encode (``#``, ``:``, ``@``...) come percent-encoded and are decoded."""
+TASK_ID_CHARACTERS = "letters, digits and _.:@#=+- (no '/': the id is a segment of its API path)"
 GROUP = re.compile(r"^[A-Za-z0-9_.:@#=+/-]{1,128}$")
 """An ordered task's group (SQS ``MessageGroupId``'s alphabet)."""
 
@@ -109,6 +112,22 @@ MAX_MESSAGE_BYTES = 262_144
 """SQS's largest message (256 KiB): a bigger envelope is refused by ``enqueue``."""
 MAX_RESULT_BYTES = 65_536
 """The largest result a task record keeps (JSON); a bigger one fails the run, plainly."""
+
+RECEIVES_THAT_RUN_NOTHING = 10
+"""Room in a task queue's redrive policy for receives that run nothing: a message deferred near
+a batch's deadline, one that met a live lease (BUSY), a batch Lambda returned for a throttle.
+AWS asks for a ``maxReceiveCount`` of at least 5 on a Lambda event source for the throttles
+alone."""
+
+
+def max_receive_count(retries: int) -> int:
+    """The task queue's redrive policy (``BackgroundTask``): the runtime counts a task's attempts
+    on its record, not by SQS's receives, and dead-letters it itself with the reason after its
+    ``retries + 1`` runs, or on the next receive (``RunCrashed``) when those runs died whole. SQS's
+    own move is only the net for a message the function cannot even claim (it fails to start),
+    so it must never come first for a task still in its budget."""
+    return retries + 2 + RECEIVES_THAT_RUN_NOTHING
+
 
 SCHEDULE_GROUP = "vigil-tasks"
 """The EventBridge Scheduler group of one-time schedules (``at`` beyond 15 minutes)."""

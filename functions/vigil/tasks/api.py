@@ -12,11 +12,11 @@ and a retried POST answers the same id without sending a second task.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from http import HTTPStatus
 from typing import Annotated, Any
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
@@ -33,7 +33,9 @@ from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.errors import InvalidTask, NotCancellable, TaskNotFound, UnknownTask
 
 TaskName = Annotated[str, Path(pattern=TASK_NAME.pattern)]
-TaskId = Annotated[str, Path(max_length=128)]
+TaskId = Annotated[str, Path(max_length=3 * 128)]
+"""Percent-encoded as the path carries it (``#`` is ``%23``): decoded by the route (an id has no
+``%`` of its own, so decoding is unambiguous)."""
 MAX_PAGE = 100
 
 _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
@@ -67,8 +69,6 @@ class EnqueueRequest(BaseModel):
 @dataclass(frozen=True)
 class TasksServices:
     client: TaskClient
-    on_enqueued: Callable[[str], None] | None = None
-    """Told of each task enqueued (the handler counts ``TaskEnqueued``)."""
 
 
 def _parse_at(text: str | None) -> datetime | None:
@@ -109,15 +109,13 @@ def build_tasks_app(
             at=_parse_at(request.at),
             group=request.group,
         )
-        if services.on_enqueued:
-            services.on_enqueued(task)
         record = client.get(task, task_id)
         body = {"task": task, "id": task_id, "status": record.status.value}
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
 
     @app.get("/tasks/<task>/<task_id>", summary="One task's record (poll until final)")
     def get_task(task: TaskName, task_id: TaskId) -> dict[str, Any]:
-        return client.get(task, task_id).to_json()
+        return client.get(task, unquote(task_id)).to_json()
 
     @app.get("/tasks/<task>", summary="A task's records by id, one page at a time")
     def list_tasks(
@@ -133,6 +131,7 @@ def build_tasks_app(
 
     @app.delete("/tasks/<task>/<task_id>", summary="Cancel a task that has not started")
     def delete_task(task: TaskName, task_id: TaskId) -> dict[str, Any]:
+        task_id = unquote(task_id)
         client.get(task, task_id)  # an id never enqueued is 404, not a new CANCELLED record
         return client.cancel(task, task_id).to_json()
 

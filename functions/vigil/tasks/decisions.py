@@ -7,6 +7,7 @@ branch is tested without AWS:
   FAILED is final except to an operator's redrive);
   RUNNING under a live lease -> BUSY, the message comes back when the lease has run out; otherwise
   the state moved (a token ahead of our clock) -> RETRY above what was seen;
+* a copy of the key during a retry's backoff -> DUPLICATE: the retry's own message runs it then;
 * a body that raised (:func:`after_failure`): retry after ``backoff * 2**(attempt-1)`` (capped at
   ``MAX_BACKOFF``, just under SQS's 12 hours), or, out of retries, FAILED and the dead-letter queue;
 * a claim past the retries (:func:`crashed_out`): earlier attempts died without an outcome ->
@@ -26,6 +27,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from vigil.clock import iso
 from vigil.contract.tasks import MAX_RESULT_BYTES, TaskStatus
 from vigil.dynamo import Item
 from vigil.tasks.settings import MAX_BACKOFF
@@ -52,10 +54,16 @@ class ClaimDecision:
 
 
 def resolve_claim(
-    seen: Item | None, *, now: datetime, token: int, redriven: bool = False
+    seen: Item | None,
+    *,
+    now: datetime,
+    token: int,
+    redriven: bool = False,
+    message_id: str = "",
 ) -> ClaimDecision:
     """A claim refused with ``seen`` (ALL_OLD) under ``token`` at ``now``; a ``redriven``
-    message may take a FAILED record, so its refusal there can only be the token."""
+    message may take a FAILED record (or a waiting retry), so its refusal there can only be
+    the token, as can that of ``message_id`` when it is the message holding the retry."""
     if seen is None:
         return ClaimDecision(Verdict.RETRY, "the record vanished under the claim")
     status = TaskStatus(seen["status"])
@@ -63,6 +71,17 @@ def resolve_claim(
         return ClaimDecision(Verdict.CANCELLED, "cancelled before it started: not run")
     if status is TaskStatus.SUCCEEDED or (status is TaskStatus.FAILED and not redriven):
         return ClaimDecision(Verdict.DUPLICATE, f"already {status.value}")
+    if (
+        status is TaskStatus.QUEUED
+        and not redriven
+        and seen.get("retry_message") != message_id
+        and str(seen.get("retry_at", "")) > iso(now)
+    ):
+        # Another copy of the key (enqueued again) during a retry's backoff: the retry's own
+        # message comes back when the backoff ends and runs it; this one would run it early.
+        return ClaimDecision(
+            Verdict.DUPLICATE, f"a retry waits until {seen['retry_at']}: its own message runs it"
+        )
     if status is TaskStatus.RUNNING:
         until = datetime.fromisoformat(str(seen["lease_until"]))
         if until >= now:

@@ -25,7 +25,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, iso, system_clock
-from vigil.contract.tasks import GROUP, MAX_QUEUE_DELAY_S, TASK_ID, TaskStatus
+from vigil.contract.tasks import (
+    GROUP,
+    MAX_QUEUE_DELAY_S,
+    TASK_ID,
+    TASK_ID_CHARACTERS,
+    TaskStatus,
+)
 from vigil.dynamo import error_code
 from vigil.tasks.catalog import Catalog, TaskSpec
 from vigil.tasks.envelope import (
@@ -106,8 +112,8 @@ class TaskClient:
         if key is not None and (not isinstance(key, str) or not TASK_ID.match(key)):
             raise InvalidTask(
                 "key",
-                f"invalid key {key!r}: 1 to 128 characters, letters, digits and _.:@#=+/- "
-                "(starting with a letter or digit)",
+                f"invalid key {key!r}: 1 to 128 characters, {TASK_ID_CHARACTERS}, "
+                "starting with a letter or digit",
             )
         if group is not None:
             if not spec.ordered:

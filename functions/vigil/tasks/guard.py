@@ -4,8 +4,9 @@ Flow of one message (the decorator hands each message of a batch here)::
 
     parse the envelope --malformed--> dead-letter queue with the reason, FAILED record; deleted
     an outcome this container could not record for this message? -> write it first
-    near the deadline? -> not claimed; reported failed (it comes back)
-    claim (1 UpdateItem) --refused--> resolve_claim: DUPLICATE / CANCELLED (deleted, 1 request),
+    near the deadline? -> not claimed; reported failed, visible again at once
+    claim (1 UpdateItem) --refused--> resolve_claim: DUPLICATE / CANCELLED (deleted, 1 request;
+                                      a copy during a retry's backoff is a DUPLICATE too),
                                       BUSY (back when the holder's lease ends), RETRY
     claimed past the retries (the earlier attempts crashed) -> FAILED RunCrashed, not run
     run the body -> finish (1 UpdateItem fenced by the token, through persist)
@@ -51,7 +52,7 @@ from vigil.tasks.envelope import Envelope, parse
 from vigil.tasks.errors import MalformedTask, TaskFenced
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.settings import TaskSettings
-from vigil.tasks.store import Claim, Claimed, TaskFinish, TaskStore
+from vigil.tasks.store import BUDGET_FROM, Claim, Claimed, TaskFinish, TaskStore
 
 MAX_CLAIM_ATTEMPTS = 4
 
@@ -91,9 +92,6 @@ class Message:
     receipt_handle: str
     body: str
     group: str | None = None
-    receive_count: int = 1
-    """SQS's ``ApproximateReceiveCount``: a redriven message's retries are counted by it (it
-    is a new message; the record's attempts go on from the runs before the redrive)."""
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Message:
@@ -103,7 +101,6 @@ class Message:
             receipt_handle=str(record.get("receiptHandle", "")),
             body=str(record.get("body", "")),
             group=attributes.get("MessageGroupId"),
-            receive_count=int(attributes.get("ApproximateReceiveCount") or 1),
         )
 
 
@@ -183,6 +180,10 @@ class TaskGuard:
         if remembered is not None:
             return self._conclude(message, envelope, remembered, remaining_ms, how="remembered")
         if not may_claim(remaining_ms(), self.settings.lease_margin):
+            # Visible again at once, for the next invocation: nothing ran, so nothing waits.
+            # Its receive is spent (SQS counts every one), but not an attempt: those are the
+            # record's, and the redrive policy leaves room (``max_receive_count``).
+            self._come_back(message, 0)
             return Delivery(Outcome.DEFERRED, envelope.id, reason="too near the deadline")
         claimed = self._claim(message, envelope, remaining_ms, holder)
         if isinstance(claimed, Delivery):
@@ -211,11 +212,18 @@ class TaskGuard:
                     due_at=envelope.due_at,
                     group=envelope.group,
                     redriven=envelope.redriven,
+                    message_id=message.message_id,
                 )
             )
             if isinstance(answer, Claimed):
                 return answer
-            decision = resolve_claim(answer.seen, now=now, token=token, redriven=envelope.redriven)
+            decision = resolve_claim(
+                answer.seen,
+                now=now,
+                token=token,
+                redriven=envelope.redriven,
+                message_id=message.message_id,
+            )
             if decision.verdict is Verdict.DUPLICATE:
                 return Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
             if decision.verdict is Verdict.CANCELLED:
@@ -255,8 +263,10 @@ class TaskGuard:
         logger = telemetry.logger()
         error: BaseException | None = None
         encoded: str | FinalFailure | None = None
-        # An operator's redrive gets the retries afresh: counted by the new message's deliveries.
-        budget = message.receive_count if envelope.redriven else attempt
+        # Attempts on the current budget: an operator's redrive gets the retries afresh, counted
+        # from the attempts spent when it went FAILED (on the record, so any message of the key
+        # is judged the same; SQS's receive count would also count deferrals and busy returns).
+        budget = attempt - int(record.get(BUDGET_FROM, 0))
         if crashed_out(budget, self.settings.retries):
             encoded = FinalFailure(
                 "RunCrashed",
@@ -290,20 +300,18 @@ class TaskGuard:
                 assert error is not None
                 error_type, text, final = type(error).__name__, str(error), False
             # Judged on the same budget as a crash: a redrive's retries are afresh for both.
-            retry = (
-                not final
-                and after_failure(budget, self.settings.retries, self.settings.backoff).retry
-            )
+            failure = after_failure(budget, self.settings.retries, self.settings.backoff)
+            retry = not final and failure.retry
             outcome = replace(
                 outcome,
                 status=TaskStatus.QUEUED if retry else TaskStatus.FAILED,
                 error_type=error_type,
                 error_message=truncate(text),
+                retry_in_s=failure.delay_s if retry else 0,
+                retry_message=message.message_id if retry else None,
             )
         wait_ms = max(0, int((started - waited_from).total_seconds() * 1000))
-        delivery = self._conclude(
-            message, envelope, outcome, remaining_ms, how="ran", budget=budget
-        )
+        delivery = self._conclude(message, envelope, outcome, remaining_ms, how="ran")
         return Delivery(
             delivery.outcome,
             delivery.task_id,
@@ -323,7 +331,6 @@ class TaskGuard:
         outcome: TaskFinish,
         remaining_ms: Callable[[], int],
         how: str,
-        budget: int | None = None,
     ) -> Delivery:
         """Record ``outcome`` (through transient faults), then act on the message: delete it
         or have it come back after the backoff.
@@ -359,15 +366,12 @@ class TaskGuard:
                 "a newer delivery took the task over; this outcome is not recorded",
             )
         if outcome.status is TaskStatus.QUEUED:
-            delay = after_failure(
-                budget or outcome.attempt, self.settings.retries, self.settings.backoff
-            )
-            self._come_back(message, delay.delay_s)
+            self._come_back(message, outcome.retry_in_s)
             return Delivery(
                 Outcome.RETRIED,
                 envelope.id,
                 outcome.attempt,
-                f"attempt {outcome.attempt} failed ({error}); retry in {delay.delay_s} s",
+                f"attempt {outcome.attempt} failed ({error}); retry in {outcome.retry_in_s} s",
             )
         unsent = not self._announce(envelope, outcome, time_left_s)
         final = Outcome.SUCCEEDED if outcome.status is TaskStatus.SUCCEEDED else Outcome.FAILED

@@ -1,8 +1,10 @@
-"""The SQS requests of tasks: send a task's message, dead-letter one with its reason, and set
-when a message comes back (a retry's backoff, a busy task's lease). Nothing else touches SQS."""
+"""The SQS requests of tasks: send a task's message, dead-letter one with its reason, set when a
+message comes back (a retry's backoff, a busy task's lease), and read the queue's depth for the
+operator's views. Nothing else touches SQS."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from vigil.contract.tasks import MAX_MESSAGE_BYTES, REASON_ATTRIBUTE
@@ -16,6 +18,23 @@ MAX_TASK_MESSAGE_BYTES = MAX_MESSAGE_BYTES - (
 adds): SQS counts message attributes toward its 256 KiB, so the room for the dead letter's
 reason (at most ``ERROR_TEXT_LIMIT`` characters of up to 4 bytes) is kept free. A message that
 used it all could be neither dead-lettered with its reason nor redriven."""
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    """SQS's approximate counts of a task's queue (for the operator's views, not decisions)."""
+
+    waiting: int
+    delayed: int
+    in_flight: int
+    dead_letters: int
+
+
+DEPTH_ATTRIBUTES = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesDelayed",
+    "ApproximateNumberOfMessagesNotVisible",
+)
 
 
 class TaskQueue:
@@ -56,6 +75,19 @@ class TaskQueue:
             request["MessageGroupId"] = group or "dead-letters"
             request["MessageDeduplicationId"] = message_id
         self._client.send_message(**request)
+
+    def depth(self) -> QueueDepth:
+        """Two GetQueueAttributes: the queue's messages and the dead-letter queue's."""
+
+        def counts(url: str) -> list[int]:
+            attributes = self._client.get_queue_attributes(
+                QueueUrl=url, AttributeNames=list(DEPTH_ATTRIBUTES)
+            )["Attributes"]
+            return [int(attributes.get(name, 0)) for name in DEPTH_ATTRIBUTES]
+
+        waiting, delayed, in_flight = counts(self.queue_url)
+        dead = counts(self.dead_letter_url)[0] if self.dead_letter_url else 0
+        return QueueDepth(waiting, delayed, in_flight, dead)
 
     def come_back_in(self, receipt_handle: str, seconds: int) -> None:
         """The message reappears after ``seconds`` (its visibility timeout from now)."""

@@ -19,19 +19,35 @@ import base64
 import binascii
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from vigil.clock import iso
 from vigil.contract.tasks import PK_PREFIX, TaskStatus
-from vigil.dynamo import Item, Update, all_of, any_of, from_wire, is_condition_failure, old_item
+from vigil.dynamo import (
+    Item,
+    Update,
+    all_of,
+    any_of,
+    from_wire,
+    is_condition_failure,
+    old_item,
+    paginate,
+)
 from vigil.dynamo import to_wire as wire
 from vigil.tasks.errors import InvalidTask, NotCancellable
 
 LEASE_ATTRIBUTES = ("lease_until", "holder")
+RETRY_ATTRIBUTES = ("retry_at", "retry_message")
+"""A QUEUED record waiting for its retry: when the backoff ends, and the message that holds the
+retry (SQS hands it back then). Until then no other message of the key may take the record."""
+BUDGET_FROM = "budget_from"
+"""The attempts spent when the task last went FAILED: the retry budget of a redriven task counts
+its attempts from there (absent: from 0)."""
 
 
 def task_key(task: str, task_id: str) -> dict[str, str]:
@@ -118,6 +134,8 @@ class Claim:
     due_at: str | None = None
     group: str | None = None
     redriven: bool = False
+    message_id: str = ""
+    """The claiming message: the one that holds a retry may take it before its backoff ends."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +165,9 @@ class TaskFinish:
     """The body's return value as JSON."""
     error_type: str | None = None
     error_message: str | None = None
+    retry_in_s: int = 0
+    """QUEUED: the backoff, after which ``retry_message`` comes back to run the retry."""
+    retry_message: str | None = None
 
     @property
     def run(self) -> tuple[str, str]:
@@ -237,10 +258,20 @@ class TaskStore:
             update.set_default("group", claim.group)
         if claim.redriven:
             update.set("redriven", True)
-        update.remove("progress", "progress_note")
+        update.remove("progress", "progress_note", *RETRY_ATTRIBUTES)
+        queued = update.eq("status", TaskStatus.QUEUED.value)
+        if not claim.redriven:  # an operator's redrive may run a waiting retry at once
+            queued = all_of(
+                queued,
+                any_of(
+                    update.absent("retry_at"),
+                    update.le("retry_at", iso(claim.now)),
+                    update.eq("retry_message", claim.message_id),
+                ),
+            )
         takeable = [
             update.absent("pk"),
-            update.eq("status", TaskStatus.QUEUED.value),
+            queued,
             all_of(
                 update.eq("status", TaskStatus.RUNNING.value),
                 update.lt("lease_until", iso(claim.now)),
@@ -274,6 +305,14 @@ class TaskStore:
         update.set("duration_ms", outcome.duration_ms)
         if outcome.final:
             update.set("finished_at", iso(outcome.at))
+        if outcome.status is TaskStatus.FAILED:
+            # Only an operator's redrive takes a FAILED record, and it gets the retries afresh:
+            # its attempts count from here, whichever message (the redrive's or a plain copy of
+            # the key) runs them.
+            update.set(BUDGET_FROM, outcome.attempt)
+        if outcome.status is TaskStatus.QUEUED:
+            update.set("retry_at", iso(outcome.at + timedelta(seconds=outcome.retry_in_s)))
+            update.set("retry_message", outcome.retry_message or "")
         if outcome.result is not None:
             update.set("result", outcome.result)
         if outcome.error_type is not None:
@@ -355,6 +394,18 @@ class TaskStore:
                 return False
             raise
         return True
+
+    def count_by_status(self, task: str) -> Counter[TaskStatus]:
+        """The task's records by status: a Query of its partition, reading the status alone
+        (for the operator's views; every record is read, one request per 1 MB page)."""
+        request = {
+            "TableName": self._table,
+            "KeyConditionExpression": "#pk = :pk",
+            "ProjectionExpression": "#status",
+            "ExpressionAttributeNames": {"#pk": "pk", "#status": "status"},
+            "ExpressionAttributeValues": wire({":pk": f"{PK_PREFIX}{task}"}),
+        }
+        return Counter(TaskStatus(item["status"]) for item in paginate(self._client.query, request))
 
     def get(self, task: str, task_id: str) -> TaskRecord | None:
         answer = self._client.get_item(
