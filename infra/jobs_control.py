@@ -20,10 +20,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
-from aws_cdk import aws_scheduler_targets as targets
 from constructs import Construct
 
-from infra.function import vigil_function
+from infra.function import InvokeTarget, vigil_function
 from infra.management_api import access_log_group, management_api_options
 from infra.queues import dead_letter_queue
 from infra.scheduled_job import ScheduledJob
@@ -154,7 +153,7 @@ class JobsControl(Construct):
             schedule=scheduler.ScheduleExpression.rate(AUDIT_EVERY),
             description="Vigil: record expected job ticks that were never delivered",
             time_window=scheduler.TimeWindow.off(),
-            target=targets.LambdaInvoke(
+            target=InvokeTarget(
                 self.function,
                 input=scheduler.ScheduleTargetInput.from_object({"vigil-audit": True}),
                 retry_attempts=2,
