@@ -23,7 +23,11 @@ from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
 from infra.function import InvokeTarget, vigil_function
-from infra.management_api import access_log_group, management_api_options
+from infra.management_api import (
+    access_log_group,
+    management_api_options,
+    restrict_to_operators,
+)
 from infra.queues import dead_letter_queue
 from infra.scheduled_job import ScheduledJob
 from vigil.contract.jobs import IDEMPOTENCY_PK
@@ -131,12 +135,14 @@ class JobsControl(Construct):
     def _build_rest_api(self) -> apigateway.RestApi:
         """Without an observer fleet: the same kind of API, IAM on every method, access-logged."""
         self.api_access_logs = access_log_group(self, logs.RetentionDays.ONE_MONTH)
-        return apigateway.RestApi(
+        api = apigateway.RestApi(
             self,
             "Api",
             description="Vigil jobs",
             **management_api_options(self.api_access_logs, f"{Stack.of(self).stack_name}-jobs"),
         )
+        restrict_to_operators(api)
+        return api
 
     def _add_routes(self, api: apigateway.RestApi) -> None:
         """``/jobs`` and ``/jobs/{proxy+}``: more specific than the observers' ``/{proxy+}``."""

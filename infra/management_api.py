@@ -2,17 +2,31 @@
 
 The observers' API and, in a stack without a fleet, the jobs' own API are built from these options,
 so a security property added to one cannot be missing from the other.
+
+Who may call it: IAM decides. Without context ``operators``, any principal of the account whose
+IAM policies allow ``execute-api:Invoke`` on it; with ``-c operators=ARN,ARN`` (or a JSON list in
+``cdk.json``), a resource policy allows those roles and users and denies everyone else, even a
+principal granted ``execute-api:Invoke`` on ``*``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
+from infra.errors import ConfigurationError
+
+OPERATORS_CONTEXT = "operators"
+OPERATOR_ARN = re.compile(r"arn:aws(-[a-z]+)*:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}")
+"""An IAM role or user (a path allowed): what ``aws:PrincipalArn`` holds for its requests."""
+INVOKE_ANY_METHOD = "execute-api:/*"
 
 ACCESS_LOG_FIELDS = {
     "requestId": "$context.requestId",
@@ -66,3 +80,60 @@ def management_api_options(access_logs: logs.ILogGroup, name: str) -> dict[str, 
             access_log_format=apigateway.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS)),
         ),
     }
+
+
+def operators(scope: Construct) -> list[str]:
+    """The role and user ARNs of context ``operators``: a list, or one comma-separated string (as
+    ``cdk deploy -c operators=...`` passes it). Any other ARN fails the synth, naming it."""
+    value = scope.node.try_get_context(OPERATORS_CONTEXT)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip().startswith("[") else value.split(",")
+    if not isinstance(value, list) or not all(isinstance(arn, str) for arn in value):
+        raise ConfigurationError(
+            "ManagementApi", f"context {OPERATORS_CONTEXT}", f"{value!r} is not a list of ARNs"
+        )
+    arns = [arn.strip() for arn in value if arn.strip()]
+    for arn in arns:
+        if not OPERATOR_ARN.fullmatch(arn):
+            raise ConfigurationError(
+                "ManagementApi",
+                f"context {OPERATORS_CONTEXT}",
+                f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::ACCOUNT:role/NAME or "
+                "arn:aws:iam::ACCOUNT:user/NAME)",
+            )
+    return sorted(set(arns))
+
+
+def restrict_to_operators(api: apigateway.RestApi) -> None:
+    """With context ``operators``: the API's resource policy allows only them and explicitly
+    denies every other principal (an explicit deny beats any IAM allow). Without it, nothing:
+    IAM authorization lets in whoever the account's policies allow.
+
+    API Gateway applies a changed resource policy at the next deployment, so the operators are
+    part of the deployment's identity: changing them deploys the stage again.
+    """
+    arns = operators(api)
+    if not arns:
+        return
+    api.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="OperatorsOnly",
+            principals=[iam.ArnPrincipal(arn) for arn in arns],
+            actions=["execute-api:Invoke"],
+            resources=[INVOKE_ANY_METHOD],
+        )
+    )
+    api.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="NobodyElse",
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["execute-api:Invoke"],
+            resources=[INVOKE_ANY_METHOD],
+            conditions={"StringNotEquals": {"aws:PrincipalArn": arns}},
+        )
+    )
+    if api.latest_deployment is not None:
+        api.latest_deployment.add_to_logical_id({OPERATORS_CONTEXT: arns})

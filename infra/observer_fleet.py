@@ -36,7 +36,11 @@ from infra.alarms import alarm_above_zero
 from infra.errors import ConfigurationError
 from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
-from infra.management_api import access_log_group, management_api_options
+from infra.management_api import (
+    access_log_group,
+    management_api_options,
+    restrict_to_operators,
+)
 from infra.pins import pinned
 from infra.queues import dead_letter_queue
 from infra.removal import data_removal_policy
@@ -487,7 +491,7 @@ class ObserverFleet(Construct):
         API Gateway writes logs through one role per account and region (``cloud_watch_role``).
         """
         self.api_access_logs = access_log_group(self, self.log_retention)
-        return apigateway.LambdaRestApi(
+        api = apigateway.LambdaRestApi(
             self,
             "Api",
             handler=self.api_function,
@@ -497,6 +501,8 @@ class ObserverFleet(Construct):
                 self.api_access_logs, f"{Stack.of(self).stack_name}-observers"
             ),
         )
+        restrict_to_operators(api)
+        return api
 
     def _build_reconciler(
         self, failure_threshold: int, backoff_base: Duration, backoff_cap: Duration
