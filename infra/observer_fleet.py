@@ -43,7 +43,7 @@ from infra.management_api import (
 )
 from infra.pins import pinned
 from infra.queues import dead_letter_queue
-from infra.removal import data_removal_policy
+from infra.removal import data_removal_policy, deletion_protected
 from vigil.contract.hosts import (
     DEFAULT_MAX_UNAVAILABLE,
     HOST_EXIT,
@@ -264,6 +264,7 @@ class ObserverFleet(Construct):
                 point_in_time_recovery_enabled=True
             ),
             removal_policy=removal_policy,
+            deletion_protection=deletion_protected(removal_policy),
         )
         table.add_global_secondary_index(
             index_name=FLEET_INDEX,
@@ -298,6 +299,7 @@ class ObserverFleet(Construct):
                 point_in_time_recovery_enabled=True
             ),
             removal_policy=removal_policy,
+            deletion_protection=deletion_protected(removal_policy),
         )
 
     def _build_hosts_table(self, removal_policy: RemovalPolicy) -> dynamodb.Table:
@@ -314,6 +316,7 @@ class ObserverFleet(Construct):
                 point_in_time_recovery_enabled=True
             ),
             removal_policy=removal_policy,
+            deletion_protection=deletion_protected(removal_policy),
         )
         table.add_global_secondary_index(
             index_name=LIVE_HOSTS_INDEX,

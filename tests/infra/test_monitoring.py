@@ -215,7 +215,7 @@ def test_every_log_group_has_a_retention(synthesized: Synthesized) -> None:
         assert "LogGroup" in function["Properties"]["LoggingConfig"]
 
 
-def test_every_table_has_point_in_time_recovery_and_data_is_retained(
+def test_every_table_has_point_in_time_recovery_and_data_is_retained_and_protected(
     synthesized: Synthesized,
 ) -> None:
     tables = synthesized.resources("AWS::DynamoDB::Table")
@@ -225,6 +225,9 @@ def test_every_table_has_point_in_time_recovery_and_data_is_retained(
         assert spec["PointInTimeRecoveryEnabled"] is True
     for resource in [*tables.values(), *synthesized.resources("AWS::SQS::Queue").values()]:
         assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain"
+    # A retained table is kept from a stray DeleteTable (console, CLI) as well.
+    for table in tables.values():
+        assert table["Properties"]["DeletionProtectionEnabled"] is True
 
 
 def test_a_throwaway_stack_deletes_its_data_with_it() -> None:
@@ -234,6 +237,7 @@ def test_a_throwaway_stack_deletes_its_data_with_it() -> None:
     template = Template.from_stack(stack)
     for resource_type in ("AWS::DynamoDB::Table", "AWS::SQS::Queue"):
         template.all_resources(resource_type, {"DeletionPolicy": "Delete"})
+    template.all_resources_properties("AWS::DynamoDB::Table", {"DeletionProtectionEnabled": False})
 
 
 def test_functions_write_only_their_own_log_group(synthesized: Synthesized) -> None:
