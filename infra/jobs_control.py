@@ -24,7 +24,9 @@ from constructs import Construct
 
 from infra.function import InvokeTarget, vigil_function
 from infra.management_api import (
+    API_GATEWAY_TIMEOUT_SECONDS,
     access_log_group,
+    api_integration,
     management_api_options,
     restrict_to_operators,
 )
@@ -83,7 +85,7 @@ class JobsControl(Construct):
             "Function",
             handler="handlers.jobs_control.handler",
             description="Vigil jobs control: run now, pause, backfill plans, never-delivered audit",
-            timeout=Duration.minutes(1),
+            timeout=Duration.seconds(API_GATEWAY_TIMEOUT_SECONDS),
             environment={
                 "VIGIL_RUNS_TABLE": runs_table.table_name,
                 "VIGIL_JOBS": Stack.of(self).to_json_string(catalog),
@@ -146,7 +148,7 @@ class JobsControl(Construct):
 
     def _add_routes(self, api: apigateway.RestApi) -> None:
         """``/jobs`` and ``/jobs/{proxy+}``: more specific than the observers' ``/{proxy+}``."""
-        integration = apigateway.LambdaIntegration(self.function)
+        integration = api_integration(self.function)
         iam_only = apigateway.MethodOptions(authorization_type=apigateway.AuthorizationType.IAM)
         resource = api.root.add_resource("jobs")
         resource.add_method("GET", integration, authorization_type=iam_only.authorization_type)

@@ -18,6 +18,7 @@ from typing import Any
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -27,6 +28,8 @@ OPERATORS_CONTEXT = "operators"
 OPERATOR_ARN = re.compile(r"arn:aws(-[a-z]+)*:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}")
 """An IAM role or user (a path allowed): what ``aws:PrincipalArn`` holds for its requests."""
 INVOKE_ANY_METHOD = "execute-api:/*"
+API_GATEWAY_TIMEOUT_SECONDS = 29
+"""API Gateway's integration timeout: a REST API answers 504 after it, whatever the function does."""
 
 ACCESS_LOG_FIELDS = {
     "requestId": "$context.requestId",
@@ -80,6 +83,27 @@ def management_api_options(access_logs: logs.ILogGroup, name: str) -> dict[str, 
             access_log_format=apigateway.AccessLogFormat.custom(json.dumps(ACCESS_LOG_FIELDS)),
         ),
     }
+
+
+def api_backed(function: lambda_.Function) -> lambda_.Function:
+    """``function``, once its timeout is checked to fit API Gateway's 29 s: a longer one would
+    answer the caller 504 while it carries on (a caller that retries then runs the work twice).
+    Every function the management API integrates goes through here (:func:`api_integration`)."""
+    cfn = function.node.default_child
+    seconds = cfn.timeout if isinstance(cfn, lambda_.CfnFunction) else None
+    if isinstance(seconds, int | float) and seconds > API_GATEWAY_TIMEOUT_SECONDS:
+        raise ConfigurationError(
+            function.node.path,
+            "timeout",
+            f"{seconds} s behind the management API: API Gateway answers 504 after "
+            f"{API_GATEWAY_TIMEOUT_SECONDS} s, so the function must time out first",
+        )
+    return function
+
+
+def api_integration(function: lambda_.Function) -> apigateway.LambdaIntegration:
+    """The management API's integration of a function whose timeout fits API Gateway's."""
+    return apigateway.LambdaIntegration(api_backed(function))
 
 
 def operators(scope: Construct) -> list[str]:

@@ -37,7 +37,9 @@ from infra.errors import ConfigurationError
 from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
 from infra.management_api import (
+    API_GATEWAY_TIMEOUT_SECONDS,
     access_log_group,
+    api_backed,
     management_api_options,
     restrict_to_operators,
 )
@@ -436,7 +438,7 @@ class ObserverFleet(Construct):
             "ApiFunction",
             handler="handlers.observers_api.handler",
             description="Vigil observers management API",
-            timeout=Duration.seconds(29),
+            timeout=Duration.seconds(API_GATEWAY_TIMEOUT_SECONDS),
             environment={
                 "VIGIL_OBSERVERS_TABLE": self.table.table_name,
                 "VIGIL_IDEMPOTENCY_TABLE": self.idempotency_table.table_name,
@@ -497,7 +499,7 @@ class ObserverFleet(Construct):
         api = apigateway.LambdaRestApi(
             self,
             "Api",
-            handler=self.api_function,
+            handler=api_backed(self.api_function),
             proxy=True,
             description="Vigil observers",
             **management_api_options(

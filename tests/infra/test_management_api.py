@@ -1,4 +1,5 @@
-"""The management API's resource policy: named operators only, or (without them) the account's IAM.
+"""The management API: its resource policy (named operators only, or without them the account's
+IAM), and every function behind it answering within API Gateway's 29 s.
 
 Given context ``operators``, when the app synthesizes, then the REST API's policy allows them and
 denies every other principal, whatever IAM grants it; without it there is no resource policy.
@@ -6,16 +7,23 @@ denies every other principal, whatever IAM grants it; without it there is no res
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk.assertions import Template
 
 from app import declare_observers
 from infra.errors import ConfigurationError
-from infra.management_api import operators, restrict_to_operators
+from infra.management_api import (
+    API_GATEWAY_TIMEOUT_SECONDS,
+    api_integration,
+    operators,
+    restrict_to_operators,
+)
 from infra.stack import VigilStack
 from vigil_tools.emulator.template import Synthesized
 
@@ -104,3 +112,43 @@ def test_operators_from_the_command_line_or_cdk_json() -> None:
             [OPERATOR, ONCALL]
         )
     assert operators(Stack(App(), "None")) == []
+
+
+def api_function_timeouts(template: dict[str, Any]) -> dict[str, int]:
+    """Each function an API method integrates, and its timeout (s; Lambda's default is 3)."""
+    resources = template["Resources"]
+    integrated = json.dumps(
+        [
+            r["Properties"].get("Integration", {})
+            for r in resources.values()
+            if r["Type"] == "AWS::ApiGateway::Method"
+        ]
+    )
+    return {
+        logical_id: r["Properties"].get("Timeout", 3)
+        for logical_id, r in resources.items()
+        if r["Type"] == "AWS::Lambda::Function" and f'"{logical_id}"' in integrated
+    }
+
+
+def test_every_function_behind_the_api_times_out_before_api_gateway(
+    synthesized: Synthesized,
+) -> None:
+    """Before: the jobs-control function ran 60 s and the tasks API's 30 s behind a 29 s 504."""
+    timeouts = api_function_timeouts(synthesized.template)
+    assert len(timeouts) == 3, timeouts  # the observers', jobs-control and tasks API functions
+    assert all(seconds <= API_GATEWAY_TIMEOUT_SECONDS for seconds in timeouts.values()), timeouts
+
+
+def test_a_function_slower_than_api_gateway_fails_the_synth_naming_it() -> None:
+    stack = Stack(App(), "Slow")
+    function = lambda_.Function(
+        stack,
+        "Slow",
+        runtime=lambda_.Runtime.PYTHON_3_12,
+        handler="index.handler",
+        code=lambda_.Code.from_inline("def handler(event, context): pass"),
+        timeout=Duration.seconds(30),
+    )
+    with pytest.raises(ConfigurationError, match=r"Slow/Slow: invalid timeout: 30 s behind"):
+        api_integration(function)
