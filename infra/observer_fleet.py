@@ -32,7 +32,7 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.alarms import alarm_above_zero
+from infra.alarms import alarm_above, alarm_above_zero
 from infra.errors import ConfigurationError
 from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
@@ -73,6 +73,10 @@ SHORTFALL_MINUTES = 5
 RECONCILER_TIMEOUT_SECONDS = 180
 RESYNC_LEASE_SECONDS = RECONCILER_TIMEOUT_SECONDS + 60
 """A resync lease outlives the pass that took it by a minute (a crashed pass frees it then)."""
+STREAM_BEHIND = Duration.minutes(5)
+"""How far behind the registry stream the reconciler may fall (its iterator age) before the alarm:
+a healthy batch is handled within seconds; 5 minutes is retries failing or the function throttled."""
+STREAM_MAX_RECORD_AGE = Duration.hours(1)
 STUCK_PASSES = 3
 """Consecutive minutes (resync passes) a stuck state must last before its alarm: one pass that
 fails or is skipped clears by itself at the next; three in a row do not."""
@@ -664,7 +668,7 @@ class ObserverFleet(Construct):
                 max_batching_window=Duration.seconds(1),
                 bisect_batch_on_error=True,
                 retry_attempts=5,
-                max_record_age=Duration.hours(1),
+                max_record_age=STREAM_MAX_RECORD_AGE,
                 on_failure=event_sources.SqsDlq(self.stream_dlq),
                 filters=_stream_filters(),
             )
@@ -720,6 +724,21 @@ class ObserverFleet(Construct):
             "ReconcilerErrorsAlarm",
             description="Vigil observers: the reconciler function failed (see its logs)",
             metric=self.reconciler.metric_errors(period=Duration.minutes(5), statistic="Sum"),
+        )
+        behind = int(STREAM_BEHIND.to_minutes())
+        alarms["StreamBehind"] = alarm_above(
+            self,
+            "StreamBehindAlarm",
+            description=f"Vigil observers: the reconciler has been over {behind} minutes behind "
+            f"the registry stream for {STUCK_PASSES} consecutive minutes: creates, stops and "
+            "restarts wait (the minute resync still acts on them), and changes older than "
+            f"{int(STREAM_MAX_RECORD_AGE.to_hours())} h go to StreamDlq unhandled. Type `aws "
+            f"lambda list-event-source-mappings --function-name {self.reconciler.function_name}` "
+            "(State, LastProcessingResult), then see the reconciler's errors, throttles and "
+            "duration on the dashboard and search its log group for the failing batch.",
+            metric=self.stream_iterator_age(),
+            threshold=STREAM_BEHIND.to_milliseconds(),
+            periods=STUCK_PASSES,
         )
         alarms["Api5xx"] = alarm_above_zero(
             self,
@@ -828,6 +847,13 @@ class ObserverFleet(Construct):
     ) -> cloudwatch.Metric:
         """A fleet-wide metric the reconciler emits."""
         return fleet_metric(metric, statistic, period)
+
+    def stream_iterator_age(self) -> cloudwatch.Metric:
+        """How old the newest registry change the reconciler has read is, when read (ms): its
+        only stream event source, so the function's ``IteratorAge`` is that stream's."""
+        return self.reconciler.metric(
+            "IteratorAge", statistic="Maximum", period=Duration.minutes(1), label="iterator age"
+        )
 
     def shortfall_metric(self) -> cloudwatch.MathExpression:
         """Observers wanted running minus observers running, as each resync saw them, less those

@@ -100,6 +100,28 @@ def test_states_that_can_stick_alarm_after_three_passes_and_say_what_to_type(
     assert "observers: stuck states (per minute; alarmed after 3 in a row)" in titles
 
 
+def test_the_reconciler_falling_behind_the_registry_stream_alarms_and_shows(
+    synthesized: Synthesized,
+) -> None:
+    reconciler = logical_id(synthesized, "AWS::Lambda::Function", "Observers/Reconciler/")
+    (alarm,) = [
+        r["Properties"]
+        for r in synthesized.resources("AWS::CloudWatch::Alarm").values()
+        if r["Properties"].get("MetricName") == "IteratorAge"
+    ]
+    assert alarm["Namespace"] == "AWS/Lambda" and alarm["Statistic"] == "Maximum"
+    assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": reconciler}}]
+    assert alarm["Threshold"] == 300_000 and alarm["Period"] == 60
+    assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 3
+    assert "`aws lambda list-event-source-mappings" in json.dumps(alarm["AlarmDescription"])
+    (widget,) = [
+        w
+        for w in dashboard_widgets(synthesized)
+        if w["properties"].get("title") == "reconciler: registry stream iterator age (ms)"
+    ]
+    assert [name for _, name, _ in widget_series(widget)] == ["IteratorAge"]
+
+
 def test_the_reconcilers_failed_events_go_to_a_queue(synthesized: Synthesized) -> None:
     reconciler = logical_id(synthesized, "AWS::Lambda::Function", "Observers/Reconciler/")
     queue = logical_id(synthesized, "AWS::SQS::Queue", "Observers/ReconcilerFailures/")
