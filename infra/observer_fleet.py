@@ -852,7 +852,7 @@ class ObserverFleet(Construct):
         """How old the newest registry change the reconciler has read is, when read (ms): its
         only stream event source, so the function's ``IteratorAge`` is that stream's."""
         return self.reconciler.metric(
-            "IteratorAge", statistic="Maximum", period=Duration.minutes(1), label="iterator age"
+            "IteratorAge", statistic="Maximum", period=Duration.minutes(1)
         )
 
     def shortfall_metric(self) -> cloudwatch.MathExpression:
