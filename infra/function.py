@@ -22,7 +22,7 @@ from vigil.contract.metrics import powertools_environment
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
-ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "observers/Dockerfile"]
+ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "observers/Dockerfile", "requirements.txt"]
 
 
 Fail = Callable[[str, str], ConfigurationError]

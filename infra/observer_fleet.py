@@ -43,7 +43,6 @@ from infra.management_api import (
     management_api_options,
     restrict_to_operators,
 )
-from infra.pins import pinned
 from infra.queues import dead_letter_queue
 from infra.removal import data_removal_policy, deletion_protected
 from vigil.contract.hosts import (
@@ -92,14 +91,6 @@ FARGATE_MEMORY: dict[int, range] = {
     16384: range(32768, 122881, 8192),
 }
 """Fargate's valid CPU units -> memory (MiB) combinations (256 CPU also allows 512 MiB)."""
-
-
-def image_pins() -> dict[str, str]:
-    """The Dockerfile's build arguments: the library versions the tests ran with."""
-    return {
-        "BOTO3_VERSION": pinned("boto3"),
-        "POWERTOOLS_VERSION": pinned("aws-lambda-powertools"),
-    }
 
 
 HOST_BASE_MEMORY_MIB = 256
@@ -414,7 +405,6 @@ class ObserverFleet(Construct):
                 file="observers/Dockerfile",
                 platform=ecr_assets.Platform.LINUX_AMD64,
                 exclude=["**/__pycache__", "**/*.pyc"],
-                build_args=image_pins(),
             ),
             # Container-level memory: ECS accepts task-level only, but moto's RunTask needs it.
             memory_limit_mib=spec.memory_mib,
