@@ -19,7 +19,7 @@ export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 
 .PHONY: install test check format demo up synth cdk-synth bench deploy diff clean
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+$(STAMP): requirements.txt functions/requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	# One resolve: the pins and the package's declared ranges must agree, or the install fails.

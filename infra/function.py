@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler_targets as targets
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
@@ -20,7 +22,7 @@ from vigil.contract.metrics import powertools_environment
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
-ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "observers/Dockerfile"]
+ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "observers/Dockerfile", "requirements.txt"]
 
 
 Fail = Callable[[str, str], ConfigurationError]
@@ -117,3 +119,22 @@ def vigil_function(
             **environment,
         },
     )
+
+
+class InvokeTarget(targets.LambdaInvoke):
+    """An EventBridge Scheduler target that may invoke the function it names and nothing else.
+
+    CDK's ``LambdaInvoke`` grants its role the function *and* ``<arn>:*`` (every version and
+    alias), a wildcard a schedule that invokes the unqualified ARN never uses.
+    """
+
+    def __init__(self, function: lambda_.IFunction, **props: Any) -> None:
+        super().__init__(function, **props)
+        self._function = function
+
+    def _add_target_action_to_role(self, role: iam.IRole) -> None:
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"], resources=[self._function.function_arn]
+            )
+        )

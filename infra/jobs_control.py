@@ -20,11 +20,16 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
-from aws_cdk import aws_scheduler_targets as targets
 from constructs import Construct
 
-from infra.function import vigil_function
-from infra.management_api import access_log_group, management_api_options
+from infra.function import InvokeTarget, vigil_function
+from infra.management_api import (
+    API_GATEWAY_TIMEOUT_SECONDS,
+    access_log_group,
+    api_integration,
+    management_api_options,
+    restrict_to_operators,
+)
 from infra.queues import dead_letter_queue
 from infra.scheduled_job import ScheduledJob
 from vigil.contract.jobs import IDEMPOTENCY_PK
@@ -80,7 +85,7 @@ class JobsControl(Construct):
             "Function",
             handler="handlers.jobs_control.handler",
             description="Vigil jobs control: run now, pause, backfill plans, never-delivered audit",
-            timeout=Duration.minutes(1),
+            timeout=Duration.seconds(API_GATEWAY_TIMEOUT_SECONDS),
             environment={
                 "VIGIL_RUNS_TABLE": runs_table.table_name,
                 "VIGIL_JOBS": Stack.of(self).to_json_string(catalog),
@@ -132,16 +137,18 @@ class JobsControl(Construct):
     def _build_rest_api(self) -> apigateway.RestApi:
         """Without an observer fleet: the same kind of API, IAM on every method, access-logged."""
         self.api_access_logs = access_log_group(self, logs.RetentionDays.ONE_MONTH)
-        return apigateway.RestApi(
+        api = apigateway.RestApi(
             self,
             "Api",
             description="Vigil jobs",
             **management_api_options(self.api_access_logs, f"{Stack.of(self).stack_name}-jobs"),
         )
+        restrict_to_operators(api)
+        return api
 
     def _add_routes(self, api: apigateway.RestApi) -> None:
         """``/jobs`` and ``/jobs/{proxy+}``: more specific than the observers' ``/{proxy+}``."""
-        integration = apigateway.LambdaIntegration(self.function)
+        integration = api_integration(self.function)
         iam_only = apigateway.MethodOptions(authorization_type=apigateway.AuthorizationType.IAM)
         resource = api.root.add_resource("jobs")
         resource.add_method("GET", integration, authorization_type=iam_only.authorization_type)
@@ -154,7 +161,7 @@ class JobsControl(Construct):
             schedule=scheduler.ScheduleExpression.rate(AUDIT_EVERY),
             description="Vigil: record expected job ticks that were never delivered",
             time_window=scheduler.TimeWindow.off(),
-            target=targets.LambdaInvoke(
+            target=InvokeTarget(
                 self.function,
                 input=scheduler.ScheduleTargetInput.from_object({"vigil-audit": True}),
                 retry_attempts=2,

@@ -21,7 +21,7 @@ from infra.alerts import alarm_topic, notify
 from infra.background_task import BackgroundTask
 from infra.dashboard_rows import api_row, function_row, kind_row
 from infra.jobs_control import JobsControl
-from infra.observer_fleet import ObserverFleet
+from infra.observer_fleet import STREAM_BEHIND, ObserverFleet
 from infra.saved_queries import saved_queries
 from infra.scheduled_job import ScheduledJob
 from infra.tasks_api import TasksApi
@@ -195,8 +195,18 @@ class Monitoring(Construct):
                 left=[
                     fleet.metric(metric, "Sum", MINUTE) for metric in ObserverFleet.STUCK_METRICS
                 ],
-                width=24,
-            )
+                width=16,
+            ),
+            cloudwatch.GraphWidget(
+                title="reconciler: registry stream iterator age (ms)",
+                left=[fleet.stream_iterator_age()],
+                left_annotations=[
+                    cloudwatch.HorizontalAnnotation(
+                        value=STREAM_BEHIND.to_milliseconds(), label="alarm"
+                    )
+                ],
+                width=8,
+            ),
         )
         if fleet.pooled_kinds:
             self.dashboard.add_widgets(

@@ -8,8 +8,10 @@ predicate picks, never to the whole stack. The README lists the figures.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_apigateway as apigateway
@@ -20,39 +22,156 @@ from aws_cdk import aws_sqs as sqs
 from constructs import IConstruct
 
 PACK = "AwsSolutions::"
-ONE_TIME_SCHEDULES = (
-    "A task's one-time schedule is named by its task and id at enqueue time: the grant is the "
-    "schedules named for these tasks in the stack's own tasks schedule group, none outside it"
+_PART = r"(<[^>]+>|[^:<]+)"
+ARN = f"arn:{_PART}:{{service}}:{_PART}:{_PART}:"
+"""The start of an ARN as cdk-nag renders it (partition, region and account literal or tokens)."""
+FUNCTION_ROLE = r"\w*(Function|Reconciler)RoleDefaultPolicy[0-9A-F]{8}"
+RECONCILER_ROLE = r"\w*ReconcilerRoleDefaultPolicy[0-9A-F]{8}"
+ONE_TIME_SCHEDULES = ARN.format(service="scheduler") + r"schedule/[A-Za-z0-9_.-]+/[a-z0-9-]+-\*"
+
+
+@dataclass(frozen=True)
+class Wildcard:
+    """One IAM grant Vigil makes on a wildcard: who (a policy's logical id), what, on what, why.
+
+    An action of a statement is accepted on a wildcard resource only by an entry whose
+    ``policy`` pattern matches the statement's policy, whose ``actions`` hold the action and whose
+    ``resource`` pattern matches that resource: merged statements (``minimizePolicies``) are taken
+    apart, so a new action cannot hide beside an accepted one.
+    """
+
+    policy: str
+    """Regular expression the policy's logical id must match in full."""
+    actions: frozenset[str]
+    resource: str
+    """Regular expression the resource, rendered as cdk-nag renders it, must match in full."""
+    reason: str
+    shown: str
+    """The resource as the README shows it."""
+
+    def accepts(self, grant: Grant) -> bool:
+        return (
+            grant.action in self.actions
+            and re.fullmatch(self.policy, grant.policy) is not None
+            and re.fullmatch(self.resource, grant.resource) is not None
+        )
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One action on one resource, allowed by one policy (``policy``: its logical id)."""
+
+    policy: str
+    action: str
+    resource: str
+
+
+WILDCARDS: tuple[Wildcard, ...] = (
+    Wildcard(
+        FUNCTION_ROLE,
+        frozenset({"xray:PutTraceSegments", "xray:PutTelemetryRecords"}),
+        r"\*",
+        "X-Ray has no resource-level permissions; every function traces (active tracing)",
+        "*",
+    ),
+    Wildcard(
+        RECONCILER_ROLE,
+        frozenset({"dynamodb:ListStreams"}),
+        r"\*",
+        "ListStreams has no resource-level permissions; the registry stream's event source needs it",
+        "*",
+    ),
+    Wildcard(
+        RECONCILER_ROLE,
+        frozenset({"ecs:ListTasks"}),
+        r"\*",
+        "ListTasks (a read) has no task resource; narrowed to the fleet's cluster by an "
+        "ecs:cluster condition",
+        "* (condition ecs:cluster)",
+    ),
+    Wildcard(
+        r"\w*ExecutionRoleDefaultPolicy[0-9A-F]{8}",
+        frozenset({"ecr:GetAuthorizationToken"}),
+        r"\*",
+        "ECR's registry token has no resource-level permissions; pulling the observer image needs it",
+        "*",
+    ),
+    Wildcard(
+        RECONCILER_ROLE,
+        frozenset({"ecs:RunTask"}),
+        ARN.format(service="ecs") + r"task-definition/[A-Za-z0-9_-]+:\*",
+        "Any revision of the fleet's own task definition families (an observer keeps the revision "
+        "its generation started on until a rollout hands it over), on its own cluster",
+        "task-definition/FAMILY:* (condition ecs:cluster)",
+    ),
+    Wildcard(
+        RECONCILER_ROLE,
+        frozenset({"ecs:StopTask", "ecs:DescribeTasks"}),
+        ARN.format(service="ecs") + r"task/<\w+>/\*",
+        "Task ids are known only once RunTask answers: tasks of the fleet's own cluster only",
+        "task/CLUSTER/* (condition ecs:cluster)",
+    ),
+    Wildcard(
+        RECONCILER_ROLE,
+        frozenset({"ecs:TagResource"}),
+        ARN.format(service="ecs") + r"task/<\w+>/\*",
+        "Tags on tasks of the fleet's own cluster, only as RunTask creates them",
+        "task/CLUSTER/* (condition ecs:CreateAction RunTask)",
+    ),
+    Wildcard(
+        r"\w+",
+        frozenset({"scheduler:CreateSchedule"}),
+        ONE_TIME_SCHEDULES,
+        "A task's one-time schedule is named by its task and id at enqueue time: schedules named "
+        "for these tasks in the stack's own tasks schedule group (grant_enqueue gives it to an "
+        "application's role)",
+        "schedule/STACK-tasks/TASK-*",
+    ),
+    Wildcard(
+        r"\w*TasksApiFunctionRoleDefaultPolicy[0-9A-F]{8}",
+        frozenset({"scheduler:DeleteSchedule"}),
+        ONE_TIME_SCHEDULES,
+        "Cancelling a task deletes its pending one-time schedule: the same names as enqueueing",
+        "schedule/STACK-tasks/TASK-*",
+    ),
 )
-WILDCARDS: dict[frozenset[str], str] = {
-    frozenset({"xray:PutTraceSegments", "xray:PutTelemetryRecords"}): (
-        "X-Ray has no resource-level permissions; active tracing needs Resource *"
-    ),
-    frozenset({"dynamodb:ListStreams"}): (
-        "ListStreams has no resource-level permissions; the stream event source needs it"
-    ),
-    frozenset({"ecs:ListTasks"}): (
-        "ListTasks (a read) has no task resource; narrowed by an ecs:cluster condition"
-    ),
-    frozenset({"ecr:GetAuthorizationToken"}): (
-        "ECR's registry token has no resource-level permissions; image pulls need it"
-    ),
-    frozenset({"lambda:InvokeFunction"}): (
-        "The scheduler's role invokes only its job's function (and that function's versions)"
-    ),
-    frozenset({"ecs:RunTask"}): (
-        "RunTask on any revision of the fleet's own task definition families, on its own cluster"
-    ),
-    frozenset({"ecs:StopTask", "ecs:DescribeTasks"}): (
-        "StopTask and DescribeTasks on tasks of the fleet's own cluster only"
-    ),
-    frozenset({"ecs:TagResource"}): (
-        "Tags on tasks of the fleet's own cluster, only as RunTask creates them"
-    ),
-    frozenset({"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}): ONE_TIME_SCHEDULES,
-    frozenset({"scheduler:CreateSchedule"}): ONE_TIME_SCHEDULES,
-}
-"""IAM5 (wildcard) findings accepted by the statement's actions: any other wildcard fails synth."""
+"""Every wildcard IAM grant Vigil accepts (cdk-nag IAM5, and ``tests/infra/test_iam_wildcards``);
+any other fails the synth. The README's list is rendered from it (:func:`wildcards_markdown`)."""
+
+
+def wildcard_grants(policy: str, document: Mapping[str, Any]) -> list[Grant]:
+    """Each action x resource of the document's Allow statements where either holds a ``*``."""
+    grants = []
+    for statement in document.get("Statement", []):
+        if statement.get("Effect") != "Allow":
+            continue
+        for action in _listed(statement.get("Action", [])):
+            for resource in map(_render, _listed(statement.get("Resource", []))):
+                if "*" in resource or "*" in action:
+                    grants.append(Grant(policy, action, resource))
+    return grants
+
+
+def unexplained(grants: Iterable[Grant]) -> list[Grant]:
+    """The grants no :data:`WILDCARDS` entry accepts."""
+    return [grant for grant in grants if accepting(grant) is None]
+
+
+def accepting(grant: Grant) -> Wildcard | None:
+    return next((wildcard for wildcard in WILDCARDS if wildcard.accepts(grant)), None)
+
+
+def wildcards_markdown() -> str:
+    """The README's list of accepted wildcards, one row per :data:`WILDCARDS` entry."""
+    rows = [
+        "| Policy (logical id) | Actions | Resource | Why |",
+        "|---|---|---|---|",
+    ]
+    for wildcard in WILDCARDS:
+        actions = ", ".join(f"`{action}`" for action in sorted(wildcard.actions))
+        policy = wildcard.policy.replace("|", "\\|")
+        rows.append(f"| `{policy}` | {actions} | `{wildcard.shown}` | {wildcard.reason} |")
+    return "\n".join(rows)
 
 
 @dataclass(frozen=True)
@@ -148,17 +267,28 @@ def _acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
 
 
 def _accepted_wildcards(stack: Stack, policy: iam.CfnPolicy) -> list[tuple[str, str]]:
-    """IAM5 findings of the policy's wildcard resources, named as cdk-nag names them."""
+    """IAM5 findings of the policy, named as cdk-nag names them, that every grant behind them
+    is accepted for: a finding names only a resource (or action), so one unaccepted grant on the
+    same ``*`` leaves it unacknowledged."""
+    grants = wildcard_grants(
+        str(stack.resolve(policy.logical_id)), stack.resolve(policy.policy_document)
+    )
+    findings: dict[str, list[Grant]] = {}
+    for grant in grants:
+        if "*" in grant.resource:
+            findings.setdefault(f"AwsSolutions-IAM5[Resource::{grant.resource}]", []).append(grant)
+        if "*" in grant.action:
+            findings.setdefault(f"AwsSolutions-IAM5[Action::{grant.action}]", []).append(grant)
     accepted = []
-    for statement in stack.resolve(policy.policy_document).get("Statement", []):
-        actions = statement.get("Action", [])
-        reason = WILDCARDS.get(frozenset([actions] if isinstance(actions, str) else actions))
-        resources = statement.get("Resource", [])
-        for resource in resources if isinstance(resources, list) else [resources]:
-            rendered = _render(resource)
-            if reason and "*" in rendered:
-                accepted.append((f"AwsSolutions-IAM5[Resource::{rendered}]", reason))
+    for finding, behind in findings.items():
+        reasons = [accepting(grant) for grant in behind]
+        if all(reasons):
+            accepted.append((finding, "; ".join(sorted({r.reason for r in reasons if r}))))
     return accepted
+
+
+def _listed(value: object) -> list[Any]:
+    return value if isinstance(value, list) else [value]
 
 
 def _render(value: object) -> str:

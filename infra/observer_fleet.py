@@ -32,14 +32,19 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.alarms import alarm_above_zero
+from infra.alarms import alarm_above, alarm_above_zero
 from infra.errors import ConfigurationError
 from infra.function import FUNCTIONS_DIR, vigil_function
 from infra.handler_paths import validate_handler
-from infra.management_api import access_log_group, management_api_options
-from infra.pins import pinned
+from infra.management_api import (
+    API_GATEWAY_TIMEOUT_SECONDS,
+    access_log_group,
+    api_backed,
+    management_api_options,
+    restrict_to_operators,
+)
 from infra.queues import dead_letter_queue
-from infra.removal import data_removal_policy
+from infra.removal import data_removal_policy, deletion_protected
 from vigil.contract.hosts import (
     DEFAULT_MAX_UNAVAILABLE,
     HOST_EXIT,
@@ -67,6 +72,10 @@ SHORTFALL_MINUTES = 5
 RECONCILER_TIMEOUT_SECONDS = 180
 RESYNC_LEASE_SECONDS = RECONCILER_TIMEOUT_SECONDS + 60
 """A resync lease outlives the pass that took it by a minute (a crashed pass frees it then)."""
+STREAM_BEHIND = Duration.minutes(5)
+"""How far behind the registry stream the reconciler may fall (its iterator age) before the alarm:
+a healthy batch is handled within seconds; 5 minutes is retries failing or the function throttled."""
+STREAM_MAX_RECORD_AGE = Duration.hours(1)
 STUCK_PASSES = 3
 """Consecutive minutes (resync passes) a stuck state must last before its alarm: one pass that
 fails or is skipped clears by itself at the next; three in a row do not."""
@@ -82,14 +91,6 @@ FARGATE_MEMORY: dict[int, range] = {
     16384: range(32768, 122881, 8192),
 }
 """Fargate's valid CPU units -> memory (MiB) combinations (256 CPU also allows 512 MiB)."""
-
-
-def image_pins() -> dict[str, str]:
-    """The Dockerfile's build arguments: the library versions the tests ran with."""
-    return {
-        "BOTO3_VERSION": pinned("boto3"),
-        "POWERTOOLS_VERSION": pinned("aws-lambda-powertools"),
-    }
 
 
 HOST_BASE_MEMORY_MIB = 256
@@ -260,6 +261,7 @@ class ObserverFleet(Construct):
                 point_in_time_recovery_enabled=True
             ),
             removal_policy=removal_policy,
+            deletion_protection=deletion_protected(removal_policy),
         )
         table.add_global_secondary_index(
             index_name=FLEET_INDEX,
@@ -294,6 +296,7 @@ class ObserverFleet(Construct):
                 point_in_time_recovery_enabled=True
             ),
             removal_policy=removal_policy,
+            deletion_protection=deletion_protected(removal_policy),
         )
 
     def _build_hosts_table(self, removal_policy: RemovalPolicy) -> dynamodb.Table:
@@ -310,6 +313,7 @@ class ObserverFleet(Construct):
                 point_in_time_recovery_enabled=True
             ),
             removal_policy=removal_policy,
+            deletion_protection=deletion_protected(removal_policy),
         )
         table.add_global_secondary_index(
             index_name=LIVE_HOSTS_INDEX,
@@ -401,7 +405,6 @@ class ObserverFleet(Construct):
                 file="observers/Dockerfile",
                 platform=ecr_assets.Platform.LINUX_AMD64,
                 exclude=["**/__pycache__", "**/*.pyc"],
-                build_args=image_pins(),
             ),
             # Container-level memory: ECS accepts task-level only, but moto's RunTask needs it.
             memory_limit_mib=spec.memory_mib,
@@ -429,7 +432,7 @@ class ObserverFleet(Construct):
             "ApiFunction",
             handler="handlers.observers_api.handler",
             description="Vigil observers management API",
-            timeout=Duration.seconds(29),
+            timeout=Duration.seconds(API_GATEWAY_TIMEOUT_SECONDS),
             environment={
                 "VIGIL_OBSERVERS_TABLE": self.table.table_name,
                 "VIGIL_IDEMPOTENCY_TABLE": self.idempotency_table.table_name,
@@ -487,16 +490,18 @@ class ObserverFleet(Construct):
         API Gateway writes logs through one role per account and region (``cloud_watch_role``).
         """
         self.api_access_logs = access_log_group(self, self.log_retention)
-        return apigateway.LambdaRestApi(
+        api = apigateway.LambdaRestApi(
             self,
             "Api",
-            handler=self.api_function,
+            handler=api_backed(self.api_function),
             proxy=True,
             description="Vigil observers",
             **management_api_options(
                 self.api_access_logs, f"{Stack.of(self).stack_name}-observers"
             ),
         )
+        restrict_to_operators(api)
+        return api
 
     def _build_reconciler(
         self, failure_threshold: int, backoff_base: Duration, backoff_cap: Duration
@@ -653,7 +658,7 @@ class ObserverFleet(Construct):
                 max_batching_window=Duration.seconds(1),
                 bisect_batch_on_error=True,
                 retry_attempts=5,
-                max_record_age=Duration.hours(1),
+                max_record_age=STREAM_MAX_RECORD_AGE,
                 on_failure=event_sources.SqsDlq(self.stream_dlq),
                 filters=_stream_filters(),
             )
@@ -709,6 +714,21 @@ class ObserverFleet(Construct):
             "ReconcilerErrorsAlarm",
             description="Vigil observers: the reconciler function failed (see its logs)",
             metric=self.reconciler.metric_errors(period=Duration.minutes(5), statistic="Sum"),
+        )
+        behind = int(STREAM_BEHIND.to_minutes())
+        alarms["StreamBehind"] = alarm_above(
+            self,
+            "StreamBehindAlarm",
+            description=f"Vigil observers: the reconciler has been over {behind} minutes behind "
+            f"the registry stream for {STUCK_PASSES} consecutive minutes: creates, stops and "
+            "restarts wait (the minute resync still acts on them), and changes older than "
+            f"{int(STREAM_MAX_RECORD_AGE.to_hours())} h go to StreamDlq unhandled. Type `aws "
+            f"lambda list-event-source-mappings --function-name {self.reconciler.function_name}` "
+            "(State, LastProcessingResult), then see the reconciler's errors, throttles and "
+            "duration on the dashboard and search its log group for the failing batch.",
+            metric=self.stream_iterator_age(),
+            threshold=STREAM_BEHIND.to_milliseconds(),
+            periods=STUCK_PASSES,
         )
         alarms["Api5xx"] = alarm_above_zero(
             self,
@@ -817,6 +837,13 @@ class ObserverFleet(Construct):
     ) -> cloudwatch.Metric:
         """A fleet-wide metric the reconciler emits."""
         return fleet_metric(metric, statistic, period)
+
+    def stream_iterator_age(self) -> cloudwatch.Metric:
+        """How old the newest registry change the reconciler has read is, when read (ms): its
+        only stream event source, so the function's ``IteratorAge`` is that stream's."""
+        return self.reconciler.metric(
+            "IteratorAge", statistic="Maximum", period=Duration.minutes(1)
+        )
 
     def shortfall_metric(self) -> cloudwatch.MathExpression:
         """Observers wanted running minus observers running, as each resync saw them, less those

@@ -1,4 +1,5 @@
-"""The versions ``requirements.txt`` pins, read at synth so what AWS runs cannot drift from them.
+"""The versions ``requirements.txt`` pins (with the runtime lock it includes,
+``functions/requirements.txt``), read at synth so what AWS runs cannot drift from them.
 
 The tests run the pinned Powertools, so the Lambda layer is chosen by that same version (through the
 SSM parameter Powertools publishes for each release) and the observer image is built with the same
@@ -19,10 +20,14 @@ class PinError(ValueError):
 
 
 def pinned_versions(path: Path = REQUIREMENTS) -> dict[str, str]:
-    """Package name (normalized, lower case) -> exact version, for every ``name==version`` line."""
+    """Package name (normalized, lower case) -> exact version, for every ``name==version`` line,
+    those of the files it includes (``-r``) too."""
     pins: dict[str, str] = {}
     for number, raw in enumerate(path.read_text().splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
+        if line.startswith(("-r ", "--requirement ")):
+            pins.update(pinned_versions(path.parent / line.split(maxsplit=1)[1]))
+            continue
         if not line or line.startswith("-"):
             continue
         try:

@@ -2,7 +2,9 @@
 
 Tables and queues (the job history, the observer registry, idempotency answers, dead letters) are
 retained when the stack is deleted, so a mistaken ``cdk destroy`` loses nothing. A stack deployed
-with ``-c throwaway=true`` (a test or demo account) deletes them with it.
+with ``-c throwaway=true`` (a test or demo account) deletes them with it. A retained table is also
+deletion-protected, so neither a console click nor ``aws dynamodb delete-table`` removes it by
+accident (turn the protection off first, on purpose).
 """
 
 from __future__ import annotations
@@ -20,3 +22,8 @@ def is_throwaway(scope: Construct) -> bool:
 
 def data_removal_policy(scope: Construct) -> RemovalPolicy:
     return RemovalPolicy.DESTROY if is_throwaway(scope) else RemovalPolicy.RETAIN
+
+
+def deletion_protected(policy: RemovalPolicy) -> bool:
+    """A table kept when its stack goes is kept from a stray ``DeleteTable`` too."""
+    return policy == RemovalPolicy.RETAIN

@@ -5,15 +5,16 @@ from __future__ import annotations
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from infra.removal import data_removal_policy
+from infra.removal import data_removal_policy, deletion_protected
 from vigil.contract.jobs import JOBS_INDEX
 
 
 def records_table(scope: Construct, construct_id: str) -> dynamodb.Table:
     """A guard's records: pk/sk strings, on demand, expired by ``expires_at`` (epoch seconds),
-    point-in-time recovery, retained unless the stack is a throwaway. The job runs and the tasks
-    tables are both one."""
+    point-in-time recovery, retained and deletion-protected unless the stack is a throwaway. The
+    job runs and the tasks tables are both one."""
     # aws_dynamodb.Table rather than TableV2: the local emulator cannot deploy GlobalTable.
+    removal_policy = data_removal_policy(scope)
     return dynamodb.Table(
         scope,
         construct_id,
@@ -25,7 +26,8 @@ def records_table(scope: Construct, construct_id: str) -> dynamodb.Table:
             point_in_time_recovery_enabled=True
         ),
         encryption=dynamodb.TableEncryption.AWS_MANAGED,
-        removal_policy=data_removal_policy(scope),
+        removal_policy=removal_policy,
+        deletion_protection=deletion_protected(removal_policy),
     )
 
 

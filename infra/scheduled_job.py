@@ -12,11 +12,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_scheduler as scheduler
-from aws_cdk import aws_scheduler_targets as targets
 from constructs import Construct
 
 from infra.errors import ConfigurationError
-from infra.function import check_function, vigil_function
+from infra.function import InvokeTarget, check_function, vigil_function
 from infra.queues import check_retention, dead_letter_queue
 from infra.runs_table import JobRunsTable
 from infra.schedule_expressions import (
@@ -264,7 +263,7 @@ class ScheduledJob(Construct):
             schedule=scheduler.ScheduleExpression.expression(schedule, TimeZone.of(time_zone)),
             description=f"Vigil job {self.job_name}",
             time_window=scheduler.TimeWindow.off(),
-            target=targets.LambdaInvoke(
+            target=InvokeTarget(
                 self.function,
                 input=scheduler.ScheduleTargetInput.from_object(
                     {

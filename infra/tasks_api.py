@@ -18,6 +18,7 @@ from constructs import Construct
 
 from infra.background_task import BackgroundTask, catalog, grant_tasks
 from infra.function import vigil_function
+from infra.management_api import API_GATEWAY_TIMEOUT_SECONDS, api_integration
 from vigil.contract.tasks import CATALOG_ENV, TaskEnv
 
 HANDLER = "handlers.tasks_api.handler"
@@ -39,7 +40,7 @@ class TasksApi(Construct):
             "Function",
             handler=HANDLER,
             description="Vigil tasks API: enqueue, read, list and cancel tasks",
-            timeout=Duration.seconds(30),
+            timeout=Duration.seconds(API_GATEWAY_TIMEOUT_SECONDS),
             environment={
                 CATALOG_ENV: Stack.of(self).to_json_string(catalog(tasks)),
                 TaskEnv.TABLE.value: table.table_name,
@@ -52,7 +53,7 @@ class TasksApi(Construct):
         """Explicit resources, more specific than the observers' ``/{proxy+}``; ``{id+}`` so that
         an id with a ``/`` (refused by ``enqueue`` since, but a record may predate that) reaches
         the function and gets its 404 there rather than the observers' routes."""
-        integration = apigateway.LambdaIntegration(self.function)
+        integration = api_integration(self.function)
         iam_only = apigateway.AuthorizationType.IAM
         task = api.root.add_resource("tasks").add_resource("{task}")
         for method in ("GET", "POST"):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from importlib.metadata import version
@@ -15,7 +14,7 @@ import pytest
 from aws_cdk import App, Environment, Stack
 from aws_cdk.assertions import Template
 
-from infra.function import FUNCTIONS_DIR, powertools_layer_parameter
+from infra.function import powertools_layer_parameter
 from infra.monitoring import Monitoring
 from infra.pins import PinError, pinned, pinned_versions
 from vigil_tools.emulator.deploy import _with_public_parameters
@@ -65,18 +64,6 @@ def test_the_layer_parameter_names_the_runtime_and_architecture_of_the_functions
     assert powertools_layer_parameter() == (
         f"/aws/service/powertools/python/arm64/python3.12/{PINNED_POWERTOOLS}"
     )
-
-
-def test_the_observer_image_is_built_with_the_pinned_versions(synthesized: Synthesized) -> None:
-    images = synthesized.assets["dockerImages"].values()
-    assert images
-    for image in images:
-        assert image["source"]["dockerBuildArgs"] == {
-            "BOTO3_VERSION": pinned("boto3"),
-            "POWERTOOLS_VERSION": PINNED_POWERTOOLS,
-        }
-    dockerfile = (FUNCTIONS_DIR / "observers" / "Dockerfile").read_text()
-    assert not re.search(r"==\s*\d", dockerfile), "versions come from build arguments only"
 
 
 def test_the_lambda_asset_imports_on_its_own_against_the_pinned_powertools(

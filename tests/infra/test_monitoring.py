@@ -1,5 +1,5 @@
 """The console an operator gets: alarms that notify, a dashboard that covers everything, queries,
-access logs, retained data, retention on every log group, and IAM wildcards only where unavoidable."""
+access logs, retained data, retention on every log group (IAM wildcards: test_iam_wildcards.py)."""
 
 from __future__ import annotations
 
@@ -98,6 +98,28 @@ def test_states_that_can_stick_alarm_after_three_passes_and_say_what_to_type(
         assert "`vigil observers" in description or "`aws dynamodb" in description, alarm
     titles = {w["properties"].get("title") for w in dashboard_widgets(synthesized)}
     assert "observers: stuck states (per minute; alarmed after 3 in a row)" in titles
+
+
+def test_the_reconciler_falling_behind_the_registry_stream_alarms_and_shows(
+    synthesized: Synthesized,
+) -> None:
+    reconciler = logical_id(synthesized, "AWS::Lambda::Function", "Observers/Reconciler/")
+    (alarm,) = [
+        r["Properties"]
+        for r in synthesized.resources("AWS::CloudWatch::Alarm").values()
+        if r["Properties"].get("MetricName") == "IteratorAge"
+    ]
+    assert alarm["Namespace"] == "AWS/Lambda" and alarm["Statistic"] == "Maximum"
+    assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": reconciler}}]
+    assert alarm["Threshold"] == 300_000 and alarm["Period"] == 60
+    assert alarm["EvaluationPeriods"] == alarm["DatapointsToAlarm"] == 3
+    assert "`aws lambda list-event-source-mappings" in json.dumps(alarm["AlarmDescription"])
+    (widget,) = [
+        w
+        for w in dashboard_widgets(synthesized)
+        if w["properties"].get("title") == "reconciler: registry stream iterator age (ms)"
+    ]
+    assert [name for _, name, _ in widget_series(widget)] == ["IteratorAge"]
 
 
 def test_the_reconcilers_failed_events_go_to_a_queue(synthesized: Synthesized) -> None:
@@ -204,7 +226,8 @@ def test_the_api_logs_every_request_as_json_with_the_caller_and_throttles(
     (stage,) = synthesized.resources("AWS::ApiGateway::Stage").values()
     access = stage["Properties"]["AccessLogSetting"]
     logs = logical_id(synthesized, "AWS::Logs::LogGroup", "Observers/ApiAccessLogs")
-    assert access["DestinationArn"] == {"Fn::GetAtt": [logs, "Arn"]}
+    # The log group's ARN without the ":*" of Fn::GetAtt (logGroupDestinationArnWithoutWildcard)
+    assert {"Ref": logs} in access["DestinationArn"]["Fn::Join"][1]
     line = json.loads(access["Format"])
     assert line["userArn"] == "$context.identity.userArn"
     assert line["caller"] == "$context.identity.caller"
@@ -222,7 +245,7 @@ def test_every_log_group_has_a_retention(synthesized: Synthesized) -> None:
         assert "LogGroup" in function["Properties"]["LoggingConfig"]
 
 
-def test_every_table_has_point_in_time_recovery_and_data_is_retained(
+def test_every_table_has_point_in_time_recovery_and_data_is_retained_and_protected(
     synthesized: Synthesized,
 ) -> None:
     tables = synthesized.resources("AWS::DynamoDB::Table")
@@ -232,6 +255,9 @@ def test_every_table_has_point_in_time_recovery_and_data_is_retained(
         assert spec["PointInTimeRecoveryEnabled"] is True
     for resource in [*tables.values(), *synthesized.resources("AWS::SQS::Queue").values()]:
         assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain"
+    # A retained table is kept from a stray DeleteTable (console, CLI) as well.
+    for table in tables.values():
+        assert table["Properties"]["DeletionProtectionEnabled"] is True
 
 
 def test_a_throwaway_stack_deletes_its_data_with_it() -> None:
@@ -241,27 +267,7 @@ def test_a_throwaway_stack_deletes_its_data_with_it() -> None:
     template = Template.from_stack(stack)
     for resource_type in ("AWS::DynamoDB::Table", "AWS::SQS::Queue"):
         template.all_resources(resource_type, {"DeletionPolicy": "Delete"})
-
-
-ALLOWED_ON_ANY_RESOURCE = {
-    "xray:PutTraceSegments",  # X-Ray has no resource-level permissions
-    "xray:PutTelemetryRecords",
-    "dynamodb:ListStreams",  # the stream event source
-    "ecs:ListTasks",  # a read, narrowed by an ecs:cluster condition
-    "ecr:GetAuthorizationToken",  # image pulls
-}
-
-
-def test_resource_star_only_where_the_service_has_no_resource_level_permissions(
-    synthesized: Synthesized,
-) -> None:
-    for policy in synthesized.resources("AWS::IAM::Policy").values():
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            resources = statement["Resource"]
-            if resources == "*" or (isinstance(resources, list) and "*" in resources):
-                actions = statement["Action"]
-                actions = actions if isinstance(actions, list) else [actions]
-                assert set(actions) <= ALLOWED_ON_ANY_RESOURCE, statement
+    template.all_resources_properties("AWS::DynamoDB::Table", {"DeletionProtectionEnabled": False})
 
 
 def test_functions_write_only_their_own_log_group(synthesized: Synthesized) -> None:

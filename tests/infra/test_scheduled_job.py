@@ -152,7 +152,8 @@ def test_alarms_watch_dead_letters_and_missed_ticks(
     job_alarms = [
         alarm
         for alarm in synthesized.resources("AWS::CloudWatch::Alarm").values()
-        if alarm["Properties"]["AlarmDescription"].startswith("Job ")
+        # (json: a description may name a resource, a token CloudFormation joins)
+        if json.dumps(alarm["Properties"]["AlarmDescription"]).startswith('"Job ')
     ]
     assert len(job_alarms) == 5 * 2, (
         "failed runs, undelivered, missed and never-delivered ticks, outcomes not recorded"

@@ -98,7 +98,7 @@ def test_given_a_missing_environment_when_started_then_exit_2(endpoint: str) -> 
 
 
 def test_given_the_image_dependencies_only_when_importing_the_entry_point_then_it_loads() -> None:
-    """The Dockerfile installs boto3 and Powertools, not pydantic or the X-Ray SDK."""
+    """The container needs boto3 and Powertools' core only, not pydantic or the X-Ray SDK."""
     blocked = "import sys; sys.modules['pydantic'] = None; sys.modules['aws_xray_sdk'] = None; "
     probe = blocked + "import vigil.observers.main, observers.ticker"
 

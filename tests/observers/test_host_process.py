@@ -300,7 +300,7 @@ def test_given_a_bad_host_environment_when_started_then_exit_2_naming_it(
 
 
 def test_given_the_image_dependencies_only_when_importing_the_host_then_it_loads() -> None:
-    """The Dockerfile installs boto3 and Powertools only: the host and its forkserver preload too."""
+    """boto3 and Powertools' core are enough: the host and its forkserver preload too."""
     blocked = "import sys; sys.modules['pydantic'] = None; sys.modules['aws_xray_sdk'] = None; "
     probe = blocked + "import vigil.observers.host.entry, vigil.observers.host.warm"
 

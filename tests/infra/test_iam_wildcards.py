@@ -1,0 +1,113 @@
+"""Every IAM grant on a wildcard, one statement and one action at a time, against an allow-list.
+
+cdk-nag names an IAM5 finding by its resource only (``IAM5[Resource::*]``), so acknowledging it
+once for a policy used to accept every ``*`` statement of that policy: ``iam:CreateUser`` on ``*``
+added to the reconciler's policy synthesized with zero findings. ``infra.nag.WILDCARDS`` now
+accepts a grant by policy, action and resource; these tests read the synthesized template the same
+way, and the README's list is that allow-list.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, Stack, Validations
+from aws_cdk import aws_iam as iam
+from cdk_nag import AwsSolutionsChecks
+from constructs import Construct
+
+from infra.nag import WILDCARDS, Grant, suppress_accepted_findings, unexplained, wildcard_grants
+from infra.nag import wildcards_markdown as rendered
+from vigil_tools.emulator.template import Synthesized
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+START, END = "<!-- iam-wildcards:start -->", "<!-- iam-wildcards:end -->"
+
+
+def template_grants(template: dict[str, Any]) -> list[Grant]:
+    """Wildcard grants of every policy in a template: policies, roles' inline policies, managed."""
+    grants = []
+    for logical_id, resource in template["Resources"].items():
+        props = resource.get("Properties", {})
+        if resource["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+            grants += wildcard_grants(logical_id, props["PolicyDocument"])
+        elif resource["Type"] == "AWS::IAM::Role":
+            for inline in props.get("Policies", []):
+                grants += wildcard_grants(logical_id, inline["PolicyDocument"])
+    return grants
+
+
+def test_every_wildcard_grant_is_allow_listed_with_its_reason(synthesized: Synthesized) -> None:
+    grants = template_grants(synthesized.template)
+    assert unexplained(grants) == []
+    # Every entry is still needed (a stale one would accept a future grant nobody reviewed).
+    for wildcard in WILDCARDS:
+        assert any(wildcard.accepts(grant) for grant in grants), wildcard
+        assert len(wildcard.reason) >= 40, wildcard
+    # The scheduler roles invoke their function's unqualified ARN, not ``<arn>:*``.
+    assert not [g for g in grants if g.action == "lambda:InvokeFunction"]
+
+
+def test_a_new_action_on_an_accepted_wildcard_fails_the_check(synthesized: Synthesized) -> None:
+    """Merged into the reconciler's statement on ``*``, as ``minimizePolicies`` would merge it."""
+    template = copy.deepcopy(synthesized.template)
+    (policy_id,) = [
+        key
+        for key, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::IAM::Policy" and key.startswith("ObserversReconcilerRole")
+    ]
+    statements = template["Resources"][policy_id]["Properties"]["PolicyDocument"]["Statement"]
+    (on_star,) = [s for s in statements if s["Resource"] == "*" and "Condition" not in s]
+    on_star["Action"] = [*on_star["Action"], "iam:CreateUser"]
+    assert unexplained(template_grants(template)) == [Grant(policy_id, "iam:CreateUser", "*")]
+
+
+class Observers(Construct):
+    """Just enough of the fleet for the reconciler role's logical id."""
+
+    def __init__(self, scope: Construct, extra: iam.PolicyStatement | None) -> None:
+        super().__init__(scope, "Observers")
+        role = iam.Role(
+            self, "ReconcilerRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com")
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=["dynamodb:ListStreams"], resources=["*"]))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ecs:ListTasks"],
+                resources=["*"],
+                conditions={"ArnEquals": {"ecs:cluster": "arn:aws:ecs:us-east-1:1:cluster/c"}},
+            )
+        )
+        if extra is not None:
+            role.add_to_policy(extra)
+
+
+@pytest.mark.parametrize("extra", [None, "iam:CreateUser"])
+def test_cdk_nag_refuses_a_new_action_beside_an_accepted_wildcard(
+    tmp_path: Path, extra: str | None
+) -> None:
+    """The same policy id, the same ``IAM5[Resource::*]`` finding: before, acknowledged for both."""
+    app = App(outdir=str(tmp_path), context={"@aws-cdk/aws-iam:minimizePolicies": True})
+    stack = Stack(app, "Nagged")
+    Observers(stack, iam.PolicyStatement(actions=[extra], resources=["*"]) if extra else None)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    suppress_accepted_findings(stack)
+    if extra is None:
+        app.synth()
+        return
+    with pytest.raises(Exception, match="ValidationFailed"):
+        app.synth()
+    report = json.loads((tmp_path / "validation-report.json").read_text())
+    violations = [v for p in report["pluginReports"] for v in p["violations"]]
+    assert [v["ruleName"] for v in violations] == ["AwsSolutions-IAM5[Resource::*]"]
+
+
+def test_the_readme_lists_the_allow_list() -> None:
+    text = README.read_text()
+    assert START in text and END in text
+    block = text.split(START, 1)[1].split(END, 1)[0].strip()
+    assert block == rendered(), f"paste between the markers:\n{rendered()}"
