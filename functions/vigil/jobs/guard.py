@@ -12,11 +12,12 @@ Flow of one delivery::
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock, Sleeper, system_clock
 from vigil.dynamo import truncate
@@ -26,6 +27,9 @@ from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.jobs.model import JobSettings, Outcome, Overlap, RunStatus
 from vigil.jobs.store import Claim, Finish, RunStore, TickTaken
 from vigil.leases import lease_is_live, next_token
+
+if TYPE_CHECKING:
+    from vigil.effects import Effects
 
 MAX_CLAIM_ATTEMPTS = 5
 
@@ -58,9 +62,19 @@ class Run:
     fencing_token: int
     attempt: int
     remaining_ms: Callable[[], int]
+    tick: str = ""
+    """The tick's key, as the history shows it (the unit of once for fenced sends)."""
 
     def remaining_time(self) -> timedelta:
         return timedelta(milliseconds=self.remaining_ms())
+
+    @functools.cached_property
+    def fenced(self) -> Effects:
+        """Writes a superseded run of this job cannot make (:mod:`vigil.effects`), loaded on
+        first use: a job that never names it does not import it."""
+        from vigil.effects import Effects, RunFence
+
+        return Effects.from_env(RunFence.of_job(self.job, self.tick, self.fencing_token))
 
 
 @dataclass(frozen=True)
@@ -240,6 +254,7 @@ class JobGuard:
             fencing_token=claim.token,
             attempt=claim.attempt,
             remaining_ms=remaining_ms,
+            tick=claim.tick,
         )
         started = self._clock()
         try:

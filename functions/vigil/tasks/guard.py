@@ -21,13 +21,14 @@ deleted too early could lose a task.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vigil import telemetry
 from vigil.clock import Clock, Sleeper, iso, system_clock
@@ -53,6 +54,9 @@ from vigil.tasks.queues import TaskQueue
 from vigil.tasks.settings import TaskSettings
 from vigil.tasks.store import Claim, Claimed, TaskFinish, TaskStore
 
+if TYPE_CHECKING:
+    from vigil.effects import Effects
+
 MAX_CLAIM_ATTEMPTS = 4
 
 
@@ -70,6 +74,14 @@ class TaskRun:
 
     def remaining_time(self) -> timedelta:
         return timedelta(milliseconds=self.remaining_ms())
+
+    @functools.cached_property
+    def fenced(self) -> Effects:
+        """Writes a superseded attempt of this task cannot make (:mod:`vigil.effects`), loaded
+        on first use."""
+        from vigil.effects import Effects, RunFence
+
+        return Effects.from_env(RunFence.of_task(self.task, self.id, self.fencing_token))
 
     def progress(self, percent: int, note: str | None = None) -> None:
         """Record how far the run is (0-100), readable on the task's record while it runs.
