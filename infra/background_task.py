@@ -26,6 +26,7 @@ from infra.queues import DLQ_RETENTION_DAYS, check_retention, dead_letter_queue,
 from infra.removal import data_removal_policy
 from infra.scheduled_job import default_name
 from infra.tasks_table import TasksTable
+from infra.writes import Declared, check_writes, grant_writes, writes_environment
 from vigil.contract.metrics import NAMESPACE, SERVICE, TaskMetric
 from vigil.contract.tasks import PK_PREFIX, TASK_NAME, CatalogField, TaskEnv
 
@@ -48,6 +49,7 @@ class _Checked:
     name: str
     visibility_timeout: int
     batching_window: int
+    writes: tuple[Declared, ...] = ()
 
 
 class BackgroundTask(Construct):
@@ -81,6 +83,7 @@ class BackgroundTask(Construct):
         task_name: str | None = None,
         description: str | None = None,
         tasks_table: dynamodb.ITable | None = None,
+        writes: Sequence[Any] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         checked = _validate(
@@ -99,6 +102,7 @@ class BackgroundTask(Construct):
             memory_size=memory_size,
             lease_margin=lease_margin,
             max_queue_age=max_queue_age,
+            writes=writes,
         )
         self.task_name = checked.name
         self.ordered = ordered
@@ -137,8 +141,10 @@ class BackgroundTask(Construct):
                 TaskEnv.RETENTION_SECONDS.value: str(self.retention_seconds),
                 TaskEnv.LEASE_MARGIN_SECONDS.value: str(int(lease_margin.to_seconds())),
                 TaskEnv.EVENT_BUS.value: DEFAULT_EVENT_BUS,
+                **writes_environment(self, checked.writes),
             },
         )
+        grant_writes(self.function, checked.writes)
         self.function.add_event_source(
             event_sources.SqsEventSource(
                 self.queue,
@@ -326,6 +332,7 @@ def _validate(
     memory_size: int,
     lease_margin: Duration,
     max_queue_age: Duration,
+    writes: Sequence[Any] = (),
 ) -> _Checked:
     """Every limit AWS would refuse at deploy (or that would make the task unsafe), at synth."""
     name = task_name or default_name(construct_id)
@@ -380,7 +387,10 @@ def _validate(
         raise fail("lease_margin", "must be at least 1 s (clock skew) and below the timeout")
     if whole_seconds(fail, "max_queue_age", max_queue_age) < 60:
         raise fail("max_queue_age", "must be at least 60 s (the alarm's resolution)")
-    return _Checked(name=name, visibility_timeout=visibility, batching_window=window)
+    declared = tuple(check_writes(fail, writes))
+    return _Checked(
+        name=name, visibility_timeout=visibility, batching_window=window, writes=declared
+    )
 
 
 def _shared_tasks_table(scope: Construct) -> dynamodb.ITable:
