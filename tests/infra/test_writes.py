@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import App, Duration, Environment, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_s3 as s3
@@ -15,6 +15,7 @@ from aws_cdk.assertions import Template
 
 from infra.background_task import BackgroundTask
 from infra.errors import ConfigurationError
+from infra.observer_fleet import ObserverFleet, ObserverKind
 from infra.scheduled_job import ScheduledJob
 from vigil.contract.effects import WRITES_ENV
 
@@ -46,10 +47,15 @@ def statements(template: Template, role_prefix: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def template() -> Template:
-    """One stack for the synthesizing tests (a synth costs seconds): a job declaring all four
-    kinds, a job declaring nothing, a task declaring a table."""
-    stack = Stack(App(), "Test")
+    """One stack for the synthesizing tests (a synth costs tens of seconds here): a job declaring
+    all four kinds, a job declaring nothing, a task and an observer kind declaring a table."""
+    stack = Stack(App(), "Test", env=Environment(account="123456789012", region="us-east-1"))
     declared = resources(stack)
+    kinds = {
+        "ticker": ObserverKind("observers.ticker.run", writes=(declared[0],)),
+        "quiet": ObserverKind("observers.ticker.run"),
+    }
+    ObserverFleet(stack, "Observers", kinds=kinds, heartbeat_interval=Duration.seconds(20))
     ScheduledJob(stack, "Cleanup", writes=declared, **JOB)
     ScheduledJob(stack, "Quiet", **JOB)
     BackgroundTask(stack, "SendReceipt", handler="tasks.send_receipt.handler", writes=declared[:1])
@@ -130,3 +136,26 @@ def test_the_same_resource_declared_twice_fails_the_synth() -> None:
     table = resources(stack)[0]
     with pytest.raises(ConfigurationError, match="tables 'Sessions' is declared twice"):
         ScheduledJob(stack, "Cleanup", writes=[table, table], **JOB)
+
+
+def test_an_observer_kind_gets_its_declared_writes_in_its_containers_environment(
+    template: Template,
+) -> None:
+    environments = {}
+    for definition in template.find_resources("AWS::ECS::TaskDefinition").values():
+        container = definition["Properties"]["ContainerDefinitions"][0]
+        names = {e["Name"]: e["Value"] for e in container["Environment"]}
+        environments[container["LogConfiguration"]["Options"]["awslogs-stream-prefix"]] = names
+    assert "Sessions" in str(environments["ticker"][WRITES_ENV])
+    assert WRITES_ENV not in environments["quiet"]
+    policy = statements(template, "ObserversTaskRoleDefaultPolicy")
+    assert ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"] in [
+        s["Action"] for s in policy
+    ]
+
+
+def test_bad_observer_writes_fail_the_synth_naming_the_kind() -> None:
+    stack = Stack(App(), "Fleet")
+    kinds = {"ticker": ObserverKind("observers.ticker.run", writes=("sessions",))}
+    with pytest.raises(ConfigurationError, match=r"invalid kinds\['ticker'\]\.writes: item 0"):
+        ObserverFleet(stack, "Observers", kinds=kinds, heartbeat_interval=Duration.seconds(20))

@@ -335,7 +335,10 @@ class ObserverRuntime:
         try:
             function(ObserverContext(self, observer))
         except Exception as error:
-            crash = error
+            if _write_fenced(error):
+                self._fence(str(error))
+            else:
+                crash = error
         finally:
             self._done.set()
             if thread is not None:
@@ -375,6 +378,13 @@ class ObserverRuntime:
             )
         except (RegistryError, ClientError, BotoCoreError) as error:
             self.logger.warning("exit report not written", extra={"error": str(error)})
+
+
+def _write_fenced(error: Exception) -> bool:
+    """A write through ``ctx.fenced`` refused because a newer generation wrote (checked without
+    importing :mod:`vigil.effects`: if it is not loaded, no write went through it)."""
+    effects = sys.modules.get("vigil.effects")
+    return effects is not None and isinstance(error, effects.Fenced)
 
 
 def _count(metric: telemetry.ObserverMetric, kind: str) -> None:
