@@ -17,7 +17,8 @@ from infra.background_task import BackgroundTask
 from infra.errors import ConfigurationError
 from infra.observer_fleet import ObserverFleet, ObserverKind
 from infra.scheduled_job import ScheduledJob
-from vigil.contract.effects import WRITES_ENV
+from vigil.contract.effects import WRITES_ENV, WriteKind
+from vigil.effects.fence import Grants
 
 JOB = {"handler": "jobs.cleanup.handler", "schedule": "rate(5 minutes)"}
 
@@ -34,6 +35,16 @@ def resources(stack: Stack) -> list[Any]:
         sqs.Queue(stack, "Mail", fifo=True),
         events.EventBus(stack, "Bus"),
     ]
+
+
+def resolved(value: Any) -> Any:
+    """A template value with ``Fn::Join`` joined and each ``Ref`` as ``<logical id>``."""
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(str(resolved(part)) for part in parts)
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    return value
 
 
 def statements(template: Template, role_prefix: str) -> list[dict[str, Any]]:
@@ -76,9 +87,10 @@ def test_a_job_gets_exactly_the_declared_writes_and_their_names(template: Templa
         if f["Properties"]["Environment"]["Variables"].get("VIGIL_JOB_NAME") == "cleanup"
     )
     granted = function["Properties"]["Environment"]["Variables"][WRITES_ENV]
-    joined = str(granted)
-    for alias in ("Sessions", "Reports", "Mail", "Bus"):
-        assert f'\\"{alias}\\"' in joined or f'"{alias}"' in joined
+    # What the runtime reads once CloudFormation has resolved it (each Ref -> "<logical id>").
+    grants = Grants.from_env({WRITES_ENV: resolved(granted)}, "job:cleanup")
+    for kind, alias in zip(WriteKind, ("Sessions", "Reports", "Mail", "Bus"), strict=True):
+        assert grants.resolve(kind, alias).startswith(f"<{alias}")
     policy = statements(template, "CleanupFunctionRoleDefaultPolicy")
     actions = [s["Action"] for s in policy]
     assert ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"] in actions
