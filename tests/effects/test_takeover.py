@@ -67,8 +67,9 @@ def test_a_zombies_late_write_is_refused_after_its_successors(
                 refused.append(error)
                 raise
 
-        with pytest.raises(Fenced):
-            guard.execute(tick, zombie, remaining_ms=lambda: 10_000, holder="a")
+        late = guard.execute(tick, zombie, remaining_ms=lambda: 10_000, holder="a")
+
+        assert late.outcome is Outcome.FENCED  # not FAILED: not retried, not alarmed
 
         item = client.get_item(TableName="sessions", Key={"id": {"S": "s-1"}})["Item"]
         assert item["written_by"] == {"S": "successor"}

@@ -50,7 +50,7 @@ class FencedTable:
     def put_item(self, **request: Any) -> dict[str, Any]:
         item = dict(request.pop("Item"))
         item[FENCE_ATTRIBUTE] = {"S": self._fence.value}
-        return self._write(self._client.put_item, {**request, "Item": item}, request.get("Key"))
+        return self._write(self._client.put_item, {**request, "Item": item}, "put_item")
 
     def update_item(self, **request: Any) -> dict[str, Any]:
         if "UpdateExpression" not in request:
@@ -61,7 +61,8 @@ class FencedTable:
     def delete_item(self, **request: Any) -> dict[str, Any]:
         return self._write(self._client.delete_item, request, request.get("Key"))
 
-    def _write(self, call: Any, request: dict[str, Any], key: Any) -> dict[str, Any]:
+    def _write(self, call: Any, request: dict[str, Any], what: Any) -> dict[str, Any]:
+        """``what``: the key written, for the error (a put names no key apart from its item)."""
         merged = merge_condition(request, self._fence)
         try:
             return dict(call(TableName=self.table, **merged))
@@ -70,7 +71,7 @@ class FencedTable:
                 raise
             found = (old_item(error) or {}).get(FENCE_ATTRIBUTE)
             if self._fence.superseded_by(found):
-                raise Fenced(f"table {self.table} item {key}", self._fence.value, found) from None
+                raise Fenced(f"table {self.table} {what}", self._fence.value, found) from None
             raise
 
 

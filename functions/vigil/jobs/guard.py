@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock, Sleeper, system_clock
 from vigil.dynamo import truncate
+from vigil.fenced_write import refused_write
 from vigil.jobs.decisions import ClaimTerms, DurationFlag, Verdict, duration_flag, resolve_conflict
 from vigil.jobs.events import Tick
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
@@ -265,13 +266,18 @@ class JobGuard:
             # handler counts the flag (and an unrecorded outcome) on its way out.
             with contextlib.suppress(AttributeError):
                 error.vigil_duration_flag = _flag(outcome)  # type: ignore[attr-defined]
+            recorded = True
             try:
-                self._record(outcome, remaining_ms, claim.holder)
+                recorded = self._record(outcome, remaining_ms, claim.holder)
             except OutcomeUnrecorded as unrecorded:
                 # The body's error is what Lambda reports and dead-letters; the note says more.
                 with contextlib.suppress(AttributeError):
                     error.vigil_unrecorded = unrecorded  # type: ignore[attr-defined]
                 error.add_note(str(unrecorded))
+            if not recorded and refused_write(error):
+                # Taken over, and the body's write refused for it: the zombie's run is fenced,
+                # not failed (its successor owns the tick), so it is not retried nor alarmed.
+                return _reported(outcome, recorded)
             raise
         outcome = self._outcome(claim, RunStatus.SUCCEEDED, started, None)
         return _reported(outcome, self._record(outcome, remaining_ms, claim.holder))

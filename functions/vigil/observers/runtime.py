@@ -40,6 +40,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from vigil import telemetry
 from vigil.contract.observers import ExitCode as ExitCode
+from vigil.fenced_write import refused_write
 from vigil.observers.model import Desired, Observer, parse_kinds, validate_name
 from vigil.observers.registry import (
     Fenced,
@@ -335,7 +336,7 @@ class ObserverRuntime:
         try:
             function(ObserverContext(self, observer))
         except Exception as error:
-            if _write_fenced(error):
+            if refused_write(error):
                 self._fence(str(error))
             else:
                 crash = error
@@ -378,13 +379,6 @@ class ObserverRuntime:
             )
         except (RegistryError, ClientError, BotoCoreError) as error:
             self.logger.warning("exit report not written", extra={"error": str(error)})
-
-
-def _write_fenced(error: Exception) -> bool:
-    """A write through ``ctx.fenced`` refused because a newer generation wrote (checked without
-    importing :mod:`vigil.effects`: if it is not loaded, no write went through it)."""
-    effects = sys.modules.get("vigil.effects")
-    return effects is not None and isinstance(error, effects.Fenced)
 
 
 def _count(metric: telemetry.ObserverMetric, kind: str) -> None:

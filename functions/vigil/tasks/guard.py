@@ -34,6 +34,7 @@ from vigil import telemetry
 from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.tasks import TaskStatus
 from vigil.dynamo import truncate
+from vigil.fenced_write import refused_write
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.leases import next_token
 from vigil.persist import OutOfTime, persist
@@ -281,6 +282,8 @@ class TaskGuard:
             except TaskFenced as fenced:
                 return Delivery(Outcome.FENCED, envelope.id, attempt, str(fenced))
             except Exception as raised:
+                if refused_write(raised):  # a newer attempt of this task wrote: superseded
+                    return Delivery(Outcome.FENCED, envelope.id, attempt, str(raised))
                 error = raised
                 logger.exception("task run failed", extra={"attempt": attempt})
         finished = self._clock()
