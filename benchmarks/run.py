@@ -13,6 +13,7 @@ from pathlib import Path
 from benchmarks import (
     chaos_soak,
     demo_duration,
+    effects,
     host_memory,
     import_time,
     jobs_requests,
@@ -37,6 +38,7 @@ def main() -> None:
         ("`make demo`: seconds after set-up", demo_duration.run),
         ("Scheduled jobs: DynamoDB requests", jobs_requests.run),
         ("Scheduled jobs: import time of a job module", import_time.run),
+        ("Effects: requests per fenced write, import cost", effects.run),
         ("Tasks: requests, cost and time", lambda: tasks_requests.run(quick=args.quick)),
         (
             "Scheduled jobs: chaos soak",

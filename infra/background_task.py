@@ -26,6 +26,7 @@ from infra.queues import DLQ_RETENTION_DAYS, check_retention, dead_letter_queue,
 from infra.removal import data_removal_policy
 from infra.scheduled_job import default_name
 from infra.tasks_table import TasksTable
+from infra.writes import Declared, check_writes, grant_writes, writes_environment
 from vigil.contract.metrics import NAMESPACE, SERVICE, TaskMetric
 from vigil.contract.tasks import (
     DEFAULT_COMPLETION_EVENTS,
@@ -54,6 +55,7 @@ class _Checked:
     visibility_timeout: int
     batching_window: int
     completion_events: CompletionEvents
+    writes: tuple[Declared, ...] = ()
 
 
 class BackgroundTask(Construct):
@@ -91,6 +93,7 @@ class BackgroundTask(Construct):
         task_name: str | None = None,
         description: str | None = None,
         tasks_table: dynamodb.ITable | None = None,
+        writes: Sequence[Any] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         checked = _validate(
@@ -110,6 +113,7 @@ class BackgroundTask(Construct):
             lease_margin=lease_margin,
             max_queue_age=max_queue_age,
             completion_events=completion_events,
+            writes=writes,
         )
         self.task_name = checked.name
         self.completion_events = checked.completion_events
@@ -150,8 +154,10 @@ class BackgroundTask(Construct):
                 TaskEnv.LEASE_MARGIN_SECONDS.value: str(int(lease_margin.to_seconds())),
                 TaskEnv.EVENT_BUS.value: DEFAULT_EVENT_BUS,
                 TaskEnv.COMPLETION_EVENTS.value: self.completion_events.value,
+                **writes_environment(self, checked.writes),
             },
         )
+        grant_writes(self.function, checked.writes)
         self.function.add_event_source(
             event_sources.SqsEventSource(
                 self.queue,
@@ -344,6 +350,7 @@ def _validate(
     lease_margin: Duration,
     max_queue_age: Duration,
     completion_events: CompletionEvents | str,
+    writes: Sequence[Any] = (),
 ) -> _Checked:
     """Every limit AWS would refuse at deploy (or that would make the task unsafe), at synth."""
     name = task_name or default_name(construct_id)
@@ -406,6 +413,7 @@ def _validate(
         visibility_timeout=visibility,
         batching_window=window,
         completion_events=CompletionEvents(completion_events),
+        writes=tuple(check_writes(fail, writes)),
     )
 
 

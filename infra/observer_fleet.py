@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ from infra.management_api import (
 )
 from infra.queues import dead_letter_queue
 from infra.removal import data_removal_policy, deletion_protected
+from infra.writes import check_writes, grant_writes, writes_environment
 from vigil.contract.hosts import (
     DEFAULT_MAX_UNAVAILABLE,
     HOST_EXIT,
@@ -119,6 +121,10 @@ class ObserverKind:
     slots_per_host: int | None = None
     observer_memory_mib: int | None = None
     headroom: int | None = None
+    writes: tuple[Any, ...] = ()
+    """Tables, buckets, queues and buses the kind writes through ``ctx.fenced``: named in its
+    containers' environment and granted on the fleet's task role (shared by every kind, so the
+    IAM grant is fleet-wide; the runtime refuses what the kind did not declare)."""
 
     @property
     def pooled(self) -> bool:
@@ -167,6 +173,10 @@ class ObserverFleet(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.kinds = _validate_kinds(kinds)
+        self.kind_writes = {
+            kind: check_writes(_kind_failing(f"kinds[{kind!r}].writes"), spec.writes)
+            for kind, spec in self.kinds.items()
+        }
         heartbeat = _validate(
             heartbeat_interval=heartbeat_interval,
             max_observers=max_observers,
@@ -233,6 +243,8 @@ class ObserverFleet(Construct):
             or None,
         )
         self.task_role, self.execution_role = self._build_task_roles()
+        for declared in self.kind_writes.values():
+            grant_writes(self.task_role, declared)
         self.log_group = logs.LogGroup(
             self, "TaskLogs", retention=log_retention, removal_policy=RemovalPolicy.DESTROY
         )
@@ -420,6 +432,7 @@ class ObserverFleet(Construct):
                 # Not PLACEMENTS_ENV: the container does not read it, and a new rollout budget
                 # must not make a new revision (which would roll every observer of every kind).
                 **({HOST_SLOTS_ENV: str(spec.slots_per_host)} if spec.pooled else {}),
+                **writes_environment(self, self.kind_writes[kind]),
             },
         )
         return definition
@@ -901,6 +914,11 @@ def _stream_filters() -> list[dict[str, Any]]:
         # A pooled observer's child exited: its host's report stands for a task's STOPPED event.
         pattern("MODIFY", {HOST_EXIT: {"M": {"generation": {"N": [{"exists": True}]}}}}),
     ]
+
+
+def _kind_failing(parameter: str) -> Callable[[str, str], ConfigurationError]:
+    """``check_writes``'s failure for one kind: the parameter is the kind's ``writes``."""
+    return lambda _, problem: ConfigurationError(OWNER, parameter, problem)
 
 
 def _validate_kinds(kinds: dict[str, str | ObserverKind]) -> dict[str, ObserverKind]:

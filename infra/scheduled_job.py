@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import Annotations, Duration, Stack, TimeZone
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -24,6 +26,7 @@ from infra.schedule_expressions import (
     validate_schedule,
     validate_time_zone,
 )
+from infra.writes import check_writes, grant_writes, writes_environment
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
 from vigil.contract.metrics import NAMESPACE, SERVICE, JobMetric
 
@@ -51,7 +54,9 @@ class ScheduledJob(Construct):
 
     ``retry_attempts`` are Lambda's asynchronous retries of a failed run (0-2); after the last one
     the event goes to ``failed_runs``. ``delivery_retry_attempts`` are the scheduler's retries when
-    it cannot invoke the function at all; those events go to ``undelivered``.
+    it cannot invoke the function at all; those events go to ``undelivered``. ``writes`` lists
+    the tables, buckets, queues and buses the job writes through ``run.fenced`` (granted exactly:
+    :mod:`infra.writes`).
     """
 
     def __init__(
@@ -76,6 +81,7 @@ class ScheduledJob(Construct):
         runs_table: dynamodb.ITable | None = None,
         max_duration: Duration | None = None,
         min_duration: Duration | None = None,
+        writes: Sequence[Any] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         checked = self._validate(
@@ -94,6 +100,7 @@ class ScheduledJob(Construct):
             lease_margin=lease_margin,
             retention=retention,
         )
+        declared = check_writes(_failing(construct_id), writes)
         self.job_name = checked.name
         self.schedule_expression = schedule
         self.time_zone = time_zone
@@ -124,6 +131,9 @@ class ScheduledJob(Construct):
         )
         for variable, seconds in self.duration_limits.items():
             self.function.add_environment(variable, str(seconds))
+        for variable, value in writes_environment(self, declared).items():
+            self.function.add_environment(variable, value)
+        grant_writes(self.function, declared)
         self._warn_if_retries_arrive_too_late(checked.timeout, max_lateness, retry_attempts)
         if never_fires_again(schedule, time_zone):
             Annotations.of(self).add_warning_v2(
@@ -160,10 +170,7 @@ class ScheduledJob(Construct):
         retention: Duration,
     ) -> _Checked:
         name = job_name or default_name(construct_id)
-        owner = f"ScheduledJob {construct_id!r}"
-
-        def fail(parameter: str, problem: str) -> ConfigurationError:
-            return ConfigurationError(owner, parameter, problem)
+        fail = _failing(construct_id)
 
         if not JOB_NAME.match(name):
             raise fail("job_name", f"{name!r} must match {JOB_NAME.pattern}")
@@ -292,6 +299,11 @@ class ScheduledJob(Construct):
             statistic=statistic,
             period=Duration.minutes(5),
         )
+
+
+def _failing(construct_id: str) -> Callable[[str, str], ConfigurationError]:
+    owner = f"ScheduledJob {construct_id!r}"
+    return lambda parameter, problem: ConfigurationError(owner, parameter, problem)
 
 
 def _duration_limits(

@@ -560,3 +560,21 @@ def test_a_handed_over_container_checkpoints_and_exits_clean_on_sigterm(
         1,
     )
     assert observer.last_exit is not None and observer.last_exit.reason == "SIGTERM"
+
+
+def test_given_a_fenced_write_refused_when_it_escapes_run_then_fenced_exit_not_a_crash(
+    started: ObserverRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ctx.fenced`` refusing a write means a newer generation wrote: stop as fenced (exit 3,
+    no exit report), not as a crash the reconciler would restart."""
+    from vigil.effects import Fenced as EffectFenced
+
+    def refused(ctx: ObserverContext) -> None:
+        raise EffectFenced("table t item k", "observer:obs#1", "observer:obs#2")
+
+    install(monkeypatch, refused)
+
+    code = Harness(started, clock, generation=1).runtime.run()
+
+    assert code is ExitCode.FENCED
+    assert started.get("obs").last_exit is None

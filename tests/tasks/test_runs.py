@@ -585,3 +585,30 @@ def test_a_body_that_kills_every_invocation_ends_failed_with_its_reason_not_runn
     )
     (dead,) = stack.dead_letters()
     assert "RunCrashed" in dead["MessageAttributes"][REASON_ATTRIBUTE]["StringValue"]
+
+
+def test_a_run_whose_fenced_write_is_refused_after_a_takeover_is_fenced(
+    stack: Stack, make_handler: HandlerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run.fenced`` refusing a write means a newer attempt of this task wrote: the delivery
+    ends FENCED (the message left to the newer run), not logged as the run failing."""
+    from aws_lambda_powertools import Logger
+
+    from vigil.effects import Fenced
+
+    errors: list[str] = []
+    monkeypatch.setattr(Logger, "exception", lambda self, message, *a, **k: errors.append(message))
+
+    stack.client().enqueue(PLAIN, {}, key="o-1")
+    (record,) = records(stack.messages(url(stack)))
+    newer = make_handler(Body(returns={"by": "newer"}))
+
+    def refused(run: TaskRun) -> None:
+        stack.clock.advance(timedelta(minutes=10))
+        invoke(newer, [record])
+        raise Fenced("table t put_item", "task:plain/o-1#1", "task:plain/o-1#2")
+
+    assert invoke(make_handler(Body(during=refused)), [record]) == [record["messageId"]]
+    final = stack.client().get(PLAIN, "o-1")
+    assert (final.status, final.result) == (TaskStatus.SUCCEEDED, {"by": "newer"})
+    assert "task run failed" not in errors

@@ -12,20 +12,25 @@ Flow of one delivery::
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock, Sleeper, system_clock
 from vigil.dynamo import truncate
+from vigil.fenced_write import refused_write
 from vigil.jobs.decisions import ClaimTerms, DurationFlag, Verdict, duration_flag, resolve_conflict
 from vigil.jobs.events import Tick
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.jobs.model import JobSettings, Outcome, Overlap, RunStatus
 from vigil.jobs.store import Claim, Finish, RunStore, TickTaken
 from vigil.leases import lease_is_live, next_token
+
+if TYPE_CHECKING:
+    from vigil.effects import Effects
 
 MAX_CLAIM_ATTEMPTS = 5
 
@@ -58,9 +63,19 @@ class Run:
     fencing_token: int
     attempt: int
     remaining_ms: Callable[[], int]
+    tick: str = ""
+    """The tick's key, as the history shows it (the unit of once for fenced sends)."""
 
     def remaining_time(self) -> timedelta:
         return timedelta(milliseconds=self.remaining_ms())
+
+    @functools.cached_property
+    def fenced(self) -> Effects:
+        """Writes a superseded run of this job cannot make (:mod:`vigil.effects`), loaded on
+        first use: a job that never names it does not import it."""
+        from vigil.effects import Effects, RunFence
+
+        return Effects.from_env(RunFence.of_job(self.job, self.tick, self.fencing_token))
 
 
 @dataclass(frozen=True)
@@ -240,6 +255,7 @@ class JobGuard:
             fencing_token=claim.token,
             attempt=claim.attempt,
             remaining_ms=remaining_ms,
+            tick=claim.tick,
         )
         started = self._clock()
         try:
@@ -250,13 +266,18 @@ class JobGuard:
             # handler counts the flag (and an unrecorded outcome) on its way out.
             with contextlib.suppress(AttributeError):
                 error.vigil_duration_flag = _flag(outcome)  # type: ignore[attr-defined]
+            recorded = True
             try:
-                self._record(outcome, remaining_ms, claim.holder)
+                recorded = self._record(outcome, remaining_ms, claim.holder)
             except OutcomeUnrecorded as unrecorded:
                 # The body's error is what Lambda reports and dead-letters; the note says more.
                 with contextlib.suppress(AttributeError):
                     error.vigil_unrecorded = unrecorded  # type: ignore[attr-defined]
                 error.add_note(str(unrecorded))
+            if not recorded and refused_write(error):
+                # Taken over, and the body's write refused for it: the zombie's run is fenced,
+                # not failed (its successor owns the tick), so it is not retried nor alarmed.
+                return _reported(outcome, recorded)
             raise
         outcome = self._outcome(claim, RunStatus.SUCCEEDED, started, None)
         return _reported(outcome, self._record(outcome, remaining_ms, claim.holder))

@@ -23,6 +23,7 @@ the record to place it on that host.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -31,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -39,6 +40,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from vigil import telemetry
 from vigil.contract.observers import ExitCode as ExitCode
+from vigil.fenced_write import refused_write
 from vigil.observers.model import Desired, Observer, parse_kinds, validate_name
 from vigil.observers.registry import (
     Fenced,
@@ -48,6 +50,9 @@ from vigil.observers.registry import (
     StopRequested,
 )
 from vigil.settings import Environment
+
+if TYPE_CHECKING:
+    from vigil.effects import Effects
 
 SELF_FENCE_INTERVALS = 2
 """Missed heartbeats after which the container presumes itself replaced (the reconciler waits 3)."""
@@ -148,6 +153,15 @@ class ObserverContext:
     def sleep(self, seconds: float) -> None:
         """Sleep, returning early when stopping."""
         self._runtime.sleep(seconds)
+
+    @functools.cached_property
+    def fenced(self) -> Effects:
+        """Writes a replaced generation cannot make (:mod:`vigil.effects`), ordered by the
+        generation, loaded on first use. A write refused as ``Fenced`` means this generation was
+        replaced: stop, as after a refused checkpoint."""
+        from vigil.effects import Effects, RunFence
+
+        return Effects.from_env(RunFence.of_observer(self.name, self.generation))
 
 
 class ObserverRuntime:
@@ -322,7 +336,10 @@ class ObserverRuntime:
         try:
             function(ObserverContext(self, observer))
         except Exception as error:
-            crash = error
+            if refused_write(error):
+                self._fence(str(error))
+            else:
+                crash = error
         finally:
             self._done.set()
             if thread is not None:

@@ -22,18 +22,20 @@ deleted too early could lose a task.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vigil import telemetry
 from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.tasks import TaskStatus
 from vigil.dynamo import truncate
+from vigil.fenced_write import refused_write
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.leases import next_token
 from vigil.persist import OutOfTime, persist
@@ -54,6 +56,9 @@ from vigil.tasks.queues import TaskQueue
 from vigil.tasks.settings import TaskSettings
 from vigil.tasks.store import BUDGET_FROM, Claim, Claimed, TaskFinish, TaskStore
 
+if TYPE_CHECKING:
+    from vigil.effects import Effects
+
 MAX_CLAIM_ATTEMPTS = 4
 
 
@@ -71,6 +76,14 @@ class TaskRun:
 
     def remaining_time(self) -> timedelta:
         return timedelta(milliseconds=self.remaining_ms())
+
+    @functools.cached_property
+    def fenced(self) -> Effects:
+        """Writes a superseded attempt of this task cannot make (:mod:`vigil.effects`), loaded
+        on first use."""
+        from vigil.effects import Effects, RunFence
+
+        return Effects.from_env(RunFence.of_task(self.task, self.id, self.fencing_token))
 
     def progress(self, percent: int, note: str | None = None) -> None:
         """Record how far the run is (0-100), readable on the task's record while it runs.
@@ -279,6 +292,8 @@ class TaskGuard:
             except TaskFenced as fenced:
                 return Delivery(Outcome.FENCED, envelope.id, attempt, str(fenced))
             except Exception as raised:
+                if refused_write(raised):  # a newer attempt of this task wrote: superseded
+                    return Delivery(Outcome.FENCED, envelope.id, attempt, str(raised))
                 error = raised
                 logger.exception("task run failed", extra={"attempt": attempt})
         finished = self._clock()

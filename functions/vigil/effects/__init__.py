@@ -1,0 +1,93 @@
+"""Fenced writes from a run: ``run.fenced`` in a job, ``run.fenced`` in a task, ``ctx.fenced`` in
+an observer. Loaded on first use only, so a job that does not write through them pays nothing.
+
+::
+
+    @scheduled_job
+    def handler(run):
+        table = run.fenced.table("Sessions")           # an alias from writes=[...], or its name
+        table.delete_item(Key={"id": {"S": "s-1"}})    # raises Fenced if a newer run wrote it
+        run.fenced.s3.put_object(Bucket="Reports", Key="today.csv", Body=b"...")
+        run.fenced.sqs.send_message(QueueUrl="Mail", MessageBody="{}", effect="welcome-email")
+
+How fences are ordered (within one job, one task, one observer): :mod:`vigil.effects.fence`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from vigil.contract.effects import WriteKind
+from vigil.effects.fence import Fenced, Grants, NotGranted, RunFence
+from vigil.effects.messages import FencedEvents, FencedQueues, deduplication_id
+from vigil.effects.objects import FencedObjects
+from vigil.effects.table import FencedTable
+
+__all__ = [
+    "Effects",
+    "Fenced",
+    "FencedTable",
+    "Grants",
+    "NotGranted",
+    "RunFence",
+    "deduplication_id",
+]
+
+
+def _default_client(service: str) -> Any:
+    from vigil.persist import write_client
+
+    return write_client(service)
+
+
+class Effects:
+    """What ``run.fenced`` is: fenced writers for the resources this run was granted.
+
+    Each resource is checked against the grants before any request (:class:`NotGranted`); each
+    AWS client is made on first use and kept for the run."""
+
+    def __init__(
+        self,
+        fence: RunFence,
+        grants: Grants,
+        client: Callable[[str], Any] = _default_client,
+    ) -> None:
+        self.fence = fence
+        self._grants = grants
+        self._client = client
+        self._clients: dict[str, Any] = {}
+
+    @classmethod
+    def from_env(
+        cls,
+        fence: RunFence,
+        env: Mapping[str, str] = os.environ,
+        client: Callable[[str], Any] = _default_client,
+    ) -> Effects:
+        return cls(fence, Grants.from_env(env, who=fence.scope), client)
+
+    def _aws(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = self._client(service)
+        return self._clients[service]
+
+    def _resolver(self, kind: WriteKind) -> Callable[[str], str]:
+        return lambda name: self._grants.resolve(kind, name)
+
+    def table(self, name: str) -> FencedTable:
+        physical = self._grants.resolve(WriteKind.TABLES, name)
+        return FencedTable(self._aws("dynamodb"), physical, self.fence)
+
+    @property
+    def s3(self) -> FencedObjects:
+        return FencedObjects(self._aws("s3"), self._resolver(WriteKind.BUCKETS), self.fence)
+
+    @property
+    def sqs(self) -> FencedQueues:
+        return FencedQueues(self._aws("sqs"), self._resolver(WriteKind.QUEUES), self.fence)
+
+    @property
+    def events(self) -> FencedEvents:
+        return FencedEvents(self._aws("events"), self._resolver(WriteKind.BUSES), self.fence)

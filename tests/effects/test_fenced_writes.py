@@ -1,0 +1,313 @@
+"""Fenced writes (issue 17): a superseded run's write is refused and changes nothing; no request
+is added to a DynamoDB write or a send; a resource not granted is refused before any request."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from vigil.contract.effects import FENCE_ATTRIBUTE, S3_FENCE_METADATA, WRITES_ENV
+from vigil.effects import Effects, Fenced, NotGranted, RunFence, deduplication_id
+from vigil.effects.fence import Grants
+from vigil.jobs.guard import Run
+from vigil.tasks.guard import TaskRun
+
+TABLE, BUCKET, BUS = "app-items", "app-reports", "app-bus"
+
+
+class Counted:
+    """boto3 clients that count the API calls made through them."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, service: str) -> Any:
+        client = boto3.client(service, region_name="us-east-1")
+        client.meta.events.register("before-call", lambda model, **_: self.calls.append(model.name))
+        return client
+
+
+@pytest.fixture
+def world() -> Iterator[dict[str, str]]:
+    with mock_aws():
+        boto3.client("dynamodb").create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        sqs = boto3.client("sqs")
+        fifo = sqs.create_queue(QueueName="mail.fifo", Attributes={"FifoQueue": "true"})
+        plain = sqs.create_queue(QueueName="mail")
+        boto3.client("events").create_event_bus(Name=BUS)
+        yield {
+            "Items": TABLE,
+            "Reports": BUCKET,
+            "MailFifo": fifo["QueueUrl"],
+            "Mail": plain["QueueUrl"],
+            "Bus": BUS,
+        }
+
+
+def grants(world: dict[str, str]) -> Grants:
+    return Grants.from_env(
+        {
+            WRITES_ENV: json.dumps(
+                {
+                    "tables": {"Items": world["Items"]},
+                    "buckets": {"Reports": world["Reports"]},
+                    "queues": {"MailFifo": world["MailFifo"], "Mail": world["Mail"]},
+                    "buses": {"Bus": world["Bus"]},
+                }
+            )
+        },
+        who="job:cleanup",
+    )
+
+
+def effects(
+    world: dict[str, str], token: int, counted: Counted | None = None, **kw: Any
+) -> Effects:
+    fence = RunFence.of_job(kw.get("job", "cleanup"), kw.get("tick", "t1"), token)
+    return Effects(fence, grants(world), counted or Counted())
+
+
+def item(key: str) -> dict[str, Any]:
+    got = boto3.client("dynamodb").get_item(TableName=TABLE, Key={"id": {"S": key}})
+    return dict(got.get("Item", {}))
+
+
+# -- the fence's order -----------------------------------------------------------------------
+
+
+def test_fences_order_by_number_within_a_scope_and_not_across_scopes() -> None:
+    older, newer = RunFence.of_job("a", "t", 9), RunFence.of_job("a", "t2", 10)
+    assert older.superseded_by(newer.value) and not newer.superseded_by(older.value)
+    assert not older.superseded_by(older.value)
+    assert older.value < newer.value  # string order is number order (what DynamoDB compares)
+    # Another job, or a job whose name starts like this one's, is not a newer run of this one.
+    assert not older.superseded_by(RunFence.of_job("b", "t", 10**15).value)
+    assert not older.superseded_by(RunFence.of_job("ab", "t", 10**15).value)
+    assert not RunFence.of_task("t", "a", 1).superseded_by(RunFence.of_task("t", "a#b", 5).value)
+
+
+# -- DynamoDB ----------------------------------------------------------------------------------
+
+
+def test_a_superseded_runs_writes_are_refused_and_change_nothing(world: dict[str, str]) -> None:
+    zombie, successor = effects(world, 100), effects(world, 200)
+    successor.table("Items").put_item(Item={"id": {"S": "k"}, "v": {"S": "successor"}})
+    for write in (
+        lambda t: t.put_item(Item={"id": {"S": "k"}, "v": {"S": "zombie"}}),
+        lambda t: t.update_item(
+            Key={"id": {"S": "k"}},
+            UpdateExpression="SET v = :v",
+            ExpressionAttributeValues={":v": {"S": "zombie"}},
+        ),
+        lambda t: t.delete_item(Key={"id": {"S": "k"}}),
+    ):
+        with pytest.raises(Fenced) as refused:
+            write(zombie.table("Items"))
+        assert refused.value.token == zombie.fence.value
+        assert refused.value.newer == successor.fence.value
+        assert TABLE in refused.value.resource
+    assert item("k")["v"] == {"S": "successor"}
+    assert item("k")[FENCE_ATTRIBUTE] == {"S": successor.fence.value}
+
+
+def test_the_same_run_an_older_one_or_another_scope_writes_over(world: dict[str, str]) -> None:
+    older, run = effects(world, 100), effects(world, 200)
+    older.table("Items").put_item(Item={"id": {"S": "k"}, "n": {"N": "1"}})
+    table = run.table("Items")
+    table.update_item(
+        Key={"id": {"S": "k"}},
+        UpdateExpression="ADD n :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
+    table.update_item(
+        Key={"id": {"S": "k"}},
+        UpdateExpression="set m = :m REMOVE gone",
+        ExpressionAttributeValues={":m": {"S": "x"}},
+    )
+    assert item("k")["n"] == {"N": "2"} and item("k")["m"] == {"S": "x"}
+    other_job = effects(world, 5, job="report")  # not ordered against cleanup's runs
+    other_job.table("Items").put_item(Item={"id": {"S": "k"}})
+    assert item("k")[FENCE_ATTRIBUTE] == {"S": other_job.fence.value}
+
+
+def test_the_authors_condition_is_anded_and_its_failure_is_its_own(world: dict[str, str]) -> None:
+    table = effects(world, 100).table("Items")
+    table.put_item(Item={"id": {"S": "k"}, "v": {"N": "1"}})
+    with pytest.raises(ClientError) as failed:
+        table.update_item(
+            Key={"id": {"S": "k"}},
+            UpdateExpression="SET #v = :two",
+            ConditionExpression="#v = :zero",
+            ExpressionAttributeNames={"#v": "v"},
+            ExpressionAttributeValues={":two": {"N": "2"}, ":zero": {"N": "0"}},
+        )
+    assert not isinstance(failed.value, Fenced)
+    assert "ConditionalCheckFailed" in str(failed.value)
+    table.update_item(
+        Key={"id": {"S": "k"}},
+        UpdateExpression="SET #v = :two",
+        ConditionExpression="#v = :one",
+        ExpressionAttributeNames={"#v": "v"},
+        ExpressionAttributeValues={":two": {"N": "2"}, ":one": {"N": "1"}},
+    )
+    assert item("k")["v"] == {"N": "2"}
+
+
+def test_a_fenced_write_is_one_request_like_a_plain_one(world: dict[str, str]) -> None:
+    counted = Counted()
+    table = effects(world, 100, counted).table("Items")
+    table.put_item(Item={"id": {"S": "k"}})
+    table.update_item(
+        Key={"id": {"S": "k"}},
+        UpdateExpression="SET a = :a",
+        ExpressionAttributeValues={":a": {"S": "a"}},
+    )
+    table.delete_item(Key={"id": {"S": "k"}})
+    assert counted.calls == ["PutItem", "UpdateItem", "DeleteItem"]
+    stale = Counted()
+    effects(world, 300).table("Items").put_item(Item={"id": {"S": "k"}})
+    with pytest.raises(Fenced):
+        effects(world, 100, stale).table("Items").put_item(Item={"id": {"S": "k"}})
+    assert stale.calls == ["PutItem"]
+
+
+def test_bad_input_is_refused_before_any_request(world: dict[str, str]) -> None:
+    counted = Counted()
+    run = effects(world, 100, counted)
+    with pytest.raises(NotGranted, match=r"not granted table 'orders'.*Items.*writes="):
+        run.table("orders")
+    with pytest.raises(ValueError, match="reserved for the fence"):
+        run.table("Items").put_item(
+            Item={"id": {"S": "k"}},
+            ConditionExpression="attribute_not_exists(#vigil_fence)",
+            ExpressionAttributeNames={"#vigil_fence": "x"},
+        )
+    with pytest.raises(ValueError, match="UpdateExpression"):
+        run.table(TABLE).update_item(Key={"id": {"S": "k"}}, AttributeUpdates={})
+    with pytest.raises(NotGranted, match="bucket 'elsewhere'"):
+        run.s3.put_object(Bucket="elsewhere", Key="k", Body=b"")
+    with pytest.raises(NotGranted, match="queue 'other'"):
+        run.sqs.send_message(QueueUrl="other", MessageBody="{}", effect="e")
+    with pytest.raises(NotGranted, match="bus 'default'"):
+        run.events.put_event(Source="app", DetailType="d", Detail={}, effect="e")
+    with pytest.raises(ValueError, match="effect="):
+        run.sqs.send_message(QueueUrl="Mail", MessageBody="{}", effect="")
+    no_grants = Effects(RunFence.of_job("cleanup", "t", 1), Grants.from_env({}, "job:cleanup"))
+    with pytest.raises(NotGranted, match="granted tables: none"):
+        no_grants.table(TABLE)
+    assert counted.calls == []
+
+
+# -- S3 ----------------------------------------------------------------------------------------
+
+
+def test_s3_puts_create_once_update_on_the_etag_and_refuse_a_superseded_run(
+    world: dict[str, str],
+) -> None:
+    counted = Counted()
+    successor, zombie = effects(world, 200, counted), effects(world, 100)
+    successor.s3.put_object(Bucket="Reports", Key="r.csv", Body=b"new")
+    successor.s3.put_object(Bucket=BUCKET, Key="r.csv", Body=b"newer", Metadata={"a": "b"})
+    assert counted.calls == ["HeadObject", "PutObject", "HeadObject", "PutObject"]
+    with pytest.raises(Fenced) as refused:
+        zombie.s3.put_object(Bucket="Reports", Key="r.csv", Body=b"zombie")
+    assert refused.value.newer == successor.fence.value
+    got = boto3.client("s3").get_object(Bucket=BUCKET, Key="r.csv")
+    assert got["Body"].read() == b"newer"
+    assert got["Metadata"] == {"a": "b", S3_FENCE_METADATA: successor.fence.value}
+
+
+def test_s3_a_write_landing_between_the_head_and_the_put_is_not_overwritten(
+    world: dict[str, str],
+) -> None:
+    """moto honours If-None-Match and If-Match (412): the race is real, not simulated."""
+    zombie, successor = effects(world, 100), effects(world, 200)
+    bucket = zombie.s3
+    real_condition = bucket._condition
+
+    def head_then_successor_writes(*args: Any) -> dict[str, str]:
+        condition = real_condition(*args)
+        successor.s3.put_object(Bucket=BUCKET, Key="r.csv", Body=b"successor")
+        return condition
+
+    bucket._condition = head_then_successor_writes  # type: ignore[method-assign]
+    with pytest.raises(Fenced):
+        bucket.put_object(Bucket=BUCKET, Key="r.csv", Body=b"zombie")
+    body = boto3.client("s3").get_object(Bucket=BUCKET, Key="r.csv")["Body"].read()
+    assert body == b"successor"
+
+
+# -- SQS and EventBridge -----------------------------------------------------------------------
+
+
+def test_a_fifo_queue_drops_a_repeat_of_the_same_effect_of_the_same_tick(
+    world: dict[str, str],
+) -> None:
+    sqs = boto3.client("sqs")
+    counted = Counted()
+    first, takeover = effects(world, 100, counted), effects(world, 200)
+    first.sqs.send_message(QueueUrl="MailFifo", MessageBody="hi", effect="welcome-email")
+    takeover.sqs.send_message(QueueUrl="mail.fifo", MessageBody="hi", effect="welcome-email")
+    takeover.sqs.send_message(QueueUrl="MailFifo", MessageBody="bye", effect="goodbye-email")
+    effects(world, 300, tick="t2").sqs.send_message(
+        QueueUrl="MailFifo", MessageBody="hi", effect="welcome-email"
+    )
+    assert counted.calls == ["SendMessage"]
+    got = sqs.receive_message(
+        QueueUrl=world["MailFifo"], MaxNumberOfMessages=10, MessageAttributeNames=["All"]
+    )["Messages"]
+    assert [m["Body"] for m in got] == ["hi", "bye", "hi"]
+    attributes = got[0]["MessageAttributes"]
+    assert attributes["vigil-run"]["StringValue"] == "job:cleanup/t1"
+    assert attributes["vigil-effect"]["StringValue"] == "welcome-email"
+    assert deduplication_id(first.fence, "welcome-email") == deduplication_id(
+        takeover.fence, "welcome-email"
+    )
+
+
+def test_standard_queues_and_buses_carry_the_run_identity(world: dict[str, str]) -> None:
+    counted = Counted()
+    run = effects(world, 100, counted)
+    run.sqs.send_message(QueueUrl="Mail", MessageBody="hi", effect="welcome-email")
+    message = boto3.client("sqs").receive_message(
+        QueueUrl=world["Mail"], MessageAttributeNames=["All"]
+    )["Messages"][0]
+    assert message["MessageAttributes"]["vigil-fence"]["StringValue"] == run.fence.value
+    run.events.put_event(
+        EventBusName="Bus", Source="app", DetailType="Sent", Detail={"n": 1}, effect="welcome"
+    )
+    assert counted.calls == ["SendMessage", "PutEvents"]
+
+
+# -- the runs hand them out, lazily ------------------------------------------------------------
+
+
+def test_job_task_and_observer_runs_hand_out_their_fence(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(WRITES_ENV, json.dumps({"tables": {"Items": TABLE}}))
+    when = datetime(2026, 11, 25, tzinfo=UTC)
+    job = Run("cleanup", when, 7, 1, lambda: 1000, tick="2026-11-25T00:00:00Z")
+    assert job.fenced is job.fenced
+    assert job.fenced.fence == RunFence("job:cleanup", 7, "job:cleanup/2026-11-25T00:00:00Z")
+    task = TaskRun("send", "o-1", 2, 9, when, lambda: 1000, lambda *_: True)
+    assert task.fenced.fence == RunFence("task:send/o-1", 9, "task:send/o-1")
+    job.fenced.table("Items").put_item(Item={"id": {"S": "k"}})
+    from vigil.observers.runtime import ObserverContext
+
+    ctx = ObserverContext.__new__(ObserverContext)  # only what ``fenced`` reads
+    ctx.name, ctx.generation = "tick", 3
+    assert ctx.fenced.fence == RunFence("observer:tick", 3, "observer:tick")

@@ -1,0 +1,76 @@
+"""The issue's scenario through the real jobs guard: a run frozen past its lease is taken over;
+the successor's write lands, the zombie's late write is refused (``Fenced``), the item keeps the
+successor's value."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from vigil.clock import ManualClock
+from vigil.contract.effects import WRITES_ENV
+from vigil.effects import Fenced
+from vigil.jobs.events import Tick
+from vigil.jobs.guard import JobGuard, Run
+from vigil.jobs.model import JobSettings, Outcome
+from vigil.jobs.store import RunStore
+
+TICK = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+
+
+def create(client: Any, name: str, *keys: str) -> None:
+    client.create_table(
+        TableName=name,
+        KeySchema=[
+            {"AttributeName": k, "KeyType": t}
+            for k, t in zip(keys, ("HASH", "RANGE"), strict=False)
+        ],
+        AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in keys],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def test_a_zombies_late_write_is_refused_after_its_successors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(WRITES_ENV, json.dumps({"tables": {"Sessions": "sessions"}}))
+    clock = ManualClock(TICK)
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        create(client, "runs", "pk", "sk")
+        create(client, "sessions", "id")
+        settings = JobSettings(job="cleanup", table="runs", lease_margin=timedelta(seconds=5))
+        guard = JobGuard(settings, RunStore(client, "runs"), clock)
+        tick = Tick(job="cleanup", scheduled_at=TICK, source="scheduler")
+        refused: list[Fenced] = []
+
+        def write(run: Run, value: str) -> None:
+            run.fenced.table("Sessions").put_item(
+                Item={"id": {"S": "s-1"}, "written_by": {"S": value}}
+            )
+
+        def successor(run: Run) -> None:
+            write(run, "successor")
+
+        def zombie(run: Run) -> None:
+            clock.advance(120)  # frozen well past its lease; the tick is taken over meanwhile
+            taken = guard.execute(tick, successor, remaining_ms=lambda: 60_000, holder="b")
+            assert taken.outcome is Outcome.SUCCEEDED
+            try:
+                write(run, "zombie")
+            except Fenced as error:
+                refused.append(error)
+                raise
+
+        late = guard.execute(tick, zombie, remaining_ms=lambda: 10_000, holder="a")
+
+        assert late.outcome is Outcome.FENCED  # not FAILED: not retried, not alarmed
+
+        item = client.get_item(TableName="sessions", Key={"id": {"S": "s-1"}})["Item"]
+        assert item["written_by"] == {"S": "successor"}
+        assert refused[0].newer is not None and refused[0].newer > refused[0].token
