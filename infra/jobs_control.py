@@ -136,7 +136,7 @@ class JobsControl(Construct):
             self,
             "Api",
             description="Vigil jobs",
-            **management_api_options(self.api_access_logs, f"{Stack.of(self).stack_name}-jobs"),
+            **management_api_options(self, self.api_access_logs, "jobs"),
         )
 
     def _add_routes(self, api: apigateway.RestApi) -> None:

@@ -40,6 +40,7 @@ from infra.management_api import access_log_group, management_api_options
 from infra.pins import pinned
 from infra.queues import dead_letter_queue
 from infra.removal import data_removal_policy
+from infra.stage import stage_environment, stage_of
 from vigil.contract.hosts import (
     DEFAULT_MAX_UNAVAILABLE,
     HOST_EXIT,
@@ -59,7 +60,7 @@ from vigil.contract.hosts import (
     Capacity,
     Placement,
 )
-from vigil.contract.metrics import NAMESPACE, SERVICE, ObserverMetric, powertools_environment
+from vigil.contract.metrics import NAMESPACE, ObserverMetric, dimensions
 from vigil.contract.observers import FLEET_INDEX, FLEET_INDEX_PROJECTION, Desired, Status
 
 OWNER = "ObserverFleet"
@@ -409,7 +410,7 @@ class ObserverFleet(Construct):
             stop_timeout=stop_timeout,
             logging=ecs.LogDrivers.aws_logs(stream_prefix=kind, log_group=self.log_group),
             environment={
-                **powertools_environment(),
+                **stage_environment(self),
                 "VIGIL_OBSERVERS_TABLE": self.table.table_name,
                 "VIGIL_OBSERVER_KINDS": self.kinds_json,
                 "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
@@ -493,9 +494,7 @@ class ObserverFleet(Construct):
             handler=self.api_function,
             proxy=True,
             description="Vigil observers",
-            **management_api_options(
-                self.api_access_logs, f"{Stack.of(self).stack_name}-observers"
-            ),
+            **management_api_options(self, self.api_access_logs, "observers"),
         )
 
     def _build_reconciler(
@@ -807,7 +806,7 @@ class ObserverFleet(Construct):
         return cloudwatch.Metric(
             namespace=NAMESPACE,
             metric_name=str(metric),
-            dimensions_map={"service": SERVICE, "kind": kind},
+            dimensions_map=dimensions(stage_of(self), kind=kind),
             statistic=statistic,
             period=period,
         )
@@ -816,7 +815,7 @@ class ObserverFleet(Construct):
         self, metric: ObserverMetric, statistic: str = "Sum", period: Duration = Duration.minutes(5)
     ) -> cloudwatch.Metric:
         """A fleet-wide metric the reconciler emits."""
-        return fleet_metric(metric, statistic, period)
+        return fleet_metric(metric, statistic, period, stage=stage_of(self))
 
     def shortfall_metric(self) -> cloudwatch.MathExpression:
         """Observers wanted running minus observers running, as each resync saw them, less those
@@ -840,13 +839,17 @@ class ObserverFleet(Construct):
 
 
 def fleet_metric(
-    metric: ObserverMetric, statistic: str = "Sum", period: Duration = Duration.minutes(5)
+    metric: ObserverMetric,
+    statistic: str = "Sum",
+    period: Duration = Duration.minutes(5),
+    *,
+    stage: str | None,
 ) -> cloudwatch.Metric:
-    """A fleet-wide Powertools metric the API, reconciler or containers emit."""
+    """A fleet-wide Powertools metric the API, reconciler or containers of ``stage`` emit."""
     return cloudwatch.Metric(
         namespace=NAMESPACE,
         metric_name=str(metric),  # a plain str: jsii would take an Enum for its own
-        dimensions_map={"service": SERVICE},
+        dimensions_map=dimensions(stage),
         statistic=statistic,
         period=period,
     )
