@@ -9,6 +9,7 @@
     vigil jobs list | history JOB | redrive JOB | next JOB       (see vigil_tools/jobs_cli.py)
     vigil jobs run | pause | resume | backfill JOB ...          (see vigil_tools/jobs_control_cli.py)
     vigil local up [--port P] [--speed X] [--quiet]             (see vigil_tools/local/up.py)
+    vigil --stage NAME <any of the above but local>             (the stack Vigil-NAME's API and data)
 
 Observer requests are signed with SigV4 (service ``execute-api``) using the usual AWS credential chain, and
 go to ``--endpoint``, or the API of ``--stage NAME``'s stack (``Vigil-NAME``, read from its outputs),

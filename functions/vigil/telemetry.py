@@ -26,7 +26,7 @@ from vigil.contract.metrics import JobMetric as JobMetric
 from vigil.contract.metrics import ObserverMetric as ObserverMetric
 from vigil.contract.metrics import TaskMetric as TaskMetric
 from vigil.contract.metrics import dimensions as metric_dimensions
-from vigil.contract.stages import STAGE_VARIABLE
+from vigil.contract.stages import current_stage as stage
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
@@ -35,11 +35,6 @@ if TYPE_CHECKING:
 @cache
 def logger() -> Logger:
     return Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE))
-
-
-def stage() -> str | None:
-    """The stage this code was deployed in (``VIGIL_STAGE``); None in the default stage."""
-    return os.environ.get(STAGE_VARIABLE) or None
 
 
 @cache

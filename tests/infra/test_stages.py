@@ -33,7 +33,9 @@ from vigil.contract.stages import (
     max_stage_length,
     stack_name,
 )
+from vigil.contract.tasks import TaskStatus
 from vigil.observers.reconciler import powertools_metric
+from vigil.tasks.completion import completion_entry
 from vigil_tools.emulator.template import STACK_NAME, Synthesized, load
 
 STAGE = "staging"
@@ -174,3 +176,26 @@ def test_the_code_of_a_stage_emits_what_its_alarms_read(
 
 def _alarm(alarm: dict[str, Any]) -> list[Series]:
     return [s for s in alarm_series(alarm) if s[0] == NAMESPACE]
+
+
+def test_a_named_stage_s_completion_events_have_a_source_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # An application's rule for production ({"source": ["vigil"]}) must not hear staging's tasks
+    def source() -> str:
+        return str(
+            completion_entry(
+                task="send-receipt",
+                task_id="o-1",
+                status=TaskStatus.SUCCEEDED,
+                attempts=1,
+                enqueued_at=None,
+                finished_at="2026-11-25T12:00:00Z",
+                bus="default",
+            )["Source"]
+        )
+
+    monkeypatch.delenv("VIGIL_STAGE", raising=False)
+    assert source() == "vigil"
+    monkeypatch.setenv("VIGIL_STAGE", STAGE)
+    assert source() == "vigil.staging"

@@ -11,6 +11,7 @@ rule.
 
 from __future__ import annotations
 
+import os
 import re
 
 STACK_PREFIX = "Vigil"
@@ -28,6 +29,17 @@ LONGEST_REGION = "ap-southeast-1"
 
 class InvalidStage(ValueError):
     """A stage name CloudFormation or one of the derived names would refuse."""
+
+
+def current_stage() -> str | None:
+    """The stage this code was deployed in (``VIGIL_STAGE``); None in the default stage."""
+    return os.environ.get(STAGE_VARIABLE) or None
+
+
+def event_source(base: str, stage: str | None) -> str:
+    """An EventBridge source of a stage's events: ``base`` in the default stage (as before stages),
+    ``base.NAME`` in a named one, so an application's rule of one stage never hears another's."""
+    return base if stage is None else f"{base}.{stage}"
 
 
 def stack_name(stage: str | None) -> str:
