@@ -16,6 +16,9 @@ export CDK_OUTDIR ?= cdk.out
 export PYTHONDONTWRITEBYTECODE := 1
 # functions/ is the Lambda asset root and the import root of the runtime library.
 export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
+# A named stage (make deploy STAGE=staging): stack Vigil-staging, every name and metric its own.
+# Without it, the stack Vigil. README "Stages".
+STAGE ?=
 
 .PHONY: install test check format demo up synth cdk-synth bench deploy diff clean
 
@@ -57,7 +60,7 @@ up: $(STAMP)
 	$(BIN)/vigil local up $(ARGS)
 
 synth: $(STAMP)
-	$(BIN)/python app.py
+	$(BIN)/python app.py $(if $(STAGE),--stage $(STAGE))
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
@@ -68,14 +71,14 @@ node_modules/.bin/cdk: package.json
 	touch $@
 
 cdk-synth: $(STAMP) node_modules/.bin/cdk
-	npx cdk synth --quiet
+	npx cdk synth --quiet $(if $(STAGE),-c stage=$(STAGE))
 
 ## Real accounts only: needs AWS credentials, a bootstrapped account and (for observers) Docker.
 deploy: $(STAMP) node_modules/.bin/cdk
-	npx cdk deploy --all
+	npx cdk deploy --all $(if $(STAGE),-c stage=$(STAGE))
 
 diff: $(STAMP) node_modules/.bin/cdk
-	npx cdk diff --all
+	npx cdk diff --all $(if $(STAGE),-c stage=$(STAGE))
 
 clean:
 	rm -rf $(VENV) $(SCAN_VENV) cdk.out .demo .vigil-local node_modules

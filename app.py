@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,9 @@ from infra.observer_fleet import ObserverFleet, ObserverKind
 from infra.runs_table import JobRunsTable
 from infra.scheduled_job import ScheduledJob
 from infra.stack import VigilStack
+from infra.stage import STAGE_CONTEXT, stage_of
 from infra.tasks_table import TasksTable
+from vigil.contract.stages import InvalidStage, stack_name
 
 
 def declare_jobs(scope: Construct, runs: JobRunsTable) -> list[ScheduledJob]:
@@ -125,15 +129,19 @@ def cdk_json_context() -> dict[str, Any]:
     return {**context, "aws:cdk:enable-path-metadata": True}
 
 
-def build_app(outdir: str | None = None) -> App:
-    # Under the CDK CLI, CDK_CONTEXT_JSON already carries cdk.json's context.
+def build_app(outdir: str | None = None, stage: str | None = None) -> App:
+    """The app for one stage: ``stage`` here, or ``-c stage=NAME`` from the CDK CLI, or none (the
+    stack ``Vigil`` as it was before stages). A stage name that does not fit raises InvalidStage."""
+    # Under the CDK CLI, CDK_CONTEXT_JSON already carries cdk.json's context (and -c options).
     context = None if "CDK_CONTEXT_JSON" in os.environ else cdk_json_context()
     app = App(outdir=outdir or os.environ.get("CDK_OUTDIR", "cdk.out"), context=context)
+    if stage is not None:
+        app.node.set_context(STAGE_CONTEXT, stage)
     account = os.environ.get("CDK_DEFAULT_ACCOUNT")
     region = os.environ.get("CDK_DEFAULT_REGION", "us-east-1")
     stack = VigilStack(
         app,
-        "Vigil",
+        stack_name(stage_of(app)),
         declare_jobs=declare_jobs,
         declare_observers=declare_observers,
         declare_tasks=declare_tasks,
@@ -148,5 +156,16 @@ def build_app(outdir: str | None = None) -> App:
     return app
 
 
+def main(argv: list[str] | None = None) -> None:
+    """``python app.py [--stage NAME]`` (``make synth STAGE=NAME``); ``cdk`` passes ``-c stage``."""
+    parser = argparse.ArgumentParser(description="Synthesize Vigil's stack for one stage.")
+    parser.add_argument("--stage", help="a named stage: stack Vigil-NAME (default: stack Vigil)")
+    args = parser.parse_args(argv)
+    try:
+        build_app(stage=args.stage).synth()
+    except InvalidStage as invalid:
+        sys.exit(f"error: {invalid}")
+
+
 if __name__ == "__main__":
-    build_app().synth()
+    main()

@@ -25,9 +25,11 @@ from infra.function import check_function, vigil_function, whole_seconds
 from infra.queues import DLQ_RETENTION_DAYS, check_retention, dead_letter_queue, vigil_queue
 from infra.removal import data_removal_policy
 from infra.scheduled_job import default_name
+from infra.stage import stage_of
 from infra.tasks_table import TasksTable
 from infra.writes import Declared, check_writes, grant_writes, writes_environment
-from vigil.contract.metrics import NAMESPACE, SERVICE, TaskMetric
+from vigil.contract.metrics import NAMESPACE, TaskMetric, dimensions
+from vigil.contract.stages import tasks_schedule_group
 from vigil.contract.tasks import (
     DEFAULT_COMPLETION_EVENTS,
     PK_PREFIX,
@@ -250,7 +252,7 @@ class BackgroundTask(Construct):
         return cloudwatch.Metric(
             namespace=NAMESPACE,
             metric_name=str(metric),  # a plain str: jsii would take an Enum for its own
-            dimensions_map={"service": SERVICE, "task": self.task_name},
+            dimensions_map=dimensions(stage_of(self), task=self.task_name),
             statistic=statistic,
             period=Duration.minutes(5),
             label=label,
@@ -428,7 +430,7 @@ def _shared_tasks_table(scope: Construct) -> dynamodb.ITable:
 def _shared_schedule_group(scope: Construct) -> str:
     """The stack's group of one-time schedules (one per stack: a name unique in the region)."""
     stack = Stack.of(scope)
-    name = f"{stack.stack_name}-tasks"
+    name = tasks_schedule_group(stack.stack_name)
     if stack.node.try_find_child("TaskSchedules") is None:
         scheduler.ScheduleGroup(
             stack,

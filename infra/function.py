@@ -17,7 +17,7 @@ from constructs import Construct
 from infra.errors import ConfigurationError
 from infra.handler_paths import validate_handler
 from infra.pins import pinned
-from vigil.contract.metrics import powertools_environment
+from infra.stage import stage_environment
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
 RUNTIME = lambda_.Runtime.PYTHON_3_12
@@ -114,7 +114,7 @@ def vigil_function(
         tracing=lambda_.Tracing.ACTIVE,
         log_group=log_group,
         environment={
-            **powertools_environment(),
+            **stage_environment(scope),
             "POWERTOOLS_LOG_LEVEL": "INFO",
             **environment,
         },

@@ -141,7 +141,7 @@ class JobsControl(Construct):
             self,
             "Api",
             description="Vigil jobs",
-            **management_api_options(self.api_access_logs, f"{Stack.of(self).stack_name}-jobs"),
+            **management_api_options(self, self.api_access_logs, "jobs"),
         )
         restrict_to_operators(api)
         return api

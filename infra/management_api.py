@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -23,6 +23,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.errors import ConfigurationError
+from infra.stage import owns_api_gateway_account
 
 OPERATORS_CONTEXT = "operators"
 OPERATOR_ARN = re.compile(r"arn:aws(-[a-z]+)*:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}")
@@ -60,17 +61,20 @@ def access_log_group(scope: Construct, retention: logs.RetentionDays) -> logs.Lo
     )
 
 
-def management_api_options(access_logs: logs.ILogGroup, name: str) -> dict[str, Any]:
+def management_api_options(
+    scope: Construct, access_logs: logs.ILogGroup, purpose: str
+) -> dict[str, Any]:
     """RestApi keyword arguments: SigV4 (IAM) on every method, the root included; every request
-    access-logged as JSON with the caller's IAM identity; the stage throttled. API Gateway writes
-    logs through one role per account and region (``cloud_watch_role``).
+    access-logged as JSON with the caller's IAM identity; the stage throttled.
 
-    ``name`` must be unique in the account and region: API Gateway's metrics (and so the 5XX alarm
-    and the dashboard row) are keyed by the API's name, and a second stack must not share them.
+    Its name is the stack's and ``purpose``: unique in the account and region, as it must be, since
+    API Gateway's metrics (and so the 5XX alarm and the dashboard row) are keyed by the API's name.
+    API Gateway writes logs through one role per account and region (``AWS::ApiGateway::Account``,
+    ``cloud_watch_role``): only the stage that owns it declares it (``infra.stage``).
     """
     return {
-        "rest_api_name": name,
-        "cloud_watch_role": True,
+        "rest_api_name": f"{Stack.of(scope).stack_name}-{purpose}",
+        "cloud_watch_role": owns_api_gateway_account(scope),
         "default_method_options": apigateway.MethodOptions(
             authorization_type=apigateway.AuthorizationType.IAM
         ),

@@ -26,6 +26,7 @@ from infra.saved_queries import saved_queries
 from infra.scheduled_job import ScheduledJob
 from infra.tasks_api import TasksApi
 from vigil.contract.metrics import JobMetric, ObserverMetric, TaskMetric
+from vigil.contract.stages import dashboard_name
 from vigil.contract.tasks import CompletionEvents
 
 MINUTE = Duration.minutes(1)
@@ -59,10 +60,9 @@ class Monitoring(Construct):
         super().__init__(scope, construct_id)
         self.alarms: list[cloudwatch.Alarm] = []
         self.topic = alarm_topic(self)
-        # Dashboard names are unique per account across regions: one per stack and region.
         stack = Stack.of(self)
         self.dashboard = cloudwatch.Dashboard(
-            self, "Dashboard", dashboard_name=f"{stack.stack_name}-{stack.region}"
+            self, "Dashboard", dashboard_name=dashboard_name(stack.stack_name, stack.region)
         )
         self.dashboard.add_widgets(
             cloudwatch.TextWidget(

@@ -46,6 +46,7 @@ from infra.management_api import (
 )
 from infra.queues import dead_letter_queue
 from infra.removal import data_removal_policy, deletion_protected
+from infra.stage import stage_environment, stage_of
 from infra.writes import check_writes, grant_writes, writes_environment
 from vigil.contract.hosts import (
     DEFAULT_MAX_UNAVAILABLE,
@@ -66,7 +67,7 @@ from vigil.contract.hosts import (
     Capacity,
     Placement,
 )
-from vigil.contract.metrics import NAMESPACE, SERVICE, ObserverMetric, powertools_environment
+from vigil.contract.metrics import NAMESPACE, ObserverMetric, dimensions
 from vigil.contract.observers import FLEET_INDEX, FLEET_INDEX_PROJECTION, Desired, Status
 
 OWNER = "ObserverFleet"
@@ -424,7 +425,7 @@ class ObserverFleet(Construct):
             stop_timeout=stop_timeout,
             logging=ecs.LogDrivers.aws_logs(stream_prefix=kind, log_group=self.log_group),
             environment={
-                **powertools_environment(),
+                **stage_environment(self),
                 "VIGIL_OBSERVERS_TABLE": self.table.table_name,
                 "VIGIL_OBSERVER_KINDS": self.kinds_json,
                 "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
@@ -509,9 +510,7 @@ class ObserverFleet(Construct):
             handler=api_backed(self.api_function),
             proxy=True,
             description="Vigil observers",
-            **management_api_options(
-                self.api_access_logs, f"{Stack.of(self).stack_name}-observers"
-            ),
+            **management_api_options(self, self.api_access_logs, "observers"),
         )
         restrict_to_operators(api)
         return api
@@ -840,7 +839,7 @@ class ObserverFleet(Construct):
         return cloudwatch.Metric(
             namespace=NAMESPACE,
             metric_name=str(metric),
-            dimensions_map={"service": SERVICE, "kind": kind},
+            dimensions_map=dimensions(stage_of(self), kind=kind),
             statistic=statistic,
             period=period,
         )
@@ -849,7 +848,7 @@ class ObserverFleet(Construct):
         self, metric: ObserverMetric, statistic: str = "Sum", period: Duration = Duration.minutes(5)
     ) -> cloudwatch.Metric:
         """A fleet-wide metric the reconciler emits."""
-        return fleet_metric(metric, statistic, period)
+        return fleet_metric(metric, statistic, period, stage=stage_of(self))
 
     def stream_iterator_age(self) -> cloudwatch.Metric:
         """How old the newest registry change the reconciler has read is, when read (ms): its
@@ -880,13 +879,17 @@ class ObserverFleet(Construct):
 
 
 def fleet_metric(
-    metric: ObserverMetric, statistic: str = "Sum", period: Duration = Duration.minutes(5)
+    metric: ObserverMetric,
+    statistic: str = "Sum",
+    period: Duration = Duration.minutes(5),
+    *,
+    stage: str | None,
 ) -> cloudwatch.Metric:
-    """A fleet-wide Powertools metric the API, reconciler or containers emit."""
+    """A fleet-wide Powertools metric the API, reconciler or containers of ``stage`` emit."""
     return cloudwatch.Metric(
         namespace=NAMESPACE,
         metric_name=str(metric),  # a plain str: jsii would take an Enum for its own
-        dimensions_map={"service": SERVICE},
+        dimensions_map=dimensions(stage),
         statistic=statistic,
         period=period,
     )

@@ -26,9 +26,10 @@ from infra.schedule_expressions import (
     validate_schedule,
     validate_time_zone,
 )
+from infra.stage import stage_of
 from infra.writes import check_writes, grant_writes, writes_environment
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
-from vigil.contract.metrics import NAMESPACE, SERVICE, JobMetric
+from vigil.contract.metrics import NAMESPACE, JobMetric, dimensions
 
 JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
 OVERLAP_POLICIES = ("skip", "allow")
@@ -295,7 +296,7 @@ class ScheduledJob(Construct):
         return cloudwatch.Metric(
             namespace=NAMESPACE,
             metric_name=str(metric),  # a plain str: jsii would take an Enum for its own
-            dimensions_map={"service": SERVICE, "job": self.job_name},
+            dimensions_map=dimensions(stage_of(self), job=self.job_name),
             statistic=statistic,
             period=Duration.minutes(5),
         )

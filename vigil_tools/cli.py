@@ -9,10 +9,13 @@
     vigil jobs list | history JOB | redrive JOB | next JOB       (see vigil_tools/jobs_cli.py)
     vigil jobs run | pause | resume | backfill JOB ...          (see vigil_tools/jobs_control_cli.py)
     vigil local up [--port P] [--speed X] [--quiet]             (see vigil_tools/local/up.py)
+    vigil --stage NAME <any of the above but local>             (the stack Vigil-NAME's API and data)
 
 Observer requests are signed with SigV4 (service ``execute-api``) using the usual AWS credential chain, and
-go to ``--endpoint`` or ``VIGIL_API_URL`` (the stage URL). The transport is injectable: tests and
-the local emulator pass ``InProcessTransport(handler)`` to drive the Lambda handler directly.
+go to ``--endpoint``, or the API of ``--stage NAME``'s stack (``Vigil-NAME``, read from its outputs),
+or ``VIGIL_API_URL`` (the API's stage URL). ``--stage`` also picks the stack ``vigil jobs`` and
+``vigil tasks`` read. The transport is injectable: tests and the local emulator pass
+``InProcessTransport(handler)`` to drive the Lambda handler directly.
 
 Exit codes: 0 success, 1 the API refused the request, 2 bad usage or input, 3 the API could not be
 reached (no endpoint, no credentials, network).
@@ -37,9 +40,11 @@ from typing import Any, TextIO
 
 from vigil.contract.hosts import DEFAULT_REBALANCE_MOVES, MAX_REBALANCE_MOVES
 from vigil.contract.observers import Status
+from vigil.contract.stages import InvalidStage, check_stage
 from vigil_tools import jobs_cli, jobs_control_cli, tasks_cli
 from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.local import up as local_up
+from vigil_tools.stacks import StackNotFound, stage_api_url
 from vigil_tools.tables import render_table
 
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -287,7 +292,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="vigil", description="Operate Vigil's scheduled jobs, tasks and observers."
     )
-    parser.add_argument("--endpoint", help="the API's stage URL (default: $VIGIL_API_URL)")
+    parser.add_argument("--stage", type=_stage, help="a named stage: its stack is Vigil-NAME")
+    parser.add_argument(
+        "--endpoint", help="the API's stage URL (default: the --stage's, else $VIGIL_API_URL)"
+    )
     parser.add_argument("--region", help="the API's region (default: from the URL or AWS_REGION)")
     parser.add_argument("--json", action="store_true", help="print the API's JSON")
     groups = parser.add_subparsers(dest="group", required=True)
@@ -325,6 +333,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stage(raw: str) -> str:
+    try:
+        return check_stage(raw)
+    except InvalidStage as invalid:
+        raise argparse.ArgumentTypeError(str(invalid)) from None
+
+
 def _moves(raw: str) -> int:
     try:
         value = int(raw)
@@ -357,10 +372,7 @@ def main(
             return _tasks(args, session, out, err)
         config = _parse_config(args.config) if args.command == "create" else {}
         if transport is None:
-            endpoint = args.endpoint or env.get("VIGIL_API_URL")
-            if not endpoint:
-                raise Unreachable("no API endpoint: pass --endpoint or set VIGIL_API_URL")
-            transport = SigV4Transport(endpoint, region=args.region)
+            transport = SigV4Transport(_endpoint(args, session, env), region=args.region)
         if args.group == "jobs":
             return jobs_control_cli.run_api_command(args, ObserversClient(transport).call, out)
         result = _run(ObserversClient(transport), args, config)
@@ -373,11 +385,30 @@ def main(
     except Unreachable as unreachable:
         print(f"error: {unreachable}", file=err)
         return EXIT_UNREACHABLE
-    except jobs_control_cli.RunNotFinished as waiting:
-        print(f"error: {waiting}", file=err)
+    except (jobs_control_cli.RunNotFinished, StackNotFound) as problem:
+        print(f"error: {problem}", file=err)
         return EXIT_API_ERROR
     print(json.dumps(result, indent=2) if args.json else _human(args.command, result), file=out)
     return EXIT_OK
+
+
+def _endpoint(args: argparse.Namespace, session: Any, env: Mapping[str, str]) -> str:
+    """``--endpoint``; else the ``--stage``'s API, from its stack's outputs; else $VIGIL_API_URL."""
+    if args.endpoint:
+        return str(args.endpoint)
+    if args.stage is not None:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        session = session or boto3.Session(region_name=args.region)
+        try:
+            return stage_api_url(session.client("cloudformation"), args.stage)
+        except (BotoCoreError, ClientError) as error:
+            raise Unreachable(f"cannot read stage {args.stage!r}'s stack: {error}") from error
+    endpoint = env.get("VIGIL_API_URL")
+    if not endpoint:
+        raise Unreachable("no API endpoint: pass --stage or --endpoint, or set VIGIL_API_URL")
+    return endpoint
 
 
 def _jobs(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> int:

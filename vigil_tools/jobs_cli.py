@@ -1,6 +1,6 @@
 """``vigil jobs``: the scheduled jobs of a deployed stack, read from its outputs and table.
 
-    vigil jobs list [--stack Vigil]
+    vigil [--stage NAME] jobs list [--stack Vigil]
     vigil jobs history JOB [--limit 20]
     vigil jobs redrive JOB [--limit 100]
     vigil jobs next JOB [-n 5]
@@ -23,9 +23,9 @@ from vigil.jobs.model import JobHead
 from vigil.jobs.store import RunStore
 from vigil_tools import jobs_control_cli
 from vigil_tools.redrive import redrive
+from vigil_tools.stacks import StackNotFound, stack_of, stack_outputs
 from vigil_tools.tables import render_table
 
-DEFAULT_STACK = "Vigil"
 Invoke = Callable[[str, Any], Any]
 
 
@@ -41,10 +41,9 @@ class JobsCatalog:
     @classmethod
     def from_stack(cls, cloudformation: Any, stack: str) -> JobsCatalog:
         try:
-            described = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
-        except cloudformation.exceptions.ClientError as error:
-            raise JobsError(f"stack {stack!r} not found: {error}") from None
-        outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+            outputs = stack_outputs(cloudformation, stack)
+        except StackNotFound as missing:
+            raise JobsError(str(missing)) from None
         if "JobRunsTableName" not in outputs or "JobsCatalog" not in outputs:
             raise JobsError(f"stack {stack!r} has no Vigil job outputs: is it a Vigil stack?")
         return cls(outputs["JobRunsTableName"], json.loads(outputs["JobsCatalog"]))
@@ -57,7 +56,7 @@ class JobsCatalog:
 
 def add_parser(groups: Any) -> None:
     jobs = groups.add_parser("jobs", help="scheduled jobs: state, history, redrive")
-    jobs.add_argument("--stack", default=DEFAULT_STACK, help="the deployed stack's name")
+    jobs.add_argument("--stack", help="the deployed stack's name (default: the --stage's)")
     commands = jobs.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="every job's latest state")
     history = commands.add_parser("history", help="a job's ticks, newest first")
@@ -75,7 +74,7 @@ def run(
     out: TextIO,
     invoke: Invoke | None = None,
 ) -> int:
-    catalog = JobsCatalog.from_stack(session.client("cloudformation"), args.stack)
+    catalog = JobsCatalog.from_stack(session.client("cloudformation"), stack_of(args))
     store = RunStore(session.client("dynamodb"), catalog.runs_table)
     if args.command == "list":
         heads = {head.job: head for head in store.heads()}

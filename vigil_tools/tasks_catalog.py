@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from vigil_tools.stacks import stack_outputs
+
 OUTPUT = "TasksCatalog"
 
 
 def tasks_catalog(cloudformation: Any, stack: str) -> dict[str, dict[str, Any]]:
     """Per task, its queues, table, scheduler role and function; empty when the app declares
     no task (or predates tasks)."""
-    described = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
-    return dict(json.loads(outputs.get(OUTPUT) or "{}"))
+    return dict(json.loads(stack_outputs(cloudformation, stack).get(OUTPUT) or "{}"))

@@ -25,9 +25,9 @@ from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.redrive import redrive
 from vigil.tasks.store import TaskRecord
+from vigil_tools.stacks import StackNotFound, stack_of, stack_outputs
 from vigil_tools.tables import render_table
 
-DEFAULT_STACK = "Vigil"
 CATALOG_OUTPUT = "TasksCatalog"
 
 
@@ -38,10 +38,9 @@ class TasksError(Exception):
 def catalog_of(cloudformation: Any, stack: str) -> Catalog:
     """The deployed stack's tasks, from its ``TasksCatalog`` output."""
     try:
-        described = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
-    except cloudformation.exceptions.ClientError as error:
-        raise TasksError(f"stack {stack!r} not found: {error}") from None
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+        outputs = stack_outputs(cloudformation, stack)
+    except StackNotFound as missing:
+        raise TasksError(str(missing)) from None
     if CATALOG_OUTPUT not in outputs:
         raise TasksError(f"stack {stack!r} declares no tasks (no {CATALOG_OUTPUT} output)")
     return Catalog.parse(outputs[CATALOG_OUTPUT])
@@ -49,7 +48,7 @@ def catalog_of(cloudformation: Any, stack: str) -> Catalog:
 
 def add_parser(groups: Any) -> None:
     tasks = groups.add_parser("tasks", help="tasks: enqueue, read back, cancel, redrive")
-    tasks.add_argument("--stack", default=DEFAULT_STACK, help="the deployed stack's name")
+    tasks.add_argument("--stack", help="the deployed stack's name (default: the --stage's)")
     commands = tasks.add_subparsers(dest="command", required=True)
     enqueue = commands.add_parser("enqueue", help="enqueue a task; prints its id")
     enqueue.add_argument("task")
@@ -79,7 +78,7 @@ def add_parser(groups: Any) -> None:
 
 
 def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = False) -> int:
-    catalog = catalog_of(session.client("cloudformation"), args.stack)
+    catalog = catalog_of(session.client("cloudformation"), stack_of(args))
     client = TaskClient(
         catalog,
         sqs=session.client("sqs"),

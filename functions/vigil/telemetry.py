@@ -1,7 +1,8 @@
 """The Powertools objects every function and container logs, counts and traces with.
 
-Their names (service, namespace, metrics) are the contract's (``vigil.contract.metrics``), which
-infra builds the dashboard and alarms from.
+Their names (service, namespace, metrics, dimensions) are the contract's (``vigil.contract.metrics``),
+which infra builds the dashboard and alarms from. In a named stage (``VIGIL_STAGE``, set by the
+constructs) every metric also carries the ``stage`` dimension, so each stage's alarms read its own.
 
 Powertools objects are cheap to build (no I/O) but the Tracer pulls in the X-Ray SDK when tracing is
 on, so it is built only on first use.
@@ -20,9 +21,12 @@ from aws_lambda_powertools.metrics import Metrics
 from vigil.contract.metrics import METRIC_UNITS as METRIC_UNITS
 from vigil.contract.metrics import NAMESPACE as NAMESPACE
 from vigil.contract.metrics import SERVICE as SERVICE
+from vigil.contract.metrics import STAGE_DIMENSION
 from vigil.contract.metrics import JobMetric as JobMetric
 from vigil.contract.metrics import ObserverMetric as ObserverMetric
 from vigil.contract.metrics import TaskMetric as TaskMetric
+from vigil.contract.metrics import dimensions as metric_dimensions
+from vigil.contract.stages import current_stage as stage
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
@@ -35,10 +39,15 @@ def logger() -> Logger:
 
 @cache
 def metrics() -> Metrics:
-    return Metrics(
+    emitter = Metrics(
         namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE),
         service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE),
     )
+    named = stage()
+    if named is not None:
+        # Default dimensions survive every flush: all the invocation's metrics carry the stage.
+        emitter.set_default_dimensions(**{STAGE_DIMENSION: named})
+    return emitter
 
 
 @cache
@@ -70,12 +79,22 @@ def instrument(handler: LambdaHandler) -> LambdaHandler:
 
 
 def count_one(metric: str, **dimensions: str) -> None:
-    """One count of ``metric`` under ``service`` and exactly ``dimensions``, written at once and
-    apart from the invocation's other metrics (whose dimensions differ): a per-job or per-task
-    count from a function that serves many."""
+    """One count of ``metric`` under ``service``, the stage and exactly ``dimensions``, written
+    at once and apart from the invocation's other metrics (whose dimensions differ): a per-job,
+    per-task or per-kind count from a function or container that serves many."""
+    emit_one(metric, 1, "Count", **dimensions)
+
+
+def emit_one(metric: str, value: float, unit: str, **dimensions: str) -> None:
+    """One value of ``metric`` under ``service``, the stage and exactly ``dimensions``, written at
+    once (a ``single_metric``): the one way a metric with dimensions of its own is emitted."""
     from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-    with single_metric(name=metric, unit=MetricUnit.Count, value=1, namespace=NAMESPACE) as one:
-        one.add_dimension(name="service", value=SERVICE)
-        for name, value in dimensions.items():
-            one.add_dimension(name=name, value=value)
+    with single_metric(
+        name=metric,
+        unit=MetricUnit(unit),
+        value=value,
+        namespace=NAMESPACE,
+        default_dimensions=metric_dimensions(stage(), **dimensions),
+    ):
+        pass

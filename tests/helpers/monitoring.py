@@ -59,3 +59,19 @@ def series_read(synthesized: Synthesized, namespace: str) -> set[Series]:
     for alarm in synthesized.resources("AWS::CloudWatch::Alarm").values():
         read.update(alarm_series(alarm))
     return {s for s in read if s[0] == namespace}
+
+
+def emitted(output: str) -> dict[Series, set[str]]:
+    """Series -> units, from the EMF lines Powertools printed (dimension values kept)."""
+    found: dict[Series, set[str]] = {}
+    for line in output.splitlines():
+        if '"_aws"' not in line:
+            continue
+        document = json.loads(line)
+        for directive in document["_aws"]["CloudWatchMetrics"]:
+            for dimensions in directive["Dimensions"]:
+                dims = frozenset((name, str(document[name])) for name in dimensions)
+                for metric in directive["Metrics"]:
+                    series = (directive["Namespace"], metric["Name"], dims)
+                    found.setdefault(series, set()).add(metric.get("Unit", "None"))
+    return found

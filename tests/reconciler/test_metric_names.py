@@ -7,7 +7,6 @@ every Vigil series the synthesized dashboard and alarms read must be among them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
@@ -18,7 +17,7 @@ import pytest
 
 from tests.conftest import REGION
 from tests.helpers.jobs import FaultyTransactions
-from tests.helpers.monitoring import Series, series_read
+from tests.helpers.monitoring import emitted, series_read
 from tests.helpers.moto_fleet import MotoFleet
 from tests.helpers.tables import create_pk_sk_table
 from tests.helpers.tasks import PLAIN, build_stack, invoke, record_of, records
@@ -49,22 +48,6 @@ class Context:
 class HurriedContext(Context):
     def get_remaining_time_in_millis(self) -> int:
         return 1_000  # under persist's reserve: one try at the finish, then out of time
-
-
-def emitted(output: str) -> dict[Series, set[str]]:
-    """Series -> units, from the EMF lines Powertools printed (dimension values kept)."""
-    found: dict[Series, set[str]] = {}
-    for line in output.splitlines():
-        if '"_aws"' not in line:
-            continue
-        document = json.loads(line)
-        for directive in document["_aws"]["CloudWatchMetrics"]:
-            for dimensions in directive["Dimensions"]:
-                dims = frozenset((name, str(document[name])) for name in dimensions)
-                for metric in directive["Metrics"]:
-                    series = (directive["Namespace"], metric["Name"], dims)
-                    found.setdefault(series, set()).add(metric.get("Unit", "None"))
-    return found
 
 
 @pytest.fixture

@@ -1,20 +1,37 @@
-"""Metric names, their namespace and the service dimension: what the code emits and what the
-dashboard and alarms read."""
+"""Metric names, their namespace and the service and stage dimensions: what the code emits and
+what the dashboard and alarms read."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
+from vigil.contract.stages import STAGE_VARIABLE
+
 SERVICE = "vigil"
 """Powertools' service name: the logs' ``service`` key and every metric's ``service`` dimension."""
 NAMESPACE = "Vigil"
 """The CloudWatch namespace of every metric."""
+STAGE_DIMENSION = "stage"
+"""The dimension a named stage's metrics carry (its value: the stage), so that stage's alarms and
+dashboard read its own metrics only. The default stage's metrics have none: they keep the identity
+they had before stages, so its alarms keep their history."""
 
 
-def powertools_environment() -> dict[str, str]:
+def dimensions(stage: str | None, **others: str) -> dict[str, str]:
+    """A metric's dimensions: ``service``, ``others`` (``job``, ``task``, ``kind``) and the stage's
+    when there is one. The one place both the emitting code and the alarms build them."""
+    return {"service": SERVICE, **others, **({STAGE_DIMENSION: stage} if stage else {})}
+
+
+def powertools_environment(stage: str | None = None) -> dict[str, str]:
     """The environment every function and container gets, so Powertools names what it emits (a
-    ``single_metric`` takes its ``service`` dimension from it)."""
-    return {"POWERTOOLS_SERVICE_NAME": SERVICE, "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE}
+    ``single_metric`` takes its ``service`` dimension from it), and a named stage's name, which
+    ``vigil.telemetry`` adds to every metric as the ``stage`` dimension."""
+    return {
+        "POWERTOOLS_SERVICE_NAME": SERVICE,
+        "POWERTOOLS_METRICS_NAMESPACE": NAMESPACE,
+        **({STAGE_VARIABLE: stage} if stage else {}),
+    }
 
 
 class JobMetric(StrEnum):

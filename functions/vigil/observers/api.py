@@ -26,7 +26,6 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.idempotency import BasePersistenceLayer
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
@@ -414,7 +413,4 @@ def openapi_json(app: APIGatewayRestResolver) -> str:
 
 
 def _count(metric: telemetry.ObserverMetric, kind: str) -> None:
-    with single_metric(
-        name=metric, unit=MetricUnit.Count, value=1, namespace=telemetry.NAMESPACE
-    ) as emitted:
-        emitted.add_dimension(name="kind", value=kind)
+    telemetry.count_one(metric, kind=kind)

@@ -35,7 +35,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import BotoCoreError, ClientError
 
 from vigil import telemetry
@@ -382,7 +381,4 @@ class ObserverRuntime:
 
 
 def _count(metric: telemetry.ObserverMetric, kind: str) -> None:
-    with single_metric(
-        name=metric, unit=MetricUnit.Count, value=1, namespace=telemetry.NAMESPACE
-    ) as emitted:
-        emitted.add_dimension(name="kind", value=kind or "unknown")
+    telemetry.count_one(metric, kind=kind or "unknown")

@@ -1,6 +1,6 @@
 """Completion events: an application subscribes with an EventBridge rule instead of polling.
 
-``source: vigil``, detail-type ``Vigil Task Succeeded`` / ``Vigil Task Failed``, detail
+``source: vigil`` (``vigil.NAME`` in a named stage), detail-type ``Vigil Task Succeeded`` / ``Vigil Task Failed``, detail
 ``{task, id, status, attempts, result | error_type + error_message, enqueued_at, finished_at}``.
 Sent after the finish is recorded (the record is the truth; the event tells of it), through
 ``vigil.persist``: a throttled PutEvents is retried while the invocation has time.
@@ -15,6 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Sleeper
+from vigil.contract.stages import current_stage, event_source
 from vigil.contract.tasks import EVENT_SOURCE, TaskEventType, TaskStatus
 from vigil.persist import persist
 
@@ -48,7 +49,7 @@ def completion_entry(
         detail |= {"error_type": error_type, "error_message": error_message}
         detail_type = TaskEventType.FAILED
     return {
-        "Source": EVENT_SOURCE,
+        "Source": event_source(EVENT_SOURCE, current_stage()),
         "DetailType": detail_type.value,
         "Detail": json.dumps(detail),
         "EventBusName": bus,

@@ -224,14 +224,11 @@ def dedicated_rollouts(config: ReconcilerConfig) -> Rollouts:
 
 def powertools_metric(metric: ObserverMetric, kind: str | None, value: float) -> None:
     """The Lambda's metric sink: EMF through Powertools, with the ``kind`` dimension when known."""
-    from aws_lambda_powertools.metrics import MetricUnit, single_metric
+    from vigil.telemetry import METRIC_UNITS, emit_one, metrics
 
-    from vigil.telemetry import METRIC_UNITS, NAMESPACE, metrics
-
-    unit = MetricUnit(METRIC_UNITS.get(metric, MetricUnit.Count.value))
+    unit = METRIC_UNITS.get(metric, "Count")
     # Always the fleet-wide series (alarms use it), and per kind when the kind is known.
     metrics().add_metric(name=metric.value, unit=unit, value=value)
     if kind is None:
         return
-    with single_metric(name=metric.value, unit=unit, value=value, namespace=NAMESPACE) as one:
-        one.add_dimension(name="kind", value=kind)
+    emit_one(metric.value, value, unit, kind=kind)
