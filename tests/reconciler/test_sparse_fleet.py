@@ -279,3 +279,13 @@ def test_the_list_merges_both_indexes_in_name_order_across_pages(fleet: MotoFlee
         assert [n for n, s in everything if s == "STOPPED"] == stopped
         assert [n for n, _ in listed(Status.STOPPED, limit)] == stopped
         assert [n for n, _ in listed(Status.PENDING, limit)] == sorted(set(names) - set(stopped))
+
+
+def test_a_first_pass_on_a_sweep_minute_counts_the_records_it_moves(fleet: MotoFleet) -> None:
+    stopped_history(fleet, 4)
+    for i in range(4):
+        as_written_before_the_split(fleet, f"old-{i:04d}")
+    minute(fleet, sweep=True)
+    fleet.reconciler().resync("sweep")
+    assert gauge(fleet, ObserverMetric.FLEET_STOPPED) == [4]
+    assert all(membership(fleet, f"old-{i:04d}") == (False, True) for i in range(4))

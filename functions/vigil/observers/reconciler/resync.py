@@ -57,10 +57,10 @@ class ResyncPass:
     hosts: HostManager | None = None
     """The pooled kinds' manager (None: every kind is dedicated)."""
     dedicated_kinds: bool = True
+    """False when every kind is pooled: the fleet index is read only on sweep passes."""
     max_relists: int = 1000
     """Records moved to the index their status belongs to, at most, per pass (the upgrade's
     backfill of a large account is spread over passes, each within Lambda's time)."""
-    """False when every kind is pooled: the fleet index is read only on sweep passes."""
 
     def run(self, holder: str, time_left_s: Callable[[], float] | None = None) -> PassReport | None:
         """None when another pass holds the lease. ``time_left_s``: the invocation's time left
@@ -144,7 +144,7 @@ class ResyncPass:
         gauges = fleet_gauges(records, now)
         del gauges[ObserverMetric.FLEET_STOPPED]
         if self.hosts.sweep_due(now) if self.hosts is not None else sweep_due(now):
-            stopped = self.store.stopped()
+            stopped = {**self.store.stopped(), **strays}  # (strays: still to move, counted)
             gauges[ObserverMetric.FLEET_STOPPED] = sum(
                 1 for status in stopped.values() if status is Status.STOPPED
             )
