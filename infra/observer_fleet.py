@@ -68,7 +68,16 @@ from vigil.contract.hosts import (
     Placement,
 )
 from vigil.contract.metrics import NAMESPACE, ObserverMetric, dimensions
-from vigil.contract.observers import FLEET_INDEX, FLEET_INDEX_PROJECTION, Desired, Status
+from vigil.contract.observers import (
+    FLEET_ATTRIBUTE,
+    FLEET_INDEX,
+    FLEET_INDEX_PROJECTION,
+    STOPPED_ATTRIBUTE,
+    STOPPED_INDEX,
+    STOPPED_INDEX_PROJECTION,
+    Desired,
+    Status,
+)
 
 OWNER = "ObserverFleet"
 SHORTFALL_MINUTES = 5
@@ -276,13 +285,23 @@ class ObserverFleet(Construct):
             removal_policy=removal_policy,
             deletion_protection=deletion_protected(removal_policy),
         )
-        table.add_global_secondary_index(
-            index_name=FLEET_INDEX,
-            partition_key=dynamodb.Attribute(name="fleet", type=dynamodb.AttributeType.STRING),
-            sort_key=dynamodb.Attribute(name="name", type=dynamodb.AttributeType.STRING),
-            projection_type=dynamodb.ProjectionType.INCLUDE,
-            non_key_attributes=list(FLEET_INDEX_PROJECTION),
-        )
+        # Two sparse indexes split the fleet by status (contract.observers.status_fields): every
+        # observer but the STOPPED ones, so a resync reads the live fleet whatever number of
+        # stopped records the account keeps; and the STOPPED ones, projecting their status alone
+        # (it does not change while stopped), so heartbeats never write it.
+        for index, attribute, projected in (
+            (FLEET_INDEX, FLEET_ATTRIBUTE, FLEET_INDEX_PROJECTION),
+            (STOPPED_INDEX, STOPPED_ATTRIBUTE, STOPPED_INDEX_PROJECTION),
+        ):
+            table.add_global_secondary_index(
+                index_name=index,
+                partition_key=dynamodb.Attribute(
+                    name=attribute, type=dynamodb.AttributeType.STRING
+                ),
+                sort_key=dynamodb.Attribute(name="name", type=dynamodb.AttributeType.STRING),
+                projection_type=dynamodb.ProjectionType.INCLUDE,
+                non_key_attributes=list(projected),
+            )
         if not any(spec.pooled for spec in self.kinds.values()):
             return table
         # Sparse: only pooled observers waiting for a placement (new, backing off, or whose
@@ -473,7 +492,10 @@ class ObserverFleet(Construct):
         function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:Query"],
-                resources=[f"{self.table.table_arn}/index/{FLEET_INDEX}"],
+                resources=[
+                    f"{self.table.table_arn}/index/{FLEET_INDEX}",
+                    f"{self.table.table_arn}/index/{STOPPED_INDEX}",
+                ],
             )
         )
         # GET /hosts and the host of GET /observers/{name}: reads of the hosts table.
@@ -566,6 +588,7 @@ class ObserverFleet(Construct):
                 resources=[
                     self.table.table_arn,
                     f"{self.table.table_arn}/index/{FLEET_INDEX}",
+                    f"{self.table.table_arn}/index/{STOPPED_INDEX}",
                     *(
                         [f"{self.table.table_arn}/index/{WAITING_INDEX}"]
                         if any(spec.pooled for spec in self.kinds.values())

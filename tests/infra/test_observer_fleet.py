@@ -129,7 +129,21 @@ def test_the_registry_table_and_its_index(built: tuple[Template, ObserverFleet, 
                             "NonKeyAttributes": list(FLEET_INDEX_PROJECTION),
                         },
                     }
-                )
+                ),
+                # Sparse, STOPPED records only, their status alone: heartbeats never write it
+                Match.object_like(
+                    {
+                        "IndexName": "stopped-index",
+                        "KeySchema": [
+                            {"AttributeName": "stopped_fleet", "KeyType": "HASH"},
+                            {"AttributeName": "name", "KeyType": "RANGE"},
+                        ],
+                        "Projection": {
+                            "ProjectionType": "INCLUDE",
+                            "NonKeyAttributes": ["status"],
+                        },
+                    }
+                ),
             ],
         },
     )
@@ -247,14 +261,15 @@ def test_the_api_gets_only_the_registry_actions_it_calls(
                 rendered = json.dumps(resource)
                 if table not in rendered:
                     continue
-                key = "index" if "/index/fleet-index" in rendered else "table"
+                key = "index" if "/index/" in rendered else "table"
                 actions = statement["Action"]
                 granted.setdefault(key, set()).update(
                     actions if isinstance(actions, list) else [actions]
                 )
 
     # GetItem (get, the fleet counter), BatchGetItem (list pages), PutItem and UpdateItem (the
-    # transactions of create, stop and restart), Query on the fleet index (list): nothing else.
+    # transactions of create, stop and restart), Query on the fleet and stopped indexes (list):
+    # nothing else.
     assert granted == {
         "table": {
             "dynamodb:GetItem",

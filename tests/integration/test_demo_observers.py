@@ -115,7 +115,8 @@ def test_the_final_table_is_read_back_from_the_registry_and_ecs(story: dict[str,
     assert eth["count"] == facts["fencing"]["count_after"] + 3
     assert facts["containers"] == {"btc-watch/1": 0, "eth-watch/1": 3, "eth-watch/2": None}
     assert facts["tasks_started"] == [("btc-watch", 1), ("eth-watch", 1), ("eth-watch", 2)]
-    assert facts["resync"] == {"pass": "resync", "observers": 2, "described": 0}
+    # (the stopped btc-watch is not read: the fleet index holds every observer but the STOPPED)
+    assert facts["resync"] == {"pass": "resync", "observers": 1, "described": 0}
 
 
 def test_the_story_reads_well(story: dict[str, Any]) -> None:

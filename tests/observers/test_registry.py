@@ -437,7 +437,7 @@ def test_given_a_cursor_dynamodb_refuses_when_listing_then_invalid_cursor(
 ) -> None:
     class Refusing:
         def query(self, **kwargs: Any) -> Any:
-            assert "ExclusiveStartKey" in kwargs
+            assert ":after" in kwargs["ExpressionAttributeValues"]
             raise ClientError(
                 {"Error": {"Code": "ValidationException", "Message": "bad start key"}}, "Query"
             )

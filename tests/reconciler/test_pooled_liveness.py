@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.clients import Delegating
+from tests.helpers.clients import Delegating, ItemReads
 from tests.helpers.moto_fleet import running
 from tests.helpers.observers import HOSTS_TABLE
 from tests.helpers.pooled_fleet import (
@@ -190,21 +190,6 @@ def test_a_host_whose_clock_is_off_is_still_lost_once_it_stops_beating(
 # The healthy pass reads the live hosts only, whatever the deploy history --------------------------
 
 
-class HostReads:
-    """Items the passes read (Scan, Query and BatchGetItem answers; the registry's waiting
-    index is empty here)."""
-
-    def __init__(self, client: Any) -> None:
-        self.items = 0
-        client.meta.events.register("after-call.dynamodb", self._after)
-
-    def _after(self, model: Any, parsed: Any, **_: Any) -> None:
-        if model.name == "BatchGetItem":
-            self.items += sum(len(v) for v in parsed.get("Responses", {}).values())
-        elif model.name in ("Scan", "Query"):
-            self.items += len(parsed.get("Items") or [])
-
-
 def dead_hosts(pool: PooledFleet, count: int) -> None:
     """A deploy history: hosts LOST or STOPPED and finished, kept for their retention with their
     last maps, as rollouts leave them."""
@@ -227,7 +212,7 @@ def test_the_healthy_pass_reads_only_live_hosts_whatever_the_history(
     live = len(pool.hosts())
     dead_hosts(pool, 30)
     an_ordinary_minute(pool)
-    reads = HostReads(pool.dynamodb)
+    reads = ItemReads(pool.dynamodb)
     resync(pool, "healthy")
     # Then the pass read the live hosts (and its index's keys), not the 30 dead ones
     assert reads.items <= 2 * live + 1

@@ -261,13 +261,14 @@ def test_a_young_second_task_of_the_recorded_generation_is_stopped_at_once(
 
 
 def test_foreign_tasks_are_described_once_not_every_pass(fleet: MotoFleet) -> None:
-    # Given a cluster running an observer and two tasks that are not observers'
+    # Given a cluster running an observer and 100 tasks that are not observers'
     fleet.settings = d.Settings(heartbeat_interval=timedelta(hours=1))
     fleet.running_task("a", 1)
-    for _ in range(2):
+    for _ in range(10):
         fleet.ecs_client.run_task(
             cluster=fleet.cluster_arn,
             taskDefinition=fleet.task_definition_arn,
+            count=10,
             launchType="FARGATE",
             networkConfiguration={
                 "awsvpcConfiguration": {
@@ -277,7 +278,9 @@ def test_foreign_tasks_are_described_once_not_every_pass(fleet: MotoFleet) -> No
             },
         )
     reconciler = fleet.reconciler()
+    fleet.counter.reset()
     reconciler.resync("first")
+    assert fleet.counter.calls["DescribeTasks"] == 1  # the first pass: one batch of 100
     # When later passes run
     fleet.counter.reset()
     for holder in ("second", "third"):

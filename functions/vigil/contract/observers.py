@@ -45,7 +45,32 @@ written by the reconciler with the time it tries again and removed once it start
 ``vigil observers list``/``get`` show it as ``status_reason``."""
 
 FLEET_INDEX = "fleet-index"
-"""The registry's index over every observer (partition ``fleet``, sort ``name``)."""
+"""The registry's sparse index over the observers a resync decides: every one but the STOPPED
+(partition ``FLEET_ATTRIBUTE``, sort ``name``). Its items carry the heartbeat, so a pass decides
+without reading items; the STOPPED ones are left out so a pass costs the same whatever number of
+stopped records the account keeps (they are in ``STOPPED_INDEX``)."""
+FLEET_ATTRIBUTE = "fleet"
+FLEET_PARTITION = "observers"
+"""The value of ``FLEET_ATTRIBUTE`` (or ``STOPPED_ATTRIBUTE``) on an observer's item."""
+STOPPED_INDEX = "stopped-index"
+"""The registry's sparse index over the STOPPED observers (partition ``STOPPED_ATTRIBUTE``, sort
+``name``), for what still lists them (``vigil observers list``, ``GET /observers``) and counts them
+(FleetStopped, on a sweep minute). It projects only ``status``, which does not change while an
+observer is STOPPED: heartbeats and other writes to the fleet's live records never write it."""
+STOPPED_ATTRIBUTE = "stopped_fleet"
+STOPPED_INDEX_PROJECTION = ("status",)
+
+
+def status_fields(status: Status) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(attributes to set, attributes to remove) for a write that makes an observer's status
+    ``status``: the status itself and its index membership, in the same write, so a record is in
+    exactly one of ``FLEET_INDEX`` (not STOPPED) and ``STOPPED_INDEX`` (STOPPED). Every writer of
+    a status goes through here (a test walks each one)."""
+    if status is Status.STOPPED:
+        return {"status": status.value, STOPPED_ATTRIBUTE: FLEET_PARTITION}, (FLEET_ATTRIBUTE,)
+    return {"status": status.value, FLEET_ATTRIBUTE: FLEET_PARTITION}, (STOPPED_ATTRIBUTE,)
+
+
 FLEET_INDEX_ATTRIBUTES = (
     "kind",
     "desired",

@@ -24,7 +24,12 @@ from vigil.contract.hosts import (
     WAITING_INDEX,
     WAITING_SORT,
 )
-from vigil.contract.observers import STATUS_REASON
+from vigil.contract.observers import (
+    STATUS_REASON,
+    STOPPED_ATTRIBUTE,
+    STOPPED_INDEX,
+    status_fields,
+)
 from vigil.dynamo import (
     Item,
     Update,
@@ -123,7 +128,9 @@ class FleetStore:
     # Reads ---------------------------------------------------------------------------------------
 
     def fleet(self) -> Iterator[Record]:
-        """Every observer, from the fleet index's small projection: one Query per 1 MB page."""
+        """Every observer but the STOPPED ones, from the fleet index's small projection: one Query
+        per 1 MB page. (A STOPPED record an older writer left in it comes too: see
+        :meth:`relist`.)"""
         request: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": self._index,
@@ -140,6 +147,45 @@ class FleetStore:
             if not last:
                 return
             request["ExclusiveStartKey"] = last
+
+    def stopped(self) -> dict[str, Status]:
+        """The stopped index's names and statuses (a few dozen bytes each, one Query per 1 MB
+        page): STOPPED, or another status an older writer left there (see :meth:`relist`)."""
+        request = {
+            "TableName": self._table,
+            "IndexName": STOPPED_INDEX,
+            "KeyConditionExpression": "#p = :p",
+            "ProjectionExpression": "#name, #status",
+            "ExpressionAttributeNames": {
+                "#p": STOPPED_ATTRIBUTE,
+                "#name": "name",
+                "#status": "status",
+            },
+            "ExpressionAttributeValues": to_wire({":p": FLEET_PARTITION}),
+        }
+        return {
+            str(item["name"]): Status(item.get("status", Status.STOPPED))
+            for item in paginate(self._client.query, request)
+        }
+
+    def relist(self, name: str, status: Status) -> bool:
+        """Put a record in the index its ``status`` belongs to (:func:`status_fields`): one
+        written before the indexes split (STOPPED, still in the fleet index) or by a writer of
+        that time during a deployment. Conditional on the status still being ``status``, and
+        without a version bump (what the record says does not change), so it races with nobody;
+        idempotent. False if the status moved on (its writer placed it)."""
+        fields, unlisted = status_fields(status)
+        update = Update().set_all(fields).remove(*unlisted)
+        update.condition(update.eq("status", status.value))
+        try:
+            self._client.update_item(
+                TableName=self._table, Key=to_wire({"name": name}), **update.request()
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
+            return False
+        return True
 
     def waiting(self, kind: str) -> dict[str, datetime]:
         """Pooled observers of ``kind`` wanting a placement, with when each may be tried (the
@@ -341,6 +387,7 @@ def _transition(
     """
     set_: dict[str, Any] = {}
     remove: list[str] = []
+    status: Status | None = None
     if record.pooled.host_exit is not None and not isinstance(write, MarkStopping | SeeTask):
         remove.append(HOST_EXIT)  # consumed: its exit is now the record's last_exit
     if (
@@ -360,7 +407,6 @@ def _transition(
             set_.update(
                 {
                     "generation": write.generation,
-                    "status": Status.STARTING.value,
                     "consecutive_failures": write.consecutive_failures,
                     "restarts": record.observer.restarts + (1 if write.restart else 0),
                     "started_at_ms": epoch_ms(now),
@@ -370,6 +416,7 @@ def _transition(
                     "next_start_at_ms": epoch_ms(write.retry_at),
                 }
             )
+            status = Status.STARTING
             remove += ["task_arn", "heartbeat_at", "heartbeat_at_ms", "task_version", "task_status"]
             # A restart request is answered by this generation; clearing it keeps heartbeats out
             # of the stream filter that wakes the reconciler for pending requests.
@@ -378,9 +425,9 @@ def _transition(
             remove += [OBSERVER_TASK_DEFINITION, OBSERVER_CAPACITY]
             _set_exit(set_, write.last_exit)
         case Backoff():
+            status = Status.PENDING
             set_.update(
                 {
-                    "status": Status.PENDING.value,
                     "consecutive_failures": write.consecutive_failures,
                     "next_start_at": iso(write.until),
                     "next_start_at_ms": epoch_ms(write.until),
@@ -388,15 +435,15 @@ def _transition(
             )
             _set_exit(set_, write.last_exit)
         case MarkStopping() | HandOver():
-            set_["status"] = Status.STOPPING.value
+            status = Status.STOPPING
         case MarkStopped():
-            set_["status"] = Status.STOPPED.value
+            status = Status.STOPPED
             remove += ["next_start_at", "next_start_at_ms", STATUS_REASON]
             _set_exit(set_, write.last_exit)
         case MarkFailed():
+            status = Status.FAILED
             set_.update(
                 {
-                    "status": Status.FAILED.value,
                     "failure_reason": write.reason,
                     "consecutive_failures": write.consecutive_failures,
                 }
@@ -408,6 +455,10 @@ def _transition(
             set_["task_status"] = write.status
             if write.version is not None:
                 set_["task_version"] = write.version
+    if status is not None:
+        fields, unlisted = status_fields(status)
+        set_.update(fields)
+        remove += unlisted
     if pooled and "next_start_at_ms" in set_:
         set_[WAITING_ATTRIBUTE] = record.observer.kind
     elif pooled and "next_start_at_ms" in remove:

@@ -29,9 +29,15 @@ from typing import Any
 
 from vigil.clock import epoch_ms, from_epoch_ms, iso
 from vigil.contract.hosts import OBSERVER_HOST, OBSERVER_TASK_DEFINITION
+from vigil.contract.observers import (
+    FLEET_ATTRIBUTE,
+    STATUS_REASON,
+    STOPPED_ATTRIBUTE,
+    status_fields,
+)
 from vigil.contract.observers import FLEET_INDEX as FLEET_INDEX
 from vigil.contract.observers import FLEET_INDEX_ATTRIBUTES as FLEET_INDEX_ATTRIBUTES
-from vigil.contract.observers import STATUS_REASON
+from vigil.contract.observers import FLEET_PARTITION as FLEET_PARTITION
 from vigil.contract.observers import Desired as Desired
 from vigil.contract.observers import Status as Status
 from vigil.dynamo import to_wire
@@ -39,13 +45,11 @@ from vigil.dynamo import to_wire
 NAME_PATTERN = re.compile(r"^[a-z0-9-]{1,63}$")
 MAX_CONFIG_BYTES = 32 * 1024
 MAX_CHECKPOINT_BYTES = 64 * 1024
-FLEET_PARTITION = "observers"
-"""Value of ``fleet`` on every observer item: the partition key of the fleet index."""
 FLEET_COUNTER_NAME = "#fleet"
 """Key of the one non-observer item in the registry: ``active`` counts observers whose desired state
 is RUNNING, so creating one can check the fleet maximum in the same transaction. The name can never
 be an observer's (``#`` is outside the name pattern) and the item has no ``fleet`` attribute, so it
-is absent from the fleet index; stream consumers skip it with ``is_observer_item``."""
+is absent from both fleet indexes; stream consumers skip it with ``is_observer_item``."""
 
 
 HANDED_OVER_STOP_CODES = ("UserInitiated", "SpotInterruption")
@@ -156,8 +160,12 @@ def validate_checkpoint(state: Any) -> dict[str, Any]:
 
 
 def is_observer_item(item: dict[str, Any] | None) -> bool:
-    """True for an observer's item, False for the fleet counter (or nothing)."""
-    return item is not None and item.get("fleet") == FLEET_PARTITION
+    """True for an observer's item (in the fleet index, or the stopped one), False for the fleet
+    counter, a lease or a marker (or nothing)."""
+    return item is not None and FLEET_PARTITION in (
+        item.get(FLEET_ATTRIBUTE),
+        item.get(STOPPED_ATTRIBUTE),
+    )
 
 
 @dataclass(frozen=True)
@@ -260,11 +268,10 @@ def to_item(observer: Observer) -> dict[str, Any]:
     """Plain attributes; times both as ISO text (for people) and epoch ms (for conditions)."""
     item: dict[str, Any] = {
         "name": observer.name,
-        "fleet": FLEET_PARTITION,
         "kind": observer.kind,
         "config": observer.config,
         "desired": observer.desired.value,
-        "status": observer.status.value,
+        **status_fields(observer.status)[0],
         "generation": observer.generation,
         "restarts": observer.restarts,
         "consecutive_failures": observer.consecutive_failures,

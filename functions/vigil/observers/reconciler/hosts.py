@@ -50,6 +50,12 @@ from vigil.telemetry import ObserverMetric
 SWEEP_MINUTES = 10
 
 
+def sweep_due(now: datetime, minutes: int = SWEEP_MINUTES) -> bool:
+    """Whether this minute's resync sweeps (every ``minutes``): reads what a healthy pass
+    skips (the pooled fleet's records, the stopped index)."""
+    return (epoch_ms(now) // 60_000) % minutes == 0
+
+
 @dataclass(frozen=True)
 class HostsPass:
     task_arns: set[str]
@@ -76,7 +82,7 @@ class HostManager:
         return sorted(k for k, p in self.placer.placements.items() if p.pooled)
 
     def sweep_due(self, now: datetime) -> bool:
-        return (epoch_ms(now) // 60_000) % self.sweep_minutes == 0
+        return sweep_due(now, self.sweep_minutes)
 
     # A host task's ECS event ----------------------------------------------------------------------
 

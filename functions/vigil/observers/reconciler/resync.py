@@ -1,6 +1,7 @@
 """The resync pass: once a minute, level-triggered, so nothing is lost to a missed event.
 
-Under a fenced lease, so only one runs at a time, it reads the whole fleet from the index, lists
+Under a fenced lease, so only one runs at a time, it reads the fleet index (every observer but the
+STOPPED ones: a pass costs the same whatever stopped records the account keeps), lists
 the cluster's running tasks (one page per 100), describes only the tasks that need a look (stale
 heartbeat, not listed), hands outdated observers over to their kind's current task definition
 within the rollout budget (:mod:`.rollouts`), and sweeps orphans. Fargate takes about 20 RunTask/s,
@@ -25,8 +26,9 @@ from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_gauges import fleet_gauges
 from vigil.observers.fleet_store import FleetStore
+from vigil.observers.model import Status
 from vigil.observers.reconciler.executor import Settler
-from vigil.observers.reconciler.hosts import HostManager
+from vigil.observers.reconciler.hosts import HostManager, sweep_due
 from vigil.observers.reconciler.orphans import OrphanSweep
 from vigil.observers.reconciler.report import MetricSink, PassReport, isolated, no_metrics
 from vigil.observers.reconciler.rollouts import Rollouts
@@ -56,6 +58,9 @@ class ResyncPass:
     """The pooled kinds' manager (None: every kind is dedicated)."""
     dedicated_kinds: bool = True
     """False when every kind is pooled: the fleet index is read only on sweep passes."""
+    max_relists: int = 1000
+    """Records moved to the index their status belongs to, at most, per pass (the upgrade's
+    backfill of a large account is spread over passes, each within Lambda's time)."""
 
     def run(self, holder: str, time_left_s: Callable[[], float] | None = None) -> PassReport | None:
         """None when another pass holds the lease. ``time_left_s``: the invocation's time left
@@ -95,7 +100,8 @@ class ResyncPass:
     def _pass(self) -> PassReport:
         if self.hosts is None:
             report = PassReport()
-            records = self._read_fleet(report)
+            records, gauges = self._read_fleet(report)
+            self._emit(gauges)
             running = set(self.ecs.running())
             self._dedicated(records, running, report)
             return report
@@ -110,20 +116,43 @@ class ResyncPass:
         if not (self.dedicated_kinds or manager.sweep_due(self.clock())):
             self._emit(hosts.counts.gauges())
             return report
-        records = self._read_fleet(report, emit=False)
+        records, gauges = self._read_fleet(report)
         pooled = [r for r in records if manager.placer.pooled(r.observer.kind)]
         dedicated = [r for r in records if not manager.placer.pooled(r.observer.kind)]
-        self._emit({**fleet_gauges(records, self.clock()), **hosts.counts.gauges(dedicated)})
+        self._emit({**gauges, **hosts.counts.gauges(dedicated)})
         manager.check(pooled, report)
         self._dedicated(dedicated, running - hosts.task_arns, report)
         return report
 
-    def _read_fleet(self, report: PassReport, *, emit: bool = True) -> list[d.Record]:
-        records = list(self.store.fleet())
+    def _read_fleet(self, report: PassReport) -> tuple[list[d.Record], dict[ObserverMetric, float]]:
+        """The records to decide (the fleet index: all but the STOPPED ones) and their gauges.
+
+        A STOPPED record found there was written before the stopped index existed (or by a
+        writer of that time, during a deployment): this pass moves it out, so the first pass
+        after the upgrade is the backfill, and later ones find none. FleetStopped is counted on
+        a sweep minute only, from the stopped index's small items; the same read moves back a
+        record an older writer restarted there (it would otherwise never be decided)."""
+        now = self.clock()
+        records: list[d.Record] = []
+        strays: dict[str, Status] = {}
+        for record in self.store.fleet():
+            if record.observer.status is Status.STOPPED:
+                strays[record.name] = Status.STOPPED
+            else:
+                records.append(record)
         report.observers += len(records)
-        if emit:
-            self._emit(fleet_gauges(records, self.clock()))
-        return records
+        gauges = fleet_gauges(records, now)
+        del gauges[ObserverMetric.FLEET_STOPPED]
+        if self.hosts.sweep_due(now) if self.hosts is not None else sweep_due(now):
+            stopped = {**self.store.stopped(), **strays}  # (strays: still to move, counted)
+            gauges[ObserverMetric.FLEET_STOPPED] = sum(
+                1 for status in stopped.values() if status is Status.STOPPED
+            )
+            strays.update((n, s) for n, s in stopped.items() if s is not Status.STOPPED)
+        for name, status in list(strays.items())[: self.max_relists]:
+            with isolated(name, report):
+                self.store.relist(name, status)
+        return records, gauges
 
     def _emit(self, gauges: dict[ObserverMetric, float]) -> None:
         for gauge, value in gauges.items():

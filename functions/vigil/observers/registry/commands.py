@@ -17,7 +17,13 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.hosts import OBSERVER_HOST, OBSERVER_TASK_DEFINITION
-from vigil.contract.observers import STATUS_REASON
+from vigil.contract.observers import (
+    FLEET_ATTRIBUTE,
+    STATUS_REASON,
+    STOPPED_ATTRIBUTE,
+    STOPPED_INDEX,
+    status_fields,
+)
 from vigil.dynamo import (
     Item,
     Update,
@@ -57,7 +63,8 @@ MAX_PAGE = 100
 REFUSED = "ConditionalCheckFailed"
 LIST_ATTRIBUTES = (
     "name",
-    "fleet",
+    FLEET_ATTRIBUTE,
+    STOPPED_ATTRIBUTE,
     "config",
     *FLEET_INDEX_ATTRIBUTES,
     OBSERVER_HOST,
@@ -102,45 +109,72 @@ class ObserverCommands(RegistryTable):
     def list_page(
         self, *, status: Status | None = None, limit: int = MAX_PAGE, cursor: str | None = None
     ) -> Page:
-        """One page in name order: keys from the fleet index, full items by BatchGetItem.
+        """One page in name order: names from the fleet index (every observer but the STOPPED
+        ones) and the stopped index, merged; full items by BatchGetItem.
 
-        The index holds no config (it stays small for the reconciler's passes), so the page's
-        items are fetched by key, at most 100 per request, without their checkpoints.
+        Neither index holds config (they stay small for the reconciler's passes), so the page's
+        items are fetched by key, at most 100 per request, without their checkpoints. A status
+        filter reads the one index that holds that status. The cursor is the last name the page
+        covers, so it means the same in both indexes.
         """
         limit = max(1, min(limit, MAX_PAGE))
-        start = decode_cursor(cursor)
+        after = decode_cursor(cursor)
+        if status is None:
+            indexes = [(FLEET_INDEX, FLEET_ATTRIBUTE), (STOPPED_INDEX, STOPPED_ATTRIBUTE)]
+        elif status is Status.STOPPED:
+            indexes = [(STOPPED_INDEX, STOPPED_ATTRIBUTE)]
+        else:
+            indexes = [(FLEET_INDEX, FLEET_ATTRIBUTE)]
+        names: set[str] = set()
+        covered: str | None = None  # the names up to here are all read; None: all of them
+        for index, attribute in indexes:
+            found, last = self._names(index, attribute, status, after, limit)
+            names.update(found)
+            if last is not None:
+                covered = last if covered is None else min(covered, last)
+        page = sorted(n for n in names if covered is None or n <= covered)
+        if len(page) > limit:
+            page, covered = page[:limit], page[limit - 1]
+        observers = self._batch_get(page)
+        return Page(observers=observers, cursor=encode_cursor(covered) if covered else None)
+
+    def _names(
+        self, index: str, attribute: str, status: Status | None, after: str | None, limit: int
+    ) -> tuple[list[str], str | None]:
+        """Up to ``limit`` names after ``after`` from one index, and the last name read when the
+        index holds more (None: it was read to its end)."""
         names: list[str] = []
         while len(names) < limit:
+            condition = "#p = :p" + (" AND #name > :after" if after is not None else "")
+            values: dict[str, Any] = {":p": FLEET_PARTITION}
             request: dict[str, Any] = {
                 "TableName": self._table,
-                "IndexName": FLEET_INDEX,
-                "KeyConditionExpression": "fleet = :fleet",
-                "ExpressionAttributeValues": to_wire({":fleet": FLEET_PARTITION}),
-                "ExpressionAttributeNames": {"#name": "name"},
+                "IndexName": index,
+                "KeyConditionExpression": condition,
+                "ExpressionAttributeNames": {"#p": attribute, "#name": "name"},
                 "ProjectionExpression": "#name",
                 # Limit counts evaluated items, so a filtered page can never overshoot.
                 "Limit": limit - len(names),
             }
+            if after is not None:
+                values[":after"] = after
             if status is not None:
                 request["FilterExpression"] = "#status = :status"
                 request["ExpressionAttributeNames"]["#status"] = "status"
-                request["ExpressionAttributeValues"].update(to_wire({":status": status.value}))
-            if start:
-                request["ExclusiveStartKey"] = start
+                values[":status"] = status.value
+            request["ExpressionAttributeValues"] = to_wire(values)
             try:
                 answer = self._client.query(**request)
             except ClientError as error:
-                if request.get("ExclusiveStartKey") is not None and (
-                    error_code(error) == "ValidationException"
-                ):
+                if after is not None and error_code(error) == "ValidationException":
                     raise InvalidCursor() from error
                 raise
             names += [str((from_wire(i) or {})["name"]) for i in answer.get("Items", [])]
-            start = answer.get("LastEvaluatedKey")
-            if not start:
-                break
-        observers = self._batch_get(names)
-        return Page(observers=observers, cursor=encode_cursor(start) if start else None)
+            last = from_wire(answer.get("LastEvaluatedKey"))
+            if not last:
+                return names, None
+            after = str(last["name"])
+        return names, after
 
     def iter_all(self, *, status: Status | None = None) -> Iterator[Observer]:
         cursor: str | None = None
@@ -200,10 +234,10 @@ class ObserverCommands(RegistryTable):
             if current.desired is Desired.STOPPED:
                 return None
             live = current.task_arn is not None and current.status in _LIVE_TASK
-            status = Status.STOPPING if live else Status.STOPPED
+            status, unlisted = status_fields(Status.STOPPING if live else Status.STOPPED)
             return _Change(
-                sets={"desired": Desired.STOPPED.value, "status": status.value},
-                removes=("next_start_at", "next_start_at_ms"),
+                sets={"desired": Desired.STOPPED.value, **status},
+                removes=("next_start_at", "next_start_at_ms", *unlisted),
                 count=-1,
             )
 
@@ -220,11 +254,13 @@ class ObserverCommands(RegistryTable):
                 "consecutive_failures": 0,
                 "desired": Desired.RUNNING.value,
             }
+            unlisted: tuple[str, ...] = ()
             if current.status in _REARMED:
-                sets["status"] = Status.PENDING.value
+                status, unlisted = status_fields(Status.PENDING)
+                sets.update(status)
             return _Change(
                 sets=sets,
-                removes=("next_start_at", "next_start_at_ms", "failure_reason"),
+                removes=("next_start_at", "next_start_at_ms", "failure_reason", *unlisted),
                 count=+1 if current.desired is Desired.STOPPED else 0,
             )
 

@@ -1,4 +1,5 @@
-"""The list API's pagination cursor: DynamoDB's LastEvaluatedKey, opaque to callers.
+"""The list API's pagination cursor: the last name a page covers, as a fleet index key (the shape
+of DynamoDB's LastEvaluatedKey it always had), opaque to callers.
 
 A cursor comes back from the caller, so decoding checks its whole shape: a key of another shape
 would fail botocore's validation or DynamoDB's (a 500 for what is only a bad request).
@@ -9,18 +10,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
 
 from vigil.observers.model import FLEET_PARTITION, NAME_PATTERN
 from vigil.observers.registry.errors import InvalidCursor
 
 
-def encode_cursor(key: dict[str, Any]) -> str:
+def encode_cursor(name: str) -> str:
+    key = {"name": {"S": name}, "fleet": {"S": FLEET_PARTITION}}
     return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
 
 
-def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
-    """The fleet index key a cursor stands for; None for no cursor; raises InvalidCursor."""
+def decode_cursor(cursor: str | None) -> str | None:
+    """The name a cursor stands for (the next page starts after it); None for no cursor;
+    raises InvalidCursor."""
     if not cursor:
         return None
     try:
@@ -35,4 +37,4 @@ def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
     )
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or fleet != FLEET_PARTITION:
         raise InvalidCursor()
-    return key
+    return name

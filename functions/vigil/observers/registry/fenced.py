@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import epoch_ms, iso
 from vigil.contract.hosts import HOST_EXIT, OBSERVER_HOST
-from vigil.contract.observers import ExitCode
+from vigil.contract.observers import ExitCode, status_fields
 from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, truncate
 from vigil.observers.model import (
     Desired,
@@ -40,8 +40,9 @@ class FencedWrites(RegistryTable):
         also needs the record to place it on ``host`` (raises PlacedElsewhere otherwise).
         """
         now = self._clock()
-        update = _beat(Update(), now).set("status", Status.RUNNING.value)
-        update.set("updated_at", iso(now))
+        status, unlisted = status_fields(Status.RUNNING)
+        update = _beat(Update(), now).set_all({**status, "updated_at": iso(now)})
+        update.remove(*unlisted)
         update.condition(
             update.eq("desired", Desired.RUNNING.value),
             update.one_of("status", Status.STARTING.value, Status.RUNNING.value),
@@ -86,7 +87,8 @@ class FencedWrites(RegistryTable):
         update = Update().set_all({"last_exit": last_exit.to_json(), "updated_at": iso(now)})
         update.increment("version")
         if stopped:
-            update.set("status", Status.STOPPED.value)
+            status, unlisted = status_fields(Status.STOPPED)
+            update.set_all(status).remove(*unlisted)
             update.condition(update.eq("desired", Desired.STOPPED.value))
         self._update(name, generation, update)
 
