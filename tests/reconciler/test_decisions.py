@@ -447,3 +447,15 @@ def test_a_young_task_is_an_orphan_at_once_when_the_record_names_another_of_its_
     # A newer generation than the record's may still be its starter's: spared a moment
     newer = replace(young, generation=4)
     assert isinstance(d.classify_orphan(newer, record(generation=3), NOW, SETTINGS), d.Ignore)
+
+
+def test_a_task_still_running_under_a_stopped_record_is_an_orphan() -> None:
+    # A STOPPED record leaves the live fleet index, so only the orphan sweep meets its task: a
+    # stop that did not take (or a container that wrote STOPPED and hangs) must not run on.
+    task = d.TaskState(arn=ARN, last_status="RUNNING", observer="btc-usd", generation=4)
+    done = record(generation=4, task_arn=ARN, status=Status.STOPPED, desired=Desired.STOPPED)
+    assert isinstance(d.classify_orphan(task, done, NOW, SETTINGS), d.StopTask)
+    assert isinstance(d.classify_orphan(task, record(generation=4), NOW, SETTINGS), d.Ignore)
+    # ...but a young task of a newer generation may be a start about to be recorded
+    starting = replace(task, generation=5, created_at=NOW - timedelta(seconds=10))
+    assert isinstance(d.classify_orphan(starting, done, NOW, SETTINGS), d.Ignore)

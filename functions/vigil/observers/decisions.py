@@ -371,6 +371,9 @@ def classify_orphan(
     if record is None:
         return StopTask(task.arn, "orphan: no such observer")
     observer = record.observer
+    if observer.status is Status.STOPPED and not _may_be_starting(task, observer, now, settings):
+        # The record says nothing runs; only this sweep meets it (STOPPED leaves the fleet index).
+        return StopTask(task.arn, f"orphan: {observer.name} is STOPPED")
     if observer.task_arn == task.arn:
         return Ignore("current task")
     if (
@@ -386,10 +389,26 @@ def classify_orphan(
         return StopTask(
             task.arn, f"orphan: generation {task.generation} of {observer.name} runs elsewhere"
         )
-    young = task.created_at is not None and now - task.created_at < settings.orphan_grace
-    if young and task.generation is not None and task.generation >= observer.generation:
+    if _may_be_starting(task, observer, now, settings) or (
+        _young(task, now, settings) and task.generation == observer.generation
+    ):
         return Ignore("young task of the current generation: its starter may still record it")
     return StopTask(task.arn, f"orphan: {observer.name} generation {observer.generation}")
+
+
+def _young(task: TaskState, now: datetime, settings: Settings) -> bool:
+    return task.created_at is not None and now - task.created_at < settings.orphan_grace
+
+
+def _may_be_starting(
+    task: TaskState, observer: Observer, now: datetime, settings: Settings
+) -> bool:
+    """A young task of a newer generation than the record's: its starter may still record it."""
+    return (
+        _young(task, now, settings)
+        and task.generation is not None
+        and task.generation > observer.generation
+    )
 
 
 def hand_over(record: Record, task_definition: str) -> Plan:
