@@ -4,11 +4,13 @@ broke, reproduced on moto, with the fault injected where AWS would put it."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from tests.helpers.tasks import Stack, invoke, record_of
+from tests.helpers.clients import Delegating
+from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
-from tests.tasks.test_runs import Body
-from vigil.contract.tasks import REASON_ATTRIBUTE
+from tests.tasks.test_runs import Body, url
+from vigil.contract.tasks import REASON_ATTRIBUTE, TaskStatus
 
 
 def test_a_deeply_nested_body_is_malformed_not_a_crash_of_the_batch(
@@ -26,3 +28,36 @@ def test_a_deeply_nested_body_is_malformed_not_a_crash_of_the_batch(
         m["MessageAttributes"][REASON_ATTRIBUTE]["StringValue"] for m in stack.dead_letters()
     ]
     assert len(reasons) == 2 and any("nested too deeply" in r for r in reasons)
+
+
+class ClaimAnswerLost(Delegating):
+    """DynamoDB applies the first claim but its answer is lost (a read timeout); botocore's
+    standard mode sends the same request again, which meets the claim it made itself."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.lost = 0
+
+    def update_item(self, **kwargs: Any) -> Any:
+        claiming = kwargs.get("ReturnValues") == "ALL_NEW"  # only the claim asks for the item
+        if claiming and not self.lost:
+            self.lost += 1
+            self._client.update_item(**kwargs)  # applied; the answer never arrives
+        return self._client.update_item(**kwargs)
+
+
+def test_a_claim_whose_answer_was_lost_runs_the_task_not_waits_out_its_own_lease(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """The retried claim was refused by its own earlier try and judged BUSY: the message waited
+    out the lease this very delivery held, and the next claim spent a second attempt on a task
+    that never ran (with ``retries=0``: FAILED RunCrashed without ever running its body)."""
+    stack.client().enqueue(PLAIN, {}, key="o-1")
+    batch = records(stack.messages(url(stack)))
+    body = Body()
+    handler = make_handler(body, retries=0, dynamodb=ClaimAnswerLost(stack.dynamodb))
+
+    assert invoke(handler, batch) == []
+    assert body.ids == ["o-1"]
+    record = stack.client().get(PLAIN, "o-1")
+    assert (record.status, record.attempts) == (TaskStatus.SUCCEEDED, 1)

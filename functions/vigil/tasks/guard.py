@@ -5,7 +5,8 @@ Flow of one message (the decorator hands each message of a batch here)::
     parse the envelope --malformed--> dead-letter queue with the reason, FAILED record; deleted
     an outcome this container could not record for this message? -> write it first
     near the deadline? -> not claimed; reported failed, visible again at once
-    claim (1 UpdateItem) --refused--> resolve_claim: DUPLICATE / CANCELLED (deleted, 1 request;
+    claim (1 UpdateItem) --refused--> resolve_claim: OWN (its own earlier try landed: run it),
+                                      DUPLICATE / CANCELLED (deleted, 1 request;
                                       a copy during a retry's backoff is a DUPLICATE too),
                                       BUSY (back when the holder's lease ends), RETRY
     claimed past the retries (the earlier attempts crashed) -> FAILED RunCrashed, not run
@@ -196,6 +197,9 @@ class TaskGuard:
         self, message: Message, envelope: Envelope, remaining_ms: Callable[[], int], holder: str
     ) -> Claimed | Delivery:
         floor = 0
+        # This delivery: the invocation and the message (two copies of a key in one batch are
+        # two holders), so a claim that meets its own earlier try knows it (Verdict.OWN).
+        holder = f"{holder}/{message.message_id}"
         for _ in range(MAX_CLAIM_ATTEMPTS):
             now = self._clock()
             token = next_token(now, floor)
@@ -223,7 +227,10 @@ class TaskGuard:
                 token=token,
                 redriven=envelope.redriven,
                 message_id=message.message_id,
+                holder=holder,
             )
+            if decision.verdict is Verdict.OWN and answer.seen is not None:
+                return Claimed(answer.seen)
             if decision.verdict is Verdict.DUPLICATE:
                 return Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
             if decision.verdict is Verdict.CANCELLED:
