@@ -4,13 +4,17 @@ broke, reproduced on moto, with the fault injected where AWS would put it."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from tests.helpers.clients import Delegating
-from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
+from tests.helpers.tasks import PLAIN, Counting, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_runs import Body, url
 from vigil.contract.tasks import REASON_ATTRIBUTE, TaskStatus
+from vigil.tasks import InvalidTask
 
 
 def test_a_deeply_nested_body_is_malformed_not_a_crash_of_the_batch(
@@ -61,3 +65,27 @@ def test_a_claim_whose_answer_was_lost_runs_the_task_not_waits_out_its_own_lease
     assert body.ids == ["o-1"]
     record = stack.client().get(PLAIN, "o-1")
     assert (record.status, record.attempts) == (TaskStatus.SUCCEEDED, 1)
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        {"delay": 1e12},
+        {"delay": timedelta(days=999_999_000)},
+        {"at": datetime(9999, 12, 31, tzinfo=UTC)},
+    ],
+    ids=["delay in seconds", "delay as timedelta", "at in the year 9999"],
+)
+def test_a_start_too_far_ahead_is_refused_before_anything_is_sent(
+    stack: Stack, when: dict[str, Any]
+) -> None:
+    """A delay past datetime's range raised OverflowError (the API answered 500), and an ``at``
+    near its end passed every check, created its one-time schedule, then overflowed computing
+    the record's expiry: a schedule with no record, and an error to a caller told nothing was
+    sent."""
+    scheduler = Counting(stack.scheduler)
+    client = stack.client(scheduler=scheduler)
+    with pytest.raises(InvalidTask, match="too far ahead"):
+        client.enqueue(PLAIN, {}, key="o-1", **when)
+    assert scheduler.counts["create_schedule"] == 0
+    assert stack.queued() == 0 and stack.items() == []

@@ -58,6 +58,9 @@ class Plan:
     due: datetime | None
     scheduled: bool
     """Beyond SQS's 15-minute delay: through a one-time schedule."""
+    expires_at: datetime
+    """The QUEUED record's expiry: its retention after it is due (the key's promise outlives
+    the wait)."""
 
 
 class TaskClient:
@@ -126,7 +129,16 @@ class TaskClient:
                 )
         if delay is not None and at is not None:
             raise InvalidTask("delay", "give delay or at, not both")
-        due = _due(now, delay, at)
+        try:
+            due = _due(now, delay, at)
+            expires_at = (due or now) + spec.retention
+        except OverflowError:
+            # Computed here, not after the send: a start whose record cannot be kept is refused.
+            raise InvalidTask(
+                "delay" if delay is not None else "at",
+                f"the start is too far ahead: it and the {spec.retention} retention after it "
+                "must fall before the year 10000",
+            ) from None
         if due is not None and spec.ordered:
             raise InvalidTask(
                 "delay" if delay is not None else "at",
@@ -159,7 +171,7 @@ class TaskClient:
                 f"the task message would be {size} bytes, over the {MAX_TASK_MESSAGE_BYTES} a "
                 "task may use of SQS's 256 KiB: store the data elsewhere (S3) and pass its location",
             )
-        return Plan(spec, envelope, body, 0 if scheduled else wait_s, due, scheduled)
+        return Plan(spec, envelope, body, 0 if scheduled else wait_s, due, scheduled, expires_at)
 
     def enqueue(
         self,
@@ -181,8 +193,7 @@ class TaskClient:
             task,
             envelope.id,
             enqueued_at=enqueued_at,
-            # Kept for its retention after it is due: the key's promise outlives the wait.
-            expires_at=(plan.due or enqueued_at) + plan.spec.retention,
+            expires_at=plan.expires_at,
             due_at=plan.due,
             group=envelope.group,
         )
