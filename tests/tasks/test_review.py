@@ -8,13 +8,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from tests.helpers.clients import Delegating
+from tests.helpers.jobs import throttled
 from tests.helpers.tasks import PLAIN, Counting, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_runs import Body, url
 from vigil.contract.tasks import REASON_ATTRIBUTE, TaskStatus
-from vigil.tasks import InvalidTask
+from vigil.tasks import InvalidTask, NotCancellable
+from vigil.tasks.envelope import schedule_name
 
 
 def test_a_deeply_nested_body_is_malformed_not_a_crash_of_the_batch(
@@ -89,3 +92,64 @@ def test_a_start_too_far_ahead_is_refused_before_anything_is_sent(
         client.enqueue(PLAIN, {}, key="o-1", **when)
     assert scheduler.counts["create_schedule"] == 0
     assert stack.queued() == 0 and stack.items() == []
+
+
+class FailsOnce(Delegating):
+    """``operation`` is throttled the first time, then passes."""
+
+    def __init__(self, client: Any, operation: str) -> None:
+        super().__init__(client)
+        self.operation, self.failed = operation, 0
+
+    def __getattr__(self, name: str) -> Any:
+        if name != self.operation or self.failed:
+            return getattr(self._client, name)
+
+        def fail(**kwargs: Any) -> Any:
+            self.failed += 1
+            raise throttled(name)
+
+        return fail
+
+
+def schedule_exists(stack: Stack, task_id: str) -> bool:
+    try:
+        stack.scheduler.get_schedule(Name=schedule_name(PLAIN, task_id), GroupName="vigil-tasks")
+    except stack.scheduler.exceptions.ResourceNotFoundException:
+        return False
+    return True
+
+
+AT = datetime(2026, 11, 23, 9, tzinfo=UTC)
+
+
+def test_a_cancel_retried_after_its_schedules_delete_failed_deletes_the_schedule(
+    stack: Stack,
+) -> None:
+    """The first cancel wrote CANCELLED, then its DeleteSchedule was throttled; the retried
+    cancel was refused (already CANCELLED) without deleting it. The schedule then fired: while
+    the CANCELLED record lasts, a DUPLICATE; once it expired (its retention from the cancel, not
+    from the start), the cancelled task ran."""
+    stack.client().enqueue(PLAIN, {}, key="o-1", at=AT)
+    flaky = stack.client(scheduler=FailsOnce(stack.scheduler, "delete_schedule"))
+    with pytest.raises(ClientError):
+        flaky.cancel(PLAIN, "o-1")
+    assert schedule_exists(stack, "o-1")
+
+    with pytest.raises(NotCancellable, match="CANCELLED"):
+        flaky.cancel(PLAIN, "o-1")  # the API's 409 stays; the schedule goes
+    assert not schedule_exists(stack, "o-1")
+
+
+def test_cancelling_a_scheduled_task_whose_record_was_never_written_deletes_its_schedule(
+    stack: Stack,
+) -> None:
+    """``enqueue`` creates the schedule, then the record's PutItem fails: the cancel that
+    follows recorded CANCELLED (no record said it was scheduled) and left the schedule."""
+    broken = stack.client(dynamodb=FailsOnce(stack.dynamodb, "put_item"))
+    with pytest.raises(ClientError):
+        broken.enqueue(PLAIN, {}, key="o-1", at=AT)
+    assert schedule_exists(stack, "o-1")
+
+    assert stack.client().cancel(PLAIN, "o-1").status is TaskStatus.CANCELLED
+    assert not schedule_exists(stack, "o-1")

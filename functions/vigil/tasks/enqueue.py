@@ -247,13 +247,26 @@ class TaskClient:
 
     def cancel(self, task: str, task_id: str) -> TaskRecord:
         """QUEUED (or not yet recorded) -> CANCELLED: its message, when it comes, is not run;
-        a pending one-time schedule is deleted. :class:`NotCancellable` once it has started."""
+        a pending one-time schedule is deleted. :class:`NotCancellable` once it has started.
+
+        The schedule is deleted after the record says CANCELLED (the other way round, a failed
+        write would leave a QUEUED task with nothing to run it), so a delete that fails is
+        finished by the cancel retried, though that one answers NotCancellable (CANCELLED). A
+        task with no record yet may have a schedule too (its PutItem failed after it was
+        created): that one is deleted whenever the task can have schedules. A schedule left
+        behind would fire once the CANCELLED record, kept its retention from the cancel, is
+        gone, and run the task."""
         spec = self.catalog.spec(task)
         if not isinstance(task_id, str) or not TASK_ID.match(task_id):
             raise InvalidTask("id", f"invalid task id {task_id!r}")
         now = self._clock()
-        before = self.store(spec).cancel(task, task_id, now, now + spec.retention)
-        if before is not None and _scheduled(before):
+        try:
+            before = self.store(spec).cancel(task, task_id, now, now + spec.retention)
+        except NotCancellable as refused:
+            if refused.status == TaskStatus.CANCELLED and _scheduled(refused.seen or {}):
+                self._unschedule(spec, task_id)
+            raise
+        if _scheduled(before) if before is not None else bool(spec.scheduler_role_arn):
             self._unschedule(spec, task_id)
         record = self.store(spec).get(task, task_id)
         if record is None:  # pragma: no cover - written just above

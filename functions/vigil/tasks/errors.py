@@ -5,7 +5,8 @@ Each one is raised before anything is sent or written, or says plainly what was 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 
 class InvalidTask(ValueError):
@@ -33,12 +34,16 @@ class TaskNotFound(LookupError):
 class NotCancellable(RuntimeError):
     """A task that has started (RUNNING) or ended cannot be cancelled; the status is named."""
 
-    def __init__(self, task: str, task_id: str, status: str) -> None:
+    def __init__(
+        self, task: str, task_id: str, status: str, seen: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(
             f"{task} {task_id} is {status}: only a QUEUED task can be cancelled"
             + (" (it is running now)" if status == "RUNNING" else "")
         )
         self.status = status
+        self.seen = seen
+        """The record that refused the cancel."""
 
 
 class TaskFenced(RuntimeError):

@@ -371,7 +371,8 @@ class TaskStore:
         except ClientError as error:
             if is_condition_failure(error):
                 seen = old_item(error) or {}
-                raise NotCancellable(task, task_id, str(seen.get("status", "gone"))) from None
+                status = str(seen.get("status", "gone"))
+                raise NotCancellable(task, task_id, status, seen) from None
             raise
         return from_wire(answer.get("Attributes"))
 
