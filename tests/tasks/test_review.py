@@ -16,7 +16,7 @@ from tests.helpers.tasks import PLAIN, Counting, Stack, invoke, record_of, recor
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_runs import Body, url
 from vigil.contract.tasks import REASON_ATTRIBUTE, TaskStatus
-from vigil.tasks import InvalidTask, NotCancellable
+from vigil.tasks import EnqueuedUnrecorded, InvalidTask, NotCancellable
 from vigil.tasks.envelope import schedule_name
 
 
@@ -94,15 +94,15 @@ def test_a_start_too_far_ahead_is_refused_before_anything_is_sent(
     assert stack.queued() == 0 and stack.items() == []
 
 
-class FailsOnce(Delegating):
-    """``operation`` is throttled the first time, then passes."""
+class Fails(Delegating):
+    """``operation`` is throttled its first ``times`` calls (None: always), then passes."""
 
-    def __init__(self, client: Any, operation: str) -> None:
+    def __init__(self, client: Any, operation: str, times: int | None = 1) -> None:
         super().__init__(client)
-        self.operation, self.failed = operation, 0
+        self.operation, self.times, self.failed = operation, times, 0
 
     def __getattr__(self, name: str) -> Any:
-        if name != self.operation or self.failed:
+        if name != self.operation or (self.times is not None and self.failed >= self.times):
             return getattr(self._client, name)
 
         def fail(**kwargs: Any) -> Any:
@@ -131,7 +131,7 @@ def test_a_cancel_retried_after_its_schedules_delete_failed_deletes_the_schedule
     the CANCELLED record lasts, a DUPLICATE; once it expired (its retention from the cancel, not
     from the start), the cancelled task ran."""
     stack.client().enqueue(PLAIN, {}, key="o-1", at=AT)
-    flaky = stack.client(scheduler=FailsOnce(stack.scheduler, "delete_schedule"))
+    flaky = stack.client(scheduler=Fails(stack.scheduler, "delete_schedule"))
     with pytest.raises(ClientError):
         flaky.cancel(PLAIN, "o-1")
     assert schedule_exists(stack, "o-1")
@@ -146,10 +146,30 @@ def test_cancelling_a_scheduled_task_whose_record_was_never_written_deletes_its_
 ) -> None:
     """``enqueue`` creates the schedule, then the record's PutItem fails: the cancel that
     follows recorded CANCELLED (no record said it was scheduled) and left the schedule."""
-    broken = stack.client(dynamodb=FailsOnce(stack.dynamodb, "put_item"))
-    with pytest.raises(ClientError):
+    broken = stack.client(dynamodb=Fails(stack.dynamodb, "put_item", times=None))
+    with pytest.raises(EnqueuedUnrecorded):
         broken.enqueue(PLAIN, {}, key="o-1", at=AT)
     assert schedule_exists(stack, "o-1")
 
     assert stack.client().cancel(PLAIN, "o-1").status is TaskStatus.CANCELLED
     assert not schedule_exists(stack, "o-1")
+
+
+def test_an_enqueue_whose_record_write_is_throttled_after_the_send_returns_its_id(
+    stack: Stack,
+) -> None:
+    """The message went out, then the QUEUED record's PutItem was throttled and ``enqueue``
+    raised: the task ran anyway (its claim writes the record), and a caller told "failed" that
+    enqueued again without a key sent a second task. Now the write is retried (``persist``), and
+    if it never lands the error names the id the task runs under."""
+    dynamodb = Fails(stack.dynamodb, "put_item", times=2)
+    task_id = stack.client(dynamodb=dynamodb).enqueue(PLAIN, {"order": "o-1"})
+    assert dynamodb.failed == 2
+    assert stack.client().get(PLAIN, task_id).status is TaskStatus.QUEUED
+    assert stack.queued() == 1
+
+    never = stack.client(dynamodb=Fails(stack.dynamodb, "put_item", times=None))
+    with pytest.raises(EnqueuedUnrecorded) as raised:
+        never.enqueue(PLAIN, {"order": "o-2"})
+    assert stack.queued() == 2  # it will run: the error says under which id
+    assert f"key={raised.value.task_id!r}" in str(raised.value)

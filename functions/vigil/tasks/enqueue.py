@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vigil.clock import Clock, iso, system_clock
+from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.tasks import (
     GROUP,
     MAX_QUEUE_DELAY_S,
@@ -33,6 +34,7 @@ from vigil.contract.tasks import (
     TaskStatus,
 )
 from vigil.dynamo import error_code
+from vigil.persist import OutOfTime, persist
 from vigil.tasks.catalog import Catalog, TaskSpec
 from vigil.tasks.envelope import (
     Envelope,
@@ -40,11 +42,14 @@ from vigil.tasks.envelope import (
     deduplication_id,
     schedule_name,
 )
-from vigil.tasks.errors import InvalidTask, NotCancellable, TaskNotFound
+from vigil.tasks.errors import EnqueuedUnrecorded, InvalidTask, NotCancellable, TaskNotFound
 from vigil.tasks.queues import MAX_TASK_MESSAGE_BYTES, TaskQueue
 from vigil.tasks.store import TaskRecord, TaskStore
 
 Delay = timedelta | int | float
+RECORD_BUDGET_S = 10.0
+"""How long ``enqueue`` keeps retrying the QUEUED record's write (throttles, 5xx, timeouts) once
+its message is sent, before it raises :class:`EnqueuedUnrecorded` naming the id."""
 
 
 @dataclass(frozen=True)
@@ -75,10 +80,12 @@ class TaskClient:
         dynamodb: Any = None,
         scheduler: Any = None,
         clock: Clock = system_clock,
+        sleep: Sleeper = time.sleep,
     ) -> None:
         self.catalog = catalog
         self._sqs, self._dynamodb, self._scheduler = sqs, dynamodb, scheduler
         self._clock = clock
+        self._sleep = sleep
 
     # Clients ------------------------------------------------------------------------------------
 
@@ -188,15 +195,33 @@ class TaskClient:
         plan = self.plan(task, payload, key=key, delay=delay, at=at, group=group)
         self.send(plan)
         envelope = plan.envelope
-        enqueued_at = datetime.fromisoformat(envelope.enqueued_at)
-        self.store(plan.spec).put_queued(
-            task,
-            envelope.id,
-            enqueued_at=enqueued_at,
-            expires_at=plan.expires_at,
-            due_at=plan.due,
-            group=envelope.group,
-        )
+        store = self.store(plan.spec)
+
+        def put() -> bool:
+            return store.put_queued(
+                task,
+                envelope.id,
+                enqueued_at=datetime.fromisoformat(envelope.enqueued_at),
+                expires_at=plan.expires_at,
+                due_at=plan.due,
+                group=envelope.group,
+            )
+
+        # The message is out: the task will run. A throttled record write is retried rather
+        # than raised, since a caller told "failed" enqueues again, and without a key that is a
+        # second task. Timed by the pauses taken, so any clock (a test's, the kit's) will do.
+        slept = [0.0]
+
+        def pause(seconds: float) -> None:
+            slept[0] += seconds
+            self._sleep(seconds)
+
+        try:
+            persist(put, time_left_s=lambda: RECORD_BUDGET_S - slept[0], sleep=pause)
+        except OutOfTime as out_of_time:
+            raise EnqueuedUnrecorded(task, envelope.id, out_of_time.__cause__ or out_of_time) from (
+                out_of_time
+            )
         return envelope.id
 
     def send(self, plan: Plan) -> None:

@@ -27,6 +27,20 @@ class UnknownTask(InvalidTask):
         self.task = task
 
 
+class EnqueuedUnrecorded(RuntimeError):
+    """``enqueue`` sent the task's message but could not write its QUEUED record in time: the
+    task runs (its claim writes the record). Enqueue it again only under ``task_id`` as its key:
+    a new id would be a second task."""
+
+    def __init__(self, task: str, task_id: str, cause: BaseException) -> None:
+        super().__init__(
+            f"{task} {task_id}: its message was sent and it will run, but its QUEUED record could "
+            f"not be written ({cause}); to enqueue it again, use key={task_id!r}"
+        )
+        self.task = task
+        self.task_id = task_id
+
+
 class TaskNotFound(LookupError):
     """No record of that task id (never enqueued, or expired after its retention)."""
 
