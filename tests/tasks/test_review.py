@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,10 +15,12 @@ from tests.helpers.clients import Delegating
 from tests.helpers.jobs import throttled
 from tests.helpers.tasks import PLAIN, Counting, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
+from tests.tasks.test_cli import vigil
 from tests.tasks.test_runs import Body, url
 from vigil.contract.tasks import REASON_ATTRIBUTE, TaskStatus
 from vigil.tasks import EnqueuedUnrecorded, InvalidTask, NotCancellable
 from vigil.tasks.envelope import schedule_name
+from vigil_tools.cli import EXIT_API_ERROR
 
 
 def test_a_deeply_nested_body_is_malformed_not_a_crash_of_the_batch(
@@ -173,3 +176,16 @@ def test_an_enqueue_whose_record_write_is_throttled_after_the_send_returns_its_i
         never.enqueue(PLAIN, {"order": "o-2"})
     assert stack.queued() == 2  # it will run: the error says under which id
     assert f"key={raised.value.task_id!r}" in str(raised.value)
+
+
+def test_the_cli_refuses_a_payload_file_it_cannot_read_plainly(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """``--payload @file.json`` with a missing (or undecodable) file raised its OSError out of
+    ``vigil``: a traceback instead of an error line and exit code."""
+    binary = tmp_path / "payload.json"
+    binary.write_bytes(b"\xff\xfe{")
+    for argument in (f"@{tmp_path / 'missing.json'}", f"@{binary}"):
+        code, _, err = vigil(stack, "enqueue", PLAIN, "--payload", argument)
+        assert code == EXIT_API_ERROR and "--payload" in err
+    assert stack.queued() == 0
