@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from tests.helpers.clients import Delegating
 from tests.helpers.jobs import throttled
-from tests.helpers.tasks import PLAIN, Counting, Stack, invoke, record_of, records
+from tests.helpers.tasks import ORDERED, PLAIN, Counting, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_cli import vigil
 from tests.tasks.test_runs import Body, url
@@ -189,3 +189,27 @@ def test_the_cli_refuses_a_payload_file_it_cannot_read_plainly(
         code, _, err = vigil(stack, "enqueue", PLAIN, "--payload", argument)
         assert code == EXIT_API_ERROR and "--payload" in err
     assert stack.queued() == 0
+
+
+def test_an_ordered_groups_messages_skipped_after_a_retry_come_back_with_the_retry(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """An ordered batch stops a group at its first message kept (a retry's backoff, a deferral,
+    a busy lease); the group's later messages, never handed to the guard, kept the visibility
+    the event source received them with (the queue's timeout, at least 6 x the function's). A
+    FIFO group waits while any of its messages is in flight, so a 10 s backoff became that
+    timeout. They are now made visible at once: the group still waits for its head (in flight
+    for the backoff), then resumes in order."""
+    client = stack.client()
+    for action in ("resize", "delete"):
+        client.enqueue(ORDERED, {}, key=f"a-{action}", group="a")
+    batch = records(stack.messages(url(stack, ORDERED), visibility=360))
+    handler = make_handler(Body(fail=1), ORDERED, retries=1)
+
+    assert invoke(handler, batch) == [r["messageId"] for r in batch]
+    visibility = {
+        call["ReceiptHandle"]: call["VisibilityTimeout"]
+        for call in handler.sqs.of("change_message_visibility")
+    }
+    head, skipped = (r["receiptHandle"] for r in batch)
+    assert visibility == {head: 10, skipped: 0}

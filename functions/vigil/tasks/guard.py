@@ -449,6 +449,10 @@ class TaskGuard:
 
     # Helpers ------------------------------------------------------------------------------------
 
+    def come_back_at_once(self, message: Message) -> None:
+        """A message the batch kept without delivering it (an ordered group stopped before it)."""
+        self._come_back(message, 0)
+
     def _come_back(self, message: Message, seconds: int) -> None:
         """Best effort: if it fails, the message comes back after the queue's own visibility
         timeout instead, which is later, never lost."""
