@@ -17,7 +17,12 @@ from tests.helpers.tasks import ORDERED, PLAIN, Counting, Stack, invoke, record_
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_cli import vigil
 from tests.tasks.test_runs import Body, url
-from vigil.contract.tasks import REASON_ATTRIBUTE, TaskStatus
+from vigil.contract.tasks import (
+    REASON_ATTRIBUTE,
+    RECEIVES_THAT_RUN_NOTHING,
+    TaskStatus,
+    max_receive_count,
+)
 from vigil.tasks import EnqueuedUnrecorded, InvalidTask, NotCancellable
 from vigil.tasks.envelope import schedule_name
 from vigil_tools.cli import EXIT_API_ERROR
@@ -213,3 +218,22 @@ def test_an_ordered_groups_messages_skipped_after_a_retry_come_back_with_the_ret
     }
     head, skipped = (r["receiptHandle"] for r in batch)
     assert visibility == {head: 10, skipped: 0}
+
+
+@pytest.mark.parametrize("retries", [0, 3, 10])
+def test_an_ordered_message_behind_failing_heads_is_not_dead_lettered_by_sqs_unrun(
+    retries: int,
+) -> None:
+    """An ordered batch skips a group's later messages each time an earlier one is kept (a
+    retry's backoff, a deferral, a busy lease), and every skip is a receive. A message behind
+    the 9 others of a 10-message batch, each spending its retries and its room for receives that
+    run nothing, is received that many times before it runs; at ``retries + 12`` SQS moved it to
+    the dead-letter queue unrun, its record QUEUED with no reason (five heads failing their three
+    retries were enough). The net now scales with the batch an ordered group shares."""
+    batch = 10
+    per_head = retries + RECEIVES_THAT_RUN_NOTHING  # the receives a head is kept, at most
+    skipped = (batch - 1) * per_head
+    own = retries + 1 + RECEIVES_THAT_RUN_NOTHING
+    assert max_receive_count(retries, group_batch=batch) > skipped + own
+    assert max_receive_count(retries, group_batch=batch) <= 1000  # SQS's largest
+    assert max_receive_count(retries) == retries + 2 + RECEIVES_THAT_RUN_NOTHING
