@@ -237,3 +237,24 @@ def test_an_ordered_message_behind_failing_heads_is_not_dead_lettered_by_sqs_unr
     assert max_receive_count(retries, group_batch=batch) > skipped + own
     assert max_receive_count(retries, group_batch=batch) <= 1000  # SQS's largest
     assert max_receive_count(retries) == retries + 2 + RECEIVES_THAT_RUN_NOTHING
+
+
+def test_a_malformed_copy_of_a_queued_key_does_not_fail_the_task_its_real_message_runs(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """A message naming this task and a queued key but not a task (a payload that is not an
+    object, from a client that bypassed ``enqueue``) marked the QUEUED record FAILED: the key's
+    real message, still on the queue, then met FAILED and was a DUPLICATE, never run. The
+    malformed one is dead-lettered with its reason; only a key with no record is marked."""
+    stack.client().enqueue(PLAIN, {"order": "o-1"}, key="o-1")
+    (real,) = records(stack.messages(url(stack)))
+    bad = json.loads(real["body"])
+    bad["vigil_task"]["payload"] = ["not", "an", "object"]
+    body = Body()
+    handler = make_handler(body)
+
+    assert invoke(handler, [record_of(json.dumps(bad), "m-bad")]) == []
+    assert len(stack.dead_letters()) == 1
+    assert invoke(handler, [real]) == []
+    assert body.ids == ["o-1"]
+    assert stack.client().get(PLAIN, "o-1").status is TaskStatus.SUCCEEDED

@@ -2,7 +2,8 @@
 
 Flow of one message (the decorator hands each message of a batch here)::
 
-    parse the envelope --malformed--> dead-letter queue with the reason, FAILED record; deleted
+    parse the envelope --malformed--> dead-letter queue with the reason, FAILED record (if the
+                                      key has none); deleted
     an outcome this container could not record for this message? -> write it first
     near the deadline? -> not claimed; reported failed, visible again at once
     claim (1 UpdateItem) --refused--> resolve_claim: OWN (its own earlier try landed: run it),
