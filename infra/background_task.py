@@ -134,7 +134,10 @@ class BackgroundTask(Construct):
             retention_period=QUEUE_RETENTION,
             visibility_timeout=Duration.seconds(checked.visibility_timeout),
             dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.dead_letters, max_receive_count=max_receive_count(retries)
+                queue=self.dead_letters,
+                max_receive_count=max_receive_count(
+                    retries, group_batch=batch_size if ordered else 1
+                ),
             ),
         )
         self.function = vigil_function(

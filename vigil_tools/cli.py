@@ -432,12 +432,13 @@ def _tasks(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> 
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from vigil.tasks.errors import InvalidTask, NotCancellable, TaskNotFound
+    from vigil.tasks.errors import EnqueuedUnrecorded, InvalidTask, NotCancellable, TaskNotFound
 
+    known = (tasks_cli.TasksError, InvalidTask, NotCancellable, TaskNotFound, EnqueuedUnrecorded)
     try:
         session = session or boto3.Session(region_name=args.region)
         return tasks_cli.run(args, session, out, as_json=args.json)
-    except (tasks_cli.TasksError, InvalidTask, NotCancellable, TaskNotFound) as problem:
+    except known as problem:
         print(f"error: {problem}", file=err)
         return EXIT_API_ERROR
     except ClientError as refused:

@@ -154,7 +154,10 @@ def _short(value: Any, limit: int = 60) -> str:
 
 
 def _payload(raw: str) -> Any:
-    text = Path(raw[1:]).read_text() if raw.startswith("@") else raw
+    try:
+        text = Path(raw[1:]).read_text(encoding="utf-8") if raw.startswith("@") else raw
+    except (OSError, UnicodeDecodeError) as error:
+        raise TasksError(f"--payload {raw}: cannot read it: {error}") from None
     try:
         return json.loads(text)
     except ValueError as error:

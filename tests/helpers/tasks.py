@@ -95,6 +95,7 @@ class Stack:
             dynamodb=clients.get("dynamodb", self.dynamodb),
             scheduler=clients.get("scheduler", self.scheduler),
             clock=self.clock,
+            sleep=self.clock.advance,
         )
 
     def settings(self, task: str = PLAIN, **overrides: Any) -> TaskSettings:

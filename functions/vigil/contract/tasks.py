@@ -120,13 +120,18 @@ AWS asks for a ``maxReceiveCount`` of at least 5 on a Lambda event source for th
 alone."""
 
 
-def max_receive_count(retries: int) -> int:
+def max_receive_count(retries: int, group_batch: int = 1) -> int:
     """The task queue's redrive policy (``BackgroundTask``): the runtime counts a task's attempts
     on its record, not by SQS's receives, and dead-letters it itself with the reason after its
     ``retries + 1`` runs, or on the next receive (``RunCrashed``) when those runs died whole. SQS's
     own move is only the net for a message the function cannot even claim (it fails to start),
-    so it must never come first for a task still in its budget."""
-    return retries + 2 + RECEIVES_THAT_RUN_NOTHING
+    so it must never come first for a task still in its budget.
+
+    ``group_batch``: an ordered task's batch size. Its batch skips a group's later messages
+    whenever an earlier one is kept, and each skip is a receive, so a message may be received
+    for each of the (up to ``group_batch - 1``) messages ahead of it in its batch as often as
+    they may be kept, before its own budget (at most 1000, SQS's largest, for retries <= 10)."""
+    return group_batch * (retries + 2 + RECEIVES_THAT_RUN_NOTHING)
 
 
 SCHEDULE_GROUP = "vigil-tasks"

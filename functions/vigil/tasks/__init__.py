@@ -25,6 +25,7 @@ from vigil.tasks.catalog import Catalog, TaskSpec
 from vigil.tasks.enqueue import TaskClient, cancel, enqueue
 from vigil.tasks.envelope import Envelope, deduplication_id, schedule_name
 from vigil.tasks.errors import (
+    EnqueuedUnrecorded,
     InvalidTask,
     MalformedTask,
     NotCancellable,
@@ -52,6 +53,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Catalog",
+    "EnqueuedUnrecorded",
     "Envelope",
     "InvalidTask",
     "MalformedTask",

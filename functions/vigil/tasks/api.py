@@ -30,7 +30,13 @@ from vigil.http_answers import (
     validation_response,
 )
 from vigil.tasks.enqueue import TaskClient
-from vigil.tasks.errors import InvalidTask, NotCancellable, TaskNotFound, UnknownTask
+from vigil.tasks.errors import (
+    EnqueuedUnrecorded,
+    InvalidTask,
+    NotCancellable,
+    TaskNotFound,
+    UnknownTask,
+)
 
 TaskName = Annotated[str, Path(pattern=TASK_NAME.pattern)]
 TaskId = Annotated[str, Path(max_length=3 * 128)]
@@ -43,6 +49,8 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     TaskNotFound: (HTTPStatus.NOT_FOUND, "task_id_not_found"),
     InvalidTask: (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_<field>"),
     NotCancellable: (HTTPStatus.CONFLICT, "not_cancellable"),
+    # The message is sent (the task runs); the message names the id to retry the POST with.
+    EnqueuedUnrecorded: (HTTPStatus.SERVICE_UNAVAILABLE, "enqueued_unrecorded"),
 }
 
 

@@ -42,6 +42,9 @@ class Verdict(StrEnum):
     """Another delivery runs it under a live lease: the message comes back when that ends."""
     RETRY = "RETRY"
     """The record moved under the claim: claim again with what was seen."""
+    OWN = "OWN"
+    """The record is this very claim, written by an earlier try whose answer was lost (a
+    timeout after DynamoDB applied it; botocore sent it again): it is claimed, run it."""
 
 
 @dataclass(frozen=True)
@@ -60,13 +63,23 @@ def resolve_claim(
     token: int,
     redriven: bool = False,
     message_id: str = "",
+    holder: str = "",
 ) -> ClaimDecision:
     """A claim refused with ``seen`` (ALL_OLD) under ``token`` at ``now``; a ``redriven``
     message may take a FAILED record (or a waiting retry), so its refusal there can only be
-    the token, as can that of ``message_id`` when it is the message holding the retry."""
+    the token, as can that of ``message_id`` when it is the message holding the retry.
+    ``holder`` names this delivery (invocation and message): a RUNNING record under this token
+    and holder is this claim's own earlier try."""
     if seen is None:
         return ClaimDecision(Verdict.RETRY, "the record vanished under the claim")
     status = TaskStatus(seen["status"])
+    if (
+        status is TaskStatus.RUNNING
+        and holder
+        and seen.get("holder") == holder
+        and int(seen.get("token", -1)) == token
+    ):
+        return ClaimDecision(Verdict.OWN, "this claim's earlier try landed; its answer was lost")
     if status is TaskStatus.CANCELLED:
         return ClaimDecision(Verdict.CANCELLED, "cancelled before it started: not run")
     if status is TaskStatus.SUCCEEDED or (status is TaskStatus.FAILED and not redriven):

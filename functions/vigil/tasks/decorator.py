@@ -97,10 +97,12 @@ def handle_batch(guard: TaskGuard, body: Body, event: Any, context: Any) -> dict
     logger = telemetry.logger()
     logger.append_keys(task=name)
     holder = str(getattr(context, "aws_request_id", "local"))
+    delivered: set[str] = set()
 
     def one(record: SQSRecord) -> None:
         message = Message.from_record(record.raw_event)
         logger.append_keys(message_id=message.message_id)
+        delivered.add(message.message_id)  # even if it raises: its visibility is its own
         delivery = guard.deliver(
             message, body, remaining_ms=context.get_remaining_time_in_millis, holder=holder
         )
@@ -108,11 +110,28 @@ def handle_batch(guard: TaskGuard, body: Body, event: Any, context: Any) -> dict
         if not delivery.delete:
             raise MessageKept(f"{delivery.outcome.value}: {delivery.reason}")
 
-    return dict(
+    answer = dict(
         process_partial_response(
             event=event, record_handler=one, processor=processor_for(guard.settings.ordered)
         )
     )
+    if guard.settings.ordered:
+        _release_skipped(guard, event, answer, delivered)
+    return answer
+
+
+def _release_skipped(
+    guard: TaskGuard, event: Any, answer: dict[str, Any], delivered: set[str]
+) -> None:
+    """An ordered batch reports a group's messages after its first kept one failed without
+    handing them to the guard; left alone they would stay invisible for the queue's whole
+    visibility timeout, and the FIFO group with them, whatever the head's backoff. Visible at
+    once instead: SQS still holds the group while its head is in flight, so the order holds."""
+    kept = {failure["itemIdentifier"] for failure in answer.get("batchItemFailures", [])}
+    for record in event.get("Records", []):
+        message = Message.from_record(record)
+        if message.message_id in kept and message.message_id not in delivered:
+            guard.come_back_at_once(message)
 
 
 _OUTCOME_METRIC = {

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vigil.clock import Clock, iso, system_clock
+from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.tasks import (
     GROUP,
     MAX_QUEUE_DELAY_S,
@@ -33,6 +34,7 @@ from vigil.contract.tasks import (
     TaskStatus,
 )
 from vigil.dynamo import error_code
+from vigil.persist import OutOfTime, persist
 from vigil.tasks.catalog import Catalog, TaskSpec
 from vigil.tasks.envelope import (
     Envelope,
@@ -40,11 +42,14 @@ from vigil.tasks.envelope import (
     deduplication_id,
     schedule_name,
 )
-from vigil.tasks.errors import InvalidTask, NotCancellable, TaskNotFound
+from vigil.tasks.errors import EnqueuedUnrecorded, InvalidTask, NotCancellable, TaskNotFound
 from vigil.tasks.queues import MAX_TASK_MESSAGE_BYTES, TaskQueue
 from vigil.tasks.store import TaskRecord, TaskStore
 
 Delay = timedelta | int | float
+RECORD_BUDGET_S = 10.0
+"""How long ``enqueue`` keeps retrying the QUEUED record's write (throttles, 5xx, timeouts) once
+its message is sent, before it raises :class:`EnqueuedUnrecorded` naming the id."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,9 @@ class Plan:
     due: datetime | None
     scheduled: bool
     """Beyond SQS's 15-minute delay: through a one-time schedule."""
+    expires_at: datetime
+    """The QUEUED record's expiry: its retention after it is due (the key's promise outlives
+    the wait)."""
 
 
 class TaskClient:
@@ -72,10 +80,12 @@ class TaskClient:
         dynamodb: Any = None,
         scheduler: Any = None,
         clock: Clock = system_clock,
+        sleep: Sleeper = time.sleep,
     ) -> None:
         self.catalog = catalog
         self._sqs, self._dynamodb, self._scheduler = sqs, dynamodb, scheduler
         self._clock = clock
+        self._sleep = sleep
 
     # Clients ------------------------------------------------------------------------------------
 
@@ -126,7 +136,16 @@ class TaskClient:
                 )
         if delay is not None and at is not None:
             raise InvalidTask("delay", "give delay or at, not both")
-        due = _due(now, delay, at)
+        try:
+            due = _due(now, delay, at)
+            expires_at = (due or now) + spec.retention
+        except OverflowError:
+            # Computed here, not after the send: a start whose record cannot be kept is refused.
+            raise InvalidTask(
+                "delay" if delay is not None else "at",
+                f"the start is too far ahead: it and the {spec.retention} retention after it "
+                "must fall before the year 10000",
+            ) from None
         if due is not None and spec.ordered:
             raise InvalidTask(
                 "delay" if delay is not None else "at",
@@ -159,7 +178,7 @@ class TaskClient:
                 f"the task message would be {size} bytes, over the {MAX_TASK_MESSAGE_BYTES} a "
                 "task may use of SQS's 256 KiB: store the data elsewhere (S3) and pass its location",
             )
-        return Plan(spec, envelope, body, 0 if scheduled else wait_s, due, scheduled)
+        return Plan(spec, envelope, body, 0 if scheduled else wait_s, due, scheduled, expires_at)
 
     def enqueue(
         self,
@@ -176,16 +195,33 @@ class TaskClient:
         plan = self.plan(task, payload, key=key, delay=delay, at=at, group=group)
         self.send(plan)
         envelope = plan.envelope
-        enqueued_at = datetime.fromisoformat(envelope.enqueued_at)
-        self.store(plan.spec).put_queued(
-            task,
-            envelope.id,
-            enqueued_at=enqueued_at,
-            # Kept for its retention after it is due: the key's promise outlives the wait.
-            expires_at=(plan.due or enqueued_at) + plan.spec.retention,
-            due_at=plan.due,
-            group=envelope.group,
-        )
+        store = self.store(plan.spec)
+
+        def put() -> bool:
+            return store.put_queued(
+                task,
+                envelope.id,
+                enqueued_at=datetime.fromisoformat(envelope.enqueued_at),
+                expires_at=plan.expires_at,
+                due_at=plan.due,
+                group=envelope.group,
+            )
+
+        # The message is out: the task will run. A throttled record write is retried rather
+        # than raised, since a caller told "failed" enqueues again, and without a key that is a
+        # second task. Timed by the pauses taken, so any clock (a test's, the kit's) will do.
+        slept = [0.0]
+
+        def pause(seconds: float) -> None:
+            slept[0] += seconds
+            self._sleep(seconds)
+
+        try:
+            persist(put, time_left_s=lambda: RECORD_BUDGET_S - slept[0], sleep=pause)
+        except OutOfTime as out_of_time:
+            raise EnqueuedUnrecorded(task, envelope.id, out_of_time.__cause__ or out_of_time) from (
+                out_of_time
+            )
         return envelope.id
 
     def send(self, plan: Plan) -> None:
@@ -236,13 +272,26 @@ class TaskClient:
 
     def cancel(self, task: str, task_id: str) -> TaskRecord:
         """QUEUED (or not yet recorded) -> CANCELLED: its message, when it comes, is not run;
-        a pending one-time schedule is deleted. :class:`NotCancellable` once it has started."""
+        a pending one-time schedule is deleted. :class:`NotCancellable` once it has started.
+
+        The schedule is deleted after the record says CANCELLED (the other way round, a failed
+        write would leave a QUEUED task with nothing to run it), so a delete that fails is
+        finished by the cancel retried, though that one answers NotCancellable (CANCELLED). A
+        task with no record yet may have a schedule too (its PutItem failed after it was
+        created): that one is deleted whenever the task can have schedules. A schedule left
+        behind would fire once the CANCELLED record, kept its retention from the cancel, is
+        gone, and run the task."""
         spec = self.catalog.spec(task)
         if not isinstance(task_id, str) or not TASK_ID.match(task_id):
             raise InvalidTask("id", f"invalid task id {task_id!r}")
         now = self._clock()
-        before = self.store(spec).cancel(task, task_id, now, now + spec.retention)
-        if before is not None and _scheduled(before):
+        try:
+            before = self.store(spec).cancel(task, task_id, now, now + spec.retention)
+        except NotCancellable as refused:
+            if refused.status == TaskStatus.CANCELLED and _scheduled(refused.seen or {}):
+                self._unschedule(spec, task_id)
+            raise
+        if _scheduled(before) if before is not None else bool(spec.scheduler_role_arn):
             self._unschedule(spec, task_id)
         record = self.store(spec).get(task, task_id)
         if record is None:  # pragma: no cover - written just above

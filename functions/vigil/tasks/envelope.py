@@ -64,6 +64,9 @@ def parse(body: str, expected_task: str | None = None) -> Envelope:
         raw = json.loads(body)
     except (TypeError, ValueError) as error:
         raise MalformedTask(f"the body is not JSON: {error}") from None
+    except RecursionError:
+        # Arrays nested some thousand deep fit SQS's 256 KiB; json's decoder recurses per level.
+        raise MalformedTask("the body is not a task: its JSON is nested too deeply") from None
     fields = raw.get(ENVELOPE_KEY) if isinstance(raw, dict) else None
     if not isinstance(fields, dict):
         raise MalformedTask(f"the body is not a task envelope (no {ENVELOPE_KEY!r} object)")

@@ -5,7 +5,8 @@ Each one is raised before anything is sent or written, or says plainly what was 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 
 class InvalidTask(ValueError):
@@ -26,6 +27,20 @@ class UnknownTask(InvalidTask):
         self.task = task
 
 
+class EnqueuedUnrecorded(RuntimeError):
+    """``enqueue`` sent the task's message but could not write its QUEUED record in time: the
+    task runs (its claim writes the record). Enqueue it again only under ``task_id`` as its key:
+    a new id would be a second task."""
+
+    def __init__(self, task: str, task_id: str, cause: BaseException) -> None:
+        super().__init__(
+            f"{task} {task_id}: its message was sent and it will run, but its QUEUED record could "
+            f"not be written ({cause}); to enqueue it again, use key={task_id!r}"
+        )
+        self.task = task
+        self.task_id = task_id
+
+
 class TaskNotFound(LookupError):
     """No record of that task id (never enqueued, or expired after its retention)."""
 
@@ -33,12 +48,16 @@ class TaskNotFound(LookupError):
 class NotCancellable(RuntimeError):
     """A task that has started (RUNNING) or ended cannot be cancelled; the status is named."""
 
-    def __init__(self, task: str, task_id: str, status: str) -> None:
+    def __init__(
+        self, task: str, task_id: str, status: str, seen: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(
             f"{task} {task_id} is {status}: only a QUEUED task can be cancelled"
             + (" (it is running now)" if status == "RUNNING" else "")
         )
         self.status = status
+        self.seen = seen
+        """The record that refused the cancel."""
 
 
 class TaskFenced(RuntimeError):

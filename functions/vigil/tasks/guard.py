@@ -2,10 +2,12 @@
 
 Flow of one message (the decorator hands each message of a batch here)::
 
-    parse the envelope --malformed--> dead-letter queue with the reason, FAILED record; deleted
+    parse the envelope --malformed--> dead-letter queue with the reason, FAILED record (if the
+                                      key has none); deleted
     an outcome this container could not record for this message? -> write it first
     near the deadline? -> not claimed; reported failed, visible again at once
-    claim (1 UpdateItem) --refused--> resolve_claim: DUPLICATE / CANCELLED (deleted, 1 request;
+    claim (1 UpdateItem) --refused--> resolve_claim: OWN (its own earlier try landed: run it),
+                                      DUPLICATE / CANCELLED (deleted, 1 request;
                                       a copy during a retry's backoff is a DUPLICATE too),
                                       BUSY (back when the holder's lease ends), RETRY
     claimed past the retries (the earlier attempts crashed) -> FAILED RunCrashed, not run
@@ -209,6 +211,9 @@ class TaskGuard:
         self, message: Message, envelope: Envelope, remaining_ms: Callable[[], int], holder: str
     ) -> Claimed | Delivery:
         floor = 0
+        # This delivery: the invocation and the message (two copies of a key in one batch are
+        # two holders), so a claim that meets its own earlier try knows it (Verdict.OWN).
+        holder = f"{holder}/{message.message_id}"
         for _ in range(MAX_CLAIM_ATTEMPTS):
             now = self._clock()
             token = next_token(now, floor)
@@ -236,7 +241,10 @@ class TaskGuard:
                 token=token,
                 redriven=envelope.redriven,
                 message_id=message.message_id,
+                holder=holder,
             )
+            if decision.verdict is Verdict.OWN and answer.seen is not None:
+                return Claimed(answer.seen)
             if decision.verdict is Verdict.DUPLICATE:
                 return Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
             if decision.verdict is Verdict.CANCELLED:
@@ -456,6 +464,10 @@ class TaskGuard:
         return Delivery(Outcome.MALFORMED, malformed.task_id, reason=malformed.reason)
 
     # Helpers ------------------------------------------------------------------------------------
+
+    def come_back_at_once(self, message: Message) -> None:
+        """A message the batch kept without delivering it (an ordered group stopped before it)."""
+        self._come_back(message, 0)
 
     def _come_back(self, message: Message, seconds: int) -> None:
         """Best effort: if it fails, the message comes back after the queue's own visibility

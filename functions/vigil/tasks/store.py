@@ -348,9 +348,12 @@ class TaskStore:
         self, task: str, task_id: str, reason: str, now: datetime, expires_at: datetime
     ) -> bool:
         """FAILED with the reason, for a message naming this task and a readable id that is not
-        a task (a payload that is not an object, an old envelope version): only if the record
-        is missing or still QUEUED, so a real run's record is never overwritten."""
+        a task (a payload that is not an object, an old envelope version): only if the key has
+        no record. A record means ``enqueue`` (which never sends such a message) or a real
+        message's claim wrote it: the key's real message is on its way or has run, and a
+        malformed copy must not fail it."""
         update = _end_unstarted(task, task_id, TaskStatus.FAILED, now, expires_at)
+        update.condition(update.absent("pk"))
         update.set_all({"error_type": "MalformedTask", "error_message": reason})
         return self._applied(task, task_id, update)
 
@@ -371,7 +374,8 @@ class TaskStore:
         except ClientError as error:
             if is_condition_failure(error):
                 seen = old_item(error) or {}
-                raise NotCancellable(task, task_id, str(seen.get("status", "gone"))) from None
+                status = str(seen.get("status", "gone"))
+                raise NotCancellable(task, task_id, status, seen) from None
             raise
         return from_wire(answer.get("Attributes"))
 
