@@ -24,8 +24,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vigil.clock import Sleeper, epoch_ms, iso
+from vigil.clock import Clock, Sleeper, epoch_ms, iso
 from vigil.contract.jobs import JOBS_INDEX
+from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.dynamo import (
     Item,
     Update,
@@ -38,6 +39,7 @@ from vigil.dynamo import (
     to_wire,
     truncate,
 )
+from vigil.fenced_write import RunRecordSite
 from vigil.jobs.model import JobHead, Overlap, RunRecord, RunStatus
 from vigil.leases import fence_advances, lease_free
 
@@ -106,6 +108,7 @@ class Finish:
     error_type: str | None = None
     error_message: str | None = None
     duration_flag: str | None = None
+    uncertain_effect: str | None = None
 
     @property
     def request_token(self) -> str:
@@ -218,6 +221,7 @@ class RunStore:
                 "first_attempt": claim.first_attempt,
             }
         )
+        tick.set_default(JOURNAL_ATTRIBUTE, {})  # run.once's journal survives a takeover
         if claim.requested_by:
             tick.set("requested_by", claim.requested_by)
         if claim.request_id:
@@ -225,7 +229,13 @@ class RunStore:
         else:
             tick.remove("request_id")
         tick.remove(
-            "finished_at", "duration_ms", "error_type", "error_message", "detail", "duration_flag"
+            "finished_at",
+            "duration_ms",
+            "error_type",
+            "error_message",
+            "detail",
+            "duration_flag",
+            UNCERTAIN_EFFECT_ATTRIBUTE,
         )
         reclaim = _rerunnable if claim.rerun else _reclaimable
         tick.condition(reclaim(tick, claim.expected_attempts, claim.now))
@@ -278,6 +288,8 @@ class RunStore:
             record.set("error_message", outcome.error_message or "")
         if outcome.duration_flag:
             record.set("duration_flag", outcome.duration_flag)
+        if outcome.uncertain_effect:
+            record.set(UNCERTAIN_EFFECT_ATTRIBUTE, outcome.uncertain_effect)
         record.remove("lease_until_ms", "lease_until")
         record.condition(
             record.eq("fencing_token", outcome.token), record.eq("status", RunStatus.RUNNING.value)
@@ -373,6 +385,24 @@ class RunStore:
                 return False, old_item(error)
             raise
         return True, None
+
+    def record_site(
+        self, job: str, tick: str, token: int, time_left_s: Callable[[], float], clock: Clock
+    ) -> RunRecordSite:
+        """Where ``run.once`` journals this run's effects: the tick's record, while the run
+        holds it (its fencing token, still RUNNING)."""
+        return RunRecordSite(
+            client=self._client,
+            table=self._table,
+            key={"pk": job_pk(job), "sk": tick_sk(tick)},
+            token_attribute="fencing_token",
+            token=token,
+            running=RunStatus.RUNNING.value,
+            label=f"{job} tick {tick}",
+            time_left_s=time_left_s,
+            clock=clock,
+            sleep=self._sleep,
+        )
 
     # --- reads for people -------------------------------------------------------------------
 
