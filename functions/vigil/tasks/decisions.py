@@ -28,6 +28,7 @@ from enum import StrEnum
 from typing import Any
 
 from vigil.clock import iso
+from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.tasks import MAX_RESULT_BYTES, TaskStatus
 from vigil.dynamo import Item
 from vigil.tasks.settings import MAX_BACKOFF
@@ -69,6 +70,11 @@ def resolve_claim(
     status = TaskStatus(seen["status"])
     if status is TaskStatus.CANCELLED:
         return ClaimDecision(Verdict.CANCELLED, "cancelled before it started: not run")
+    if status is TaskStatus.UNCERTAIN:
+        return ClaimDecision(
+            Verdict.DUPLICATE,
+            f"UNCERTAIN on effect {seen.get(UNCERTAIN_EFFECT_ATTRIBUTE)!r}: settle it",
+        )
     if status is TaskStatus.SUCCEEDED or (status is TaskStatus.FAILED and not redriven):
         return ClaimDecision(Verdict.DUPLICATE, f"already {status.value}")
     if (
