@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,3 +48,15 @@ class RunRecordSite:
     time_left_s: Callable[[], float]
     clock: Clock = system_clock
     sleep: Sleeper = time.sleep
+
+
+def once(
+    record: RunRecordSite | None, effect: str, check: Callable[[], bool] | None
+) -> AbstractContextManager[bool]:
+    """``run.once`` of a job or task run (:mod:`vigil.effects.journal`): the journal is loaded
+    on first use, like ``run.fenced``."""
+    from vigil.effects import Journal
+
+    if record is None:
+        raise RuntimeError("this run has no record to journal effects on")
+    return Journal(record).once(effect, check)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock, Sleeper, system_clock
 from vigil.dynamo import truncate
-from vigil.fenced_write import RunRecordSite, refused_write, uncertain_effect
+from vigil.fenced_write import RunRecordSite, once, refused_write, uncertain_effect
 from vigil.jobs.decisions import ClaimTerms, DurationFlag, Verdict, duration_flag, resolve_conflict
 from vigil.jobs.events import Tick
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
@@ -31,7 +31,7 @@ from vigil.jobs.store import Claim, Finish, RunStore, TickTaken
 from vigil.leases import lease_is_live, next_token
 
 if TYPE_CHECKING:
-    from vigil.effects import Effects, Journal
+    from vigil.effects import Effects
 
 MAX_CLAIM_ATTEMPTS = 5
 
@@ -81,21 +81,13 @@ class Run:
 
         return Effects.from_env(RunFence.of_job(self.job, self.tick, self.fencing_token))
 
-    @functools.cached_property
-    def _journal(self) -> Journal:
-        from vigil.effects import Journal
-
-        if self.record is None:
-            raise RuntimeError(f"{self.job} tick {self.tick}: this run has no record to journal on")
-        return Journal(self.record)
-
     def once(
         self, effect: str, check: Callable[[], bool] | None = None
     ) -> AbstractContextManager[bool]:
         """``with run.once("welcome-email") as first: if first: send()``: an effect no write can
         fence, done at most once per tick, or the tick ends UNCERTAIN for a person to settle
         (:mod:`vigil.effects.journal`). Loaded on first use, like :attr:`fenced`."""
-        return self._journal.once(effect, check)
+        return once(self.record, effect, check)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from vigil import telemetry
 from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.tasks import TaskStatus
 from vigil.dynamo import truncate
-from vigil.fenced_write import RunRecordSite, refused_write, uncertain_effect
+from vigil.fenced_write import RunRecordSite, once, refused_write, uncertain_effect
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.leases import next_token
 from vigil.persist import OutOfTime, persist
@@ -58,7 +58,7 @@ from vigil.tasks.settings import TaskSettings
 from vigil.tasks.store import BUDGET_FROM, Claim, Claimed, TaskFinish, TaskStore
 
 if TYPE_CHECKING:
-    from vigil.effects import Effects, Journal
+    from vigil.effects import Effects
 
 MAX_CLAIM_ATTEMPTS = 4
 
@@ -88,21 +88,13 @@ class TaskRun:
 
         return Effects.from_env(RunFence.of_task(self.task, self.id, self.fencing_token))
 
-    @functools.cached_property
-    def _journal(self) -> Journal:
-        from vigil.effects import Journal
-
-        if self.record is None:
-            raise RuntimeError(f"task {self.task} {self.id}: this run has no record to journal on")
-        return Journal(self.record)
-
     def once(
         self, effect: str, check: Callable[[], bool] | None = None
     ) -> AbstractContextManager[bool]:
         """``with run.once("receipt-email") as first: if first: send()``: an effect no write
         can fence, done at most once per task, or the task ends UNCERTAIN for a person to
         settle (:mod:`vigil.effects.journal`). Loaded on first use, like :attr:`fenced`."""
-        return self._journal.once(effect, check)
+        return once(self.record, effect, check)
 
     def progress(self, percent: int, note: str | None = None) -> None:
         """Record how far the run is (0-100), readable on the task's record while it runs.
