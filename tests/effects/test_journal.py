@@ -4,6 +4,7 @@ in-run, and a superseded run cannot journal."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,10 +15,10 @@ from moto import mock_aws
 from tests.effects.test_takeover import create
 from vigil.clock import ManualClock
 from vigil.effects import InvalidEffect
-from vigil.jobs.events import Tick
+from vigil.jobs.events import Tick, Trigger
 from vigil.jobs.guard import JobGuard, Run
 from vigil.jobs.model import JobSettings, Outcome, RunStatus
-from vigil.jobs.store import RunStore
+from vigil.jobs.store import NotSettleable, RunStore
 
 TICK = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -168,3 +169,65 @@ def test_a_bad_effect_name_is_refused_before_any_request(harness: Harness, name:
 
     assert harness.deliver(body).outcome is Outcome.SUCCEEDED
     assert seen and "effect name" in str(seen[0])
+
+
+def uncertain(harness: Harness) -> None:
+    """A tick left UNCERTAIN on ``welcome-email``: sent, then a crash before the completion."""
+
+    def body(run: Run) -> None:
+        with run.once("welcome-email") as first:
+            if first:
+                harness.send(run)
+                if len(harness.sent) == 1:
+                    raise Crash("died after sending")
+
+    with pytest.raises(Crash):
+        harness.deliver(body)
+    harness.clock.advance(1)
+    assert harness.deliver(body).outcome is Outcome.UNCERTAIN
+    harness.body = body  # type: ignore[attr-defined]
+
+
+def test_settled_done_records_the_completion_and_the_tick_succeeded(harness: Harness) -> None:
+    uncertain(harness)
+    settled = harness.store.settle(
+        "welcome", harness.tick.key, "welcome-email", done=True, now=harness.clock()
+    )
+    assert settled.status is RunStatus.SUCCEEDED and "settled" in (settled.detail or "")
+    assert (settled.effects or {})["welcome-email"]["state"] == "DONE"
+    assert settled.uncertain_effect is None
+    assert len(harness.sent) == 1
+
+
+def test_settled_not_done_clears_the_intent_and_a_rerun_sends_it(harness: Harness) -> None:
+    uncertain(harness)
+    settled = harness.store.settle(
+        "welcome", harness.tick.key, "welcome-email", done=False, now=harness.clock()
+    )
+    assert settled.status is RunStatus.FAILED
+    assert "welcome-email" not in (settled.effects or {})
+    harness.clock.advance(1)
+    rerun = replace(harness.tick, trigger=Trigger.AT)
+    result = harness.guard.execute(
+        rerun,
+        harness.body,  # type: ignore[attr-defined]
+        remaining_ms=lambda: 10_000,
+        holder="operator",
+    )
+    assert result.outcome is Outcome.SUCCEEDED
+    assert len(harness.sent) == 2
+
+
+@pytest.mark.parametrize("effect", ["receipt-email", "welcome-email"])
+def test_settling_what_is_not_uncertain_on_that_effect_changes_nothing(
+    harness: Harness, effect: str
+) -> None:
+    uncertain(harness)
+    if effect == "welcome-email":  # settled once already: no longer UNCERTAIN
+        harness.store.settle("welcome", harness.tick.key, effect, done=True, now=harness.clock())
+    before = harness.record()
+    with pytest.raises(NotSettleable, match="nothing changed"):
+        harness.store.settle("welcome", harness.tick.key, effect, done=False, now=harness.clock())
+    assert harness.record() == before
+    with pytest.raises(NotSettleable, match="no tick"):
+        harness.store.settle("welcome", "2026-01-01T00:00:00Z", effect, done=True, now=TICK)

@@ -26,7 +26,7 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, epoch_ms, iso
 from vigil.contract.jobs import JOBS_INDEX
-from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
+from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE, EffectState
 from vigil.dynamo import (
     Item,
     Update,
@@ -138,6 +138,10 @@ class Finish:
             and seen.get("fencing_token") == self.token
             and seen.get("status") == self.status.value
         )
+
+
+class NotSettleable(ValueError):
+    """``vigil jobs settle`` refused: the tick is not UNCERTAIN on that effect; nothing changed."""
 
 
 class TickTaken(Exception):
@@ -403,6 +407,55 @@ class RunStore:
             clock=clock,
             sleep=self._sleep,
         )
+
+    def settle(self, job: str, tick: str, effect: str, *, done: bool, now: datetime) -> RunRecord:
+        """An operator's verdict on an UNCERTAIN tick's effect, in one conditional UpdateItem
+        (the tick must be UNCERTAIN on that very effect, else :class:`NotSettleable` and nothing
+        changes). Done: the journal records the completion and the tick ends SUCCEEDED with a
+        note (what followed the effect in the body did not run). Not done: the intent is cleared
+        and the tick is FAILED, which a rerun (``vigil jobs run JOB --at TICK``) or a redelivery
+        claims and runs, the effect included."""
+        record = Update().set_all({"finished_at": iso(now)})
+        if done:
+            entry = {"state": EffectState.DONE.value, "fence": 0, "at": iso(now), "settled": True}
+            record.set_in(JOURNAL_ATTRIBUTE, effect, entry)
+            record.set("status", RunStatus.SUCCEEDED.value)
+            record.set("detail", f"settled: effect {effect!r} done (an operator's word)")
+            record.remove("error_type", "error_message")
+        else:
+            record.remove_in(JOURNAL_ATTRIBUTE, effect)
+            record.set("status", RunStatus.FAILED.value)
+            record.set("error_type", "Settled")
+            record.set(
+                "error_message",
+                f"effect {effect!r} settled not done: `vigil jobs run {job} --at {tick}` runs it",
+            )
+        record.remove(UNCERTAIN_EFFECT_ATTRIBUTE)
+        record.condition(
+            record.eq("status", RunStatus.UNCERTAIN.value),
+            record.eq(UNCERTAIN_EFFECT_ATTRIBUTE, effect),
+        )
+        action = self._update(job, tick_sk(tick), record)
+        try:
+            answer = self._client.update_item(
+                **action, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
+            seen = old_item(error)
+            if seen is None:
+                raise NotSettleable(f"{job} has no tick {tick}") from None
+            raise NotSettleable(
+                f"{job} tick {tick} is {seen.get('status')}"
+                + (
+                    f" on effect {seen[UNCERTAIN_EFFECT_ATTRIBUTE]!r}"
+                    if seen.get(UNCERTAIN_EFFECT_ATTRIBUTE)
+                    else ""
+                )
+                + f", not UNCERTAIN on {effect!r}: nothing changed"
+            ) from None
+        return RunRecord.from_item(from_wire(answer["Attributes"]) or {})
 
     # --- reads for people -------------------------------------------------------------------
 
