@@ -22,7 +22,8 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from vigil.jobs.model import JobHead, RunRecord
-from vigil.jobs.store import NotSettleable, RunStore
+from vigil.jobs.store import RunStore
+from vigil.settle import NotSettleable
 from vigil_tools import jobs_control_cli
 from vigil_tools.redrive import redrive
 from vigil_tools.tables import render_table

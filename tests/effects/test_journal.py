@@ -18,7 +18,8 @@ from vigil.effects import InvalidEffect
 from vigil.jobs.events import Tick, Trigger
 from vigil.jobs.guard import JobGuard, Run
 from vigil.jobs.model import JobSettings, Outcome, RunStatus
-from vigil.jobs.store import NotSettleable, RunStore
+from vigil.jobs.store import RunStore
+from vigil.settle import NotSettleable
 
 TICK = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -229,5 +230,5 @@ def test_settling_what_is_not_uncertain_on_that_effect_changes_nothing(
     with pytest.raises(NotSettleable, match="nothing changed"):
         harness.store.settle("welcome", harness.tick.key, effect, done=False, now=harness.clock())
     assert harness.record() == before
-    with pytest.raises(NotSettleable, match="no tick"):
+    with pytest.raises(NotSettleable, match="no such record"):
         harness.store.settle("welcome", "2026-01-01T00:00:00Z", effect, done=True, now=TICK)

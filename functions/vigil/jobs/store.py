@@ -26,7 +26,7 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, epoch_ms, iso
 from vigil.contract.jobs import JOBS_INDEX
-from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE, EffectState
+from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.dynamo import (
     Item,
     Update,
@@ -42,6 +42,7 @@ from vigil.dynamo import (
 from vigil.fenced_write import RunRecordSite
 from vigil.jobs.model import JobHead, Overlap, RunRecord, RunStatus
 from vigil.leases import fence_advances, lease_free
+from vigil.settle import NotSettleable, refusal, settlement
 
 HEAD_SK = "HEAD"
 TICK_PREFIX = "TICK#"
@@ -138,10 +139,6 @@ class Finish:
             and seen.get("fencing_token") == self.token
             and seen.get("status") == self.status.value
         )
-
-
-class NotSettleable(ValueError):
-    """``vigil jobs settle`` refused: the tick is not UNCERTAIN on that effect; nothing changed."""
 
 
 class TickTaken(Exception):
@@ -415,26 +412,16 @@ class RunStore:
         note (what followed the effect in the body did not run). Not done: the intent is cleared
         and the tick is FAILED, which a rerun (``vigil jobs run JOB --at TICK``) or a redelivery
         claims and runs, the effect included."""
-        record = Update().set_all({"finished_at": iso(now)})
-        if done:
-            entry = {"state": EffectState.DONE.value, "fence": 0, "at": iso(now), "settled": True}
-            record.set_in(JOURNAL_ATTRIBUTE, effect, entry)
-            record.set("status", RunStatus.SUCCEEDED.value)
-            record.set("detail", f"settled: effect {effect!r} done (an operator's word)")
-            record.remove("error_type", "error_message")
-        else:
-            record.remove_in(JOURNAL_ATTRIBUTE, effect)
-            record.set("status", RunStatus.FAILED.value)
-            record.set("error_type", "Settled")
-            record.set(
-                "error_message",
-                f"effect {effect!r} settled not done: `vigil jobs run {job} --at {tick}` runs it",
-            )
-        record.remove(UNCERTAIN_EFFECT_ATTRIBUTE)
-        record.condition(
-            record.eq("status", RunStatus.UNCERTAIN.value),
-            record.eq(UNCERTAIN_EFFECT_ATTRIBUTE, effect),
+        record = settlement(
+            effect,
+            done=done,
+            now=now,
+            done_status=RunStatus.SUCCEEDED.value,
+            failed_status=RunStatus.FAILED.value,
+            again=f"`vigil jobs run {job} --at {tick}` runs it",
         )
+        if done:
+            record.set("detail", f"settled: effect {effect!r} done (an operator's word)")
         action = self._update(job, tick_sk(tick), record)
         try:
             answer = self._client.update_item(
@@ -443,18 +430,7 @@ class RunStore:
         except ClientError as error:
             if not is_condition_failure(error):
                 raise
-            seen = old_item(error)
-            if seen is None:
-                raise NotSettleable(f"{job} has no tick {tick}") from None
-            raise NotSettleable(
-                f"{job} tick {tick} is {seen.get('status')}"
-                + (
-                    f" on effect {seen[UNCERTAIN_EFFECT_ATTRIBUTE]!r}"
-                    if seen.get(UNCERTAIN_EFFECT_ATTRIBUTE)
-                    else ""
-                )
-                + f", not UNCERTAIN on {effect!r}: nothing changed"
-            ) from None
+            raise NotSettleable(refusal(f"{job} tick {tick}", effect, old_item(error))) from None
         return RunRecord.from_item(from_wire(answer["Attributes"]) or {})
 
     # --- reads for people -------------------------------------------------------------------
