@@ -292,7 +292,7 @@ class Monitoring(Construct):
             f"and never recorded done; it is not retried. Type `vigil jobs history {name}` for "
             "the tick and its effect, find out whether the effect happened, then "
             f"`vigil jobs settle {name} TICK --effect NAME --done` (it happened) or `--not-done` "
-            "(the tick runs again).",
+            f"and `vigil jobs run {name} --at TICK` (it runs again).",
         )
         for variable, metric, what in (
             ("VIGIL_MAX_DURATION_SECONDS", JobMetric.TOO_LONG, "took longer than max_duration"),
@@ -386,7 +386,7 @@ class Monitoring(Construct):
             f"began and never recorded done; it is not retried. Type `vigil tasks list {name} "
             "--status UNCERTAIN` for the tasks and their effects, find out whether the effect "
             f"happened, then `vigil tasks settle {name} ID --effect NAME --done` (it happened) or "
-            "`--not-done` (the task runs again).",
+            f"`--not-done` and `vigil tasks redrive {name}` (it runs again).",
         )
         if task.completion_events is CompletionEvents.NONE:
             return  # it sends no events, so none can go unsent

@@ -397,8 +397,9 @@ class TaskGuard:
         second copy in the dead-letter queue, which a redrive runs at most once (the key)."""
         time_left_s = self._time_left(remaining_ms)
         error = f"{outcome.error_type}: {outcome.error_message}" if outcome.error_type else ""
-        if outcome.status is TaskStatus.FAILED and how != "remembered":
-            reason = f"failed after {outcome.attempt} attempt(s): {error}"
+        if outcome.status in _DEAD_LETTERED and how != "remembered":
+            # UNCERTAIN too: once settled not done, ``vigil tasks redrive`` runs it from there.
+            reason = f"{outcome.status.value.lower()} after {outcome.attempt} attempt(s): {error}"
             not_sent = self._dead_letter(message, reason, time_left_s)
             if not_sent:
                 return Delivery(Outcome.UNRECORDED, envelope.id, outcome.attempt, not_sent)
@@ -511,6 +512,7 @@ class TaskGuard:
         return lambda: remaining_ms() / 1000
 
 
+_DEAD_LETTERED = frozenset({TaskStatus.FAILED, TaskStatus.UNCERTAIN})
 _FINAL_OUTCOME = {
     TaskStatus.SUCCEEDED: Outcome.SUCCEEDED,
     TaskStatus.UNCERTAIN: Outcome.UNCERTAIN,

@@ -42,6 +42,7 @@ from vigil.dynamo import (
 )
 from vigil.dynamo import to_wire as wire
 from vigil.fenced_write import RunRecordSite
+from vigil.settle import NotSettleable, refusal, settlement
 from vigil.tasks.errors import InvalidTask, NotCancellable
 
 LEASE_ATTRIBUTES = ("lease_until", "holder")
@@ -414,6 +415,37 @@ class TaskStore:
                 raise NotCancellable(task, task_id, str(seen.get("status", "gone"))) from None
             raise
         return from_wire(answer.get("Attributes"))
+
+    def settle(
+        self, task: str, task_id: str, effect: str, *, done: bool, now: datetime
+    ) -> TaskRecord:
+        """An operator's verdict on an UNCERTAIN task's effect (:mod:`vigil.settle`): done ->
+        SUCCEEDED; not done -> FAILED, which ``vigil tasks redrive`` runs again from the
+        dead-letter queue (where the UNCERTAIN attempt put its message). Anything else:
+        :class:`NotSettleable`, nothing changed."""
+        update = settlement(
+            effect,
+            done=done,
+            now=now,
+            done_status=TaskStatus.SUCCEEDED.value,
+            failed_status=TaskStatus.FAILED.value,
+            again=f"`vigil tasks redrive {task}` runs it",
+        )
+        try:
+            answer = self._update(
+                task,
+                task_id,
+                update,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
+            raise NotSettleable(
+                refusal(f"task {task} {task_id}", effect, old_item(error))
+            ) from None
+        return TaskRecord.from_item(from_wire(answer["Attributes"]) or {})
 
     def _update(self, task: str, task_id: str, update: Update, **extra: Any) -> dict[str, Any]:
         return dict(
