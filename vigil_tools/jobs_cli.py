@@ -26,6 +26,7 @@ from vigil.jobs.store import RunStore
 from vigil.settle import NotSettleable
 from vigil_tools import jobs_control_cli
 from vigil_tools.redrive import redrive
+from vigil_tools.settle_cli import add_settle
 from vigil_tools.tables import render_table
 
 DEFAULT_STACK = "Vigil"
@@ -69,14 +70,12 @@ def add_parser(groups: Any) -> None:
     again = commands.add_parser("redrive", help="hand dead-lettered events back to the job")
     again.add_argument("job")
     again.add_argument("--limit", type=_positive, default=100)
-    settle = commands.add_parser("settle", help="say whether an UNCERTAIN tick's effect happened")
-    settle.add_argument("job")
-    settle.add_argument("tick")
-    settle.add_argument("--effect", required=True, help="the effect the history names")
-    verdict = settle.add_mutually_exclusive_group(required=True)
-    verdict.add_argument("--done", action="store_true", help="it happened: the tick SUCCEEDED")
-    verdict.add_argument(
-        "--not-done", action="store_true", help="it did not: the tick is FAILED, to run again"
+    add_settle(
+        commands,
+        "job",
+        "tick",
+        done="it happened: the tick SUCCEEDED",
+        not_done="it did not: the tick is FAILED, to run again",
     )
     jobs_control_cli.add_commands(commands, _positive)
 

@@ -27,6 +27,7 @@ from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.redrive import redrive
 from vigil.tasks.store import TaskRecord, TaskStore
+from vigil_tools.settle_cli import add_settle
 from vigil_tools.tables import render_table
 
 DEFAULT_STACK = "Vigil"
@@ -78,14 +79,12 @@ def add_parser(groups: Any) -> None:
     again = commands.add_parser("redrive", help="send a task's dead letters back to its queue")
     again.add_argument("task")
     again.add_argument("--limit", type=_positive, default=100)
-    settle = commands.add_parser("settle", help="say whether an UNCERTAIN task's effect happened")
-    settle.add_argument("task")
-    settle.add_argument("id")
-    settle.add_argument("--effect", required=True, help="the effect its record names")
-    verdict = settle.add_mutually_exclusive_group(required=True)
-    verdict.add_argument("--done", action="store_true", help="it happened: the task SUCCEEDED")
-    verdict.add_argument(
-        "--not-done", action="store_true", help="it did not: FAILED, for `vigil tasks redrive`"
+    add_settle(
+        commands,
+        "task",
+        "id",
+        done="it happened: the task SUCCEEDED",
+        not_done="it did not: FAILED, for `vigil tasks redrive`",
     )
 
 
