@@ -12,15 +12,21 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
 from moto import mock_aws
 
 from benchmarks.import_time import ROOT, _median_ms
+from vigil.clock import ManualClock
 from vigil.contract.effects import WRITES_ENV
 from vigil.effects import Effects, Fenced, RunFence
 from vigil.effects.fence import Grants
+from vigil.jobs.events import Tick
+from vigil.jobs.guard import JobGuard, Run
+from vigil.jobs.model import JobSettings
+from vigil.jobs.store import RunStore
 
 TABLE, BUCKET = "bench-items", "bench-objects"
 
@@ -114,6 +120,53 @@ def _rows() -> list[tuple[str, int, int]]:
     ]
 
 
+def _journal_rows() -> list[tuple[str, int, int]]:
+    """A job's tick through the real guard: the requests of a whole tick without and with one
+    ``run.once`` effect, and those its retry makes once the effect is DONE (the skip is learnt
+    from the intent's refusal, no read)."""
+    requests = Requests()
+    ddb = requests.client("dynamodb")
+    ddb.create_table(
+        TableName="bench-runs",
+        KeySchema=[
+            {"AttributeName": k, "KeyType": t} for k, t in (("pk", "HASH"), ("sk", "RANGE"))
+        ],
+        AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in ("pk", "sk")],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    clock = ManualClock(datetime(2026, 11, 25, 12, 0, tzinfo=UTC))
+    store = RunStore(ddb, "bench-runs")
+    guard = JobGuard(JobSettings(job="bench", table="bench-runs"), store, clock)
+    inside: list[int] = []
+
+    def tick(minute: int, body: Callable[[Run], Any]) -> int:
+        clock.advance(1)  # a later token than the last claim's, as a real clock gives
+        at = datetime(2026, 11, 25, 12, minute, tzinfo=UTC)
+        event = Tick(job="bench", scheduled_at=at, source="scheduler")
+        return requests.of(
+            lambda: guard.execute(event, body, remaining_ms=lambda: 60_000, holder="h")
+        )
+
+    def once(run: Run) -> None:
+        before = requests.count
+        with run.once("welcome-email") as first:
+            if first:
+                pass
+        inside.append(requests.count - before)
+        if run.attempt == 1 and run.scheduled_at.minute == 2:
+            raise RuntimeError("fails after the effect is DONE: the retry skips it")
+
+    plain = tick(0, lambda run: None)
+    journalled = tick(1, once)
+    with contextlib.suppress(RuntimeError):  # attempt 1 fails (FAILED) after the effect
+        tick(2, once)
+    tick(2, once)
+    return [
+        ("a tick with one `run.once` effect (intent + completion)", plain, journalled),
+        ("its retry, the effect DONE: skipped (the refused intent)", 0, inside[-1]),
+    ]
+
+
 LOADED = (
     "import sys, jobs.cleanup, vigil.jobs.decorator, vigil.tasks.decorator; "
     "print(len([m for m in sys.modules if m.startswith('vigil.effects')]))"
@@ -123,6 +176,7 @@ LOADED = (
 def run() -> str:
     with mock_aws():
         rows = _rows()
+        journal = _journal_rows()
     loaded = subprocess.run(
         [sys.executable, "-c", LOADED],
         env={"PYTHONPATH": str(ROOT / "functions"), "AWS_DEFAULT_REGION": "us-east-1"},
@@ -143,6 +197,10 @@ def run() -> str:
         f"{first_use - base:+.1f} ms (median of fresh interpreters).",
         "The S3 put adds a `head_object` (S3 conditions on the ETag, not on metadata); every "
         "other fenced write carries its condition on the write itself.",
+        "",
+        "| Journal (`run.once`) | DynamoDB requests without | with | added |",
+        "|---|---:|---:|---:|",
+        *(f"| {name} | {plain} | {used} | +{used - plain} |" for name, plain, used in journal),
     ]
     return "\n".join(lines)
 

@@ -241,6 +241,7 @@ class Monitoring(Construct):
                     job.metric(JobMetric.SKIPPED),
                     job.metric(JobMetric.MISSED),
                     job.metric(JobMetric.FENCED),
+                    job.metric(JobMetric.UNCERTAIN),
                     job.metric(JobMetric.MALFORMED),
                     job.metric(JobMetric.FINISH_UNRECORDED),
                 ],
@@ -283,6 +284,15 @@ class Monitoring(Construct):
             "time ran out (throttling?). Lambda's retry on the same container records it; on "
             f"another one the body runs again. Type `vigil jobs history {name}`: a tick with 2 "
             "attempts ran twice, so check that its effects were fenced by its token.",
+        )
+        self._alarm(
+            f"{name}-uncertain",
+            job.metric(JobMetric.UNCERTAIN),
+            f"Job {name}: a tick stopped UNCERTAIN on an effect (run.once) an earlier run began "
+            f"and never recorded done; it is not retried. Type `vigil jobs history {name}` for "
+            "the tick and its effect, find out whether the effect happened, then "
+            f"`vigil jobs settle {name} TICK --effect NAME --done` (it happened) or `--not-done` "
+            f"and `vigil jobs run {name} --at TICK` (it runs again).",
         )
         for variable, metric, what in (
             ("VIGIL_MAX_DURATION_SECONDS", JobMetric.TOO_LONG, "took longer than max_duration"),
@@ -368,6 +378,15 @@ class Monitoring(Construct):
             "time ran out (throttling?); the message comes back and the task runs again once its "
             f"lease expires. Type `vigil tasks list {name} --status RUNNING`: a task with 2 "
             "attempts ran twice, so check that its effects were fenced by its token.",
+        )
+        self._alarm(
+            f"task-{name}-uncertain",
+            task.metric(TaskMetric.UNCERTAIN),
+            f"Task {name}: a task stopped UNCERTAIN on an effect (run.once) an earlier attempt "
+            f"began and never recorded done; it is not retried. Type `vigil tasks list {name} "
+            "--status UNCERTAIN` for the tasks and their effects, find out whether the effect "
+            f"happened, then `vigil tasks settle {name} ID --effect NAME --done` (it happened) or "
+            f"`--not-done` and `vigil tasks redrive {name}` (it runs again).",
         )
         if task.completion_events is CompletionEvents.NONE:
             return  # it sends no events, so none can go unsent

@@ -4,6 +4,7 @@
     vigil jobs history JOB [--limit 20]
     vigil jobs redrive JOB [--limit 100]
     vigil jobs next JOB [-n 5]
+    vigil jobs settle JOB TICK --effect NAME --done|--not-done
     vigil jobs run | pause | resume | backfill ...   (through the API: tools/jobs_control_cli.py)
 
 These talk to AWS directly with the usual credential chain (read the runs table, read and delete
@@ -17,12 +18,15 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from vigil.jobs.model import JobHead
+from vigil.jobs.model import JobHead, RunRecord
 from vigil.jobs.store import RunStore
+from vigil.settle import NotSettleable
 from vigil_tools import jobs_control_cli
 from vigil_tools.redrive import redrive
+from vigil_tools.settle_cli import add_settle
 from vigil_tools.stacks import StackNotFound, stack_of, stack_outputs
 from vigil_tools.tables import render_table
 
@@ -65,6 +69,13 @@ def add_parser(groups: Any) -> None:
     again = commands.add_parser("redrive", help="hand dead-lettered events back to the job")
     again.add_argument("job")
     again.add_argument("--limit", type=_positive, default=100)
+    add_settle(
+        commands,
+        "job",
+        "tick",
+        done="it happened: the tick SUCCEEDED",
+        not_done="it did not: the tick is FAILED, to run again",
+    )
     jobs_control_cli.add_commands(commands, _positive)
 
 
@@ -99,6 +110,16 @@ def run(
     if args.command == "next":
         last = [r.tick for r in store.history(args.job, limit=20)]
         return jobs_control_cli.print_next(args.job, job, last, args.n, out)
+    if args.command == "settle":
+        try:
+            settled = store.settle(
+                args.job, args.tick, args.effect, done=args.done, now=datetime.now(UTC)
+            )
+        except NotSettleable as refused:
+            raise JobsError(str(refused)) from None
+        note = settled.detail or settled.error_message or ""
+        out.write(f"{args.job} tick {args.tick}: {settled.status.value}: {note}\n")
+        return 0
     if args.command == "history":
         rows = [
             [
@@ -107,7 +128,7 @@ def run(
                 str(r.attempts),
                 str(r.fencing_token or "-"),
                 str(r.duration_ms if r.duration_ms is not None else "-"),
-                r.detail or (f"{r.error_type}: {r.error_message}" if r.error_type else ""),
+                _detail(r),
             ]
             for r in store.history(args.job, limit=args.limit)
         ]
@@ -128,6 +149,14 @@ def run(
     )
     out.write(f"redrove {len(done)} event(s) of {args.job} to {job['function']}\n")
     return 0
+
+
+def _detail(record: RunRecord) -> str:
+    if record.uncertain_effect:
+        return f"effect {record.uncertain_effect!r} begun, never recorded done: settle it"
+    if record.detail:
+        return record.detail
+    return f"{record.error_type}: {record.error_message}" if record.error_type else ""
 
 
 def _pause(head: JobHead | None, now_ms: int) -> str:

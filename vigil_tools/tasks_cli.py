@@ -5,6 +5,7 @@
     vigil tasks list TASK [--status FAILED] [--limit 50] [--next TOKEN]
     vigil tasks cancel TASK ID
     vigil tasks redrive TASK [--limit 100]
+    vigil tasks settle TASK ID --effect NAME --done|--not-done
 
 Like ``vigil jobs``, these talk to AWS directly with the usual credential chain: the stack's
 ``TasksCatalog`` output says where each task's queue and records are, and ``vigil.tasks`` does the
@@ -15,16 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from vigil.contract.tasks import TaskStatus
+from vigil.settle import NotSettleable
 from vigil.tasks.catalog import Catalog
 from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.redrive import redrive
-from vigil.tasks.store import TaskRecord
+from vigil.tasks.store import TaskRecord, TaskStore
+from vigil_tools.settle_cli import add_settle
 from vigil_tools.stacks import StackNotFound, stack_of, stack_outputs
 from vigil_tools.tables import render_table
 
@@ -75,6 +78,13 @@ def add_parser(groups: Any) -> None:
     again = commands.add_parser("redrive", help="send a task's dead letters back to its queue")
     again.add_argument("task")
     again.add_argument("--limit", type=_positive, default=100)
+    add_settle(
+        commands,
+        "task",
+        "id",
+        done="it happened: the task SUCCEEDED",
+        not_done="it did not: FAILED, for `vigil tasks redrive`",
+    )
 
 
 def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = False) -> int:
@@ -115,6 +125,17 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
         out.write(f"{record.task} {record.id}: {record.status.value}\n")
         return 0
     spec = catalog.spec(args.task)
+    if args.command == "settle":
+        store = TaskStore(session.client("dynamodb"), spec.table)
+        try:
+            settled = store.settle(
+                spec.name, args.id, args.effect, done=args.done, now=datetime.now(UTC)
+            )
+        except NotSettleable as refused:
+            raise TasksError(str(refused)) from None
+        note = settled.error_message or ""
+        out.write(f"{settled.task} {settled.id}: {settled.status.value} {note}".rstrip() + "\n")
+        return 0
     sqs = session.client("sqs")
     done = redrive(
         sqs, TaskQueue(sqs, spec.queue_url, spec.dead_letter_url), task=spec.name, limit=args.limit

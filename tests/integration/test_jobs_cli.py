@@ -74,3 +74,11 @@ def test_an_unknown_job_is_a_clear_error(deployed: Any) -> None:
 def test_a_stack_that_is_not_deployed_is_a_clear_error(deployed: Any) -> None:
     with pytest.raises(jobs_cli.JobsError, match="stack 'Other' not found"):
         vigil_jobs(deployed[0], None, "--stack", "Other", "list")
+
+
+def test_settling_a_tick_that_is_not_uncertain_is_a_clear_error(deployed: Any) -> None:
+    args = ("settle", "cleanup", "2026-11-23T06:00:00Z", "--effect", "welcome-email", "--done")
+    with pytest.raises(jobs_cli.JobsError, match=r"is SUCCEEDED, not UNCERTAIN.*nothing changed"):
+        vigil_jobs(deployed[0], None, *args)
+    _, out = vigil_jobs(deployed[0], None, "history", "cleanup")
+    assert "SUCCEEDED" in out.splitlines()[-1]

@@ -393,3 +393,35 @@ def test_a_run_held_to_the_end_of_a_test_is_let_go(vigil_stack: VigilStack) -> N
 
     assert not held.held
     assert [t.status for t in vigil_stack.history("daily-report")] == ["SUCCEEDED"]
+
+
+class Crash(Exception):
+    """The run dying after the email went out, before its completion was written."""
+
+
+def test_a_crash_between_an_effects_intent_and_completion_ends_uncertain_not_a_second_send(
+    vigil_stack: VigilStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vigil.jobs import decorator
+
+    sent: list[int] = []
+    handle = decorator._handle
+
+    def with_an_email(guard: Any, body: Any, event: Any, context: Any) -> Any:
+        def emailing(run: Any) -> Any:
+            with run.once("welcome-email") as first:
+                if first:
+                    sent.append(run.attempt)
+                    if len(sent) == 1:
+                        raise Crash("died after sending")
+            return body(run)
+
+        return handle(guard, emailing, event, context)
+
+    monkeypatch.setattr(decorator, "_handle", with_an_email)
+    vigil_stack.fire("cleanup", at=vigil_stack.now() + timedelta(minutes=5))
+    vigil_stack.redrive("cleanup")  # the failed tick, delivered again
+
+    (tick,) = vigil_stack.history("cleanup")
+    assert (tick.status, tick.uncertain_effect) == ("UNCERTAIN", "welcome-email")
+    assert sent == [1]  # not a second email

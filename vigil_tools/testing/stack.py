@@ -86,6 +86,8 @@ class Tick:
     detail: str | None
     traceback: str | None
     """The author's traceback of the last failed attempt this stack saw, or None."""
+    uncertain_effect: str | None = None
+    """UNCERTAIN: the ``run.once`` effect an earlier run began and never recorded done."""
 
 
 class HeldRun:
@@ -428,6 +430,7 @@ class VigilStack:
                     error_message=record.error_message,
                     detail=record.detail,
                     traceback=format_author(failure) if failure else None,
+                    uncertain_effect=record.uncertain_effect,
                 )
             )
         return ticks

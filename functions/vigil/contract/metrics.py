@@ -50,6 +50,9 @@ class JobMetric(StrEnum):
     NEVER_DELIVERED = "JobTickNeverDelivered"
     TOO_LONG = "JobRunTooLong"
     TOO_SHORT = "JobRunTooShort"
+    UNCERTAIN = "JobRunUncertain"
+    """A run stopped on an effect an earlier run began and never recorded done (``run.once``):
+    the tick is UNCERTAIN until ``vigil jobs settle``."""
     FINISH_UNRECORDED = "JobFinishUnrecorded"
     """A run ended (succeeded or failed) but its outcome could not be written before the
     invocation's time ran out: Lambda's retry on the same container writes it; on another
@@ -114,6 +117,9 @@ class TaskMetric(StrEnum):
     QUEUE_WAIT = "TaskQueueWait"
     """From ``enqueued_at`` (or ``due_at``) to the claim: what a caller waits before work starts."""
     FINISH_UNRECORDED = "TaskFinishUnrecorded"
+    UNCERTAIN = "TaskRunUncertain"
+    """A run stopped on an effect an earlier run began and never recorded done (``run.once``):
+    the task is UNCERTAIN until ``vigil tasks settle``."""
     EVENT_UNSENT = "TaskEventUnsent"
     """A completion event PutEvents did not take before the invocation's time ran out."""
 

@@ -57,9 +57,14 @@ class TaskStatus(StrEnum):
     FAILED = "FAILED"
     """Out of retries, or a message that could not be a task: it is in the dead-letter queue."""
     CANCELLED = "CANCELLED"
+    UNCERTAIN = "UNCERTAIN"
+    """Stopped on an effect (``run.once``) an earlier attempt began and never recorded done: not
+    retried, alarmed, for a person to settle (``vigil tasks settle``)."""
 
 
-FINAL_STATUSES = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED})
+FINAL_STATUSES = frozenset(
+    {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.UNCERTAIN}
+)
 
 
 class TaskEnv(StrEnum):

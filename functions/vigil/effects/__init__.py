@@ -9,6 +9,9 @@ an observer. Loaded on first use only, so a job that does not write through them
         table.delete_item(Key={"id": {"S": "s-1"}})    # raises Fenced if a newer run wrote it
         run.fenced.s3.put_object(Bucket="Reports", Key="today.csv", Body=b"...")
         run.fenced.sqs.send_message(QueueUrl="Mail", MessageBody="{}", effect="welcome-email")
+        with run.once("welcome-email") as first:         # an effect no write can fence
+            if first:
+                send_email()
 
 How fences are ordered (within one job, one task, one observer): :mod:`vigil.effects.fence`.
 """
@@ -21,6 +24,7 @@ from typing import Any
 
 from vigil.contract.effects import WriteKind
 from vigil.effects.fence import Fenced, Grants, NotGranted, RunFence
+from vigil.effects.journal import InvalidEffect, Journal, Uncertain
 from vigil.effects.messages import FencedEvents, FencedQueues, deduplication_id
 from vigil.effects.objects import FencedObjects
 from vigil.effects.table import FencedTable
@@ -30,8 +34,11 @@ __all__ = [
     "Fenced",
     "FencedTable",
     "Grants",
+    "InvalidEffect",
+    "Journal",
     "NotGranted",
     "RunFence",
+    "Uncertain",
     "deduplication_id",
 ]
 

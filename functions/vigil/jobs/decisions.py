@@ -86,7 +86,8 @@ def resolve_conflict(
             new_terms = replace(new_terms, expected_attempts=0)
         else:
             status = RunStatus(tick_seen["status"])
-            if status is RunStatus.SUCCEEDED or (status in FINAL_STATUSES and not rerun):
+            settled = status in (RunStatus.SUCCEEDED, RunStatus.UNCERTAIN)
+            if settled or (status in FINAL_STATUSES and not rerun):
                 return Decision(Verdict.DUPLICATE, terms, f"tick already {status.value}")
             if status is RunStatus.RUNNING and lease_is_live(tick_seen, now):
                 if tick_seen.get("lease_holder") == holder:

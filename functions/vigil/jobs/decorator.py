@@ -105,6 +105,7 @@ _OUTCOME_METRIC = {
     Outcome.MISSED: JobMetric.MISSED,
     Outcome.FENCED: JobMetric.FENCED,
     Outcome.PAUSED: JobMetric.PAUSED,
+    Outcome.UNCERTAIN: JobMetric.UNCERTAIN,
 }
 _FLAG_METRIC = {
     DurationFlag.TOO_LONG: JobMetric.TOO_LONG,
@@ -112,7 +113,7 @@ _FLAG_METRIC = {
 }
 
 
-_WORTH_A_WARNING = frozenset({Outcome.MISSED, Outcome.SKIPPED, Outcome.FENCED})
+_WORTH_A_WARNING = frozenset({Outcome.MISSED, Outcome.SKIPPED, Outcome.FENCED, Outcome.UNCERTAIN})
 
 
 def _record(result: Result) -> None:

@@ -15,13 +15,14 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock, Sleeper, system_clock
 from vigil.dynamo import truncate
-from vigil.fenced_write import refused_write
+from vigil.fenced_write import RunRecordSite, once, refused_write, uncertain_effect
 from vigil.jobs.decisions import ClaimTerms, DurationFlag, Verdict, duration_flag, resolve_conflict
 from vigil.jobs.events import Tick
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
@@ -65,6 +66,9 @@ class Run:
     remaining_ms: Callable[[], int]
     tick: str = ""
     """The tick's key, as the history shows it (the unit of once for fenced sends)."""
+    record: RunRecordSite | None = None
+    """The tick's record, where ``run.once`` journals effects (None: no journal, e.g. a test's
+    hand-made run)."""
 
     def remaining_time(self) -> timedelta:
         return timedelta(milliseconds=self.remaining_ms())
@@ -76,6 +80,14 @@ class Run:
         from vigil.effects import Effects, RunFence
 
         return Effects.from_env(RunFence.of_job(self.job, self.tick, self.fencing_token))
+
+    def once(
+        self, effect: str, check: Callable[[], bool] | None = None
+    ) -> AbstractContextManager[bool]:
+        """``with run.once("welcome-email") as first: if first: send()``: an effect no write can
+        fence, done at most once per tick, or the tick ends UNCERTAIN for a person to settle
+        (:mod:`vigil.effects.journal`). Loaded on first use, like :attr:`fenced`."""
+        return once(self.record, effect, check)
 
 
 @dataclass(frozen=True)
@@ -256,11 +268,17 @@ class JobGuard:
             attempt=claim.attempt,
             remaining_ms=remaining_ms,
             tick=claim.tick,
+            record=self._store.record_site(
+                claim.job, claim.tick, claim.token, lambda: remaining_ms() / 1000, self._clock
+            ),
         )
         started = self._clock()
         try:
             body(run)
         except BaseException as error:  # SystemExit too: the lease must not outlive a dead run
+            effect = uncertain_effect(error)
+            if effect is not None:
+                return self._uncertain(claim, started, error, effect, remaining_ms)
             outcome = self._outcome(claim, RunStatus.FAILED, started, error)
             # A run that hung past max_duration and then failed is the usual too-long run: the
             # handler counts the flag (and an unrecorded outcome) on its way out.
@@ -281,6 +299,30 @@ class JobGuard:
             raise
         outcome = self._outcome(claim, RunStatus.SUCCEEDED, started, None)
         return _reported(outcome, self._record(outcome, remaining_ms, claim.holder))
+
+    def _uncertain(
+        self,
+        claim: Claim,
+        started: datetime,
+        error: BaseException,
+        effect: str,
+        remaining_ms: Callable[[], int],
+    ) -> Result:
+        """An earlier run began ``effect`` and never recorded it done: the tick ends UNCERTAIN,
+        final (not retried: a retry would face the same unknown), for ``vigil jobs settle``."""
+        outcome = replace(
+            self._outcome(claim, RunStatus.UNCERTAIN, started, error), uncertain_effect=effect
+        )
+        if not self._record(outcome, remaining_ms, claim.holder):
+            return _reported(outcome, recorded=False)
+        return Result(
+            outcome.job,
+            outcome.tick,
+            Outcome.UNCERTAIN,
+            outcome.attempt,
+            outcome.token,
+            str(error),
+        )
 
     def _outcome(
         self, claim: Claim, status: RunStatus, started: datetime, error: BaseException | None

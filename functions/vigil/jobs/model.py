@@ -9,6 +9,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
+from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.settings import Environment
 
 
@@ -20,10 +21,19 @@ class RunStatus(StrEnum):
     MISSED = "MISSED"
     PAUSED = "PAUSED"
     """Delivered while the job was paused: not run, not failed, not dead-lettered."""
+    UNCERTAIN = "UNCERTAIN"
+    """Stopped on an effect (``run.once``) an earlier run began and never recorded done: not
+    retried, alarmed, for a person to settle (``vigil jobs settle``)."""
 
 
 FINAL_STATUSES = frozenset(
-    {RunStatus.SUCCEEDED, RunStatus.SKIPPED, RunStatus.MISSED, RunStatus.PAUSED}
+    {
+        RunStatus.SUCCEEDED,
+        RunStatus.SKIPPED,
+        RunStatus.MISSED,
+        RunStatus.PAUSED,
+        RunStatus.UNCERTAIN,
+    }
 )
 """A tick in one of these states never runs again, whatever is delivered later."""
 
@@ -45,6 +55,7 @@ class Outcome(StrEnum):
     DUPLICATE = "DUPLICATE"
     FENCED = "FENCED"
     PAUSED = "PAUSED"
+    UNCERTAIN = "UNCERTAIN"
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,10 @@ class RunRecord:
     duration_flag: str | None = None
     first_attempt: int = 1
     """The attempt at which the latest request for this tick began (see ``ClaimTerms``)."""
+    uncertain_effect: str | None = None
+    """UNCERTAIN: the effect found begun and never recorded done."""
+    effects: Mapping[str, Mapping[str, Any]] | None = None
+    """``run.once``'s journal: effect -> {state, fence, at}."""
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> RunRecord:
@@ -126,6 +141,8 @@ class RunRecord:
             requested_by=item.get("requested_by"),
             duration_flag=item.get("duration_flag"),
             first_attempt=int(item.get("first_attempt", 1)),
+            uncertain_effect=item.get(UNCERTAIN_EFFECT_ATTRIBUTE),
+            effects=item.get(JOURNAL_ATTRIBUTE) or None,
         )
 
 

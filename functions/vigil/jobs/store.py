@@ -24,8 +24,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vigil.clock import Sleeper, epoch_ms, iso
+from vigil.clock import Clock, Sleeper, epoch_ms, iso
 from vigil.contract.jobs import JOBS_INDEX
+from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.dynamo import (
     Item,
     Update,
@@ -38,8 +39,10 @@ from vigil.dynamo import (
     to_wire,
     truncate,
 )
+from vigil.fenced_write import RunRecordSite
 from vigil.jobs.model import JobHead, Overlap, RunRecord, RunStatus
 from vigil.leases import fence_advances, lease_free
+from vigil.settle import NotSettleable, refusal, settlement
 
 HEAD_SK = "HEAD"
 TICK_PREFIX = "TICK#"
@@ -106,6 +109,7 @@ class Finish:
     error_type: str | None = None
     error_message: str | None = None
     duration_flag: str | None = None
+    uncertain_effect: str | None = None
 
     @property
     def request_token(self) -> str:
@@ -218,6 +222,7 @@ class RunStore:
                 "first_attempt": claim.first_attempt,
             }
         )
+        tick.set_default(JOURNAL_ATTRIBUTE, {})  # run.once's journal survives a takeover
         if claim.requested_by:
             tick.set("requested_by", claim.requested_by)
         if claim.request_id:
@@ -225,7 +230,13 @@ class RunStore:
         else:
             tick.remove("request_id")
         tick.remove(
-            "finished_at", "duration_ms", "error_type", "error_message", "detail", "duration_flag"
+            "finished_at",
+            "duration_ms",
+            "error_type",
+            "error_message",
+            "detail",
+            "duration_flag",
+            UNCERTAIN_EFFECT_ATTRIBUTE,
         )
         reclaim = _rerunnable if claim.rerun else _reclaimable
         tick.condition(reclaim(tick, claim.expected_attempts, claim.now))
@@ -278,6 +289,8 @@ class RunStore:
             record.set("error_message", outcome.error_message or "")
         if outcome.duration_flag:
             record.set("duration_flag", outcome.duration_flag)
+        if outcome.uncertain_effect:
+            record.set(UNCERTAIN_EFFECT_ATTRIBUTE, outcome.uncertain_effect)
         record.remove("lease_until_ms", "lease_until")
         record.condition(
             record.eq("fencing_token", outcome.token), record.eq("status", RunStatus.RUNNING.value)
@@ -373,6 +386,52 @@ class RunStore:
                 return False, old_item(error)
             raise
         return True, None
+
+    def record_site(
+        self, job: str, tick: str, token: int, time_left_s: Callable[[], float], clock: Clock
+    ) -> RunRecordSite:
+        """Where ``run.once`` journals this run's effects: the tick's record, while the run
+        holds it (its fencing token, still RUNNING)."""
+        return RunRecordSite(
+            client=self._client,
+            table=self._table,
+            key={"pk": job_pk(job), "sk": tick_sk(tick)},
+            token_attribute="fencing_token",
+            token=token,
+            running=RunStatus.RUNNING.value,
+            label=f"{job} tick {tick}",
+            time_left_s=time_left_s,
+            clock=clock,
+            sleep=self._sleep,
+        )
+
+    def settle(self, job: str, tick: str, effect: str, *, done: bool, now: datetime) -> RunRecord:
+        """An operator's verdict on an UNCERTAIN tick's effect, in one conditional UpdateItem
+        (the tick must be UNCERTAIN on that very effect, else :class:`NotSettleable` and nothing
+        changes). Done: the journal records the completion and the tick ends SUCCEEDED with a
+        note (what followed the effect in the body did not run). Not done: the intent is cleared
+        and the tick is FAILED, which a rerun (``vigil jobs run JOB --at TICK``) or a redelivery
+        claims and runs, the effect included."""
+        record = settlement(
+            effect,
+            done=done,
+            now=now,
+            done_status=RunStatus.SUCCEEDED.value,
+            failed_status=RunStatus.FAILED.value,
+            again=f"`vigil jobs run {job} --at {tick}` runs it",
+        )
+        if done:
+            record.set("detail", f"settled: effect {effect!r} done (an operator's word)")
+        action = self._update(job, tick_sk(tick), record)
+        try:
+            answer = self._client.update_item(
+                **action, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
+            raise NotSettleable(refusal(f"{job} tick {tick}", effect, old_item(error))) from None
+        return RunRecord.from_item(from_wire(answer["Attributes"]) or {})
 
     # --- reads for people -------------------------------------------------------------------
 

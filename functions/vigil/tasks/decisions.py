@@ -28,9 +28,14 @@ from enum import StrEnum
 from typing import Any
 
 from vigil.clock import iso
+from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.tasks import MAX_RESULT_BYTES, TaskStatus
 from vigil.dynamo import Item
 from vigil.tasks.settings import MAX_BACKOFF
+
+UNSETTLED_COME_BACK_S = 300
+"""A redriven message of a task still UNCERTAIN comes back after this long (then, out of
+receives, to the dead-letter queue again)."""
 
 
 class Verdict(StrEnum):
@@ -82,6 +87,13 @@ def resolve_claim(
         return ClaimDecision(Verdict.OWN, "this claim's earlier try landed; its answer was lost")
     if status is TaskStatus.CANCELLED:
         return ClaimDecision(Verdict.CANCELLED, "cancelled before it started: not run")
+    if status is TaskStatus.UNCERTAIN:
+        why = f"UNCERTAIN on effect {seen.get(UNCERTAIN_EFFECT_ATTRIBUTE)!r}: settle it"
+        if redriven:
+            # Its dead letter, redriven before the settlement: kept (it comes back, and in the
+            # end returns to the dead-letter queue), so a redrive after settling still runs it.
+            return ClaimDecision(Verdict.BUSY, why, come_back_in_s=UNSETTLED_COME_BACK_S)
+        return ClaimDecision(Verdict.DUPLICATE, why)
     if status is TaskStatus.SUCCEEDED or (status is TaskStatus.FAILED and not redriven):
         return ClaimDecision(Verdict.DUPLICATE, f"already {status.value}")
     if (

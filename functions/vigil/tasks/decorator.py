@@ -143,9 +143,17 @@ _OUTCOME_METRIC = {
     Outcome.FENCED: TaskMetric.FENCED,
     Outcome.MALFORMED: TaskMetric.MALFORMED,
     Outcome.UNRECORDED: TaskMetric.FINISH_UNRECORDED,
+    Outcome.UNCERTAIN: TaskMetric.UNCERTAIN,
 }
 _WORTH_A_WARNING = frozenset(
-    {Outcome.FAILED, Outcome.FENCED, Outcome.MALFORMED, Outcome.UNRECORDED, Outcome.RETRIED}
+    {
+        Outcome.FAILED,
+        Outcome.FENCED,
+        Outcome.MALFORMED,
+        Outcome.UNRECORDED,
+        Outcome.RETRIED,
+        Outcome.UNCERTAIN,
+    }
 )
 
 

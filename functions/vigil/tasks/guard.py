@@ -28,6 +28,7 @@ import functools
 import json
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -37,7 +38,7 @@ from vigil import telemetry
 from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.tasks import TaskStatus
 from vigil.dynamo import truncate
-from vigil.fenced_write import refused_write
+from vigil.fenced_write import RunRecordSite, once, refused_write, uncertain_effect
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.leases import next_token
 from vigil.persist import OutOfTime, persist
@@ -75,6 +76,8 @@ class TaskRun:
     enqueued_at: datetime
     remaining_ms: Callable[[], int] = field(repr=False)
     report: Callable[[int, str | None], bool] = field(repr=False)
+    record: RunRecordSite | None = field(default=None, repr=False)
+    """The task's record, where ``run.once`` journals effects."""
 
     def remaining_time(self) -> timedelta:
         return timedelta(milliseconds=self.remaining_ms())
@@ -86,6 +89,14 @@ class TaskRun:
         from vigil.effects import Effects, RunFence
 
         return Effects.from_env(RunFence.of_task(self.task, self.id, self.fencing_token))
+
+    def once(
+        self, effect: str, check: Callable[[], bool] | None = None
+    ) -> AbstractContextManager[bool]:
+        """``with run.once("receipt-email") as first: if first: send()``: an effect no write
+        can fence, done at most once per task, or the task ends UNCERTAIN for a person to
+        settle (:mod:`vigil.effects.journal`). Loaded on first use, like :attr:`fenced`."""
+        return once(self.record, effect, check)
 
     def progress(self, percent: int, note: str | None = None) -> None:
         """Record how far the run is (0-100), readable on the task's record while it runs.
@@ -130,12 +141,21 @@ class Outcome(StrEnum):
     MALFORMED = "MALFORMED"
     DEFERRED = "DEFERRED"
     """Not claimed: the invocation was too near its deadline."""
+    UNCERTAIN = "UNCERTAIN"
+    """Stopped on an effect an earlier attempt began and never recorded done: final."""
     UNRECORDED = "UNRECORDED"
     """The body ran but its outcome could not be written in time: remembered for a redelivery."""
 
 
 DELETED = frozenset(
-    {Outcome.SUCCEEDED, Outcome.FAILED, Outcome.DUPLICATE, Outcome.CANCELLED, Outcome.MALFORMED}
+    {
+        Outcome.SUCCEEDED,
+        Outcome.FAILED,
+        Outcome.DUPLICATE,
+        Outcome.CANCELLED,
+        Outcome.MALFORMED,
+        Outcome.UNCERTAIN,
+    }
 )
 """Outcomes whose message is done with (reported success, so the event source deletes it)."""
 
@@ -280,7 +300,16 @@ class TaskGuard:
             report=lambda percent, note: self._store.progress(
                 envelope.task, envelope.id, token, percent, note
             ),
+            record=self._store.record_site(
+                envelope.task,
+                envelope.id,
+                token,
+                self._time_left(remaining_ms),
+                self._clock,
+                self._sleep,
+            ),
         )
+        uncertain: str | None = None
         logger = telemetry.logger()
         error: BaseException | None = None
         encoded: str | FinalFailure | None = None
@@ -303,6 +332,7 @@ class TaskGuard:
                 if refused_write(raised):  # a newer attempt of this task wrote: superseded
                     return Delivery(Outcome.FENCED, envelope.id, attempt, str(raised))
                 error = raised
+                uncertain = uncertain_effect(raised)
                 logger.exception("task run failed", extra={"attempt": attempt})
         finished = self._clock()
         outcome = TaskFinish(
@@ -316,7 +346,18 @@ class TaskGuard:
             duration_ms=int((finished - started).total_seconds() * 1000),
             result=None if isinstance(encoded, FinalFailure) else encoded,
         )
-        if error is not None or isinstance(encoded, FinalFailure):
+        if uncertain is not None:
+            # An earlier attempt began the effect and never recorded it done: final, not retried
+            # (a retry would face the same unknown), for ``vigil tasks settle``.
+            assert error is not None
+            outcome = replace(
+                outcome,
+                status=TaskStatus.UNCERTAIN,
+                error_type=type(error).__name__,
+                error_message=truncate(str(error)),
+                uncertain_effect=uncertain,
+            )
+        elif error is not None or isinstance(encoded, FinalFailure):
             if isinstance(encoded, FinalFailure):
                 error_type, text, final = encoded.error_type, encoded.message, True
             else:
@@ -364,8 +405,9 @@ class TaskGuard:
         second copy in the dead-letter queue, which a redrive runs at most once (the key)."""
         time_left_s = self._time_left(remaining_ms)
         error = f"{outcome.error_type}: {outcome.error_message}" if outcome.error_type else ""
-        if outcome.status is TaskStatus.FAILED and how != "remembered":
-            reason = f"failed after {outcome.attempt} attempt(s): {error}"
+        if outcome.status in _DEAD_LETTERED and how != "remembered":
+            # UNCERTAIN too: once settled not done, ``vigil tasks redrive`` runs it from there.
+            reason = f"{outcome.status.value.lower()} after {outcome.attempt} attempt(s): {error}"
             not_sent = self._dead_letter(message, reason, time_left_s)
             if not_sent:
                 return Delivery(Outcome.UNRECORDED, envelope.id, outcome.attempt, not_sent)
@@ -397,7 +439,7 @@ class TaskGuard:
                 f"attempt {outcome.attempt} failed ({error}); retry in {outcome.retry_in_s} s",
             )
         unsent = not self._announce(envelope, outcome, time_left_s)
-        final = Outcome.SUCCEEDED if outcome.status is TaskStatus.SUCCEEDED else Outcome.FAILED
+        final = _FINAL_OUTCOME.get(outcome.status, Outcome.FAILED)
         reason = error if final is Outcome.FAILED else how
         return Delivery(final, envelope.id, outcome.attempt, reason, event_unsent=unsent)
 
@@ -480,6 +522,13 @@ class TaskGuard:
     @staticmethod
     def _time_left(remaining_ms: Callable[[], int]) -> Callable[[], float]:
         return lambda: remaining_ms() / 1000
+
+
+_DEAD_LETTERED = frozenset({TaskStatus.FAILED, TaskStatus.UNCERTAIN})
+_FINAL_OUTCOME = {
+    TaskStatus.SUCCEEDED: Outcome.SUCCEEDED,
+    TaskStatus.UNCERTAIN: Outcome.UNCERTAIN,
+}
 
 
 def encode_result_back(result: str | None) -> Any:

@@ -20,13 +20,15 @@ import binascii
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vigil.clock import iso
+from vigil.clock import Clock, Sleeper, iso
+from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.tasks import PK_PREFIX, TaskStatus
 from vigil.dynamo import (
     Item,
@@ -39,6 +41,8 @@ from vigil.dynamo import (
     paginate,
 )
 from vigil.dynamo import to_wire as wire
+from vigil.fenced_write import RunRecordSite
+from vigil.settle import NotSettleable, refusal, settlement
 from vigil.tasks.errors import InvalidTask, NotCancellable
 
 LEASE_ATTRIBUTES = ("lease_until", "holder")
@@ -77,6 +81,10 @@ class TaskRecord:
     error_message: str | None = None
     group: str | None = None
     token: int | None = None
+    uncertain_effect: str | None = None
+    """UNCERTAIN: the effect found begun and never recorded done."""
+    effects: dict[str, Any] | None = None
+    """``run.once``'s journal: effect -> {state, fence, at}."""
 
     @classmethod
     def from_item(cls, item: Item) -> TaskRecord:
@@ -97,6 +105,8 @@ class TaskRecord:
             error_message=item.get("error_message"),
             group=item.get("group"),
             token=int(item["token"]) if "token" in item else None,
+            uncertain_effect=item.get(UNCERTAIN_EFFECT_ATTRIBUTE),
+            effects=item.get(JOURNAL_ATTRIBUTE) or None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -115,6 +125,8 @@ class TaskRecord:
             "error_type": self.error_type,
             "error_message": self.error_message,
             "group": self.group,
+            **({"uncertain_effect": self.uncertain_effect} if self.uncertain_effect else {}),
+            **({"effects": self.effects} if self.effects else {}),
         }
 
 
@@ -168,6 +180,8 @@ class TaskFinish:
     retry_in_s: int = 0
     """QUEUED: the backoff, after which ``retry_message`` comes back to run the retry."""
     retry_message: str | None = None
+    uncertain_effect: str | None = None
+    """UNCERTAIN: the effect an earlier attempt began and never recorded done."""
 
     @property
     def run(self) -> tuple[str, str]:
@@ -249,6 +263,7 @@ class TaskStore:
             }
         )
         update.count_up("attempts")
+        update.set_default(JOURNAL_ATTRIBUTE, {})  # run.once's journal survives a takeover
         update.set_default("task", claim.task)
         update.set_default("id", claim.id)
         update.set_default("enqueued_at", claim.enqueued_at)
@@ -315,6 +330,8 @@ class TaskStore:
             update.set("retry_message", outcome.retry_message or "")
         if outcome.result is not None:
             update.set("result", outcome.result)
+        if outcome.uncertain_effect:
+            update.set(UNCERTAIN_EFFECT_ATTRIBUTE, outcome.uncertain_effect)
         if outcome.error_type is not None:
             update.set("error_type", outcome.error_type)
             update.set("error_message", outcome.error_message or "")
@@ -333,6 +350,30 @@ class TaskStore:
                 return outcome.landed_in(old_item(error))
             raise
         return True
+
+    def record_site(
+        self,
+        task: str,
+        task_id: str,
+        token: int,
+        time_left_s: Callable[[], float],
+        clock: Clock,
+        sleep: Sleeper,
+    ) -> RunRecordSite:
+        """Where ``run.once`` journals this attempt's effects: the task's record, while the
+        attempt holds it (its token, still RUNNING)."""
+        return RunRecordSite(
+            client=self._client,
+            table=self._table,
+            key=task_key(task, task_id),
+            token_attribute="token",
+            token=token,
+            running=TaskStatus.RUNNING.value,
+            label=f"task {task} {task_id}",
+            time_left_s=time_left_s,
+            clock=clock,
+            sleep=sleep,
+        )
 
     def progress(self, task: str, task_id: str, token: int, percent: int, note: str | None) -> bool:
         """The run's progress, only while it holds the task; False: fenced out."""
@@ -378,6 +419,37 @@ class TaskStore:
                 raise NotCancellable(task, task_id, status, seen) from None
             raise
         return from_wire(answer.get("Attributes"))
+
+    def settle(
+        self, task: str, task_id: str, effect: str, *, done: bool, now: datetime
+    ) -> TaskRecord:
+        """An operator's verdict on an UNCERTAIN task's effect (:mod:`vigil.settle`): done ->
+        SUCCEEDED; not done -> FAILED, which ``vigil tasks redrive`` runs again from the
+        dead-letter queue (where the UNCERTAIN attempt put its message). Anything else:
+        :class:`NotSettleable`, nothing changed."""
+        update = settlement(
+            effect,
+            done=done,
+            now=now,
+            done_status=TaskStatus.SUCCEEDED.value,
+            failed_status=TaskStatus.FAILED.value,
+            again=f"`vigil tasks redrive {task}` runs it",
+        )
+        try:
+            answer = self._update(
+                task,
+                task_id,
+                update,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
+            raise NotSettleable(
+                refusal(f"task {task} {task_id}", effect, old_item(error))
+            ) from None
+        return TaskRecord.from_item(from_wire(answer["Attributes"]) or {})
 
     def _update(self, task: str, task_id: str, update: Update, **extra: Any) -> dict[str, Any]:
         return dict(

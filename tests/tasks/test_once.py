@@ -1,0 +1,127 @@
+"""``run.once`` in a task: an effect an attempt began and never recorded done is not done
+again by the retry; the task ends UNCERTAIN (final: the message is deleted, nothing retried)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
+from tests.tasks.conftest import HandlerFactory
+from vigil.contract.tasks import TaskStatus
+from vigil.settle import NotSettleable
+from vigil.tasks import TaskRun
+from vigil.tasks.envelope import parse
+from vigil.tasks.store import TaskStore
+
+
+def test_a_crash_between_intent_and_completion_ends_uncertain_not_a_second_send(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    sent: list[int] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> None:
+        with run.once("receipt-email") as first:
+            if first:
+                sent.append(run.attempt)
+                if run.attempt == 1:
+                    raise RuntimeError("died after sending, before the completion")
+
+    client = stack.client()
+    client.enqueue(PLAIN, {}, key="o-1")
+    batch = records(stack.messages(stack.catalog.spec(PLAIN).queue_url))
+    handler = make_handler(body, retries=2, backoff=timedelta(seconds=10))
+
+    assert invoke(handler, batch) == [batch[0]["messageId"]]  # a retry, back in 10 s
+    stack.clock.advance(timedelta(seconds=11))
+    assert invoke(handler, batch) == []  # UNCERTAIN: final, the message is deleted
+    assert invoke(handler, batch) == []  # a copy: DUPLICATE, not run
+
+    assert sent == [1]
+    record = client.get(PLAIN, "o-1")
+    assert (record.status, record.uncertain_effect) == (TaskStatus.UNCERTAIN, "receipt-email")
+    assert (record.effects or {})["receipt-email"]["state"] == "INTENT"
+
+
+def test_a_completed_effect_is_skipped_by_the_retry(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    sent: list[int] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> str:
+        with run.once("receipt-email") as first:
+            if first:
+                sent.append(run.attempt)
+        if run.attempt == 1:
+            raise RuntimeError("failed after the effect was recorded done")
+        return "ok"
+
+    client = stack.client()
+    client.enqueue(PLAIN, {}, key="o-2")
+    batch = records(stack.messages(stack.catalog.spec(PLAIN).queue_url))
+    handler = make_handler(body, retries=2, backoff=timedelta(seconds=10))
+    invoke(handler, batch)
+    stack.clock.advance(timedelta(seconds=11))
+    assert invoke(handler, batch) == []
+    assert sent == [1]
+    assert client.get(PLAIN, "o-2").status is TaskStatus.SUCCEEDED
+
+
+def _uncertain(stack: Stack, make_handler: HandlerFactory, sent: list[int]) -> Any:
+    """A task left UNCERTAIN on ``receipt-email`` (sent, then a crash before the completion);
+    returns its handler."""
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> None:
+        with run.once("receipt-email") as first:
+            if first:
+                sent.append(run.attempt)
+                if len(sent) == 1:
+                    raise RuntimeError("died after sending, before the completion")
+
+    stack.client().enqueue(PLAIN, {}, key="o-3")
+    batch = records(stack.messages(stack.catalog.spec(PLAIN).queue_url))
+    handler = make_handler(body, retries=2, backoff=timedelta(seconds=10))
+    invoke(handler, batch)
+    stack.clock.advance(timedelta(seconds=11))
+    assert invoke(handler, batch) == []
+    assert stack.client().get(PLAIN, "o-3").status is TaskStatus.UNCERTAIN
+    return handler
+
+
+def test_settled_not_done_a_redrive_runs_the_task_and_its_effect_again(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    sent: list[int] = []
+    handler = _uncertain(stack, make_handler, sent)
+    (dead,) = stack.dead_letters()  # the UNCERTAIN attempt's message, kept for after settling
+    redriven = parse(dead["Body"]).redrive().body()
+    assert invoke(handler, [record_of(redriven, "m-early")]) != []  # not settled: kept, not run
+
+    store = TaskStore(stack.dynamodb, stack.table)
+    settled = store.settle(PLAIN, "o-3", "receipt-email", done=False, now=stack.clock())
+    assert settled.status is TaskStatus.FAILED and "redrive" in (settled.error_message or "")
+
+    assert invoke(handler, [record_of(redriven, "m-r1")]) == []
+    assert stack.client().get(PLAIN, "o-3").status is TaskStatus.SUCCEEDED
+    assert sent == [1, 3]
+
+
+def test_settled_done_the_task_succeeded_and_bad_settlements_change_nothing(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    sent: list[int] = []
+    _uncertain(stack, make_handler, sent)
+    store = TaskStore(stack.dynamodb, stack.table)
+    before = stack.client().get(PLAIN, "o-3")
+    with pytest.raises(NotSettleable, match="on effect 'receipt-email', not UNCERTAIN on 'x'"):
+        store.settle(PLAIN, "o-3", "x", done=True, now=stack.clock())
+    assert stack.client().get(PLAIN, "o-3") == before
+
+    settled = store.settle(PLAIN, "o-3", "receipt-email", done=True, now=stack.clock())
+    assert settled.status is TaskStatus.SUCCEEDED
+    assert (settled.effects or {})["receipt-email"]["state"] == "DONE"
+    with pytest.raises(NotSettleable, match="is SUCCEEDED, not UNCERTAIN"):
+        store.settle(PLAIN, "o-3", "receipt-email", done=False, now=stack.clock())
+    assert sent == [1]

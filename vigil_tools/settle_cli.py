@@ -1,0 +1,19 @@
+"""The ``settle`` command's arguments, alike for ``vigil jobs`` and ``vigil tasks``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def add_settle(commands: Any, owner: str, id_name: str, *, done: str, not_done: str) -> None:
+    """``settle OWNER ID --effect NAME --done|--not-done``: a person's word on an UNCERTAIN
+    record's effect (``owner`` "job" and ``id_name`` "tick", or "task" and "id")."""
+    settle = commands.add_parser(
+        "settle", help=f"say whether an UNCERTAIN {id_name}'s effect happened"
+    )
+    settle.add_argument(owner)
+    settle.add_argument(id_name)
+    settle.add_argument("--effect", required=True, help="the effect its record names")
+    verdict = settle.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--done", action="store_true", help=done)
+    verdict.add_argument("--not-done", action="store_true", help=not_done)
