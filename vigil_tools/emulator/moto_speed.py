@@ -61,11 +61,9 @@ application builds its expressions from a handful of templates)."""
 _originals: dict[str, Any] = {}
 _parsed: dict[str, Any] = {}
 """Expression string -> its parsed tree (shared, never changed: see the module's docstring)."""
-_pickled: dict[int, bytes] = {}
-"""id(a tree in ``_parsed``) -> that tree pickled before anyone saw it (the trees stay alive in
-``_parsed``, so their ids are not reused while they are here)."""
-_source: dict[int, str] = {}
-"""id(a tree in ``_parsed``) -> its expression string."""
+_pickled: dict[int, tuple[Any, bytes, str]] = {}
+"""id(a parsed tree) -> (the tree, pickled before anyone saw it, its expression string). The
+entry holds the tree, so its id is not reused while the entry is here; the tree is checked too."""
 _checked: set[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]]] = set()
 """(expression, names, table key attributes) the pure checks passed."""
 PURE_CHECKS = ("ActionCountValidator", "OverlappingPathsValidator", "UpdateHashRangeKeyValidator")
@@ -149,8 +147,8 @@ def _make(cls: type, expression_str: str) -> Any:
         tree = make(cls, expression_str)
         if len(_parsed) >= CACHED_EXPRESSIONS:
             _forget()
-        _pickled[id(tree)] = pickle.dumps(tree, protocol=pickle.HIGHEST_PROTOCOL)
-        _source[id(tree)] = expression_str
+        frozen = pickle.dumps(tree, protocol=pickle.HIGHEST_PROTOCOL)
+        _pickled[id(tree)] = (tree, frozen, expression_str)
         _parsed[expression_str] = tree
     return tree
 
@@ -158,16 +156,15 @@ def _make(cls: type, expression_str: str) -> Any:
 def _forget() -> None:
     _parsed.clear()
     _pickled.clear()
-    _source.clear()
     _checked.clear()
     _lexed.clear()
 
 
 def _deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
     """``copy.deepcopy`` as the validators module sees it: a cached tree is unpickled."""
-    frozen = _pickled.get(id(value))
-    if frozen is not None and memo is None:
-        return pickle.loads(frozen)  # bytes this process pickled itself
+    entry = _pickled.get(id(value))
+    if entry is not None and entry[0] is value and memo is None:
+        return pickle.loads(entry[1])  # bytes this process pickled itself
     return copy.deepcopy(value, memo)
 
 
@@ -199,7 +196,8 @@ def _traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
 def _validator_init(self: Any, expression: Any, *args: Any, **kwargs: Any) -> None:
     """``UpdateExpressionValidator.__init__``, noting which cached expression it validates."""
     _originals["init"](self, expression, *args, **kwargs)
-    self.vigil_source = _source.get(id(expression))
+    entry = _pickled.get(id(expression))
+    self.vigil_source = entry[2] if entry is not None and entry[0] is expression else None
 
 
 def _validate(self: Any) -> Any:
