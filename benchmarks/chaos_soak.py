@@ -79,6 +79,7 @@ RATES = {
 """Per tick (fail-first, hang), per write (throttle, applied-error), per extra copy (concurrent),
 per retry (warm: it lands on its previous attempt's container)."""
 MAX_SKEW_S = 14.0
+PROGRESS_EVERY = 500
 
 
 class Killed(BaseException):
@@ -263,6 +264,7 @@ class Soak:
         seed: int,
         faults: Sequence[str] = FAULTS,
         broken_guard: bool = False,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         self.ticks = ticks
         self.seed = seed
@@ -286,6 +288,9 @@ class Soak:
         self.invocations = 0
         self.late_refused = 0
         self._request = 0
+        self._progress = progress
+        self._reported = 0
+        self._started = 0.0
 
     # --- faults ---------------------------------------------------------------------------
 
@@ -307,7 +312,7 @@ class Soak:
     # --- the platform ------------------------------------------------------------------------
 
     def run(self) -> Report:
-        started = time.perf_counter()
+        started = self._started = time.perf_counter()
         for n in range(self.ticks):
             self._schedule_tick(START + INTERVAL * (n + 1))
         with self._quiet_telemetry(), self._broken() if self.broken_guard else _nothing():
@@ -342,6 +347,7 @@ class Soak:
 
     def _attempt(self, event: dict[str, Any], request_id: str, number: int) -> None:
         self.invocations += 1
+        self._report_progress()
         container = self._container(request_id, number)
         now = self.clock()
         payload = event.get("requestPayload", event)[SCHEDULER_INPUT_KEY]
@@ -370,6 +376,18 @@ class Soak:
         attempt.ended = True
         if failed:
             self._retry(event, request_id, number)
+
+    def _report_progress(self) -> None:
+        """Every ``PROGRESS_EVERY`` ticks: how far, and how fast (a 10,000-tick run takes a while)."""
+        reached = min(self.ticks, (self.clock() - START) // INTERVAL)
+        if self._progress is None or reached < self._reported + PROGRESS_EVERY:
+            return
+        self._reported = reached - reached % PROGRESS_EVERY
+        seconds = time.perf_counter() - self._started
+        self._progress(
+            f"tick {reached:,} of {self.ticks:,} after {seconds:.0f} s "
+            f"({reached / seconds:.1f} ticks/s, {(self.ticks - reached) / reached * seconds / 60:.0f} min to go)"
+        )
 
     def _timeout(self, event: dict[str, Any], attempt: _Attempt, container: _Container) -> None:
         if attempt.ended:
@@ -598,15 +616,17 @@ def soak(
     faults: Sequence[str] = FAULTS,
     broken_guard: bool = False,
     synth: Any = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Report:
     """One soak in a fresh moto account (``mock_aws``), on the synthesized runs table."""
     import boto3
     from moto import mock_aws
 
-    from vigil_tools.emulator import moto_memory
+    from vigil_tools.emulator import moto_memory, moto_speed
     from vigil_tools.emulator.template import create_tables, logical_id_of, synthesize
 
     moto_memory.install()
+    moto_speed.install()
     synth = synth or synthesize()
     with mock_aws():
         client = boto3.client(
@@ -620,7 +640,13 @@ def soak(
         ]
         count_requests(client)
         return Soak(
-            client, table, ticks=ticks, seed=seed, faults=faults, broken_guard=broken_guard
+            client,
+            table,
+            ticks=ticks,
+            seed=seed,
+            faults=faults,
+            broken_guard=broken_guard,
+            progress=progress,
         ).run()
 
 
@@ -668,10 +694,18 @@ def parser() -> argparse.ArgumentParser:
     return command
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     report = soak(
-        ticks=args.ticks, seed=args.seed, faults=args.faults, broken_guard=args.broken_guard
+        ticks=args.ticks,
+        seed=args.seed,
+        faults=args.faults,
+        broken_guard=args.broken_guard,
+        progress=_to_stderr,
     )
     print("\n".join(report.lines()))
     for what, ticks in sorted(report.examples.items()):

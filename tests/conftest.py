@@ -47,6 +47,9 @@ def pytest_configure(config: pytest.Config) -> None:
     freezegun.configure(extend_ignore_list=["_pytest.timing"])
     if not config.pluginmanager.is_registered(plugin):
         config.pluginmanager.register(plugin, "vigil")
+    from vigil_tools.emulator import moto_speed
+
+    moto_speed.install()  # moto's DynamoDB writes, minus the repeated parsing (its docstring)
 
 
 @pytest.fixture(autouse=True)

@@ -41,6 +41,20 @@ def test_a_guard_without_the_claims_condition_is_caught(synthesized: Synthesized
     assert sum(broken.second_bodies.values()) >= broken.effects_twice
 
 
+def test_a_long_soak_says_how_far_it_got_as_it_goes(
+    synthesized: Synthesized, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("benchmarks.chaos_soak.PROGRESS_EVERY", 10)
+    lines: list[str] = []
+    soak(ticks=30, seed=4, faults=("duplicate",), synth=synthesized, progress=lines.append)
+    assert [line.split(" after ")[0] for line in lines] == [
+        "tick 10 of 30",
+        "tick 20 of 30",
+        "tick 30 of 30",
+    ]
+    assert all("ticks/s" in line and "min to go" in line for line in lines)
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
