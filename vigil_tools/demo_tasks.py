@@ -258,7 +258,7 @@ def _story(
     poller.run_until(now() + timedelta(minutes=5))  # the visibility timeout: 6x the timeout
     second_pass = outcomes(RECEIPT)
     say(
-        "redelivered whole (visibility timeout)",
+        "back: the deferred at once, the finished after the visibility timeout",
         ", ".join(f"{task_id} {outcome}" for task_id, outcome in second_pass),
     )
     facts["timeout"] = {
