@@ -225,7 +225,7 @@ def test_each_task_alarms_on_queue_age_dead_letters_failures_and_lost_outcomes(
         for a in synthesized.resources("AWS::CloudWatch::Alarm").values()
         if json.dumps(a["Properties"]["AlarmDescription"]).startswith('"Task ')
     ]
-    assert len(alarms) == 5 * len(TASKS)
+    assert len(alarms) == 6 * len(TASKS)
     for task in TASKS:
         own = [a for a in alarms if a["Properties"]["AlarmDescription"].startswith(f"Task {task}:")]
         by_metric = {
@@ -239,6 +239,7 @@ def test_each_task_alarms_on_queue_age_dead_letters_failures_and_lost_outcomes(
             "TaskFailed",
             "TaskFinishUnrecorded",
             "TaskEventUnsent",
+            "TaskRunUncertain",
         }
         assert by_metric["ApproximateAgeOfOldestMessage"]["Threshold"] > 0
         for metric in ("ApproximateNumberOfMessagesVisible", "TaskFailed"):

@@ -155,8 +155,9 @@ def test_alarms_watch_dead_letters_and_missed_ticks(
         # (json: a description may name a resource, a token CloudFormation joins)
         if json.dumps(alarm["Properties"]["AlarmDescription"]).startswith('"Job ')
     ]
-    assert len(job_alarms) == 5 * 2, (
-        "failed runs, undelivered, missed and never-delivered ticks, outcomes not recorded"
+    assert len(job_alarms) == 6 * 2, (
+        "failed runs, undelivered, missed and never-delivered ticks, outcomes not recorded, "
+        "effects left uncertain"
     )
     template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
@@ -166,6 +167,10 @@ def test_alarms_watch_dead_letters_and_missed_ticks(
     template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {"MetricName": "JobTickMissed", "Namespace": "Vigil", "Threshold": 0},
+    )
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {"MetricName": "JobRunUncertain", "Namespace": "Vigil", "Threshold": 0},
     )
     for job in ("cleanup", "daily-report"):
         template.has_resource_properties(

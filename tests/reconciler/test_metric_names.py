@@ -178,8 +178,14 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
     }
     assert driven | {"JobEventMalformed"} <= emitted_names
     # Not driven here: skips and fences need a race; the audit runs in the jobs-control function
-    # (handlers/jobs_control.py emits it with the same service and job dimensions).
-    assert job_read - emitted_names <= {"JobTickSkipped", "JobRunFenced", "JobTickNeverDelivered"}
+    # (handlers/jobs_control.py emits it with the same service and job dimensions); an uncertain
+    # effect needs a crash between its intent and its completion (tests/effects drives it).
+    assert job_read - emitted_names <= {
+        "JobTickSkipped",
+        "JobRunFenced",
+        "JobTickNeverDelivered",
+        "JobRunUncertain",
+    }
     # A task: a run, a duplicate copy of it, a malformed message. Failures, retries, fences,
     # cancels and lost events need a race or a fault (tests/tasks drives each of them).
     assert {"TaskSucceeded", "TaskDuplicateSuppressed", "TaskMessageMalformed"} <= emitted_names
@@ -190,6 +196,7 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
         "TaskFailed",
         "TaskFinishUnrecorded",
         "TaskEventUnsent",
+        "TaskRunUncertain",
     }
     units = {name: u for (_, name, _), u in series.items()}
     for metric, unit in METRIC_UNITS.items():
