@@ -96,11 +96,15 @@ def counted(synth: Synthesized) -> tuple[Row, Row]:
     )
 
 
+def line(row: Row) -> str:
+    """The row as the table shows it."""
+    dollars = f"{'~' if row.approximate else ''}${row.dollars:.2f}"
+    return f"| {row.item} | {row.price} | {row.idle_use} | {dollars} |"
+
+
 def table(rows: tuple[Row, ...]) -> str:
     lines = ["| Item | Price | Idle use | Per month |", "|---|---|---|---:|"]
-    for row in rows:
-        dollars = f"{'~' if row.approximate else ''}${row.dollars:.2f}"
-        lines.append(f"| {row.item} | {row.price} | {row.idle_use} | {dollars} |")
+    lines += [line(row) for row in rows]
     total = sum(row.dollars for row in rows)
     lines.append(f"| **Total** | | | **about ${total:.2f}** |")
     return "\n".join(lines)
