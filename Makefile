@@ -1,4 +1,4 @@
-# The one command layer: every command the README gives goes through here.
+# The one command layer: every command the README and the docs give goes through here.
 SHELL := /bin/bash
 # Lambda and the observer image run Python 3.12: the suite runs on it too where this machine has it
 # (on PATH, or installed by pyenv); otherwise python3, and pytest's header says what that proves.
@@ -17,10 +17,10 @@ export PYTHONDONTWRITEBYTECODE := 1
 # functions/ is the Lambda asset root and the import root of the runtime library.
 export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 # A named stage (make deploy STAGE=staging): stack Vigil-staging, every name and metric its own.
-# Without it, the stack Vigil. README "Stages".
+# Without it, the stack Vigil. docs/guides/deploying.md "Stages".
 STAGE ?=
 
-.PHONY: install test check format demo up synth cdk-synth bench deploy diff clean
+.PHONY: install test check format demo up synth cdk-synth bench docs docs-serve deploy diff clean
 
 $(STAMP): requirements.txt functions/requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,8 +62,22 @@ up: $(STAMP)
 synth: $(STAMP)
 	$(BIN)/python app.py $(if $(STAGE),--stage $(STAGE))
 
+## The benchmarks, each section written into docs/ between its markers; one section alone:
+## make bench ARGS="--only idle-cost".
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.run $(ARGS)
+
+# Material's notice about MkDocs 2 is not ours to act on.
+export NO_MKDOCS_2_WARNING := 1
+
+## The documentation site (mkdocs.yml, docs/) into site/, strict: a broken link or a missing page
+## fails, as it fails the suite (tests/docs/test_site.py).
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
+## The same, served with live reload on http://127.0.0.1:8000.
+docs-serve: $(STAMP)
+	$(BIN)/mkdocs serve --strict
 
 # The CDK CLI, at the version package.json pins (only deploy and diff need it; synth is Python).
 node_modules/.bin/cdk: package.json
@@ -81,4 +95,4 @@ diff: $(STAMP) node_modules/.bin/cdk
 	npx cdk diff --all $(if $(STAGE),-c stage=$(STAGE))
 
 clean:
-	rm -rf $(VENV) $(SCAN_VENV) cdk.out .demo .vigil-local node_modules
+	rm -rf $(VENV) $(SCAN_VENV) cdk.out .demo .vigil-local node_modules site

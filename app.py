@@ -71,8 +71,9 @@ def declare_tasks(scope: Construct, tasks: TasksTable) -> list[BackgroundTask]:
             backoff=Duration.seconds(30),
             concurrency=5,
             max_queue_age=Duration.minutes(10),
-            # The shop's order page subscribes to receipts sent (the README's rule), so successes
-            # are announced too; the default, "failures", announces only what needs acting on.
+            # The shop's order page subscribes to receipts sent (docs/guides/tasks.md's rule), so
+            # successes are announced too; the default, "failures", announces only what needs
+            # acting on.
             completion_events="all",
             tasks_table=tasks.table,
         ),

@@ -1,1 +1,1 @@
-"""Speed and cost benchmarks; `make bench` writes their results into the README."""
+"""Speed and cost benchmarks; `make bench` writes their results into docs/ (benchmarks.run)."""

@@ -720,7 +720,7 @@ BENCH_TICKS = 10_000
 
 
 def run(ticks: int = BENCH_TICKS, seeds: Sequence[int] = SEEDS) -> str:
-    """The README's table: the soak at ``ticks`` with each seed, then the broken guard."""
+    """The benchmarks page's table: the soak at ``ticks`` with each seed, then the broken guard."""
     from vigil_tools.emulator.template import synthesize
 
     synth = synthesize()

@@ -139,7 +139,7 @@ def _free_port() -> int:
 
 
 def run(minutes: float = 60) -> str:
-    """The README's rows: growth with the workaround and with moto as it is."""
+    """The benchmarks page's rows: growth with the workaround and with moto as it is."""
     rows = ["| `vigil local up --speed 60`, 50 observers | start MB | end MB | MB/min (target <= 2) |",
             "|---|---:|---:|---:|"]  # fmt: skip
     for label, as_is in (("moto kept flat (moto_memory)", False), ("moto as it is", True)):

@@ -3,7 +3,7 @@
 cdk-nag runs as a validation plugin (``app.py``): any finding not acknowledged here stops the synth,
 ``python app.py`` and ``cdk synth`` alike, so a new one cannot slip in. Every acknowledgment names
 its rule (with the exact resource or policy for granular rules) and applies to the constructs the
-predicate picks, never to the whole stack. The README lists the figures.
+predicate picks, never to the whole stack. docs/guides/deploying.md lists them.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class Wildcard:
     """Regular expression the resource, rendered as cdk-nag renders it, must match in full."""
     reason: str
     shown: str
-    """The resource as the README shows it."""
+    """The resource as the deploying guide shows it."""
 
     def accepts(self, grant: Grant) -> bool:
         return (
@@ -136,7 +136,8 @@ WILDCARDS: tuple[Wildcard, ...] = (
     ),
 )
 """Every wildcard IAM grant Vigil accepts (cdk-nag IAM5, and ``tests/infra/test_iam_wildcards``);
-any other fails the synth. The README's list is rendered from it (:func:`wildcards_markdown`)."""
+any other fails the synth. The deploying guide's list is rendered from it
+(:func:`wildcards_markdown`)."""
 
 
 def wildcard_grants(policy: str, document: Mapping[str, Any]) -> list[Grant]:
@@ -162,7 +163,7 @@ def accepting(grant: Grant) -> Wildcard | None:
 
 
 def wildcards_markdown() -> str:
-    """The README's list of accepted wildcards, one row per :data:`WILDCARDS` entry."""
+    """The deploying guide's list of accepted wildcards, one row per :data:`WILDCARDS` entry."""
     rows = [
         "| Policy (logical id) | Actions | Resource | Why |",
         "|---|---|---|---|",

@@ -4,7 +4,7 @@ cdk-nag names an IAM5 finding by its resource only (``IAM5[Resource::*]``), so a
 once for a policy used to accept every ``*`` statement of that policy: ``iam:CreateUser`` on ``*``
 added to the reconciler's policy synthesized with zero findings. ``infra.nag.WILDCARDS`` now
 accepts a grant by policy, action and resource; these tests read the synthesized template the same
-way, and the README's list is that allow-list.
+way, and the deploying guide's list (docs/guides/deploying.md) is that allow-list.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from infra.nag import WILDCARDS, Grant, suppress_accepted_findings, unexplained,
 from infra.nag import wildcards_markdown as rendered
 from vigil_tools.emulator.template import Synthesized
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "deploying.md"
 START, END = "<!-- iam-wildcards:start -->", "<!-- iam-wildcards:end -->"
 
 
@@ -106,8 +106,8 @@ def test_cdk_nag_refuses_a_new_action_beside_an_accepted_wildcard(
     assert [v["ruleName"] for v in violations] == ["AwsSolutions-IAM5[Resource::*]"]
 
 
-def test_the_readme_lists_the_allow_list() -> None:
-    text = README.read_text()
+def test_the_deploying_guide_lists_the_allow_list() -> None:
+    text = GUIDE.read_text()
     assert START in text and END in text
     block = text.split(START, 1)[1].split(END, 1)[0].strip()
     assert block == rendered(), f"paste between the markers:\n{rendered()}"

@@ -70,7 +70,7 @@ def test_two_stages_share_no_physical_name_and_no_alarm_metric(
     staging_alarms = alarm_metrics(staging, stack_name(STAGE))
     assert len(default_names) > 90 and len(staging_names) > 90
     assert len(default_alarms) > 30 and len(staging_alarms) > 30
-    # Measured (README "Stages"): 0 shared physical names, 0 shared alarm metric identities
+    # docs/guides/deploying.md "Stages": 0 shared physical names, 0 shared alarm metric identities
     assert default_names & staging_names == set()
     assert default_alarms & staging_alarms == set()
     # Every Vigil metric the staging dashboard and alarms read carries its stage; none of the

@@ -70,13 +70,13 @@ def test_the_export_lines_stay_on_screen_after_a_refresh(monkeypatch: pytest.Mon
     assert refreshed[-1] == "JOBS AND OBSERVERS"
 
 
-def test_the_readme_shows_the_lines_local_up_prints() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_local_guide_shows_the_lines_local_up_prints() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "local.md").read_text()
     env = exports("http://127.0.0.1:4580", "http://127.0.0.1:4580/vigil-api")
 
     printed = "\n".join(pointer_lines(env))
 
-    assert f"```bash\n{printed}\n```" in readme
+    assert f"```bash\n{printed}\n```" in guide
 
 
 def test_the_view_shows_each_tasks_counts_by_status_and_its_queue(

@@ -1,5 +1,6 @@
-"""The seeded pooled soak (``benchmarks/pooled_soak.py``), short: the README's guarantees as
-assertions on what the emulated children did (never on what the registry says).
+"""The seeded pooled soak (``benchmarks/pooled_soak.py``), short: the host guarantees of
+docs/guides/how-it-works.md as assertions on what the emulated children did (never on what the
+registry says).
 
 Each soak here is a fixed seed: the same faults at the same moments on every run. The lost-observer
 and failover assertions failed before issue 19's defect 1 was fixed (a throttled exit report lost

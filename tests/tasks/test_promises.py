@@ -1,5 +1,6 @@
-"""An adversarial pass over the tasks' promises (README "Guarantees"): each test is a way a
-promise could break, reproduced on moto (with SQS's real limits where moto does not keep them)."""
+"""An adversarial pass over the tasks' promises (docs/guides/tasks.md "Guarantees"): each test is
+a way a promise could break, reproduced on moto (with SQS's real limits where moto does not keep
+them)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ from vigil.tasks.redrive import redrive
 def test_a_redriven_task_gets_its_retries_afresh(
     stack: Stack, make_handler: HandlerFactory
 ) -> None:
-    """README: a redrive "gets its retries afresh". The crash budget was counted afresh (by the
-    new message's receives) but a body that raised was judged on the record's attempts, so a
-    redriven task that failed once more went straight back to FAILED without a retry."""
+    """docs/guides/tasks.md: a redrive "gets its retries afresh". The crash budget was counted
+    afresh (by the new message's receives) but a body that raised was judged on the record's
+    attempts, so a redriven task that failed once more went straight back to FAILED without a
+    retry."""
     stack.client().enqueue(PLAIN, {}, key="o-1")
     batch = records(stack.messages(url(stack)))
     body = Body(fail=4)  # fails its three runs, then once more after the redrive
