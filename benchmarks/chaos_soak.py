@@ -4,8 +4,10 @@ The project's own handler logic (``vigil.jobs.decorator``), guard and run store 
 (in-process, with ``vigil_tools.emulator.moto_memory`` keeping it flat) under a simulated clock
 and a simulated Lambda: each tick is delivered 1-3 times (the scheduler delivers at least once),
 each delivery is an asynchronous invocation with Lambda's retries (1 and then 2 minutes after a
-failure or a timeout), then the on-failure destination record, and after the last tick every
-dead-lettered record is redriven. Containers stay warm between invocations (a retry lands on the
+failure or a timeout), then the on-failure destination record, and after the last tick the
+operator redrives what was dead-lettered as ``vigil jobs redrive`` does for a skip job: one tick at
+a time, oldest first, a synchronous invocation each (again while some fail, up to three times).
+Containers stay warm between invocations (a retry lands on the
 container of its previous attempt most of the time) and each has its own clock skew.
 
 Faults (``--faults``, all by default):
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import heapq
 import inspect
 import io
@@ -79,6 +82,8 @@ RATES = {
 """Per tick (fail-first, hang), per write (throttle, applied-error), per extra copy (concurrent),
 per retry (warm: it lands on its previous attempt's container)."""
 MAX_SKEW_S = 14.0
+REDRIVE_ROUNDS = 3
+"""How many times the operator runs the redrive while something stays in the dead-letter queue."""
 PROGRESS_EVERY = 500
 
 
@@ -317,14 +322,33 @@ class Soak:
             self._schedule_tick(START + INTERVAL * (n + 1))
         with self._quiet_telemetry(), self._broken() if self.broken_guard else _nothing():
             self.sim.run_until(None)
-            # the operator's redrive of whatever reached the on-failure destination
-            self.clock.advance(timedelta(hours=1))
-            redriven, self.dead_letters = self.dead_letters, []
-            for record in redriven:
-                self._invoke(record, self.clock())
-            self.sim.run_until(None)
+            redriven = self._operator_redrives()
         seconds = time.perf_counter() - started
-        return self._report(seconds, len(redriven))
+        return self._report(seconds, redriven)
+
+    def _operator_redrives(self) -> int:
+        """The operator's ``vigil jobs redrive`` of what reached the on-failure destination, an
+        hour later: a skip job's dead letters one at a time, oldest tick first, each answered
+        before the next (``vigil_tools/redrive.py``). What fails again stays in the queue, and the
+        operator redrives again, up to ``REDRIVE_ROUNDS`` times. The number of records redriven."""
+        redriven = 0
+        for _ in range(REDRIVE_ROUNDS):
+            if not self.dead_letters:
+                break
+            self.clock.advance(timedelta(hours=1))
+            waiting, self.dead_letters = sorted(self.dead_letters, key=_tick_of), []
+            for record in waiting:
+                redriven += 1
+                self._call(record)
+                self.sim.run_until(None)
+        return redriven
+
+    def _call(self, record: dict[str, Any]) -> None:
+        """A synchronous invocation: no Lambda retries; a failure leaves the record in the queue."""
+        self._request += 1
+        request_id = f"req-{self.seed}-{self._request}"
+        kept = functools.partial(self.dead_letters.append, record)
+        self.sim.at(self.clock(), lambda: self._attempt(record, request_id, 0, failed=kept))
 
     def _schedule_tick(self, moment: datetime) -> None:
         tick = iso(moment).replace(".000Z", "Z")
@@ -345,37 +369,45 @@ class Soak:
         request_id = f"req-{self.seed}-{self._request}"
         self.sim.at(at, lambda: self._attempt(event, request_id, 0))
 
-    def _attempt(self, event: dict[str, Any], request_id: str, number: int) -> None:
+    def _attempt(
+        self,
+        event: dict[str, Any],
+        request_id: str,
+        number: int,
+        failed: Callable[[], None] | None = None,
+    ) -> None:
+        """One attempt; ``failed`` is what a failure leads to (by default Lambda's async retry)."""
+        failed = failed or functools.partial(self._retry, event, request_id, number)
         self.invocations += 1
         self._report_progress()
         container = self._container(request_id, number)
         now = self.clock()
         payload = event.get("requestPayload", event)[SCHEDULER_INPUT_KEY]
         attempt = _Attempt(request_id, number, now + TIMEOUT, payload["scheduled_time"])
-        self.sim.at(attempt.deadline, lambda: self._timeout(event, attempt, container))
+        self.sim.at(attempt.deadline, lambda: self._timeout(attempt, container, failed))
         context = LambdaContext(
             aws_request_id=request_id,
             remaining_ms=lambda: max(
                 0, int((attempt.deadline - self.clock()).total_seconds() * 1000)
             ),
         )
-        failed = False
+        raised = False
         container.busy = True
         self.current.append(attempt)
         try:
             container.handle(event, context)
         except Killed:
-            failed = True
+            raised = True
         except Exception:
-            failed = True
+            raised = True
         finally:
             self.current.pop()
             container.busy = False
         if attempt.timed_out:
             return  # the platform gave up on it at its deadline and already retried
         attempt.ended = True
-        if failed:
-            self._retry(event, request_id, number)
+        if raised:
+            failed()
 
     def _report_progress(self) -> None:
         """Every ``PROGRESS_EVERY`` ticks: how far, and how fast (a 10,000-tick run takes a while)."""
@@ -389,12 +421,14 @@ class Soak:
             f"({reached / seconds:.1f} ticks/s, {(self.ticks - reached) / reached * seconds / 60:.0f} min to go)"
         )
 
-    def _timeout(self, event: dict[str, Any], attempt: _Attempt, container: _Container) -> None:
+    def _timeout(
+        self, attempt: _Attempt, container: _Container, failed: Callable[[], None]
+    ) -> None:
         if attempt.ended:
             return
         attempt.timed_out = True
         self.by_request.pop(attempt.request_id, None)  # a timed-out sandbox is not reused
-        self._retry(event, attempt.request_id, attempt.number)
+        failed()
 
     def _retry(self, event: dict[str, Any], request_id: str, number: int) -> None:
         if number < len(LAMBDA_RETRY_DELAYS):
@@ -558,6 +592,10 @@ class _Skewed:
 @contextlib.contextmanager
 def _nothing() -> Iterator[None]:
     yield
+
+
+def _tick_of(record: dict[str, Any]) -> str:
+    return str(record["requestPayload"][SCHEDULER_INPUT_KEY]["scheduled_time"])
 
 
 def _destination_record(event: dict[str, Any], request_id: str) -> dict[str, Any]:

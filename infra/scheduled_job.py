@@ -106,6 +106,7 @@ class ScheduledJob(Construct):
         self.schedule_expression = schedule
         self.time_zone = time_zone
         self.overlap = overlap
+        self.timeout_seconds = checked.timeout
         self.max_lateness_seconds = int(max_lateness.to_seconds())
         self.retention_seconds = int(retention.to_seconds())
         self.retry_attempts = retry_attempts

@@ -86,7 +86,8 @@ class VigilStack(Stack):
         CfnOutput(
             self,
             "JobsCatalog",
-            description="Per job: its function and its failed-runs (dead-letter) queue",
+            description="Per job: its function, its failed-runs (dead-letter) queue, and what a "
+            "redrive needs to know (its overlap policy and timeout)",
             value=self.to_json_string(
                 {
                     job.job_name: {
@@ -94,6 +95,8 @@ class VigilStack(Stack):
                         "failed_runs": job.failed_runs.queue_url,
                         "schedule": job.schedule_expression,
                         "time_zone": job.time_zone,
+                        "overlap": job.overlap,
+                        "timeout_seconds": str(job.timeout_seconds),
                     }
                     for job in self.jobs
                 }

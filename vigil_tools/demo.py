@@ -38,7 +38,7 @@ from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
 from vigil_tools.emulator.scheduler import Schedule, deployed_schedules, occurrences
 from vigil_tools.jobs_cli import JobsCatalog
 from vigil_tools.project import PROJECT_ENV, Project, ProjectNotFound, find_project
-from vigil_tools.redrive import redrive
+from vigil_tools.redrive import redrive_job
 
 START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)  # a Monday, 07:00 in Prague
 WINDOW = timedelta(minutes=45)
@@ -209,10 +209,16 @@ def _redrive_all(account: LocalAccount, runtime: LocalLambda, journal: Journal) 
     print("\nRedriving the dead-letter queues (each event twice: a redrive is safe to repeat):")
     for name, job in sorted(catalog.jobs.items()):
         function = job["function"]
-        for item in redrive(
-            sqs, job["failed_runs"], functools.partial(runtime.invoke_async, function)
+        for item in redrive_job(
+            sqs,
+            job,
+            send=functools.partial(runtime.invoke_async, function),
+            call=functools.partial(runtime.invoke, function),
         ):
-            journal.deliveries(f"redrive {name}", item.result)
+            result = item.result
+            if not isinstance(result, AsyncInvocation):  # one at a time: answered, not retried
+                result = AsyncInvocation(function, [result])
+            journal.deliveries(f"redrive {name}", result)
             print(journal.lines[-1])
             journal.deliveries(
                 f"same event again {name}", runtime.invoke_async(function, item.event)

@@ -8,7 +8,9 @@
     vigil jobs run | pause | resume | backfill ...   (through the API: tools/jobs_control_cli.py)
 
 These talk to AWS directly with the usual credential chain (read the runs table, read and delete
-dead-lettered messages, invoke the job's function asynchronously).
+dead-lettered messages, invoke the job's function). A redrive of a ``skip`` job waits for each
+tick's invocation before the next (``vigil_tools/redrive.py`` says why); of an ``allow`` job, it
+invokes asynchronously.
 """
 
 from __future__ import annotations
@@ -21,16 +23,27 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
 from vigil.jobs.model import JobHead, RunRecord
 from vigil.jobs.store import RunStore
 from vigil.settle import NotSettleable
 from vigil_tools import jobs_control_cli
-from vigil_tools.redrive import redrive
+from vigil_tools.redrive import Answer, Redriven, one_at_a_time, redrive_job
 from vigil_tools.settle_cli import add_settle
 from vigil_tools.stacks import StackNotFound, stack_of, stack_outputs
 from vigil_tools.tables import render_table
 
 Invoke = Callable[[str, Any], Any]
+"""Invokes a function asynchronously (Lambda answers 202)."""
+Call = Callable[[str, Any], Answer]
+"""Invokes a function and waits for its answer."""
+
+
+LAMBDA_MAX_TIMEOUT_S = 900
+READ_MARGIN_S = 30
+"""How much longer than the function's timeout a synchronous redrive waits for its answer."""
 
 
 class JobsError(Exception):
@@ -84,6 +97,7 @@ def run(
     session: Any,
     out: TextIO,
     invoke: Invoke | None = None,
+    call: Call | None = None,
 ) -> int:
     catalog = JobsCatalog.from_stack(session.client("cloudformation"), stack_of(args))
     store = RunStore(session.client("dynamodb"), catalog.runs_table)
@@ -135,20 +149,92 @@ def run(
         header = ["TICK", "STATUS", "ATTEMPTS", "TOKEN", "MS", "DETAIL"]
         out.write(render_table(header, rows) + "\n")
         return 0
-    lambda_client = session.client("lambda")
-    send = invoke or (
-        lambda function, event: lambda_client.invoke(
-            FunctionName=function, InvocationType="Event", Payload=json.dumps(event).encode()
-        )
-    )
-    done = redrive(
+    send = invoke or _asynchronous(session)
+    wait = call or _synchronous(session, int(job.get("timeout_seconds", LAMBDA_MAX_TIMEOUT_S)))
+    done = redrive_job(
         session.client("sqs"),
-        job["failed_runs"],
-        lambda event: send(job["function"], event),
+        job,
+        send=lambda event: send(job["function"], event),
+        call=lambda event: wait(job["function"], event),
         limit=args.limit,
     )
-    out.write(f"redrove {len(done)} event(s) of {args.job} to {job['function']}\n")
+    out.write(_redrive_report(args.job, job, done))
     return 0
+
+
+def _redrive_report(name: str, job: dict[str, str], done: list[Redriven]) -> str:
+    if not one_at_a_time(job):
+        return f"redrove {len(done)} event(s) of {name} to {job['function']}\n"
+    kept = [item for item in done if item.kept]
+    lines = [
+        f"redrove {len(done)} event(s) of {name} to {job['function']}, one at a time, oldest "
+        f"tick first (overlap: {job.get('overlap', 'skip')}): {len(done) - len(kept)} ran, "
+        f"{len(kept)} failed again and stay in the dead-letter queue"
+    ]
+    for item in kept:
+        tick = item.event.get("requestPayload", {})
+        lines.append(
+            f"  {json.dumps(tick)[:120]}: {item.result.error_type}: {item.result.error_message}"
+        )
+    if kept:
+        lines.append(
+            f"see `vigil jobs history {name}`; run the redrive again once the cause is fixed"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _asynchronous(session: Any) -> Invoke:
+    client = session.client("lambda")
+    return lambda function, event: client.invoke(
+        FunctionName=function, InvocationType="Event", Payload=json.dumps(event).encode()
+    )
+
+
+def _synchronous(session: Any, timeout_s: int) -> Call:
+    """A RequestResponse invoke that waits as long as the function may run, and is never sent
+    twice by botocore (a retried invoke after a read timeout would be a second delivery)."""
+    client = session.client(
+        "lambda",
+        config=Config(
+            read_timeout=timeout_s + READ_MARGIN_S,
+            retries={"total_max_attempts": 1},
+        ),
+    )
+
+    def call(function: str, event: Any) -> Answer:
+        try:
+            response = client.invoke(
+                FunctionName=function,
+                InvocationType="RequestResponse",
+                Payload=json.dumps(event).encode(),
+            )
+        except (BotoCoreError, ClientError) as error:
+            return Answered(False, type(error).__name__, str(error))
+        if "FunctionError" not in response:
+            return Answered(True)
+        payload = _json(response["Payload"].read())
+        return Answered(
+            False,
+            str(payload.get("errorType", response["FunctionError"])),
+            str(payload.get("errorMessage", "")),
+        )
+
+    return call
+
+
+@dataclass(frozen=True)
+class Answered:
+    ok: bool
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw or b"{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _detail(record: RunRecord) -> str:

@@ -15,6 +15,7 @@ from freezegun import freeze_time
 from vigil_tools import jobs_cli
 from vigil_tools.emulator.account import LocalAccount, local_account
 from vigil_tools.emulator.lambda_runtime import LocalLambda
+from vigil_tools.emulator.queues import peek
 from vigil_tools.emulator.scheduler import deployed_schedules
 from vigil_tools.emulator.template import Synthesized
 
@@ -40,7 +41,8 @@ def vigil_jobs(account: LocalAccount, runtime: LocalLambda | None, *argv: str) -
     args = parser.parse_args(["jobs", *argv])
     out = io.StringIO()
     invoke = runtime.invoke_async if runtime else None
-    return jobs_cli.run(args, account.session, out, invoke=invoke), out.getvalue()
+    call = runtime.invoke if runtime else None
+    return jobs_cli.run(args, account.session, out, invoke=invoke, call=call), out.getvalue()
 
 
 def test_list_shows_every_job_and_its_latest_state(deployed: Any) -> None:
@@ -61,9 +63,79 @@ def test_history_is_newest_first(deployed: Any) -> None:
 
 def test_redrive_hands_dead_letters_back_and_empties_the_queue(deployed: Any) -> None:
     account, runtime = deployed
+    code, out = vigil_jobs(account, runtime, "redrive", "daily-report")
+    assert code == 0
+    assert "redrove 0 event(s) of daily-report" in out
     code, out = vigil_jobs(account, runtime, "redrive", "cleanup")
     assert code == 0
     assert "redrove 1 event(s) of cleanup" in out
+
+
+def test_a_skip_jobs_redrive_goes_one_tick_at_a_time_and_keeps_what_fails_again(
+    deployed: Any,
+) -> None:
+    """Handed back all at once, a skip job's dead-lettered ticks met each other's leases and went
+    back to the queue together (the chaos soak's lost ticks). One at a time, oldest first, each
+    answered before the next; the malformed one fails again and stays, visible, with its error."""
+    account, runtime = deployed
+    cleanup = next(s for s in deployed_schedules(account.session) if "Cleanup" in s.name)
+    for minutes in (15, 10):  # dead letters of two ticks, the newer first
+        event = json.loads(cleanup.render_input(START + timedelta(minutes=minutes)))
+        _dead_letter(account, "cleanup", event)
+    started: list[str] = []
+
+    def call(function: str, event: Any) -> Any:
+        started.append(event["requestPayload"].get("vigil", {}).get("scheduled_time", "none"))
+        answer = runtime.invoke(function, event)
+        started.append("answered")
+        return answer
+
+    code, out = vigil_jobs_calling(account, runtime, call, "redrive", "cleanup")
+
+    assert code == 0
+    assert started == [  # oldest first, each answered before the next, the malformed one last
+        *("2026-11-23T06:10:00Z", "answered", "2026-11-23T06:15:00Z", "answered"),
+        *("none", "answered"),
+    ]
+    assert "3 event(s) of cleanup" in out and "one at a time, oldest tick first" in out
+    assert "2 ran, 1 failed again and stay in the dead-letter queue" in out
+    assert "MalformedEvent" in out
+    _, history = vigil_jobs(account, None, "history", "cleanup")
+    assert [line.split()[:2] for line in history.splitlines()[1:3]] == [
+        ["2026-11-23T06:15:00Z", "SUCCEEDED"],
+        ["2026-11-23T06:10:00Z", "SUCCEEDED"],
+    ]
+    queue = jobs_cli.JobsCatalog.from_stack(
+        account.session.client("cloudformation"), account.deployed.stack_name
+    ).job("cleanup")["failed_runs"]
+    kept = peek(account.session, queue)  # (visible again at once: moto shows it once time moves)
+    assert [json.loads(m["Body"])["requestPayload"] for m in kept] == [{"garbage": True}]
+
+
+def vigil_jobs_calling(
+    account: LocalAccount, runtime: LocalLambda, call: Any, *argv: str
+) -> tuple[int, str]:
+    parser = argparse.ArgumentParser()
+    jobs_cli.add_parser(parser.add_subparsers(dest="group"))
+    out = io.StringIO()
+    args = parser.parse_args(["jobs", *argv])
+    code = jobs_cli.run(args, account.session, out, invoke=runtime.invoke_async, call=call)
+    return code, out.getvalue()
+
+
+def _dead_letter(account: LocalAccount, job: str, event: Any) -> None:
+    """What Lambda's on-failure destination receives for ``event`` (the shape the redrive reads)."""
+    queue = jobs_cli.JobsCatalog.from_stack(
+        account.session.client("cloudformation"), account.deployed.stack_name
+    ).job(job)["failed_runs"]
+    record = {
+        "version": "1.0",
+        "requestContext": {"requestId": "r-1", "condition": "RetriesExhausted"},
+        "requestPayload": event,
+        "responseContext": {"statusCode": 200, "functionError": "Unhandled"},
+        "responsePayload": {"errorType": "RuntimeError", "errorMessage": "it failed then"},
+    }
+    account.session.client("sqs").send_message(QueueUrl=queue, MessageBody=json.dumps(record))
 
 
 def test_an_unknown_job_is_a_clear_error(deployed: Any) -> None:

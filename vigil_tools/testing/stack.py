@@ -46,7 +46,7 @@ from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.author_code import forget_modules
 from vigil_tools.emulator.clients import own_client
 from vigil_tools.emulator.event_log import captured_events
-from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
+from vigil_tools.emulator.lambda_runtime import AsyncInvocation, Invocation, LocalLambda
 from vigil_tools.emulator.queue_mappings import BatchResult, QueueMapping
 from vigil_tools.emulator.queues import peek
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
@@ -61,7 +61,7 @@ from vigil_tools.emulator.ttl import TtlSweep
 from vigil_tools.jobs_cli import JobsCatalog
 from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.project import find_project
-from vigil_tools.redrive import redrive
+from vigil_tools.redrive import redrive_job
 from vigil_tools.tasks_catalog import tasks_catalog
 from vigil_tools.testing.fleet import SteppedFleet
 from vigil_tools.testing.hold import Parked
@@ -456,17 +456,18 @@ class VigilStack:
         return [_dead_letter(message) for message in peek(self.account.session, queue)]
 
     def redrive(self, job: str) -> Any:
-        """What ``vigil jobs redrive`` does: every dead-lettered event back to the function. Given
+        """What ``vigil jobs redrive`` does: every dead-lettered event back to the function (a
+        ``skip`` job's one at a time, oldest first, and what fails again stays in the queue). Given
         a task's name, every dead-lettered task back to its queue, marked ``redriven``, and
         what is due then runs (``vigil.tasks.redrive.Redrive``: ``moved`` ids, ``kept``)."""
         if job in self.tasks_catalog and job not in self.catalog.jobs:
             return self._redrive_task(job)
         spec = self.catalog.job(self._job_or_task(job))
-        sqs = self.account.session.client("sqs")
-        done = redrive(
-            sqs,
-            spec["failed_runs"],
-            lambda event: self._invoke_async(spec["function"], event, _scheduled_at(event)),
+        done = redrive_job(
+            self.account.session.client("sqs"),
+            spec,
+            send=lambda event: self._invoke_async(spec["function"], event, _scheduled_at(event)),
+            call=lambda event: self._invoke(spec["function"], event, _scheduled_at(event)),
         )
         self.fleet.settle()
         return [item.result for item in done]
@@ -490,6 +491,13 @@ class VigilStack:
         with _quiet():
             result = self.runtime.invoke_async(function, event)
         self._record_failures(function, result, moment)
+        return result
+
+    def _invoke(self, function: str, event: Any, moment: datetime | None) -> Invocation:
+        """A synchronous invocation (a redrive of a ``skip`` job waits for each tick's)."""
+        with _quiet():
+            result = self.runtime.invoke(function, event)
+        self._record_failures(function, AsyncInvocation(function, [result]), moment)
         return result
 
     def _record_failures(
