@@ -163,7 +163,7 @@ def _story(
         return new
 
     def say(what: str, answer: str) -> None:
-        print(f"  {what:<{COLUMN}}{answer}")
+        print(f"  {what:<{COLUMN - 1}} {answer}")  # a long label still gets its space
 
     print(
         f"\n=== Tasks ===\nThe deployed tasks: {', '.join(sorted(catalog))}, each an SQS queue, "
