@@ -66,13 +66,29 @@ def parameters(path: str) -> list[Parameter]:
         Parameter(
             param.name,
             str(param.annotation or ""),
-            "" if param.default is None else str(param.default),
+            _default(cls, param.default),
             documented.get(param.name, "") or fields.get(param.name, ""),
         )
         for param in init.parameters
         if param.name not in SKIPPED_PARAMETERS
         and param.kind is not griffe.ParameterKind.var_keyword
     ]
+
+
+def _default(cls: griffe.Class, default: object) -> str:
+    """A default as written, and a named constant's value beside its name."""
+    if default is None:
+        return ""
+    written = str(default)
+    if not written.isidentifier() or written in ("None", "True", "False"):
+        return written
+    source.module("vigil.contract")  # where infra's shared constants live
+    try:
+        constant = cls.module[written].final_target
+    except (KeyError, griffe.AliasResolutionError, griffe.CyclicAliasError):
+        return written
+    value = getattr(constant, "value", None)
+    return f"{written} = {value}" if value is not None else written
 
 
 def context_keys() -> list[tuple[str, str, str]]:

@@ -24,12 +24,12 @@ class VigilStack(Stack):
     ``TasksCatalog`` is ``{}``.
 
     Args:
-        declare_jobs: called with the stack and its job runs table; returns the stack's
-            ``ScheduledJob`` s.
+        declare_jobs: called with the stack and its job runs table; returns the stack's jobs
+            (``ScheduledJob``).
         declare_observers: called with the stack; returns its ``ObserverFleet`` (none: no fleet,
             and the jobs' routes get an API of their own).
-        declare_tasks: called with the stack and its tasks table; returns its
-            ``BackgroundTask`` s.
+        declare_tasks: called with the stack and its tasks table; returns its tasks
+            (``BackgroundTask``).
     """
 
     def __init__(

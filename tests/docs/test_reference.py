@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from docsgen import alarms, api, cli, constructs, kit, runbooks
+from docsgen import alarms, api, cli, constructs, kit, runbooks, source
 from docsgen.pages import PAGES
 from vigil.contract.alarms import ALARMS, RUNBOOKS, Alarm, AlarmSpec
 from vigil.contract.metrics import JobMetric, ObserverMetric, TaskMetric
@@ -105,6 +105,7 @@ def test_every_cli_command_and_argument_is_listed() -> None:
         for action in cli.arguments(command):
             shown = action.option_strings[0] if action.option_strings else action.dest
             assert f"`{shown}" in section, (heading, shown)
+            assert action.help, f"{heading}: {shown} has no help text"
 
 
 def test_every_metric_and_alarm_is_listed_with_its_meaning() -> None:
@@ -137,6 +138,11 @@ def test_the_testing_kit_lists_every_export_and_fixture() -> None:
     for name in exports:
         assert f"### {name}\n" in page
     assert "### `vigil_stack`\n" in page
+    for name in exports:
+        cls = source.module(kit.PACKAGE)[name].final_target
+        assert source.docstring(cls), name
+        for member in kit.public_members(cls):
+            assert not member.is_function or source.docstring(member), f"{name}.{member.name}"
 
 
 def test_every_alarm_has_one_runbook_entry_in_the_contracts_order() -> None:
