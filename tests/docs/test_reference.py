@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shlex
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -172,6 +173,18 @@ def test_runbooks_out_of_step_with_the_alarms_are_refused(
 
     with pytest.raises(runbooks.RunbooksOutOfStep, match=complaint):
         runbooks.check(change(text))
+
+
+def test_every_command_the_runbooks_say_to_type_parses() -> None:
+    """``vigil ...`` in a runbook entry is what an operator types at 3 a.m.: it must exist."""
+    text = (ROOT / RUNBOOKS).read_text()
+    typed = re.findall(r"`(vigil [^`]*)`", text)
+    values = {"NAME": "cleanup", "TICK": "2026-11-22T12:00:00+00:00", "ID": "a1", "EFFECT": "mail"}
+
+    assert len(typed) > 30
+    for command in typed:
+        words = [values.get(word, word) for word in shlex.split(command)]
+        cli.parser().parse_args(words[1:])  # raises on an unknown command or argument
 
 
 def test_a_new_alarm_without_an_entry_fails(monkeypatch: pytest.MonkeyPatch) -> None:
