@@ -4,6 +4,8 @@ access logs, retained data, retention on every log group (IAM wildcards: test_ia
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from enum import StrEnum
 from typing import Any
 
@@ -323,6 +325,25 @@ def test_every_alarm_links_its_runbook_entry_fits_cloudwatch_and_reads_as_its_sp
                 assert props["MetricName"] == spec.watches.value, logical
     always = {alarm for alarm, spec in ALARMS.items() if not spec.declared_when}
     assert always <= found, always - found
+
+
+def test_every_command_an_alarm_says_to_type_parses(synthesized: Synthesized) -> None:
+    """``vigil ...`` in a description is what the operator types from the alarm's e-mail."""
+    from vigil_tools.cli import build_parser
+
+    placeholders = {"TICK": "2026-11-22T12:00:00+00:00", "ID": "a1", "NAME": "mail"}
+    typed = [
+        command
+        for resource in synthesized.resources("AWS::CloudWatch::Alarm").values()
+        for command in re.findall(
+            r"`(vigil [^`]*)`", _deployed_length(resource["Properties"]["AlarmDescription"])[0]
+        )
+    ]
+
+    assert len(typed) > 10
+    for command in typed:
+        words = [placeholders.get(word, word) for word in shlex.split(command)]
+        build_parser().parse_args(words[1:])  # raises on an unknown command or argument
 
 
 def test_a_description_too_long_for_cloudwatch_fails_the_synth_naming_the_alarm() -> None:
