@@ -1,34 +1,40 @@
 """The alarm shapes Vigil uses: something that should be zero is not (lost or delayed work), or a
-gauge passed its limit (a queue's oldest message waited too long)."""
+gauge passed its limit (a queue's oldest message waited too long).
+
+Every alarm is declared here from its identity in ``vigil.contract.alarms``: its periods and
+missing-data rule come from its ``AlarmSpec``, and its description ends with the link to its
+runbook entry, within CloudWatch's length limit (checked at synth, not at deploy).
+"""
 
 from __future__ import annotations
 
+import re
+
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
+
+from infra.errors import ConfigurationError
+from vigil.contract.alarms import ALARMS, DESCRIPTION_LIMIT, Alarm, runbook_link
+
+TOKEN = re.compile(r"\$\{Token\[[^\]]*\]\}")
+TOKEN_WORST_LENGTH = 64
+"""What an unresolved name in a description (a function's, a queue's) may grow to at deploy:
+64, the longest Lambda function name, the only token a description carries today."""
 
 
 def alarm_above_zero(
     scope: Construct,
     construct_id: str,
     *,
+    alarm: Alarm,
     metric: cloudwatch.IMetric,
     description: str,
-    periods: int = 1,
-    gauge: bool = False,
 ) -> cloudwatch.Alarm:
-    """ALARM when every one of ``periods`` consecutive periods is above zero; no data is fine.
-
-    A ``gauge`` (a state only some passes report, like the fleet's counts) keeps its last state
-    through a period without data instead of reading the gap as zero and sending a false OK.
-    """
+    """ALARM when every one of the spec's consecutive periods is above zero; no data is fine,
+    except for a gauge (a state only some passes report, like the fleet's counts), which keeps
+    its last state through a period without data instead of reading the gap as zero."""
     return alarm_above(
-        scope,
-        construct_id,
-        metric=metric,
-        threshold=0,
-        description=description,
-        periods=periods,
-        gauge=gauge,
+        scope, construct_id, alarm=alarm, metric=metric, threshold=0, description=description
     )
 
 
@@ -36,23 +42,37 @@ def alarm_above(
     scope: Construct,
     construct_id: str,
     *,
+    alarm: Alarm,
     metric: cloudwatch.IMetric,
     threshold: float,
     description: str,
-    periods: int = 1,
-    gauge: bool = False,
 ) -> cloudwatch.Alarm:
-    """ALARM when every one of ``periods`` consecutive periods is above ``threshold``."""
+    """ALARM when every one of the spec's consecutive periods is above ``threshold``."""
+    spec = ALARMS[alarm]
     return cloudwatch.Alarm(
         scope,
         construct_id,
         metric=metric,
         threshold=threshold,
-        evaluation_periods=periods,
-        datapoints_to_alarm=periods,
+        evaluation_periods=spec.periods,
+        datapoints_to_alarm=spec.periods,
         comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         treat_missing_data=cloudwatch.TreatMissingData.IGNORE
-        if gauge
+        if spec.gauge
         else cloudwatch.TreatMissingData.NOT_BREACHING,
-        alarm_description=description,
+        alarm_description=with_runbook(construct_id, alarm, description),
     )
+
+
+def with_runbook(construct_id: str, alarm: Alarm, description: str) -> str:
+    """``description`` and its runbook link; too long for CloudWatch (a name counted at its
+    longest) is a synth error naming the alarm, not a failed deploy."""
+    full = f"{description} Runbook: {runbook_link(alarm)}"
+    length = len(TOKEN.sub("x" * TOKEN_WORST_LENGTH, full))
+    if length > DESCRIPTION_LIMIT:
+        raise ConfigurationError(
+            f"alarm {construct_id!r}",
+            "description",
+            f"{length} characters with its runbook link, CloudWatch takes {DESCRIPTION_LIMIT}",
+        )
+    return full

@@ -25,6 +25,7 @@ from constructs import Construct
 from infra.errors import ConfigurationError
 
 ALARM_EMAIL_CONTEXT = "alarmEmail"
+"""An e-mail address the alarm topic subscribes (AWS mails it a confirmation link first)."""
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 

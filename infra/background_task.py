@@ -63,14 +63,38 @@ class _Checked:
 class BackgroundTask(Construct):
     """Work an application enqueues (``vigil.tasks.enqueue``), run once per key by ``handler``.
 
-    ``retries`` are the runtime's own retries after a failed attempt, ``backoff`` apart and doubling;
-    then the task is FAILED and its message dead-lettered. ``concurrency`` caps the parallel runs
-    (the event source's maximum concurrency). ``ordered`` makes the queue FIFO: tasks of one group
-    run one at a time, in order (no per-message delay; batch size at most 10). ``retention`` is how
-    long a record, and so a key's once-only promise, is kept after its last write.
-    ``completion_events`` says which outcomes are announced on EventBridge (``CompletionEvents``):
-    ``"failures"`` by default, ``"all"`` when an application subscribes to successes, ``"none"``
-    when results are only read from the records; each event costs as much as the task's writes.
+    Args:
+        handler: ``module.function`` under ``functions/``; checked at synth without importing it.
+        timeout: the function's timeout; the queue's visibility timeout follows from it.
+        retries: the runtime's own retries after a failed attempt, ``backoff`` apart and
+            doubling; then the task is FAILED and its message dead-lettered.
+        backoff: the wait before the first retry (doubling after each).
+        concurrency: caps the parallel runs (the event source's maximum concurrency).
+        batch_size: messages per invocation (at most 10 for an ordered task; over 10 needs a
+            ``batching_window``).
+        batching_window: how long the event source gathers a batch (0-300 s; none for an
+            ordered task).
+        visibility_timeout: the queue's visibility timeout (default and least: 6 x ``timeout``
+            plus the batching window, AWS's rule for a Lambda event source).
+        ordered: a FIFO queue: tasks of one group run one at a time, in order (no per-message
+            delay; batch size at most 10).
+        retention: how long a record, and so a key's once-only promise, is kept after its last
+            write.
+        memory_size: the function's memory, in MB.
+        lease_margin: added to the invocation's deadline to make a run's lease (at least 1 s, the
+            worst clock skew, and below ``timeout``).
+        max_queue_age: a message older than this (at least 60 s) alarms: the function fails, is
+            throttled or cannot keep up.
+        completion_events: which outcomes are announced on EventBridge (``CompletionEvents``):
+            ``"failures"`` by default, ``"all"`` when an application subscribes to successes,
+            ``"none"`` when results are only read from the records; each event costs as much as
+            the task's writes.
+        task_name: the key of the task's records, metrics and grants (default: the construct id
+            in kebab case).
+        description: the function's description (default: the task's name).
+        tasks_table: the stack's tasks table (default: one shared by the stack's tasks).
+        writes: the tables, buckets, queues and buses the task writes through ``run.fenced``
+            (granted exactly: :mod:`infra.writes`).
     """
 
     def __init__(

@@ -39,6 +39,14 @@ JOBS_INDEX = "jobs-index"
 
 
 class JobsControl(Construct):
+    """The jobs routes of the management API and the never-delivered audit (see the module).
+
+    Args:
+        jobs: the stack's jobs, the ones its routes and audit know.
+        runs_table: the job runs table they record in.
+        api: the REST API to join (the fleet's); none: these routes get their own.
+    """
+
     def __init__(
         self,
         scope: Construct,

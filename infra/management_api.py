@@ -26,6 +26,8 @@ from infra.errors import ConfigurationError
 from infra.stage import owns_api_gateway_account
 
 OPERATORS_CONTEXT = "operators"
+"""The IAM role and user ARNs allowed to call the management API (a list, or one
+comma-separated string); none: only principals the account's own policies allow."""
 OPERATOR_ARN = re.compile(r"arn:aws(-[a-z]+)*:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}")
 """An IAM role or user (a path allowed): what ``aws:PrincipalArn`` holds for its requests."""
 INVOKE_ANY_METHOD = "execute-api:/*"

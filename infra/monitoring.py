@@ -25,6 +25,7 @@ from infra.observer_fleet import STREAM_BEHIND, ObserverFleet
 from infra.saved_queries import saved_queries
 from infra.scheduled_job import ScheduledJob
 from infra.tasks_api import TasksApi
+from vigil.contract.alarms import Alarm
 from vigil.contract.metrics import JobMetric, ObserverMetric, TaskMetric
 from vigil.contract.stages import dashboard_name
 from vigil.contract.tasks import CompletionEvents
@@ -46,6 +47,16 @@ TASK_OUTCOMES = tuple(
 
 
 class Monitoring(Construct):
+    """The dashboard, the alarms and their topic, the saved queries (see the module).
+
+    Args:
+        jobs: the stack's jobs: a dashboard row and alarms each.
+        fleet: the observer fleet: its rows, and its alarms notify the topic too.
+        control: the jobs control: its audit's alarm and function row.
+        tasks: the stack's tasks: rows and alarms each.
+        tasks_api: the tasks API: its function's row.
+    """
+
     def __init__(
         self,
         scope: Construct,
@@ -123,6 +134,7 @@ class Monitoring(Construct):
                 )
             )
             self._alarm(
+                Alarm.JOBS_AUDIT_UNDELIVERED,
                 "jobs-audit-undelivered",
                 _depth(control.audit_undelivered, "undelivered audits"),
                 "Jobs audit: EventBridge Scheduler could not invoke the audit; never-delivered "
@@ -257,27 +269,32 @@ class Monitoring(Construct):
             ),
         )
         self._alarm(
+            Alarm.JOB_FAILED_RUNS,
             f"{name}-failed-runs",
             _depth(job.failed_runs, "failed runs"),
             f"Job {name}: runs failed after all retries; redrive from the queue once fixed.",
         )
         self._alarm(
+            Alarm.JOB_UNDELIVERED,
             f"{name}-undelivered",
             _depth(job.undelivered, "undelivered"),
             f"Job {name}: EventBridge Scheduler could not invoke the function.",
         )
         self._alarm(
+            Alarm.JOB_MISSED_TICKS,
             f"{name}-missed-ticks",
             job.metric(JobMetric.MISSED),
             f"Job {name}: ticks arrived later than the maximum lateness and did not run.",
         )
         self._alarm(
+            Alarm.JOB_NEVER_DELIVERED,
             f"{name}-never-delivered",
             job.metric(JobMetric.NEVER_DELIVERED),
             f"Job {name}: expected ticks never arrived (schedule disabled or deleted, target "
             "broken, account throttled); the audit recorded them MISSED.",
         )
         self._alarm(
+            Alarm.JOB_FINISH_UNRECORDED,
             f"{name}-finish-unrecorded",
             job.metric(JobMetric.FINISH_UNRECORDED),
             f"Job {name}: a run ended but DynamoDB refused its outcome until the invocation's "
@@ -286,6 +303,7 @@ class Monitoring(Construct):
             "attempts ran twice, so check that its effects were fenced by its token.",
         )
         self._alarm(
+            Alarm.JOB_UNCERTAIN,
             f"{name}-uncertain",
             job.metric(JobMetric.UNCERTAIN),
             f"Job {name}: a tick stopped UNCERTAIN on an effect (run.once) an earlier run began "
@@ -294,13 +312,26 @@ class Monitoring(Construct):
             f"`vigil jobs settle {name} TICK --effect NAME --done` (it happened) or `--not-done` "
             f"and `vigil jobs run {name} --at TICK` (it runs again).",
         )
-        for variable, metric, what in (
-            ("VIGIL_MAX_DURATION_SECONDS", JobMetric.TOO_LONG, "took longer than max_duration"),
-            ("VIGIL_MIN_DURATION_SECONDS", JobMetric.TOO_SHORT, "finished under min_duration"),
+        for variable, alarm, metric, what in (
+            (
+                "VIGIL_MAX_DURATION_SECONDS",
+                Alarm.JOB_TOO_LONG,
+                JobMetric.TOO_LONG,
+                "took longer than max_duration",
+            ),
+            (
+                "VIGIL_MIN_DURATION_SECONDS",
+                Alarm.JOB_TOO_SHORT,
+                JobMetric.TOO_SHORT,
+                "finished under min_duration",
+            ),
         ):
             if variable in job.duration_limits:
                 self._alarm(
-                    f"{name}-{metric.value}", job.metric(metric), f"Job {name}: a run {what}."
+                    alarm,
+                    f"{name}-{metric.value}",
+                    job.metric(metric),
+                    f"Job {name}: a run {what}.",
                 )
 
     def _add_task(self, task: BackgroundTask) -> None:
@@ -352,6 +383,7 @@ class Monitoring(Construct):
             alarm_above(
                 self,
                 f"task-{name}-queue-age",
+                alarm=Alarm.TASK_QUEUE_AGE,
                 metric=age,
                 threshold=task.max_queue_age_seconds,
                 description=f"Task {name}: a message has waited over max_queue_age "
@@ -361,17 +393,20 @@ class Monitoring(Construct):
             )
         )
         self._alarm(
+            Alarm.TASK_DEAD_LETTERS,
             f"task-{name}-dead-letters",
             _depth(task.dead_letters, "dead letters"),
             f"Task {name}: messages in its dead-letter queue (out of retries, malformed, or an "
             f"invocation that kept dying). {failed}",
         )
         self._alarm(
+            Alarm.TASK_FAILED,
             f"task-{name}-failed",
             task.metric(TaskMetric.FAILED),
             f"Task {name}: tasks FAILED after all retries. {failed}",
         )
         self._alarm(
+            Alarm.TASK_FINISH_UNRECORDED,
             f"task-{name}-finish-unrecorded",
             task.metric(TaskMetric.FINISH_UNRECORDED),
             f"Task {name}: a run ended but DynamoDB refused its outcome until the invocation's "
@@ -380,6 +415,7 @@ class Monitoring(Construct):
             "attempts ran twice, so check that its effects were fenced by its token.",
         )
         self._alarm(
+            Alarm.TASK_UNCERTAIN,
             f"task-{name}-uncertain",
             task.metric(TaskMetric.UNCERTAIN),
             f"Task {name}: a task stopped UNCERTAIN on an effect (run.once) an earlier attempt "
@@ -391,14 +427,19 @@ class Monitoring(Construct):
         if task.completion_events is CompletionEvents.NONE:
             return  # it sends no events, so none can go unsent
         self._alarm(
+            Alarm.TASK_EVENT_UNSENT,
             f"task-{name}-event-unsent",
             task.metric(TaskMetric.EVENT_UNSENT),
             f"Task {name}: completion events EventBridge did not take in time; their subscribers "
             f"did not hear of these outcomes. The records have them: type `vigil tasks list {name}`.",
         )
 
-    def _alarm(self, alarm_id: str, metric: cloudwatch.IMetric, description: str) -> None:
-        self.alarms.append(alarm_above_zero(self, alarm_id, metric=metric, description=description))
+    def _alarm(
+        self, alarm: Alarm, alarm_id: str, metric: cloudwatch.IMetric, description: str
+    ) -> None:
+        self.alarms.append(
+            alarm_above_zero(self, alarm_id, alarm=alarm, metric=metric, description=description)
+        )
 
 
 def _depth(queue: sqs.IQueue, label: str) -> cloudwatch.Metric:

@@ -48,6 +48,12 @@ from infra.queues import dead_letter_queue
 from infra.removal import data_removal_policy, deletion_protected
 from infra.stage import stage_environment, stage_of
 from infra.writes import check_writes, grant_writes, writes_environment
+from vigil.contract.alarms import (
+    SHORTFALL_MINUTES,
+    STREAM_BEHIND_MINUTES,
+    STUCK_PASSES,
+    Alarm,
+)
 from vigil.contract.hosts import (
     DEFAULT_MAX_UNAVAILABLE,
     HOST_EXIT,
@@ -80,17 +86,11 @@ from vigil.contract.observers import (
 )
 
 OWNER = "ObserverFleet"
-SHORTFALL_MINUTES = 5
 RECONCILER_TIMEOUT_SECONDS = 180
 RESYNC_LEASE_SECONDS = RECONCILER_TIMEOUT_SECONDS + 60
 """A resync lease outlives the pass that took it by a minute (a crashed pass frees it then)."""
-STREAM_BEHIND = Duration.minutes(5)
-"""How far behind the registry stream the reconciler may fall (its iterator age) before the alarm:
-a healthy batch is handled within seconds; 5 minutes is retries failing or the function throttled."""
+STREAM_BEHIND = Duration.minutes(STREAM_BEHIND_MINUTES)
 STREAM_MAX_RECORD_AGE = Duration.hours(1)
-STUCK_PASSES = 3
-"""Consecutive minutes (resync passes) a stuck state must last before its alarm: one pass that
-fails or is skipped clears by itself at the next; three in a row do not."""
 KIND_NAME = re.compile(r"^[a-z0-9-]{1,63}$")
 CONTAINER_NAME = "observer"
 FARGATE_MEMORY: dict[int, range] = {
@@ -121,16 +121,24 @@ class ObserverKind:
     """
 
     handler: str
+    """``module.function`` under ``functions/`` that runs one observer."""
     cpu: int = 256
+    """Fargate CPU units of the kind's task (256-16384)."""
     memory_mib: int = 512
+    """The task's memory: one Fargate offers with ``cpu``."""
     max_unavailable: int = DEFAULT_MAX_UNAVAILABLE
     """Percent (1-100) of the kind's observers a rollout hands over at once (rounded up, >= 1)."""
     capacity: str = Capacity.ON_DEMAND.value
     """``"on-demand"``, or ``"spot"``: Fargate Spot, falling back to on-demand when it has none."""
     placement: str = Placement.DEDICATED
+    """``"dedicated"``: a task per observer; ``"pooled"``: up to ``slots_per_host`` per task."""
     slots_per_host: int | None = None
+    """Pooled only: how many observers one host (task) runs."""
     observer_memory_mib: int | None = None
+    """Pooled only: the memory one observer needs on its host."""
     headroom: int | None = None
+    """Pooled only: free slots kept ready so a failover never waits for a task to start
+    (default: half a host)."""
     writes: tuple[Any, ...] = ()
     """Tables, buckets, queues and buses the kind writes through ``ctx.fenced``: named in its
     containers' environment and granted on the fleet's task role (shared by every kind, so the
@@ -159,7 +167,31 @@ class ObserverKind:
 
 
 class ObserverFleet(Construct):
-    """Everything observers need; handles are attributes so the stack can wire dashboards."""
+    """Everything observers need; handles are attributes so the stack can wire dashboards.
+
+    Args:
+        kinds: the kinds this fleet runs: per name (lowercase, digits, dashes), a handler path
+            (``module.function`` under ``functions/``) or an ``ObserverKind``.
+        heartbeat_interval: how often an observer's heartbeat is written (at least 5 s); one
+            silent for 3 intervals is restarted.
+        max_observers: the most observers the registry accepts (the API answers 429 beyond).
+        vpc: an existing VPC to run the tasks in (default: a small one, public subnets in two
+            AZs, no NAT gateway).
+        vpc_id: a VPC looked up at synth (needs credentials and an explicit account and region).
+        subnets: which of the VPC's subnets the tasks run in.
+        assign_public_ip: whether tasks get a public IP (default: yes in the fleet's own VPC,
+            which has no NAT gateway; no in a given one).
+        container_insights: ECS Container Insights on the cluster (CPU and memory per kind).
+        stop_timeout: how long a stopping observer has to finish before ECS kills it.
+        failure_threshold: consecutive failures after which an observer is FAILED and is no
+            longer restarted.
+        backoff_base: the wait before restarting an observer that failed quickly again
+            (doubling with each quick failure).
+        backoff_cap: the longest such wait.
+        log_retention: how long the observers' and the reconciler's logs are kept.
+        removal_policy: what a stack deletion does to the registry and hosts tables (default:
+            retained, unless the stack is a throwaway).
+    """
 
     def __init__(
         self,
@@ -706,40 +738,41 @@ class ObserverFleet(Construct):
             name: alarm_above_zero(
                 self,
                 f"{name}Alarm",
+                alarm=alarm,
                 description=f"Vigil observers: messages on {name}",
                 metric=queue.metric_approximate_number_of_messages_visible(
                     period=Duration.minutes(1), statistic="Maximum"
                 ),
             )
-            for name, queue in (
-                ("ObserversDlq", self.observers_dlq),
-                ("EventsDlq", self.events_dlq),
-                ("StreamDlq", self.stream_dlq),
-                ("ReconcilerFailures", self.reconciler_failures),
+            for name, alarm, queue in (
+                ("ObserversDlq", Alarm.OBSERVERS_DLQ, self.observers_dlq),
+                ("EventsDlq", Alarm.EVENTS_DLQ, self.events_dlq),
+                ("StreamDlq", Alarm.STREAM_DLQ, self.stream_dlq),
+                ("ReconcilerFailures", Alarm.RECONCILER_FAILURES, self.reconciler_failures),
             )
         }
         self.failed_metric = self.metric(ObserverMetric.FAILED)
         alarms["ObserversFailed"] = alarm_above_zero(
             self,
             "ObserversFailedAlarm",
+            alarm=Alarm.OBSERVERS_FAILED,
             description="Vigil observers: an observer gave up (FAILED)",
             metric=self.failed_metric,
         )
         alarms["ObserversInFailed"] = alarm_above_zero(
             self,
             "ObserversInFailedAlarm",
+            alarm=Alarm.OBSERVERS_IN_FAILED,
             description="Vigil observers: at least one observer is FAILED; fix it, then restart it",
             metric=self.metric(ObserverMetric.FLEET_FAILED, "Maximum", Duration.minutes(1)),
-            gauge=True,
         )
         alarms["FleetShortfall"] = alarm_above_zero(
             self,
             "FleetShortfallAlarm",
+            alarm=Alarm.FLEET_SHORTFALL,
             description=f"Vigil observers: fewer running than desired for {SHORTFALL_MINUTES} "
             "minutes (starts failing, crash loops, capacity)",
             metric=self.shortfall_metric(),
-            periods=SHORTFALL_MINUTES,
-            gauge=True,
         )
         for kind in self.pooled_kinds:
             alarms.update(self._host_alarms(kind))
@@ -747,6 +780,7 @@ class ObserverFleet(Construct):
         alarms["ReconcilerErrors"] = alarm_above_zero(
             self,
             "ReconcilerErrorsAlarm",
+            alarm=Alarm.RECONCILER_ERRORS,
             description="Vigil observers: the reconciler function failed (see its logs)",
             metric=self.reconciler.metric_errors(period=Duration.minutes(5), statistic="Sum"),
         )
@@ -754,6 +788,7 @@ class ObserverFleet(Construct):
         alarms["StreamBehind"] = alarm_above(
             self,
             "StreamBehindAlarm",
+            alarm=Alarm.STREAM_BEHIND,
             description=f"Vigil observers: the reconciler has been over {behind} minutes behind "
             f"the registry stream for {STUCK_PASSES} consecutive minutes: creates, stops and "
             "restarts wait (the minute resync still acts on them), and changes older than "
@@ -763,11 +798,11 @@ class ObserverFleet(Construct):
             "duration on the dashboard and search its log group for the failing batch.",
             metric=self.stream_iterator_age(),
             threshold=STREAM_BEHIND.to_milliseconds(),
-            periods=STUCK_PASSES,
         )
         alarms["Api5xx"] = alarm_above_zero(
             self,
             "Api5xxAlarm",
+            alarm=Alarm.API_5XX,
             description="Vigil observers API: server errors (5XX)",
             metric=self.api.metric_server_error(period=Duration.minutes(5), statistic="Sum"),
         )
@@ -784,6 +819,12 @@ class ObserverFleet(Construct):
     def _stuck_alarms(self) -> dict[str, cloudwatch.Alarm]:
         """States that can stick without a status to show them: each counted by every resync,
         alarmed when it lasts ``STUCK_PASSES`` consecutive minutes."""
+        stuck = {
+            "ResyncSkipped": Alarm.RESYNC_SKIPPED,
+            "ObserverErrors": Alarm.OBSERVER_ERRORS,
+            "StopNotCompleted": Alarm.STOP_NOT_COMPLETED,
+            "HeartbeatStale": Alarm.HEARTBEAT_STALE,
+        }
         passes = f"{STUCK_PASSES} consecutive minutes"
         logs = "the reconciler's log group"
         descriptions = {
@@ -811,11 +852,11 @@ class ObserverFleet(Construct):
             name: alarm_above_zero(
                 self,
                 f"{name}Alarm",
+                alarm=alarm,
                 description=descriptions[name],
                 metric=self.metric(metric, "Sum", Duration.minutes(1)),
-                periods=STUCK_PASSES,
             )
-            for name, metric in zip(descriptions, self.STUCK_METRICS, strict=True)
+            for (name, alarm), metric in zip(stuck.items(), self.STUCK_METRICS, strict=True)
         }
 
     def _host_alarms(self, kind: str) -> dict[str, cloudwatch.Alarm]:
@@ -826,6 +867,7 @@ class ObserverFleet(Construct):
             f"HostLost-{kind}": alarm_above_zero(
                 self,
                 f"HostLostAlarm-{kind}",
+                alarm=Alarm.HOST_LOST,
                 description=f"Vigil observers: a host of the pooled kind {kind} was LOST (no "
                 f"heartbeat for 3 intervals, or its task stopped); its observers were moved. "
                 f"Type {look}, then `vigil observers list` for where they run now.",
@@ -834,6 +876,7 @@ class ObserverFleet(Construct):
             f"HostsStuckStarting-{kind}": alarm_above_zero(
                 self,
                 f"HostsStuckStartingAlarm-{kind}",
+                alarm=Alarm.HOSTS_STUCK_STARTING,
                 description=f"Vigil observers: hosts of the pooled kind {kind} have been "
                 f"STARTING longer than the start timeout (RunTask failing: no capacity, a quota; "
                 f"or the task never heartbeats); observers wait for them. Type {look}; the "
@@ -841,7 +884,6 @@ class ObserverFleet(Construct):
                 metric=self.kind_metric(
                     ObserverMetric.HOSTS_STUCK_STARTING, kind, "Maximum", Duration.minutes(1)
                 ),
-                gauge=True,
             ),
         }
 

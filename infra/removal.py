@@ -13,6 +13,8 @@ from aws_cdk import RemovalPolicy
 from constructs import Construct
 
 THROWAWAY_CONTEXT = "throwaway"
+"""``true`` for a test or demo stack: its tables and queues are deleted with it, not retained
+(and its tables not deletion-protected)."""
 
 
 def is_throwaway(scope: Construct) -> bool:

@@ -32,6 +32,8 @@ def records_table(scope: Construct, construct_id: str) -> dynamodb.Table:
 
 
 class JobRunsTable(Construct):
+    """The job runs table: every job's tick records, with the index ``vigil jobs list`` reads."""
+
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
         self.table = records_table(self, "Table")

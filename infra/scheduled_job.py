@@ -53,11 +53,37 @@ class _Checked:
 class ScheduledJob(Construct):
     """A job that EventBridge Scheduler fires and the Vigil guard runs exactly once per tick.
 
-    ``retry_attempts`` are Lambda's asynchronous retries of a failed run (0-2); after the last one
-    the event goes to ``failed_runs``. ``delivery_retry_attempts`` are the scheduler's retries when
-    it cannot invoke the function at all; those events go to ``undelivered``. ``writes`` lists
-    the tables, buckets, queues and buses the job writes through ``run.fenced`` (granted exactly:
-    :mod:`infra.writes`).
+    Args:
+        handler: ``module.function`` under ``functions/``; checked at synth without importing it.
+        schedule: an EventBridge Scheduler expression: ``rate()``, ``cron()`` (6 fields) or
+            ``at()``.
+        time_zone: the IANA time zone the schedule is evaluated in.
+        overlap: ``"skip"``: a tick arriving while an earlier run holds the job's lease is
+            recorded SKIPPED; ``"allow"``: ticks overlap, each still runs once.
+        timeout: the function's timeout, at most 15 minutes.
+        max_lateness: a tick delivered later than this is recorded MISSED and does not run.
+        retry_attempts: Lambda's asynchronous retries of a failed run (0-2); after the last one
+            the event goes to ``failed_runs``. Synth warns when retries (about 1 and 2 minutes
+            apart) would arrive after ``max_lateness`` and so never run.
+        delivery_retry_attempts: the scheduler's retries when it cannot invoke the function at
+            all (0-185); those events then go to ``undelivered``.
+        max_event_age: how long the scheduler keeps trying to deliver a tick (60 s-24 h);
+            Lambda's own limit for its retries is capped at 6 h.
+        memory_size: the function's memory, in MB.
+        lease_margin: added to the invocation's deadline to make a run's lease; must exceed the
+            worst clock skew.
+        retention: how long tick records stay (DynamoDB TTL); at least the dead-letter queues'
+            14 days, so a redrive always finds its tick.
+        job_name: the key of the job's records, metrics and grants (default: the construct id
+            in kebab case, ``DailyReport`` -> ``daily-report``).
+        description: the function's description (default: the job's name and schedule).
+        runs_table: the stack's job runs table (default: one shared by the stack's jobs).
+        max_duration: a run longer than this (1 s to ``timeout``) is flagged TOO_LONG in its
+            record, counts ``JobRunTooLong`` and alarms.
+        min_duration: a successful run faster than this (below ``max_duration``) is flagged
+            TOO_SHORT (``JobRunTooShort``, alarmed): it probably did nothing.
+        writes: the tables, buckets, queues and buses the job writes through ``run.fenced``
+            (granted exactly: :mod:`infra.writes`).
     """
 
     def __init__(

@@ -21,7 +21,16 @@ from infra.tasks_table import TasksTable
 class VigilStack(Stack):
     """The stack a team deploys: its scheduled jobs, its background tasks, its observer fleet,
     one dashboard. Without ``declare_tasks`` there is no tasks table, no tasks API function and
-    ``TasksCatalog`` is ``{}``."""
+    ``TasksCatalog`` is ``{}``.
+
+    Args:
+        declare_jobs: called with the stack and its job runs table; returns the stack's jobs
+            (``ScheduledJob``).
+        declare_observers: called with the stack; returns its ``ObserverFleet`` (none: no fleet,
+            and the jobs' routes get an API of their own).
+        declare_tasks: called with the stack and its tasks table; returns its tasks
+            (``BackgroundTask``).
+    """
 
     def __init__(
         self,

@@ -15,6 +15,8 @@ from vigil.contract.metrics import powertools_environment
 from vigil.contract.stages import InvalidStage, check_stage
 
 STAGE_CONTEXT = "stage"
+"""A named stage: the stack ``Vigil-NAME`` with its own resources, metrics and alarms (none: the
+stack ``Vigil``, as before stages)."""
 API_GATEWAY_ACCOUNT_CONTEXT = "apiGatewayAccount"
 """Whether this stage owns the account's API Gateway settings (the CloudWatch Logs role every API
 of the account and region logs through). One per account and region: the default stage owns it

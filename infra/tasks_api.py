@@ -25,6 +25,14 @@ HANDLER = "handlers.tasks_api.handler"
 
 
 class TasksApi(Construct):
+    """The tasks routes of the management API and their function (see the module).
+
+    Args:
+        tasks: the stack's tasks, the only ones the routes serve.
+        table: the tasks table they record in.
+        api: the REST API the routes join.
+    """
+
     def __init__(
         self,
         scope: Construct,

@@ -13,6 +13,8 @@ from infra.runs_table import records_table
 
 
 class TasksTable(Construct):
+    """The tasks table: one record per task (no index; see the module)."""
+
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
         self.table = records_table(self, "Table")

@@ -306,20 +306,24 @@ def build_parser() -> argparse.ArgumentParser:
     commands = observers.add_subparsers(dest="command", required=True)
     commands.add_parser("kinds", help="the kinds this fleet can run")
     create = commands.add_parser("create", help="register an observer")
-    create.add_argument("name")
-    create.add_argument("--kind", required=True)
+    create.add_argument("name", help="the observer's name (lowercase letters, digits, dashes)")
+    create.add_argument(
+        "--kind", required=True, help="one of the fleet's kinds (`vigil observers kinds`)"
+    )
     create.add_argument("--config", default="{}", help="a JSON object, or @file.json")
     create.add_argument("--idempotency-key", help="retrying with the same key is safe")
     listing = commands.add_parser("list", help="list observers")
-    listing.add_argument("--status", type=str.upper, choices=STATUSES)
+    listing.add_argument(
+        "--status", type=str.upper, choices=STATUSES, help="only observers in this status"
+    )
     for command, text in (
         ("get", "show one observer"),
         ("stop", "stop an observer"),
         ("restart", "replace an observer's task"),
     ):
-        commands.add_parser(command, help=text).add_argument("name")
+        commands.add_parser(command, help=text).add_argument("name", help="the observer's name")
     rebalance = commands.add_parser("rebalance", help="even a pooled kind's load over its hosts")
-    rebalance.add_argument("kind")
+    rebalance.add_argument("kind", help="a pooled kind")
     rebalance.add_argument(
         "--max",
         type=_moves,

@@ -77,11 +77,13 @@ def add_parser(groups: Any) -> None:
     commands = jobs.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="every job's latest state")
     history = commands.add_parser("history", help="a job's ticks, newest first")
-    history.add_argument("job")
-    history.add_argument("--limit", type=_positive, default=20)
+    history.add_argument("job", help="the job's name")
+    history.add_argument("--limit", type=_positive, default=20, help="how many ticks")
     again = commands.add_parser("redrive", help="hand dead-lettered events back to the job")
-    again.add_argument("job")
-    again.add_argument("--limit", type=_positive, default=100)
+    again.add_argument("job", help="the job's name")
+    again.add_argument(
+        "--limit", type=_positive, default=100, help="the most dead letters handed back"
+    )
     add_settle(
         commands,
         "job",

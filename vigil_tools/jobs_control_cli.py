@@ -39,28 +39,32 @@ class RunNotFinished(Exception):
 
 def add_commands(commands: Any, positive: Callable[[str], int]) -> None:
     run = commands.add_parser("run", help="run a job now, or one of its ticks again")
-    run.add_argument("job")
+    run.add_argument("job", help="the job's name")
     run.add_argument("--at", help="a scheduled tick to run (e.g. one recorded MISSED or FAILED)")
     run.add_argument("--overlap", choices=["allow"], help="ignore the job's skip policy")
     run.add_argument("--wait", action="store_true", help="wait until the tick is final")
     run.add_argument("--timeout", type=positive, default=900, help="seconds --wait waits")
     run.add_argument("--idempotency-key", help="retrying with the same key starts no second run")
     pause = commands.add_parser("pause", help="pause a job: deliveries are recorded PAUSED")
-    pause.add_argument("job")
-    pause.add_argument("--reason", required=True)
+    pause.add_argument("job", help="the job's name")
+    pause.add_argument("--reason", required=True, help="why: recorded with the pause")
     pause.add_argument("--until", help="when the pause ends by itself")
-    commands.add_parser("resume", help="end a job's pause").add_argument("job")
+    commands.add_parser("resume", help="end a job's pause").add_argument(
+        "job", help="the job's name"
+    )
     backfill = commands.add_parser("backfill", help="run past ticks that never succeeded")
-    backfill.add_argument("job")
-    backfill.add_argument("--from", dest="start", required=True)
-    backfill.add_argument("--to", dest="end", required=True)
-    backfill.add_argument("--concurrency", type=positive, default=1)
+    backfill.add_argument("job", help="the job's name")
+    backfill.add_argument(
+        "--from", dest="start", required=True, help="the earliest tick (ISO 8601)"
+    )
+    backfill.add_argument("--to", dest="end", required=True, help="the latest tick (ISO 8601)")
+    backfill.add_argument("--concurrency", type=positive, default=1, help="ticks run at once")
     backfill.add_argument("--overlap", choices=["allow"], help="ignore the job's skip policy")
     backfill.add_argument("--dry-run", action="store_true", help="list the ticks, run nothing")
     backfill.add_argument("--timeout", type=positive, default=900, help="seconds per tick")
     upcoming = commands.add_parser("next", help="a job's next fire times")
-    upcoming.add_argument("job")
-    upcoming.add_argument("-n", type=positive, default=5)
+    upcoming.add_argument("job", help="the job's name")
+    upcoming.add_argument("-n", type=positive, default=5, help="how many fire times")
 
 
 def run_api_command(

@@ -11,8 +11,8 @@ def add_settle(commands: Any, owner: str, id_name: str, *, done: str, not_done: 
     settle = commands.add_parser(
         "settle", help=f"say whether an UNCERTAIN {id_name}'s effect happened"
     )
-    settle.add_argument(owner)
-    settle.add_argument(id_name)
+    settle.add_argument(owner, help=f"the {owner}'s name")
+    settle.add_argument(id_name, help=f"the UNCERTAIN {id_name}, as its record names it")
     settle.add_argument("--effect", required=True, help="the effect its record names")
     verdict = settle.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--done", action="store_true", help=done)

@@ -54,7 +54,7 @@ def add_parser(groups: Any) -> None:
     tasks.add_argument("--stack", help="the deployed stack's name (default: the --stage's)")
     commands = tasks.add_subparsers(dest="command", required=True)
     enqueue = commands.add_parser("enqueue", help="enqueue a task; prints its id")
-    enqueue.add_argument("task")
+    enqueue.add_argument("task", help="the task's name")
     enqueue.add_argument("--payload", default="{}", help="a JSON object, or @file.json")
     enqueue.add_argument("--key", help="the task's id: the same key never runs twice")
     when = enqueue.add_mutually_exclusive_group()
@@ -65,19 +65,26 @@ def add_parser(groups: Any) -> None:
         "--group", dest="task_group", help="an ordered task's group (run in order within it)"
     )
     get = commands.add_parser("get", help="one task's record")
-    get.add_argument("task")
-    get.add_argument("id")
+    get.add_argument("task", help="the task's name")
+    get.add_argument("id", help="the task's id (its key)")
     listing = commands.add_parser("list", help="a task's records")
-    listing.add_argument("task")
-    listing.add_argument("--status", type=str.upper, choices=[s.value for s in TaskStatus])
-    listing.add_argument("--limit", type=_positive, default=50)
+    listing.add_argument("task", help="the task's name")
+    listing.add_argument(
+        "--status",
+        type=str.upper,
+        choices=[s.value for s in TaskStatus],
+        help="only records in this status",
+    )
+    listing.add_argument("--limit", type=_positive, default=50, help="records per page")
     listing.add_argument("--next", help="the page token a previous list printed")
     cancel = commands.add_parser("cancel", help="cancel a task that has not started")
-    cancel.add_argument("task")
-    cancel.add_argument("id")
+    cancel.add_argument("task", help="the task's name")
+    cancel.add_argument("id", help="the task's id (its key)")
     again = commands.add_parser("redrive", help="send a task's dead letters back to its queue")
-    again.add_argument("task")
-    again.add_argument("--limit", type=_positive, default=100)
+    again.add_argument("task", help="the task's name")
+    again.add_argument(
+        "--limit", type=_positive, default=100, help="the most dead letters sent back"
+    )
     add_settle(
         commands,
         "task",

@@ -4,17 +4,23 @@ access logs, retained data, retention on every log group (IAM wildcards: test_ia
 from __future__ import annotations
 
 import json
+import re
+import shlex
+from enum import StrEnum
 from typing import Any
 
 import pytest
 from aws_cdk import App, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk.assertions import Match, Template
 
+from infra.alarms import TOKEN_WORST_LENGTH, alarm_above_zero
 from infra.errors import ConfigurationError
 from infra.monitoring import Monitoring
 from infra.queues import dead_letter_queue
 from infra.runs_table import JobRunsTable
 from tests.helpers.monitoring import dashboard_widgets, widget_series
+from vigil.contract.alarms import ALARMS, DESCRIPTION_LIMIT, RUNBOOKS, Alarm
 from vigil_tools.emulator.template import Synthesized
 
 
@@ -284,3 +290,72 @@ def test_functions_write_only_their_own_log_group(synthesized: Synthesized) -> N
             }
         },
     )
+
+
+def _deployed_length(description: Any) -> tuple[str, int]:
+    """The description's text and its length once deployed, a name (a token) at its longest."""
+    if isinstance(description, str):
+        return description, len(description)
+    parts = description["Fn::Join"][1]
+    text = "".join(part if isinstance(part, str) else "NAME" for part in parts)
+    return text, sum(len(p) if isinstance(p, str) else TOKEN_WORST_LENGTH for p in parts)
+
+
+def test_every_alarm_links_its_runbook_entry_fits_cloudwatch_and_reads_as_its_spec(
+    synthesized: Synthesized,
+) -> None:
+    found: set[Alarm] = set()
+    for logical, resource in synthesized.resources("AWS::CloudWatch::Alarm").items():
+        props = resource["Properties"]
+        text, length = _deployed_length(props["AlarmDescription"])
+        link = text.rsplit(" Runbook: ", 1)[-1]
+        assert link.startswith(f"{RUNBOOKS}#"), logical
+        alarm = Alarm(link.removeprefix(f"{RUNBOOKS}#"))
+        spec = ALARMS[alarm]
+        found.add(alarm)
+
+        assert length <= DESCRIPTION_LIMIT, (logical, length)
+        assert props["EvaluationPeriods"] == props["DatapointsToAlarm"] == spec.periods, logical
+        missing = "ignore" if spec.gauge else "notBreaching"
+        assert props["TreatMissingData"] == missing, logical
+        if "Period" in props:  # a plain metric; a math expression's period is in its metrics
+            assert props["Period"] == spec.period_minutes * 60, logical
+            assert props["Statistic"] == spec.statistic, logical
+            if isinstance(spec.watches, StrEnum):  # a Vigil metric, named by the contract
+                assert props["MetricName"] == spec.watches.value, logical
+    always = {alarm for alarm, spec in ALARMS.items() if not spec.declared_when}
+    assert always <= found, always - found
+
+
+def test_every_command_an_alarm_says_to_type_parses(synthesized: Synthesized) -> None:
+    """``vigil ...`` in a description is what the operator types from the alarm's e-mail."""
+    from vigil_tools.cli import build_parser
+
+    placeholders = {"TICK": "2026-11-22T12:00:00+00:00", "ID": "a1", "NAME": "mail"}
+    typed = [
+        command
+        for resource in synthesized.resources("AWS::CloudWatch::Alarm").values()
+        for command in re.findall(
+            r"`(vigil [^`]*)`", _deployed_length(resource["Properties"]["AlarmDescription"])[0]
+        )
+    ]
+
+    assert len(typed) > 10
+    for command in typed:
+        words = [placeholders.get(word, word) for word in shlex.split(command)]
+        build_parser().parse_args(words[1:])  # raises on an unknown command or argument
+
+
+def test_a_description_too_long_for_cloudwatch_fails_the_synth_naming_the_alarm() -> None:
+    stack = Stack(App(), "Long")
+    metric = cloudwatch.Metric(namespace="Vigil", metric_name="TaskFailed")
+    alarm_above_zero(stack, "Fits", alarm=Alarm.TASK_FAILED, metric=metric, description="x" * 900)
+
+    with pytest.raises(ConfigurationError, match=r"'TooLong'.*1025 characters"):
+        alarm_above_zero(
+            stack,
+            "TooLong",
+            alarm=Alarm.TASK_FAILED,
+            metric=metric,
+            description="x" * (DESCRIPTION_LIMIT - len(f" Runbook: {RUNBOOKS}#task-failed") + 1),
+        )

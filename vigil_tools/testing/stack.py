@@ -159,6 +159,10 @@ class ObserverState:
 
 
 class VigilStack:
+    """The app deployed on the emulator, driven on a simulated clock: what ``vigil_stack`` gives
+    a test. Jobs fire on their schedules as time advances (or on demand), tasks run as they are
+    enqueued, observers run in their containers; each is read back as the CLI would show it."""
+
     def __init__(
         self,
         account: LocalAccount,
@@ -211,6 +215,7 @@ class VigilStack:
     # -- time ------------------------------------------------------------------------------------
 
     def now(self) -> datetime:
+        """The simulated clock's time (UTC)."""
         return self._now()
 
     def advance(
@@ -330,6 +335,7 @@ class VigilStack:
 
     @property
     def jobs(self) -> list[str]:
+        """The app's job names, sorted."""
         return sorted(self.catalog.jobs)
 
     @overload
@@ -517,6 +523,7 @@ class VigilStack:
 
     @property
     def tasks(self) -> list[str]:
+        """The app's task names, sorted."""
         return sorted(self.tasks_catalog)
 
     def enqueue(
@@ -628,6 +635,7 @@ class VigilStack:
 
     @property
     def kinds(self) -> list[str]:
+        """``vigil observers kinds``: the observer kinds the fleet runs."""
         return self._api.kinds()
 
     def hosts(self, kind: str | None = None) -> list[dict[str, Any]]:
@@ -648,12 +656,15 @@ class VigilStack:
         return self.observer(name)
 
     def stop_observer(self, name: str) -> ObserverState:
+        """``vigil observers stop``: its task is stopped, it ends STOPPED."""
         self._known_observer(name)
         self._api.stop(name)
         self.fleet.settle()
         return self.observer(name)
 
     def restart_observer(self, name: str) -> ObserverState:
+        """``vigil observers restart``: a new generation replaces its task (re-arms FAILED or
+        STOPPED too)."""
         self._known_observer(name)
         self._api.restart(name)
         self.fleet.settle()
@@ -671,6 +682,7 @@ class VigilStack:
         return self.observer(name)
 
     def observer(self, name: str) -> ObserverState:
+        """One observer as the registry holds it now (an unknown name raises ``UnknownName``)."""
         observer = self._known_observer(name)
         return ObserverState(
             name=observer.name,

@@ -1,0 +1,343 @@
+"""Every alarm Vigil declares, by identity: what it watches, when it fires, and where its runbook
+entry is.
+
+The identity (an ``Alarm``) is what ties the three places an alarm lives together: ``infra``
+declares the CloudWatch alarm from its ``AlarmSpec`` (periods, period, missing-data rule), its
+description ends with ``runbook_link`` (``docs/runbooks.md#<identity>``), and the runbook and the
+generated reference (``docsgen``) have one entry per identity; tests fail when they differ.
+The alarms' construct ids (and so their CloudFormation logical ids and history) stay infra's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from vigil.contract.metrics import JobMetric, ObserverMetric, TaskMetric
+
+RUNBOOKS = "docs/runbooks.md"
+"""Where each alarm's runbook entry is, as a path from the repository's root: every checkout
+(the one a stack was deployed from included) has it at the version deployed, GitHub renders it,
+and the docs site serves the same page (``runbooks/#<identity>``). No hosted URL is assumed:
+Vigil is cloned, not installed from a site, and a fork's runbooks are its own."""
+DESCRIPTION_LIMIT = 1024
+"""CloudWatch's longest ``AlarmDescription``: a longer one fails the deploy, not the synth."""
+SHORTFALL_MINUTES = 5
+"""Minutes in a row the fleet runs fewer observers than desired before FleetShortfall fires."""
+STUCK_PASSES = 3
+"""Consecutive minutes (resync passes) a stuck state must last before its alarm: one pass that
+fails or is skipped clears by itself at the next; three in a row do not."""
+STREAM_BEHIND_MINUTES = 5
+"""How far behind the registry stream the reconciler may fall (its iterator age) before the alarm:
+a healthy batch is handled within seconds; 5 minutes is retries failing or the function throttled."""
+
+
+class AlarmScope(StrEnum):
+    """What one copy of an alarm watches: an alarm of a per-job scope exists once per job."""
+
+    JOB = "job"
+    TASK = "task"
+    JOBS_CONTROL = "jobs control"
+    FLEET = "observer fleet"
+    POOLED_KIND = "pooled kind"
+
+
+class Alarm(StrEnum):
+    """An alarm's identity; its value is also its runbook entry's anchor."""
+
+    JOB_FAILED_RUNS = "job-failed-runs"
+    JOB_UNDELIVERED = "job-undelivered"
+    JOB_MISSED_TICKS = "job-missed-ticks"
+    JOB_NEVER_DELIVERED = "job-never-delivered"
+    JOB_FINISH_UNRECORDED = "job-finish-unrecorded"
+    JOB_UNCERTAIN = "job-uncertain"
+    JOB_TOO_LONG = "job-too-long"
+    JOB_TOO_SHORT = "job-too-short"
+    TASK_QUEUE_AGE = "task-queue-age"
+    TASK_DEAD_LETTERS = "task-dead-letters"
+    TASK_FAILED = "task-failed"
+    TASK_FINISH_UNRECORDED = "task-finish-unrecorded"
+    TASK_UNCERTAIN = "task-uncertain"
+    TASK_EVENT_UNSENT = "task-event-unsent"
+    JOBS_AUDIT_UNDELIVERED = "jobs-audit-undelivered"
+    OBSERVERS_DLQ = "observers-dlq"
+    EVENTS_DLQ = "events-dlq"
+    STREAM_DLQ = "stream-dlq"
+    RECONCILER_FAILURES = "reconciler-failures"
+    OBSERVERS_FAILED = "observers-failed"
+    OBSERVERS_IN_FAILED = "observers-in-failed"
+    FLEET_SHORTFALL = "fleet-shortfall"
+    RESYNC_SKIPPED = "resync-skipped"
+    OBSERVER_ERRORS = "observer-errors"
+    STOP_NOT_COMPLETED = "stop-not-completed"
+    HEARTBEAT_STALE = "heartbeat-stale"
+    RECONCILER_ERRORS = "reconciler-errors"
+    STREAM_BEHIND = "stream-behind"
+    API_5XX = "api-5xx"
+    HOST_LOST = "host-lost"
+    HOSTS_STUCK_STARTING = "hosts-stuck-starting"
+
+
+Watched = JobMetric | TaskMetric | ObserverMetric | str
+"""A Vigil metric (``vigil.contract.metrics``), or an AWS one named in words."""
+
+
+@dataclass(frozen=True)
+class AlarmSpec:
+    """How an alarm reads its metric: ALARM when each of ``periods`` consecutive periods of
+    ``period_minutes`` is above its threshold (zero unless ``threshold`` says otherwise)."""
+
+    scope: AlarmScope
+    watches: Watched
+    statistic: str
+    period_minutes: int
+    meaning: str
+    """One sentence: what is wrong when it fires (its runbook entry says what to do)."""
+    periods: int = 1
+    threshold: str = "0"
+    """Zero, or where the threshold comes from (a parameter, a constant)."""
+    gauge: bool = False
+    """A state only some periods report: a period without data keeps the last state instead of
+    reading as zero (and sending a false OK)."""
+    declared_when: str = ""
+    """Empty when every copy of its scope has it; else the condition."""
+
+
+def _dlq(scope: AlarmScope, queue: str, meaning: str, minutes: int = 5) -> AlarmSpec:
+    return AlarmSpec(
+        scope,
+        f"AWS/SQS ApproximateNumberOfMessagesVisible of {queue}",
+        "Maximum",
+        minutes,
+        meaning,
+    )
+
+
+ALARMS: dict[Alarm, AlarmSpec] = {
+    Alarm.JOB_FAILED_RUNS: _dlq(
+        AlarmScope.JOB,
+        "the job's FailedRuns queue",
+        "Runs failed after all of Lambda's retries; their events wait in the dead-letter queue.",
+    ),
+    Alarm.JOB_UNDELIVERED: _dlq(
+        AlarmScope.JOB,
+        "the job's Undelivered queue",
+        "EventBridge Scheduler could not invoke the job's function at all.",
+    ),
+    Alarm.JOB_MISSED_TICKS: AlarmSpec(
+        AlarmScope.JOB,
+        JobMetric.MISSED,
+        "Sum",
+        5,
+        "Ticks arrived later than max_lateness and were recorded MISSED without running.",
+    ),
+    Alarm.JOB_NEVER_DELIVERED: AlarmSpec(
+        AlarmScope.JOB,
+        JobMetric.NEVER_DELIVERED,
+        "Sum",
+        5,
+        "The audit found expected ticks that never arrived and recorded them MISSED.",
+    ),
+    Alarm.JOB_FINISH_UNRECORDED: AlarmSpec(
+        AlarmScope.JOB,
+        JobMetric.FINISH_UNRECORDED,
+        "Sum",
+        5,
+        "A run ended but its outcome could not be written before the invocation's time ran out.",
+    ),
+    Alarm.JOB_UNCERTAIN: AlarmSpec(
+        AlarmScope.JOB,
+        JobMetric.UNCERTAIN,
+        "Sum",
+        5,
+        "A tick stopped UNCERTAIN on an effect an earlier run began and never recorded done.",
+    ),
+    Alarm.JOB_TOO_LONG: AlarmSpec(
+        AlarmScope.JOB,
+        JobMetric.TOO_LONG,
+        "Sum",
+        5,
+        "A run took longer than the job's max_duration.",
+        declared_when="the job sets max_duration",
+    ),
+    Alarm.JOB_TOO_SHORT: AlarmSpec(
+        AlarmScope.JOB,
+        JobMetric.TOO_SHORT,
+        "Sum",
+        5,
+        "A run finished in less than the job's min_duration.",
+        declared_when="the job sets min_duration",
+    ),
+    Alarm.TASK_QUEUE_AGE: AlarmSpec(
+        AlarmScope.TASK,
+        "AWS/SQS ApproximateAgeOfOldestMessage of the task's queue",
+        "Maximum",
+        5,
+        "A message has waited longer than the task's max_queue_age.",
+        threshold="the task's max_queue_age, in seconds",
+    ),
+    Alarm.TASK_DEAD_LETTERS: _dlq(
+        AlarmScope.TASK,
+        "the task's DeadLetters queue",
+        "Messages reached the task's dead-letter queue (out of retries, malformed, or an "
+        "invocation that kept dying).",
+    ),
+    Alarm.TASK_FAILED: AlarmSpec(
+        AlarmScope.TASK,
+        TaskMetric.FAILED,
+        "Sum",
+        5,
+        "Tasks are FAILED after all their retries.",
+    ),
+    Alarm.TASK_FINISH_UNRECORDED: AlarmSpec(
+        AlarmScope.TASK,
+        TaskMetric.FINISH_UNRECORDED,
+        "Sum",
+        5,
+        "A run ended but its outcome could not be written before the invocation's time ran out.",
+    ),
+    Alarm.TASK_UNCERTAIN: AlarmSpec(
+        AlarmScope.TASK,
+        TaskMetric.UNCERTAIN,
+        "Sum",
+        5,
+        "A task stopped UNCERTAIN on an effect an earlier attempt began and never recorded done.",
+    ),
+    Alarm.TASK_EVENT_UNSENT: AlarmSpec(
+        AlarmScope.TASK,
+        TaskMetric.EVENT_UNSENT,
+        "Sum",
+        5,
+        "Completion events EventBridge did not take in time: subscribers missed these outcomes.",
+        declared_when='the task\'s completion_events is not "none"',
+    ),
+    Alarm.JOBS_AUDIT_UNDELIVERED: _dlq(
+        AlarmScope.JOBS_CONTROL,
+        "the jobs control's AuditUndelivered queue",
+        "The never-delivered audit could not run: missing ticks are not being detected.",
+    ),
+    Alarm.OBSERVERS_DLQ: _dlq(
+        AlarmScope.FLEET,
+        "the fleet's ObserversDlq",
+        "An observer gave up (FAILED): one message per observer, with its reason.",
+        minutes=1,
+    ),
+    Alarm.EVENTS_DLQ: _dlq(
+        AlarmScope.FLEET,
+        "the fleet's EventsDlq",
+        "EventBridge could not deliver ECS task events or resync ticks to the reconciler.",
+        minutes=1,
+    ),
+    Alarm.STREAM_DLQ: _dlq(
+        AlarmScope.FLEET,
+        "the fleet's StreamDlq",
+        "Registry changes the reconciler failed on after its retries, left unhandled.",
+        minutes=1,
+    ),
+    Alarm.RECONCILER_FAILURES: _dlq(
+        AlarmScope.FLEET,
+        "the fleet's ReconcilerFailures queue",
+        "ECS events or resync ticks the reconciler failed on after Lambda's retries.",
+        minutes=1,
+    ),
+    Alarm.OBSERVERS_FAILED: AlarmSpec(
+        AlarmScope.FLEET,
+        ObserverMetric.FAILED,
+        "Sum",
+        5,
+        "An observer gave up: it crashed failure_threshold times in a row and is FAILED.",
+    ),
+    Alarm.OBSERVERS_IN_FAILED: AlarmSpec(
+        AlarmScope.FLEET,
+        ObserverMetric.FLEET_FAILED,
+        "Maximum",
+        1,
+        "At least one observer is FAILED and stays so until someone restarts it.",
+        gauge=True,
+    ),
+    Alarm.FLEET_SHORTFALL: AlarmSpec(
+        AlarmScope.FLEET,
+        "FleetDesiredRunning - FleetRunning - FleetHandingOver",
+        "Maximum",
+        1,
+        "Fewer observers run than are desired, beyond planned hand-overs.",
+        periods=SHORTFALL_MINUTES,
+        gauge=True,
+    ),
+    Alarm.RESYNC_SKIPPED: AlarmSpec(
+        AlarmScope.FLEET,
+        ObserverMetric.RESYNC_SKIPPED,
+        "Sum",
+        1,
+        "The minute resync keeps finding its lease held, so it does not run.",
+        periods=STUCK_PASSES,
+    ),
+    Alarm.OBSERVER_ERRORS: AlarmSpec(
+        AlarmScope.FLEET,
+        ObserverMetric.PASS_ERRORS,
+        "Sum",
+        1,
+        "The resync keeps skipping observers after AWS errors of their own.",
+        periods=STUCK_PASSES,
+    ),
+    Alarm.STOP_NOT_COMPLETED: AlarmSpec(
+        AlarmScope.FLEET,
+        ObserverMetric.STOP_FAILED,
+        "Sum",
+        1,
+        "An observer asked to stop still runs (and bills): StopTask keeps failing.",
+        periods=STUCK_PASSES,
+    ),
+    Alarm.HEARTBEAT_STALE: AlarmSpec(
+        AlarmScope.FLEET,
+        ObserverMetric.HEARTBEAT_STALE,
+        "Sum",
+        1,
+        "RUNNING observers' heartbeats are stale and the reconciler cannot replace them.",
+        periods=STUCK_PASSES,
+    ),
+    Alarm.RECONCILER_ERRORS: AlarmSpec(
+        AlarmScope.FLEET,
+        "AWS/Lambda Errors of the reconciler function",
+        "Sum",
+        5,
+        "The reconciler function raised errors.",
+    ),
+    Alarm.STREAM_BEHIND: AlarmSpec(
+        AlarmScope.FLEET,
+        "AWS/Lambda IteratorAge of the reconciler function (its registry stream)",
+        "Maximum",
+        1,
+        "The reconciler has fallen behind the registry stream: creates, stops and restarts wait.",
+        periods=STUCK_PASSES,
+        threshold=f"{STREAM_BEHIND_MINUTES} minutes (in milliseconds)",
+    ),
+    Alarm.API_5XX: AlarmSpec(
+        AlarmScope.FLEET,
+        "AWS/ApiGateway 5XXError of the management API",
+        "Sum",
+        5,
+        "The management API answered server errors.",
+    ),
+    Alarm.HOST_LOST: AlarmSpec(
+        AlarmScope.POOLED_KIND,
+        ObserverMetric.HOST_LOST,
+        "Sum",
+        5,
+        "A host of the kind was LOST; its observers were moved to other hosts.",
+    ),
+    Alarm.HOSTS_STUCK_STARTING: AlarmSpec(
+        AlarmScope.POOLED_KIND,
+        ObserverMetric.HOSTS_STUCK_STARTING,
+        "Maximum",
+        1,
+        "Hosts of the kind have been STARTING longer than the start timeout; observers wait.",
+        gauge=True,
+    ),
+}
+"""Every alarm, in the order the reference and the runbooks list them."""
+
+
+def runbook_link(alarm: Alarm) -> str:
+    """The alarm's runbook entry, the last words of its description."""
+    return f"{RUNBOOKS}#{alarm.value}"
