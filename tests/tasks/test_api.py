@@ -80,6 +80,45 @@ def test_the_idempotency_key_is_the_key_when_the_body_has_none(api: Api, stack: 
     assert (status, body["error"]) == (422, "invalid_key")
 
 
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ({"payload": {"order": "o-1"}}, {"payload": {"order": "o-2"}}),
+        ({"payload": {}}, {"payload": {}, "delay_seconds": 60}),
+        ({"payload": {}, "at": "2026-11-23T09:00:00+00:00"}, {"payload": {}}),
+    ],
+    ids=["another payload", "a delay added", "the at dropped"],
+)
+@pytest.mark.parametrize("where", ["header", "body"])
+def test_a_key_reused_with_another_body_is_422_and_sends_nothing(
+    api: Api, stack: Stack, where: str, first: dict[str, Any], then: dict[str, Any]
+) -> None:
+    """The key reused with a different body answered 202 and the first task's id: the second
+    request was dropped silently (or worse, its message sent, to be claimed first and run in
+    the first one's place). The Idempotency-Key draft answers 422, as the other APIs' POSTs do;
+    the same request again answers the id with nothing sent."""
+
+    def post(body: dict[str, Any]) -> tuple[int, Any]:
+        if where == "header":
+            return api("POST", f"/tasks/{PLAIN}", body, headers={"Idempotency-Key": "k-1"})
+        return api("POST", f"/tasks/{PLAIN}", {**body, "key": "k-1"})
+
+    assert post(first)[0] == 202
+    before, sent = stack.items(), stack.queued()
+    api.sqs.reset()
+    api.dynamodb.reset()
+
+    status, answer = post(then)
+    assert (status, answer["error"]) == (422, "idempotency_key_reused")
+    assert "k-1" in answer["message"] and "different request" in answer["message"]
+    assert api.sqs.calls == [] and set(api.dynamodb.counts) == {"get_item"}
+    assert (stack.items(), stack.queued()) == (before, sent)
+
+    status, again = post(first)
+    assert (status, again["id"]) == (202, "k-1")
+    assert api.sqs.calls == [] and stack.queued() == sent
+
+
 BAD_POSTS: list[tuple[str, str, Any, int, str]] = [
     ("unknown task", "nope", {"payload": {}}, 404, "task_not_found"),
     ("no payload", PLAIN, {}, 422, "invalid_payload"),

@@ -6,8 +6,10 @@ refuses bad input as ``InvalidTask`` (422 naming the field), an unknown task or 
 cancel of a task that has started or ended is 409.
 
 ``Idempotency-Key`` is the task's key when the body names none: the key is already what makes an
-enqueue idempotent (the same key is the same task), so no separate idempotency store is needed,
-and a retried POST answers the same id without sending a second task.
+enqueue idempotent (the same key is the same task), so no separate idempotency store is needed.
+The record keeps a digest of the request (``request_digest``): a retried POST answers the same id
+without sending anything, and the key reused with a different body (payload, delay, at or group)
+is 422 ``idempotency_key_reused``, with nothing sent or written, as on the other APIs' POSTs.
 """
 
 from __future__ import annotations
@@ -21,18 +23,21 @@ from urllib.parse import unquote
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyValidationError
 from pydantic import BaseModel, ConfigDict, Field
 
+from vigil import idempotent_requests
 from vigil.contract.tasks import TASK_NAME, TaskStatus
 from vigil.http_answers import (
     answer_unknown_routes,
     domain_error_response,
     validation_response,
 )
-from vigil.tasks.enqueue import TaskClient
+from vigil.tasks.enqueue import TaskClient, request_digest
 from vigil.tasks.errors import (
     EnqueuedUnrecorded,
     InvalidTask,
+    KeyReused,
     NotCancellable,
     TaskNotFound,
     UnknownTask,
@@ -48,6 +53,7 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     UnknownTask: (HTTPStatus.NOT_FOUND, "task_not_found"),
     TaskNotFound: (HTTPStatus.NOT_FOUND, "task_id_not_found"),
     InvalidTask: (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_<field>"),
+    KeyReused: idempotent_requests.ERRORS[IdempotencyValidationError],
     NotCancellable: (HTTPStatus.CONFLICT, "not_cancellable"),
     # The message is sent (the task runs); the message names the id to retry the POST with.
     EnqueuedUnrecorded: (HTTPStatus.SERVICE_UNAVAILABLE, "enqueued_unrecorded"),
@@ -116,6 +122,7 @@ def build_tasks_app(
             delay=request.delay_seconds,
             at=_parse_at(request.at),
             group=request.group,
+            request=request_digest(request.model_dump(exclude={"key"})),
         )
         record = client.get(task, task_id)
         body = {"task": task, "id": task_id, "status": record.status.value}
