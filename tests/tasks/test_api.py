@@ -9,6 +9,7 @@ import pytest
 
 from tests.helpers.tasks import ORDERED, PLAIN, Counting, Stack, invoke, records
 from tests.tasks.conftest import HandlerFactory
+from vigil.contract.tasks import TaskStatus
 from vigil.tasks.api import TasksServices, build_tasks_app
 from vigil_tools.cli import rest_event
 from vigil_tools.lambda_context import LambdaContext
@@ -175,6 +176,23 @@ def test_list_filters_by_status_and_pages(api: Api) -> None:
     assert api("GET", f"/tasks/{PLAIN}", status="DONE")[0] == 422
     assert api("GET", f"/tasks/{PLAIN}", limit="0")[0] == 422
     assert api("GET", f"/tasks/{PLAIN}", next="garbage")[1]["error"] == "invalid_next"
+
+
+def test_the_status_filter_takes_any_case_and_names_the_statuses_when_unknown(
+    api: Api, stack: Stack
+) -> None:
+    """``?status=failed`` was refused (422), the enum matched case-sensitively; ``vigil tasks
+    list --status failed`` took it. One rule now, in ``TaskClient.list`` for every caller."""
+    api("POST", f"/tasks/{PLAIN}", {"payload": {}, "key": "o-1"})
+    api("DELETE", f"/tasks/{PLAIN}/o-1")
+    for spelling in ("CANCELLED", "cancelled", "Cancelled"):
+        status, page = api("GET", f"/tasks/{PLAIN}", status=spelling)
+        assert (status, [t["id"] for t in page["tasks"]]) == (200, ["o-1"]), spelling
+        records, _ = stack.client().list(PLAIN, spelling)
+        assert [r.id for r in records] == ["o-1"]
+    status, answer = api("GET", f"/tasks/{PLAIN}", status="done")
+    assert (status, answer["error"]) == (422, "invalid_status")
+    assert "'done'" in answer["message"] and all(s in answer["message"] for s in TaskStatus)
 
 
 def test_cancel_is_200_then_409_once_final_or_running(

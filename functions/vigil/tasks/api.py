@@ -135,7 +135,13 @@ def build_tasks_app(
     @app.get("/tasks/<task>", summary="A task's records by id, one page at a time")
     def list_tasks(
         task: TaskName,
-        status: Annotated[TaskStatus | None, Query(description="Only tasks in this status")] = None,
+        status: Annotated[
+            str | None,
+            Query(
+                max_length=32,
+                description=f"Only tasks in this status, any case: {', '.join(TaskStatus)}",
+            ),
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = MAX_PAGE,
         next_page: Annotated[
             str | None, Query(alias="next", description="next of the previous page")

@@ -351,16 +351,23 @@ class TaskClient:
         limit: int = 50,
         page: str | None = None,
     ) -> tuple[list[TaskRecord], str | None]:
+        """One page of ``task``'s records; ``status`` (any case) keeps those in it."""
         spec = self.catalog.spec(task)
-        if status is not None and status not in TaskStatus.__members__:
-            raise InvalidTask(
-                "status", f"unknown status {status!r}; one of {', '.join(TaskStatus)}"
-            )
+        wanted = parse_status(status) if status is not None else None
         if not 1 <= limit <= 1000:
             raise InvalidTask("limit", f"limit must be from 1 to 1000, got {limit}")
-        return self.store(spec).list(
-            task, TaskStatus(status) if status else None, limit=limit, page=page
+        return self.store(spec).list(task, wanted, limit=limit, page=page)
+
+
+def parse_status(status: TaskStatus | str) -> TaskStatus:
+    """A status filter as a person types it (``failed``, ``Failed``), or :class:`InvalidTask`
+    naming the statuses there are."""
+    name = status.upper() if isinstance(status, str) else status
+    if name not in TaskStatus.__members__:
+        raise InvalidTask(
+            "status", f"unknown status {status!r}; the statuses are: {', '.join(TaskStatus)}"
         )
+    return TaskStatus(name)
 
 
 def _due(now: datetime, delay: Delay | None, at: datetime | None) -> datetime | None:
