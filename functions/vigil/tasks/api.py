@@ -23,10 +23,10 @@ from urllib.parse import unquote
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
-from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyValidationError
 from pydantic import BaseModel, ConfigDict, Field
 
 from vigil import idempotent_requests
+from vigil.contract.api_errors import INVALID_FIELD, ErrorCode
 from vigil.contract.tasks import TASK_NAME, TaskStatus
 from vigil.http_answers import (
     answer_unknown_routes,
@@ -50,20 +50,17 @@ TaskId = Annotated[str, Path(max_length=3 * 128)]
 MAX_PAGE = 100
 
 _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
-    UnknownTask: (HTTPStatus.NOT_FOUND, "task_not_found"),
-    TaskNotFound: (HTTPStatus.NOT_FOUND, "task_id_not_found"),
-    InvalidTask: (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_<field>"),
-    KeyReused: idempotent_requests.ERRORS[IdempotencyValidationError],
-    NotCancellable: (HTTPStatus.CONFLICT, "not_cancellable"),
+    UnknownTask: (HTTPStatus.NOT_FOUND, ErrorCode.TASK_NOT_FOUND),
+    TaskNotFound: (HTTPStatus.NOT_FOUND, ErrorCode.TASK_ID_NOT_FOUND),
+    InvalidTask: (HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_FIELD),
+    KeyReused: idempotent_requests.KEY_REUSED,
+    NotCancellable: (HTTPStatus.CONFLICT, ErrorCode.NOT_CANCELLABLE),
     # The message is sent (the task runs); the message names the id to retry the POST with.
-    EnqueuedUnrecorded: (HTTPStatus.SERVICE_UNAVAILABLE, "enqueued_unrecorded"),
+    EnqueuedUnrecorded: (HTTPStatus.SERVICE_UNAVAILABLE, ErrorCode.ENQUEUED_UNRECORDED),
 }
-
-
-def _code(error: Exception, code: str) -> str:
-    if isinstance(error, InvalidTask) and not isinstance(error, UnknownTask):
-        return f"invalid_{error.field}"
-    return code
+API_FIELDS = {"delay": "delay_seconds", "id": "task_id"}
+"""``InvalidTask.field`` (the library's argument) -> the API's own name for it, so a refused
+value has the code its validation would give (``invalid_delay_seconds``, ``invalid_task_id``)."""
 
 
 class EnqueueRequest(BaseModel):
@@ -158,7 +155,7 @@ def build_tasks_app(
 
     app.exception_handler(RequestValidationError)(validation_response)
     app.exception_handler(list(_DOMAIN_ERRORS))(
-        domain_error_response(_DOMAIN_ERRORS, code_of=_code)
+        domain_error_response(_DOMAIN_ERRORS, fields=API_FIELDS)
     )
     answer_unknown_routes(app)
 
