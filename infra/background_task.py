@@ -38,6 +38,7 @@ from vigil.contract.tasks import (
     CompletionEvents,
     TaskEnv,
     max_receive_count,
+    schedule_grants,
 )
 
 VISIBILITY_PER_TIMEOUT = 6
@@ -303,10 +304,8 @@ def grant_tasks(
     if not tasks:
         return
     records = ["dynamodb:PutItem"]
-    schedules = ["scheduler:CreateSchedule"]
     if manage:
         records += ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"]
-        schedules += ["scheduler:DeleteSchedule"]
     for table, owners in _by_table(tasks).items():
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
@@ -319,24 +318,24 @@ def grant_tasks(
         )
     )
     stack = Stack.of(tasks[0])
-    grantee.grant_principal.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=schedules,
-            resources=sorted(
-                {
-                    stack.format_arn(
-                        service="scheduler",
-                        resource="schedule",
-                        # Only names of these tasks' schedules (schedule_name: the task's
-                        # first 23 characters, a dash, a digest), so a role that may enqueue
-                        # one task cannot take another task's schedule name.
-                        resource_name=f"{task.schedule_group_name}/{task.task_name[:23]}-*",
-                    )
-                    for task in tasks
-                }
-            ),
+    # Only these tasks' schedule names (``schedule_grants``: the task's whole name and a
+    # delimiter no task name has), so a role that may enqueue one task cannot create or delete
+    # another task's schedules.
+    by_action: dict[str, set[str]] = {}
+    for task in tasks:
+        for action, names in schedule_grants(task.task_name, manage=manage).items():
+            by_action.setdefault(action, set()).update(
+                stack.format_arn(
+                    service="scheduler",
+                    resource="schedule",
+                    resource_name=f"{task.schedule_group_name}/{name}",
+                )
+                for name in names
+            )
+    for action, resources in sorted(by_action.items()):
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=[action], resources=sorted(resources))
         )
-    )
     grantee.grant_principal.add_to_principal_policy(
         iam.PolicyStatement(
             actions=["iam:PassRole"],

@@ -27,7 +27,8 @@ ARN = f"arn:{_PART}:{{service}}:{_PART}:{_PART}:"
 """The start of an ARN as cdk-nag renders it (partition, region and account literal or tokens)."""
 FUNCTION_ROLE = r"\w*(Function|Reconciler)RoleDefaultPolicy[0-9A-F]{8}"
 RECONCILER_ROLE = r"\w*ReconcilerRoleDefaultPolicy[0-9A-F]{8}"
-ONE_TIME_SCHEDULES = ARN.format(service="scheduler") + r"schedule/[A-Za-z0-9_.-]+/[a-z0-9-]+-\*"
+ONE_TIME_SCHEDULES = ARN.format(service="scheduler") + r"schedule/[A-Za-z0-9_.-]+/_[a-z0-9-]+_\*"
+"""``<group>/_<task>_*`` (``vigil.contract.tasks.schedule_grants``): a task's own schedule names."""
 
 
 @dataclass(frozen=True)
@@ -125,14 +126,14 @@ WILDCARDS: tuple[Wildcard, ...] = (
         "A task's one-time schedule is named by its task and id at enqueue time: schedules named "
         "for these tasks in the stack's own tasks schedule group (grant_enqueue gives it to an "
         "application's role)",
-        "schedule/STACK-tasks/TASK-*",
+        "schedule/STACK-tasks/_TASK_*",
     ),
     Wildcard(
         r"\w*TasksApiFunctionRoleDefaultPolicy[0-9A-F]{8}",
         frozenset({"scheduler:DeleteSchedule"}),
         ONE_TIME_SCHEDULES,
         "Cancelling a task deletes its pending one-time schedule: the same names as enqueueing",
-        "schedule/STACK-tasks/TASK-*",
+        "schedule/STACK-tasks/_TASK_*",
     ),
 )
 """Every wildcard IAM grant Vigil accepts (cdk-nag IAM5, and ``tests/infra/test_iam_wildcards``);

@@ -1,7 +1,8 @@
 """How every Vigil management API answers a refusal: ``{"error": code, "message": ...}``.
 
-Shared by the observers API and the jobs-control API, so a client (the ``vigil`` CLI) reads one
-shape, and a domain error becomes its HTTP answer through one table per API.
+Shared by the observers, jobs-control and tasks APIs, so a client (the ``vigil`` CLI) reads one
+shape, and a domain error becomes its HTTP answer through one table per API; the codes are one
+set, named by one scheme (``vigil.contract.api_errors``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
+from vigil.contract.api_errors import INVALID_FIELD, ErrorCode, invalid
+
 ErrorTable = Mapping[type[Exception], tuple[HTTPStatus, str]]
 
 
 def error_body(status: HTTPStatus, code: str, message: str, **extra: Any) -> Response[str]:
+    """``code``: an :class:`ErrorCode` or ``invalid(field)`` (``vigil.contract.api_errors``)."""
     return Response(
         status_code=int(status),
         content_type=content_types.APPLICATION_JSON,
@@ -28,15 +32,21 @@ def error_body(status: HTTPStatus, code: str, message: str, **extra: Any) -> Res
 def domain_error_response(
     table: ErrorTable,
     messages: Mapping[str, str] | None = None,
-    code_of: Callable[[Exception, str], str] | None = None,
+    fields: Mapping[str, str] | None = None,
 ) -> Callable[[Exception], Response[str]]:
-    """The exception handler for ``table``'s classes (looked up along the MRO)."""
+    """The exception handler for ``table``'s classes (looked up along the MRO). A class whose
+    code is ``INVALID_FIELD`` carries the ``field`` it refuses: its code is ``invalid_<field>``,
+    the field named as the API's request names it (``fields`` renames the library's own
+    names, e.g. ``delay`` -> ``delay_seconds``), so it is the code that field's validation
+    gives too."""
 
     def answer(error: Exception) -> Response[str]:
         for cls in type(error).__mro__:
             if cls in table:
                 status, code = table[cls]
-                code = code_of(error, code) if code_of else code
+                if code == INVALID_FIELD:
+                    field = str(getattr(error, "field", "request"))
+                    code = invalid((fields or {}).get(field, field))
                 return error_body(status, code, (messages or {}).get(code, str(error)))
         raise error  # pragma: no cover - only registered classes reach here
 
@@ -48,10 +58,14 @@ def validation_response(error: RequestValidationError) -> Response[str]:
     problems = list(error.errors())
     if any(p.get("type") == "json_invalid" for p in problems):
         detail = problems[0].get("ctx", {}).get("error", "")
-        return error_body(HTTPStatus.BAD_REQUEST, "invalid_json", f"body is not JSON: {detail}")
+        return error_body(
+            HTTPStatus.BAD_REQUEST, ErrorCode.INVALID_JSON, f"body is not JSON: {detail}"
+        )
     details = [{"field": _field(p), "problem": str(p.get("msg", ""))} for p in problems]
     first = details[0]["field"] if details else "request"
-    code = "invalid_body" if first == "body" else f"invalid_{first.replace('-', '_').lower()}"
+    # A field the route does not take is not one of its fields: the body as a whole is wrong.
+    whole = first == "body" or (problems and problems[0].get("type") == "extra_forbidden")
+    code = ErrorCode.INVALID_BODY if whole else invalid(first)
     message = "; ".join(f"{d['field']}: {d['problem']}" for d in details)
     return error_body(HTTPStatus.UNPROCESSABLE_ENTITY, code, message, details=details)
 
@@ -77,5 +91,7 @@ def answer_unknown_routes(app: APIGatewayRestResolver) -> None:
     def no_route(error: Exception) -> Response[str]:
         event = app.current_event
         return error_body(
-            HTTPStatus.NOT_FOUND, "no_such_route", f"no route for {event.http_method} {event.path}"
+            HTTPStatus.NOT_FOUND,
+            ErrorCode.NO_SUCH_ROUTE,
+            f"no route for {event.http_method} {event.path}",
         )

@@ -22,16 +22,19 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 
+from vigil.contract.api_errors import ErrorCode
 from vigil.http_answers import caller_of
 
 TTL_SECONDS = 24 * 3600
+KEY_REUSED = (HTTPStatus.UNPROCESSABLE_ENTITY, ErrorCode.IDEMPOTENCY_KEY_REUSED)
+"""The answer to a key reused with another body, on every API (the tasks API's own check too)."""
 ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
-    IdempotencyValidationError: (HTTPStatus.UNPROCESSABLE_ENTITY, "idempotency_key_reused"),
-    IdempotencyAlreadyInProgressError: (HTTPStatus.CONFLICT, "request_in_progress"),
+    IdempotencyValidationError: KEY_REUSED,
+    IdempotencyAlreadyInProgressError: (HTTPStatus.CONFLICT, ErrorCode.REQUEST_IN_PROGRESS),
 }
-MESSAGES = {
-    "idempotency_key_reused": "this Idempotency-Key was already used with a different body",
-    "request_in_progress": "a request with this Idempotency-Key is still in progress; retry",
+MESSAGES: dict[str, str] = {
+    ErrorCode.IDEMPOTENCY_KEY_REUSED: "this Idempotency-Key was already used with a different body",
+    ErrorCode.REQUEST_IN_PROGRESS: "a request with this Idempotency-Key is still in progress; retry",
 }
 HEADER_DESCRIPTION = "Same key and body: the first answer again"
 

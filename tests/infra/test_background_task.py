@@ -203,13 +203,22 @@ def test_the_management_api_routes_and_its_least_privilege(synthesized: Synthesi
     ]
     (send,) = [s for s in statements if actions(s) == ["sqs:SendMessage"]]
     assert len(send["Resource"]) == 2
-    (schedules,) = [s for s in statements if "scheduler:CreateSchedule" in actions(s)]
-    assert set(actions(schedules)) == {"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}
-    # Only these tasks' schedule names: not another task's (nor any schedule in the group)
-    granted = json.dumps(schedules["Resource"])
-    assert "schedule/Vigil-tasks/send-receipt-*" in granted
-    assert "schedule/Vigil-tasks/provision-tenant-*" in granted
-    assert "schedule/Vigil-tasks/*" not in granted
+    schedules = {
+        action: json.dumps(s["Resource"])
+        for s in statements
+        for action in actions(s)
+        if action.startswith("scheduler:")
+    }
+    assert set(schedules) == {"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}
+    # Only these tasks' schedule names: not another task's (nor any schedule in the group);
+    # deleting also under the legacy names, of their exact length (cancel finds both).
+    for task in ("send-receipt", "provision-tenant"):
+        for granted in schedules.values():
+            assert f"schedule/Vigil-tasks/_{task}_*" in granted
+        legacy = f"schedule/Vigil-tasks/{task}-{'?' * 40}"
+        assert legacy in schedules["scheduler:DeleteSchedule"]
+        assert legacy not in schedules["scheduler:CreateSchedule"]
+    assert "schedule/Vigil-tasks/*" not in json.dumps(schedules)
     (passing,) = [s for s in statements if actions(s) == ["iam:PassRole"]]
     assert passing["Condition"] == {
         "StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}

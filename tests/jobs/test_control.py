@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
+from tests.helpers.api_errors import Refusal, check_refusals
 from tests.helpers.jobs import Body, GuardFactory, deliver, tick_at
 from vigil.clock import ManualClock
 from vigil.contract.jobs import IDEMPOTENCY_PK
@@ -783,3 +784,44 @@ def test_the_cli_sends_its_idempotency_key_and_an_empty_until(
     with pytest.raises(ApiError) as refused:
         _cli(api, "pause", "cleanup", "--reason", "x", "--until", "")
     assert refused.value.code == "invalid_until"
+
+
+JOB = "/jobs/cleanup"
+JOB_REFUSALS = [
+    Refusal("GET", "/jobs/{job}", "/jobs/nope"),
+    Refusal("GET", "/jobs/{job}", "/jobs/Bad_Name"),
+    Refusal("GET", "/jobs/{job}/backfill", f"{JOB}/backfill", query={"from": "x", "to": "y"}),
+    Refusal("GET", "/jobs/{job}/runs/{tick}", f"{JOB}/runs/2026-11-22T11:00:00Z"),
+    Refusal("POST", "/jobs/{job}/pause", f"{JOB}/pause", {"reason": "  "}),
+    Refusal("POST", "/jobs/{job}/resume", f"{JOB}/resume"),
+    Refusal("POST", "/jobs/{job}/runs", f"{JOB}/runs", {"overlap": "skip"}),
+    Refusal("POST", "/jobs/{job}/runs", f"{JOB}/runs", {"at": 5}),
+    Refusal("POST", "/jobs/{job}/runs", f"{JOB}/runs", {"backfill": "maybe"}),
+    Refusal("POST", "/jobs/{job}/runs", f"{JOB}/runs", {}, headers={"Idempotency-Key": "k1"}),
+]
+
+
+def test_every_routes_refusals_use_the_documented_codes(
+    dynamodb: Any, runs_table: str, clock: ManualClock
+) -> None:
+    """One set of codes across the APIs (``vigil.contract.api_errors``), route by route."""
+    clock.set(NOW)
+    api = Api(dynamodb, runs_table, clock, {"cleanup": spec()}, keyed=True)
+    api("POST", f"{JOB}/runs", {"overlap": "allow"}, headers={"Idempotency-Key": "k1"})
+
+    def send(refusal: Refusal) -> tuple[int, Any]:
+        return api(refusal.method, refusal.path, refusal.body, refusal.headers, **refusal.query)
+
+    codes = check_refusals(api.app, send, JOB_REFUSALS)
+    assert codes == [
+        "job_not_found",
+        "invalid_job",
+        "invalid_from",
+        "tick_not_found",
+        "invalid_reason",
+        "not_paused",
+        "invalid_overlap",
+        "invalid_at",
+        "invalid_backfill",
+        "idempotency_key_reused",
+    ]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from handlers import observers_api
+from tests.helpers.api_errors import Refusal, check_refusals
 from tests.helpers.observers import IDEMPOTENCY_TABLE, REGISTRY_TABLE, scan_all
 from vigil.observers.api import ApiSettings
 from vigil.settings import SettingsError
@@ -81,7 +82,8 @@ def test_given_a_valid_body_when_posted_then_201_with_the_observer(call: Call) -
         ('{"name": "ok"}', 422, "invalid_kind", "kind"),
         ('{"name": "ok", "kind": "ticker", "config": [1]}', 422, "invalid_config", "config"),
         ('{"name": "ok", "kind": "ticker", "config": "x"}', 422, "invalid_config", "config"),
-        ('{"name": "ok", "kind": "ticker", "confg": {}}', 422, "invalid_confg", "confg"),
+        # A field the route does not take: the body is wrong; the message names the field.
+        ('{"name": "ok", "kind": "ticker", "confg": {}}', 422, "invalid_body", "confg"),
         (
             json.dumps({"name": "ok", "kind": "ticker", "config": {"x": "y" * 33_000}}),
             422,
@@ -338,3 +340,74 @@ def test_the_api_environment_is_read_once_and_a_bad_one_names_the_variable() -> 
     ]:
         with pytest.raises(SettingsError, match=name):
             ApiSettings.from_env({**env, name: bad})
+
+
+OBSERVER_REFUSALS = [
+    Refusal("POST", "/observers", "/observers", raw="{nope"),
+    Refusal("POST", "/observers", "/observers", {"name": "Bad_Name", "kind": "ticker"}),
+    Refusal("POST", "/observers", "/observers", {"name": "x", "kind": "nope"}),
+    Refusal("POST", "/observers", "/observers", {"name": "btc", "kind": "ticker"}),
+    Refusal(
+        "POST",
+        "/observers",
+        "/observers",
+        {"name": "eth", "kind": "ticker"},
+        headers={"Idempotency-Key": "k"},
+    ),
+    Refusal(
+        "POST",
+        "/observers",
+        "/observers",
+        {"name": "eth", "kind": "ticker"},
+        headers={"Content-Type": "text/plain"},
+    ),
+    Refusal("GET", "/observers", "/observers", query={"status": "NOPE"}),
+    Refusal("GET", "/observers", "/observers", query={"cursor": "garbage"}),
+    Refusal("GET", "/observers", "/observers", query={"limit": "0"}),
+    Refusal("GET", "/observers/{name}", "/observers/nope"),
+    Refusal("GET", "/observers/{name}", "/observers/Bad_Name"),
+    Refusal("DELETE", "/observers/{name}", "/observers/nope"),
+    Refusal("POST", "/observers/{name}/restart", "/observers/nope/restart"),
+    Refusal("POST", "/observers/rebalance", "/observers/rebalance", {"kind": "nope"}),
+    Refusal("POST", "/observers/rebalance", "/observers/rebalance", {"kind": "ticker"}),
+    Refusal("POST", "/observers/rebalance", "/observers/rebalance", {"kind": "ticker", "max": 0}),
+    Refusal("GET", "/hosts", "/hosts", query={"kind": "nope"}),
+    Refusal("GET", "/hosts", "/hosts", query={"kind": "Bad Kind!"}),
+]
+
+
+def test_every_routes_refusals_use_the_documented_codes(call: Call) -> None:
+    """One set of codes across the APIs (``vigil.contract.api_errors``), route by route."""
+    call("POST", "/observers", {"name": "btc", "kind": "ticker"}, headers={"Idempotency-Key": "k"})
+
+    def send(refusal: Refusal) -> tuple[int, Any]:
+        return call(
+            refusal.method,
+            refusal.path,
+            refusal.body,
+            raw=refusal.raw,
+            headers=refusal.headers,
+            query=refusal.query or None,
+        )
+
+    codes = check_refusals(observers_api.app(), send, OBSERVER_REFUSALS)
+    assert codes == [
+        "invalid_json",
+        "invalid_name",
+        "unknown_kind",
+        "observer_exists",
+        "idempotency_key_reused",
+        "unsupported_media_type",
+        "invalid_status",
+        "invalid_cursor",
+        "invalid_limit",
+        "observer_not_found",
+        "invalid_name",
+        "observer_not_found",
+        "observer_not_found",
+        "kind_not_found",
+        "nothing_to_rebalance",
+        "invalid_max",
+        "unknown_kind",
+        "invalid_kind",
+    ]

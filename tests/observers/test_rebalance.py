@@ -99,7 +99,7 @@ def test_an_unknown_kind_is_not_found(pooled_env: Any) -> None:
         ('{"max": 3}', 422, "invalid_kind"),
         ('{"kind": ""}', 422, "invalid_kind"),
         ('{"kind": 7}', 422, "invalid_kind"),
-        ('{"kind": "price-watch", "hosts": 2}', 422, "invalid_hosts"),
+        ('{"kind": "price-watch", "hosts": 2}', 422, "invalid_body"),  # not a field it takes
         ('["price-watch"]', 422, "invalid_body"),
         ('{"kind": ', 400, "invalid_json"),
     ],

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from tests.helpers.tasks import ORDERED, PLAIN, Stack
+from vigil.contract.tasks import TaskStatus
 from vigil.tasks.envelope import parse
 from vigil_tools.cli import EXIT_API_ERROR, EXIT_OK, EXIT_USAGE, main
 
@@ -120,3 +121,16 @@ def test_json_output_is_the_records_own(stack: Stack) -> None:
     )
     assert code == EXIT_OK
     assert json.loads(out.getvalue())["status"] == "QUEUED"
+
+
+def test_the_status_filter_takes_any_case_and_an_unknown_one_names_the_statuses(
+    stack: Stack,
+) -> None:
+    vigil(stack, "enqueue", PLAIN, "--key", "o-1")
+    vigil(stack, "cancel", PLAIN, "o-1")
+    for spelling in ("cancelled", "Cancelled", "CANCELLED"):
+        code, out, _ = vigil(stack, "list", PLAIN, "--status", spelling)
+        assert code == EXIT_OK and "o-1" in out, spelling
+    code, out, err = vigil(stack, "list", PLAIN, "--status", "done")
+    assert (code, out) == (EXIT_USAGE, "")
+    assert "--status" in err and all(status in err for status in TaskStatus)

@@ -61,6 +61,16 @@ def test_a_refused_claim_is_decided_from_what_it_saw(
     assert decision.verdict is verdict
 
 
+@pytest.mark.parametrize("status", ["QUEUED", "FAILED", "RUNNING"])
+def test_a_message_of_another_request_under_the_key_is_never_run(status: str) -> None:
+    record = seen(status, request="digest-a", lease_until="2026-11-22T11:59:00.000Z")
+    for redriven in (False, True):
+        other = resolve_claim(record, now=NOW, token=3, redriven=redriven, request="digest-b")
+        assert other.verdict is Verdict.DUPLICATE and "another request" in other.reason
+    own = seen("QUEUED", request="digest-a")
+    assert resolve_claim(own, now=NOW, token=3, request="digest-a").verdict is Verdict.RETRY
+
+
 def test_busy_comes_back_when_the_lease_ends_and_retry_claims_above_the_seen_token() -> None:
     busy = resolve_claim(seen("RUNNING", lease_until="2026-11-22T12:01:30.200Z"), now=NOW, token=3)
     assert busy.come_back_in_s == 91

@@ -4,6 +4,7 @@ broke, reproduced on moto, with the fault injected where AWS would put it."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,19 @@ from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_cli import vigil
 from tests.tasks.test_runs import Body, url
 from vigil.contract.tasks import (
+    MAX_SCHEDULE_NAME,
     REASON_ATTRIBUTE,
     RECEIVES_THAT_RUN_NOTHING,
+    SCHEDULE_NAME_DELIMITER,
+    TASK_NAME,
     TaskStatus,
     max_receive_count,
+    schedule_grants,
 )
-from vigil.tasks import EnqueuedUnrecorded, InvalidTask, NotCancellable
-from vigil.tasks.envelope import schedule_name
+from vigil.tasks import EnqueuedUnrecorded, InvalidTask, KeyReused, NotCancellable
+from vigil.tasks.envelope import legacy_schedule_name, schedule_name, schedule_names
 from vigil_tools.cli import EXIT_API_ERROR
+from vigil_tools.emulator.scheduler import fire_one_time, one_time_schedules
 
 
 def test_a_deeply_nested_body_is_malformed_not_a_crash_of_the_batch(
@@ -260,17 +266,131 @@ def test_a_malformed_copy_of_a_queued_key_does_not_fail_the_task_its_real_messag
     assert stack.client().get(PLAIN, "o-1").status is TaskStatus.SUCCEEDED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fixed: schedule_name keeps the task's first 23 characters and a dash, and "
-    "grant_tasks grants CreateSchedule on '<group>/<task[:23]>-*', so a role that may enqueue "
-    "task 'a' may create the schedule names of task 'a-b' (or of any task sharing its first 23 "
-    "characters). A schedule squatted under another task's name makes that task's enqueue meet "
-    "ConflictException, take it for 'already scheduled', and leave a QUEUED record that nothing "
-    "will run (no message, so no queue-age alarm). A fix changes the names of pending schedules "
-    "(cancel must find both), so it needs a migration step",
+def iam_matches(pattern: str, name: str) -> bool:
+    """IAM's resource wildcards: ``*`` any run of characters, ``?`` exactly one."""
+    parts = (".".join(map(re.escape, run.split("?"))) for run in pattern.split("*"))
+    return re.fullmatch(".*".join(parts), name) is not None
+
+
+KEYS = ("k-1", "o-9", "x" * 128)
+CREATE, DELETE = "scheduler:CreateSchedule", "scheduler:DeleteSchedule"
+
+
+@pytest.mark.parametrize(
+    ("mine", "other"),
+    [
+        ("a", "a-b"),
+        ("a-b", "a"),
+        ("send", "send-receipt"),
+        ("x" * 23 + "-one", "x" * 23 + "-two"),
+        ("x" * 48, "x" * 47),
+    ],
 )
-def test_no_tasks_schedule_names_fall_under_another_tasks_grant() -> None:
-    for mine, other in (("a", "a-b"), ("x" * 23 + "-one", "x" * 23 + "-two")):
-        granted = f"{mine[:23]}-"  # infra.background_task.grant_tasks' resource pattern
-        assert not schedule_name(other, "k-1").startswith(granted), (mine, other)
+def test_no_tasks_schedule_names_fall_under_another_tasks_grant(mine: str, other: str) -> None:
+    """Names were ``<task[:23]>-<digest>`` and the grant ``<task[:23]>-*``: a role allowed to
+    enqueue ``a`` could create the schedule names of ``a-b`` (or of any task sharing its first
+    23 characters). A squatted name made that task's enqueue meet ConflictException, take it for
+    "already scheduled", and leave a QUEUED record nothing would run. Now the task's whole name
+    and a delimiter no task name has; what is created is granted on exactly that."""
+    assert TASK_NAME.match(mine) and TASK_NAME.match(other)
+    granted = schedule_grants(mine, manage=True)
+    theirs = [schedule_name(other, key) for key in KEYS]
+    their_legacy = [legacy_schedule_name(other, key) for key in KEYS]
+    for name in theirs:
+        assert len(name) <= MAX_SCHEDULE_NAME and re.fullmatch(r"[0-9a-zA-Z_.-]+", name)
+        assert not any(iam_matches(p, name) for p in granted[CREATE] + granted[DELETE]), name
+    assert not any(iam_matches(p, name) for p in granted[CREATE] for name in their_legacy)
+    # Legacy names are only deleted (cancel), and only tasks sharing their first 23 characters
+    # shared them: those names cannot be told apart by their shape.
+    shared = any(iam_matches(p, name) for p in granted[DELETE] for name in their_legacy)
+    assert shared == (mine[:23] == other[:23])
+    # Everything this task's own enqueue and cancel touch is granted to it.
+    for key in KEYS:
+        assert any(iam_matches(p, schedule_name(mine, key)) for p in granted[CREATE])
+        for name in schedule_names(mine, key):
+            assert any(iam_matches(p, name) for p in granted[DELETE])
+    assert schedule_grants(mine, manage=False) == {CREATE: granted[CREATE]}
+
+
+def test_no_task_name_can_hold_the_schedule_names_delimiter() -> None:
+    assert not TASK_NAME.match(f"a{SCHEDULE_NAME_DELIMITER}b")
+    assert re.fullmatch(r"[0-9a-zA-Z_.-]", SCHEDULE_NAME_DELIMITER)  # Scheduler's alphabet
+
+
+def under_legacy_name(stack: Stack, task_id: str) -> str:
+    """Moves the task's pending schedule to the name ``enqueue`` gave it before the delimiter,
+    as a schedule created then and still pending would be."""
+    group = "vigil-tasks"
+    current = stack.scheduler.get_schedule(Name=schedule_name(PLAIN, task_id), GroupName=group)
+    legacy = legacy_schedule_name(PLAIN, task_id)
+    stack.scheduler.create_schedule(
+        Name=legacy,
+        GroupName=group,
+        **{
+            key: current[key]
+            for key in (
+                "ScheduleExpression",
+                "ScheduleExpressionTimezone",
+                "FlexibleTimeWindow",
+                "ActionAfterCompletion",
+                "Target",
+            )
+        },
+    )
+    stack.scheduler.delete_schedule(Name=schedule_name(PLAIN, task_id), GroupName=group)
+    return legacy
+
+
+def test_a_schedule_pending_under_its_legacy_name_is_cancelled_or_fires_as_before(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """Renaming schedules must not strand those already pending: ``cancel`` deletes a schedule
+    under either name, and one left alone delivers its task, which runs once."""
+    client = stack.client()
+    for key in ("o-1", "o-2"):
+        client.enqueue(PLAIN, {"order": key}, key=key, at=AT)
+        under_legacy_name(stack, key)
+
+    assert client.cancel(PLAIN, "o-1").status is TaskStatus.CANCELLED
+    (left,) = one_time_schedules(stack.scheduler)
+    assert left.name == legacy_schedule_name(PLAIN, "o-2")
+
+    stack.clock.set(AT)
+    fire_one_time(stack.sqs, stack.scheduler, left)
+    body = Body()
+    assert invoke(make_handler(body), records(stack.messages(url(stack)))) == []
+    assert body.ids == ["o-2"]
+    assert stack.client().get(PLAIN, "o-2").status is TaskStatus.SUCCEEDED
+    assert one_time_schedules(stack.scheduler) == []
+
+
+class RecordNotYetThere(Delegating):
+    """Its first GetItem answers no record, as it was before another request's put landed."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.hidden = False
+
+    def get_item(self, **kwargs: Any) -> Any:
+        if not self.hidden:
+            self.hidden = True
+            return {}
+        return self._client.get_item(**kwargs)
+
+
+def test_two_requests_racing_under_one_key_run_the_first_recorded_one_only(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """Both read no record and send their message; the second put is refused. Its caller is
+    told KeyReused, and its message, claimed first, must not run in place of the recorded one:
+    the claim takes only a record of its own request (the digest both carry)."""
+    stack.client().enqueue(PLAIN, {"order": "a"}, key="k-1", request="digest-a")
+    racing = stack.client(dynamodb=RecordNotYetThere(stack.dynamodb))
+    with pytest.raises(KeyReused, match="k-1"):
+        racing.enqueue(PLAIN, {"order": "b"}, key="k-1", request="digest-b")
+
+    batch = sorted(records(stack.messages(url(stack))), key=lambda r: '"b"' not in r["body"])
+    body = Body()
+    assert invoke(make_handler(body), batch) == []
+    assert [payload for _, _, payload in body.runs] == [{"order": "a"}]
+    assert stack.client().get(PLAIN, "k-1").status is TaskStatus.SUCCEEDED

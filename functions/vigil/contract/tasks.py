@@ -47,6 +47,10 @@ class EnvelopeField(StrEnum):
     GROUP = "group"
     REDRIVEN = "redriven"
     """True on a message an operator moved back from the dead-letter queue."""
+    REQUEST = "request"
+    """The digest of the request enqueued under a caller's key (the API's ``Idempotency-Key``),
+    also kept on the record: a message of another request under the same key (two requests
+    raced past the record's check) never runs, it is a DUPLICATE."""
 
 
 class TaskStatus(StrEnum):
@@ -61,6 +65,10 @@ class TaskStatus(StrEnum):
     """Stopped on an effect (``run.once``) an earlier attempt began and never recorded done: not
     retried, alarmed, for a person to settle (``vigil tasks settle``)."""
 
+
+REQUEST_ATTRIBUTE = EnvelopeField.REQUEST.value
+"""The task record's copy of the request digest (:attr:`EnvelopeField.REQUEST`): the same key
+with another request is refused (``KeyReused``, 422), not taken for a retry."""
 
 FINAL_STATUSES = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.UNCERTAIN}
@@ -141,6 +149,51 @@ def max_receive_count(retries: int, group_batch: int = 1) -> int:
 
 SCHEDULE_GROUP = "vigil-tasks"
 """The EventBridge Scheduler group of one-time schedules (``at`` beyond 15 minutes)."""
+MAX_SCHEDULE_NAME = 64
+"""EventBridge Scheduler's longest schedule name (``CreateSchedule``'s ``Name``: 1 to 64 of
+``[0-9a-zA-Z-_.]``; a group's name has the same limits, and an account has at most 500 groups,
+so tasks share the stack's group rather than having one each)."""
+SCHEDULE_NAME_DELIMITER = "_"
+"""Opens and closes the task's part of a one-time schedule's name (``_send-receipt_<digest>``).
+Scheduler's alphabet has it and a task's name (:data:`TASK_NAME`) cannot, so one task's names
+(``_<task>_*``, what ``grant_tasks`` grants) never start another task's: a role allowed to
+enqueue ``a`` cannot create (squat) a schedule name of ``a-b``. Leading too, because a legacy
+name's pattern (:func:`legacy_schedule_name_pattern`, still granted for deleting) fixes its
+first characters to a task's: a name starting with the delimiter can never match one, whereas
+``<task>_<digest>`` of a 24-character task does match the legacy pattern of its first 23."""
+LEGACY_SCHEDULE_DIGEST = 40
+"""Names before the delimiter were ``<task[:23]>-<40 hex digits>``: a task sharing its first 23
+characters with another (or any task that is a prefix of another's name plus a dash) shared
+their names' prefix, and so their grants. A pending schedule may still carry such a name:
+``cancel`` deletes it too."""
+LEGACY_SCHEDULE_TASK_CHARACTERS = 23
+
+
+def schedule_name_prefix(task: str) -> str:
+    """What every one-time schedule name of ``task`` starts with, and no other task's does."""
+    return f"{SCHEDULE_NAME_DELIMITER}{task}{SCHEDULE_NAME_DELIMITER}"
+
+
+def legacy_schedule_name_pattern(task: str) -> str:
+    """The IAM pattern of ``task``'s legacy names: ``?`` matches one character, so the pattern
+    has the names' exact length and covers another task's legacy names only when both share
+    their first 23 characters (those names cannot be told apart by their shape), never a current
+    name (which starts with the delimiter, never a task's character)."""
+    return f"{task[:LEGACY_SCHEDULE_TASK_CHARACTERS]}-" + "?" * LEGACY_SCHEDULE_DIGEST
+
+
+def schedule_grants(task: str, *, manage: bool) -> dict[str, tuple[str, ...]]:
+    """The schedule names (IAM patterns within the stack's tasks group) a role that may enqueue
+    ``task`` is granted, per Scheduler action: what ``enqueue`` creates, and with ``manage`` what
+    ``cancel`` deletes (the legacy names too, see :data:`LEGACY_SCHEDULE_DIGEST`). Nothing is
+    created under a legacy name any more, so none is granted for creating."""
+    current = f"{schedule_name_prefix(task)}*"
+    grants: dict[str, tuple[str, ...]] = {"scheduler:CreateSchedule": (current,)}
+    if manage:
+        grants["scheduler:DeleteSchedule"] = (current, legacy_schedule_name_pattern(task))
+    return grants
+
+
 REASON_ATTRIBUTE = "vigil_reason"
 """The string message attribute that says why a message is in a task's dead-letter queue."""
 

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vigil import idempotent_requests
 from vigil.clock import Clock, system_clock
+from vigil.contract.api_errors import INVALID_FIELD, ErrorCode
 from vigil.http_answers import (
     answer_unknown_routes,
     caller_of,
@@ -65,18 +66,14 @@ class TickNotFound(LookupError):
 
 
 _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
-    UnknownJob: (HTTPStatus.NOT_FOUND, "job_not_found"),
-    TickNotFound: (HTTPStatus.NOT_FOUND, "tick_not_found"),
-    InvalidRequest: (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_<field>"),
-    JobPaused: (HTTPStatus.CONFLICT, "job_paused"),
-    NotPaused: (HTTPStatus.CONFLICT, "not_paused"),
-    PauseChanged: (HTTPStatus.CONFLICT, "pause_changed"),
+    UnknownJob: (HTTPStatus.NOT_FOUND, ErrorCode.JOB_NOT_FOUND),
+    TickNotFound: (HTTPStatus.NOT_FOUND, ErrorCode.TICK_NOT_FOUND),
+    InvalidRequest: (HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_FIELD),
+    JobPaused: (HTTPStatus.CONFLICT, ErrorCode.JOB_PAUSED),
+    NotPaused: (HTTPStatus.CONFLICT, ErrorCode.NOT_PAUSED),
+    PauseChanged: (HTTPStatus.CONFLICT, ErrorCode.PAUSE_CHANGED),
     **idempotent_requests.ERRORS,
 }
-
-
-def _code(error: Exception, code: str) -> str:
-    return f"invalid_{error.field}" if isinstance(error, InvalidRequest) else code
 
 
 class RunRequest(BaseModel):
@@ -277,7 +274,7 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
 
     app.exception_handler(RequestValidationError)(validation_response)
     app.exception_handler(list(_DOMAIN_ERRORS))(
-        domain_error_response(_DOMAIN_ERRORS, idempotent_requests.MESSAGES, code_of=_code)
+        domain_error_response(_DOMAIN_ERRORS, idempotent_requests.MESSAGES)
     )
     answer_unknown_routes(app)
 

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from vigil import __version__, idempotent_requests, telemetry
 from vigil.clock import Clock, system_clock
+from vigil.contract.api_errors import ErrorCode, invalid
 from vigil.contract.hosts import (
     DEFAULT_REBALANCE_MOVES,
     HOSTS_TABLE_ENV,
@@ -208,7 +209,7 @@ def _responses(
     return documented
 
 
-_NOT_FOUND = (HTTPStatus.NOT_FOUND, "observer_not_found")
+_NOT_FOUND = (HTTPStatus.NOT_FOUND, ErrorCode.OBSERVER_NOT_FOUND)
 _INVALID = (
     HTTPStatus.UNPROCESSABLE_ENTITY,
     "invalid_<field>, unknown_kind, idempotency_key_reused",
@@ -228,17 +229,17 @@ class Services:
 
 
 _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
-    ObserverExists: (HTTPStatus.CONFLICT, "observer_exists"),
-    ObserverNotFound: (HTTPStatus.NOT_FOUND, "observer_not_found"),
-    FleetFull: (HTTPStatus.TOO_MANY_REQUESTS, "fleet_full"),
-    VersionConflict: (HTTPStatus.CONFLICT, "version_conflict"),
-    InvalidCursor: (HTTPStatus.BAD_REQUEST, "invalid_cursor"),
-    KindNotFound: (HTTPStatus.NOT_FOUND, "kind_not_found"),
-    NothingToRebalance: (HTTPStatus.CONFLICT, "nothing_to_rebalance"),
-    UnknownKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "unknown_kind"),
-    InvalidHostKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_kind"),
-    UnknownHostKind: (HTTPStatus.UNPROCESSABLE_ENTITY, "unknown_kind"),
-    NotPooled: (HTTPStatus.UNPROCESSABLE_ENTITY, "not_pooled"),
+    ObserverExists: (HTTPStatus.CONFLICT, ErrorCode.OBSERVER_EXISTS),
+    ObserverNotFound: (HTTPStatus.NOT_FOUND, ErrorCode.OBSERVER_NOT_FOUND),
+    FleetFull: (HTTPStatus.TOO_MANY_REQUESTS, ErrorCode.FLEET_FULL),
+    VersionConflict: (HTTPStatus.CONFLICT, ErrorCode.VERSION_CONFLICT),
+    InvalidCursor: (HTTPStatus.BAD_REQUEST, invalid("cursor")),
+    KindNotFound: (HTTPStatus.NOT_FOUND, ErrorCode.KIND_NOT_FOUND),
+    NothingToRebalance: (HTTPStatus.CONFLICT, ErrorCode.NOTHING_TO_REBALANCE),
+    UnknownKind: (HTTPStatus.UNPROCESSABLE_ENTITY, ErrorCode.UNKNOWN_KIND),
+    InvalidHostKind: (HTTPStatus.UNPROCESSABLE_ENTITY, invalid("kind")),
+    UnknownHostKind: (HTTPStatus.UNPROCESSABLE_ENTITY, ErrorCode.UNKNOWN_KIND),
+    NotPooled: (HTTPStatus.UNPROCESSABLE_ENTITY, ErrorCode.NOT_POOLED),
     **idempotent_requests.ERRORS,
 }
 _MESSAGES = idempotent_requests.MESSAGES
@@ -388,7 +389,9 @@ def build_app(services: Services) -> APIGatewayRestResolver:
 
     def unsupported(error: RequestUnsupportedContentType) -> Response[str]:
         return error_body(
-            HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "send application/json"
+            HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            "send application/json",
         )
 
     app.exception_handler(RequestValidationError)(validation_response)

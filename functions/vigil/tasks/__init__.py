@@ -27,6 +27,7 @@ from vigil.tasks.envelope import Envelope, deduplication_id, schedule_name
 from vigil.tasks.errors import (
     EnqueuedUnrecorded,
     InvalidTask,
+    KeyReused,
     MalformedTask,
     NotCancellable,
     TaskFenced,
@@ -56,6 +57,7 @@ __all__ = [
     "EnqueuedUnrecorded",
     "Envelope",
     "InvalidTask",
+    "KeyReused",
     "MalformedTask",
     "NotCancellable",
     "TaskClient",

@@ -6,8 +6,10 @@ refuses bad input as ``InvalidTask`` (422 naming the field), an unknown task or 
 cancel of a task that has started or ended is 409.
 
 ``Idempotency-Key`` is the task's key when the body names none: the key is already what makes an
-enqueue idempotent (the same key is the same task), so no separate idempotency store is needed,
-and a retried POST answers the same id without sending a second task.
+enqueue idempotent (the same key is the same task), so no separate idempotency store is needed.
+The record keeps a digest of the request (``request_digest``): a retried POST answers the same id
+without sending anything, and the key reused with a different body (payload, delay, at or group)
+is 422 ``idempotency_key_reused``, with nothing sent or written, as on the other APIs' POSTs.
 """
 
 from __future__ import annotations
@@ -23,16 +25,19 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from vigil import idempotent_requests
+from vigil.contract.api_errors import INVALID_FIELD, ErrorCode
 from vigil.contract.tasks import TASK_NAME, TaskStatus
 from vigil.http_answers import (
     answer_unknown_routes,
     domain_error_response,
     validation_response,
 )
-from vigil.tasks.enqueue import TaskClient
+from vigil.tasks.enqueue import TaskClient, request_digest
 from vigil.tasks.errors import (
     EnqueuedUnrecorded,
     InvalidTask,
+    KeyReused,
     NotCancellable,
     TaskNotFound,
     UnknownTask,
@@ -45,19 +50,17 @@ TaskId = Annotated[str, Path(max_length=3 * 128)]
 MAX_PAGE = 100
 
 _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
-    UnknownTask: (HTTPStatus.NOT_FOUND, "task_not_found"),
-    TaskNotFound: (HTTPStatus.NOT_FOUND, "task_id_not_found"),
-    InvalidTask: (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_<field>"),
-    NotCancellable: (HTTPStatus.CONFLICT, "not_cancellable"),
+    UnknownTask: (HTTPStatus.NOT_FOUND, ErrorCode.TASK_NOT_FOUND),
+    TaskNotFound: (HTTPStatus.NOT_FOUND, ErrorCode.TASK_ID_NOT_FOUND),
+    InvalidTask: (HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_FIELD),
+    KeyReused: idempotent_requests.KEY_REUSED,
+    NotCancellable: (HTTPStatus.CONFLICT, ErrorCode.NOT_CANCELLABLE),
     # The message is sent (the task runs); the message names the id to retry the POST with.
-    EnqueuedUnrecorded: (HTTPStatus.SERVICE_UNAVAILABLE, "enqueued_unrecorded"),
+    EnqueuedUnrecorded: (HTTPStatus.SERVICE_UNAVAILABLE, ErrorCode.ENQUEUED_UNRECORDED),
 }
-
-
-def _code(error: Exception, code: str) -> str:
-    if isinstance(error, InvalidTask) and not isinstance(error, UnknownTask):
-        return f"invalid_{error.field}"
-    return code
+API_FIELDS = {"delay": "delay_seconds", "id": "task_id"}
+"""``InvalidTask.field`` (the library's argument) -> the API's own name for it, so a refused
+value has the code its validation would give (``invalid_delay_seconds``, ``invalid_task_id``)."""
 
 
 class EnqueueRequest(BaseModel):
@@ -116,6 +119,7 @@ def build_tasks_app(
             delay=request.delay_seconds,
             at=_parse_at(request.at),
             group=request.group,
+            request=request_digest(request.model_dump(exclude={"key"})),
         )
         record = client.get(task, task_id)
         body = {"task": task, "id": task_id, "status": record.status.value}
@@ -128,7 +132,13 @@ def build_tasks_app(
     @app.get("/tasks/<task>", summary="A task's records by id, one page at a time")
     def list_tasks(
         task: TaskName,
-        status: Annotated[TaskStatus | None, Query(description="Only tasks in this status")] = None,
+        status: Annotated[
+            str | None,
+            Query(
+                max_length=32,
+                description=f"Only tasks in this status, any case: {', '.join(TaskStatus)}",
+            ),
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = MAX_PAGE,
         next_page: Annotated[
             str | None, Query(alias="next", description="next of the previous page")
@@ -145,7 +155,7 @@ def build_tasks_app(
 
     app.exception_handler(RequestValidationError)(validation_response)
     app.exception_handler(list(_DOMAIN_ERRORS))(
-        domain_error_response(_DOMAIN_ERRORS, code_of=_code)
+        domain_error_response(_DOMAIN_ERRORS, fields=API_FIELDS)
     )
     answer_unknown_routes(app)
 

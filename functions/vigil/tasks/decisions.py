@@ -29,7 +29,7 @@ from typing import Any
 
 from vigil.clock import iso
 from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE
-from vigil.contract.tasks import MAX_RESULT_BYTES, TaskStatus
+from vigil.contract.tasks import MAX_RESULT_BYTES, REQUEST_ATTRIBUTE, TaskStatus
 from vigil.dynamo import Item
 from vigil.tasks.settings import MAX_BACKOFF
 
@@ -69,14 +69,20 @@ def resolve_claim(
     redriven: bool = False,
     message_id: str = "",
     holder: str = "",
+    request: str | None = None,
 ) -> ClaimDecision:
     """A claim refused with ``seen`` (ALL_OLD) under ``token`` at ``now``; a ``redriven``
     message may take a FAILED record (or a waiting retry), so its refusal there can only be
     the token, as can that of ``message_id`` when it is the message holding the retry.
     ``holder`` names this delivery (invocation and message): a RUNNING record under this token
-    and holder is this claim's own earlier try."""
+    and holder is this claim's own earlier try. ``request``: the message's request digest; a
+    record of another request under the key is that request's task, never this message's."""
     if seen is None:
         return ClaimDecision(Verdict.RETRY, "the record vanished under the claim")
+    if request and seen.get(REQUEST_ATTRIBUTE) not in (None, request):
+        return ClaimDecision(
+            Verdict.DUPLICATE, "another request's message under this key: the key's task is not it"
+        )
     status = TaskStatus(seen["status"])
     if (
         status is TaskStatus.RUNNING

@@ -13,6 +13,8 @@ record (the put failed after the send) is still run: the consumer's claim create
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import time
@@ -29,6 +31,7 @@ from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.tasks import (
     GROUP,
     MAX_QUEUE_DELAY_S,
+    REQUEST_ATTRIBUTE,
     TASK_ID,
     TASK_ID_CHARACTERS,
     TaskStatus,
@@ -41,8 +44,15 @@ from vigil.tasks.envelope import (
     at_expression,
     deduplication_id,
     schedule_name,
+    schedule_names,
 )
-from vigil.tasks.errors import EnqueuedUnrecorded, InvalidTask, NotCancellable, TaskNotFound
+from vigil.tasks.errors import (
+    EnqueuedUnrecorded,
+    InvalidTask,
+    KeyReused,
+    NotCancellable,
+    TaskNotFound,
+)
 from vigil.tasks.queues import MAX_TASK_MESSAGE_BYTES, TaskQueue
 from vigil.tasks.store import TaskRecord, TaskStore
 
@@ -111,6 +121,7 @@ class TaskClient:
         delay: Delay | None = None,
         at: datetime | None = None,
         group: str | None = None,
+        request: str | None = None,
     ) -> Plan:
         """Every check ``enqueue`` makes, before anything is sent: :class:`InvalidTask`."""
         spec = self.catalog.spec(task)
@@ -165,6 +176,7 @@ class TaskClient:
             enqueued_at=iso(now),
             due_at=iso(due) if due else None,
             group=(group or task) if spec.ordered else None,
+            request=request if key is not None else None,
         )
         try:
             body = envelope.body()
@@ -189,13 +201,24 @@ class TaskClient:
         delay: Delay | None = None,
         at: datetime | None = None,
         group: str | None = None,
+        request: str | None = None,
     ) -> str:
         """The task's id (``key``, or a new one): QUEUED once this returns. The same key again
-        is the same task: it is not run twice (its record is left as it is)."""
-        plan = self.plan(task, payload, key=key, delay=delay, at=at, group=group)
-        self.send(plan)
+        is the same task: it is not run twice (its record is left as it is).
+
+        ``request``: with a ``key``, a digest of the caller's whole request (the API's
+        ``Idempotency-Key``, :func:`request_digest`), kept on the record. The key's record is
+        read first: a record of another request is :class:`KeyReused` and one of this request
+        (or of an enqueue that kept no digest) answers its id, both with nothing sent."""
+        plan = self.plan(task, payload, key=key, delay=delay, at=at, group=group, request=request)
         envelope = plan.envelope
         store = self.store(plan.spec)
+        if envelope.request is not None:
+            seen = store.item(task, envelope.id)
+            if seen is not None:
+                _same_request(task, envelope.id, seen, envelope.request)
+                return envelope.id
+        self.send(plan)
 
         def put() -> bool:
             return store.put_queued(
@@ -205,6 +228,7 @@ class TaskClient:
                 expires_at=plan.expires_at,
                 due_at=plan.due,
                 group=envelope.group,
+                request=envelope.request,
             )
 
         # The message is out: the task will run. A throttled record write is retried rather
@@ -217,11 +241,15 @@ class TaskClient:
             self._sleep(seconds)
 
         try:
-            persist(put, time_left_s=lambda: RECORD_BUDGET_S - slept[0], sleep=pause)
+            written = persist(put, time_left_s=lambda: RECORD_BUDGET_S - slept[0], sleep=pause)
         except OutOfTime as out_of_time:
             raise EnqueuedUnrecorded(task, envelope.id, out_of_time.__cause__ or out_of_time) from (
                 out_of_time
             )
+        if not written and envelope.request is not None:
+            # Another request under the key got its record in between the read and the put:
+            # this one's message, sent, is a DUPLICATE when it comes (its claim compares).
+            _same_request(task, envelope.id, store.item(task, envelope.id) or {}, envelope.request)
         return envelope.id
 
     def send(self, plan: Plan) -> None:
@@ -299,13 +327,15 @@ class TaskClient:
         return record
 
     def _unschedule(self, spec: TaskSpec, task_id: str) -> None:
-        try:
-            self._client("scheduler").delete_schedule(
-                Name=schedule_name(spec.name, task_id), GroupName=spec.schedule_group
-            )
-        except ClientError as error:
-            if error_code(error) != "ResourceNotFoundException":
-                raise
+        """Under every name its schedule may have: one created before the current naming
+        (``legacy_schedule_name``) may still be pending, and the same key enqueued again since
+        may have a second one under the current name."""
+        for name in schedule_names(spec.name, task_id):
+            try:
+                self._client("scheduler").delete_schedule(Name=name, GroupName=spec.schedule_group)
+            except ClientError as error:
+                if error_code(error) != "ResourceNotFoundException":
+                    raise
 
     def get(self, task: str, task_id: str) -> TaskRecord:
         spec = self.catalog.spec(task)
@@ -321,16 +351,23 @@ class TaskClient:
         limit: int = 50,
         page: str | None = None,
     ) -> tuple[list[TaskRecord], str | None]:
+        """One page of ``task``'s records; ``status`` (any case) keeps those in it."""
         spec = self.catalog.spec(task)
-        if status is not None and status not in TaskStatus.__members__:
-            raise InvalidTask(
-                "status", f"unknown status {status!r}; one of {', '.join(TaskStatus)}"
-            )
+        wanted = parse_status(status) if status is not None else None
         if not 1 <= limit <= 1000:
             raise InvalidTask("limit", f"limit must be from 1 to 1000, got {limit}")
-        return self.store(spec).list(
-            task, TaskStatus(status) if status else None, limit=limit, page=page
+        return self.store(spec).list(task, wanted, limit=limit, page=page)
+
+
+def parse_status(status: TaskStatus | str) -> TaskStatus:
+    """A status filter as a person types it (``failed``, ``Failed``), or :class:`InvalidTask`
+    naming the statuses there are."""
+    name = status.upper() if isinstance(status, str) else status
+    if name not in TaskStatus.__members__:
+        raise InvalidTask(
+            "status", f"unknown status {status!r}; the statuses are: {', '.join(TaskStatus)}"
         )
+    return TaskStatus(name)
 
 
 def _due(now: datetime, delay: Delay | None, at: datetime | None) -> datetime | None:
@@ -352,6 +389,20 @@ def _due(now: datetime, delay: Delay | None, at: datetime | None) -> datetime | 
             raise InvalidTask("at", f"at {iso(at)} is in the past (now {iso(now)})")
         return at if at > now else None
     return None
+
+
+def request_digest(request: Mapping[str, Any]) -> str:
+    """A caller's request (its payload, delay, at and group, not its key) as compared across
+    requests under one key: canonical JSON, hashed."""
+    text = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _same_request(task: str, task_id: str, seen: Mapping[str, Any], request: str) -> None:
+    """:class:`KeyReused` if the key's record was written for another request (a record that
+    kept no digest, from an enqueue without one, is taken as the same task, as before)."""
+    if seen.get(REQUEST_ATTRIBUTE) not in (None, request):
+        raise KeyReused(task, task_id)
 
 
 def _scheduled(item: Mapping[str, Any]) -> bool:

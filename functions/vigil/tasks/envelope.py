@@ -7,6 +7,7 @@ to the dead-letter queue with it: a message that cannot be a task is never retri
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from dataclasses import dataclass, replace
@@ -14,7 +15,17 @@ from datetime import datetime
 from typing import Any
 
 from vigil.clock import iso
-from vigil.contract.tasks import ENVELOPE_KEY, ENVELOPE_VERSION, GROUP, TASK_ID, EnvelopeField
+from vigil.contract.tasks import (
+    ENVELOPE_KEY,
+    ENVELOPE_VERSION,
+    GROUP,
+    LEGACY_SCHEDULE_DIGEST,
+    LEGACY_SCHEDULE_TASK_CHARACTERS,
+    MAX_SCHEDULE_NAME,
+    TASK_ID,
+    EnvelopeField,
+    schedule_name_prefix,
+)
 from vigil.tasks.errors import MalformedTask
 
 F = EnvelopeField
@@ -30,6 +41,8 @@ class Envelope:
     due_at: str | None = None
     group: str | None = None
     redriven: bool = False
+    request: str | None = None
+    """The digest of the caller's request under its key (``EnvelopeField.REQUEST``)."""
 
     def to_json(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -45,6 +58,8 @@ class Envelope:
             fields[F.GROUP] = self.group
         if self.redriven:
             fields[F.REDRIVEN] = True
+        if self.request:
+            fields[F.REQUEST] = self.request
         return {ENVELOPE_KEY: fields}
 
     def body(self) -> str:
@@ -98,6 +113,9 @@ def parse(body: str, expected_task: str | None = None) -> Envelope:
     group = fields.get(F.GROUP)
     if group is not None and (not isinstance(group, str) or not GROUP.match(group)):
         raise refuse(f"invalid group {group!r}")
+    request = fields.get(F.REQUEST)
+    if request is not None and not isinstance(request, str):
+        raise refuse(f"invalid request digest {request!r}")
     return Envelope(
         task=readable_task,
         id=readable_id,
@@ -106,6 +124,7 @@ def parse(body: str, expected_task: str | None = None) -> Envelope:
         due_at=due_at,
         group=group,
         redriven=fields.get(F.REDRIVEN) is True,
+        request=request,
     )
 
 
@@ -124,9 +143,25 @@ def deduplication_id(task: str, task_id: str) -> str:
 def schedule_name(task: str, task_id: str) -> str:
     """The one-time schedule of a task due beyond 15 minutes: derived from task and id, so
     enqueueing the same key again meets it (ConflictException) instead of scheduling twice, and
-    ``cancel`` finds it; at most 64 characters, Scheduler's alphabet."""
-    digest = hashlib.sha256(f"{task}#{task_id}".encode()).hexdigest()[:40]
-    return f"{task[:23]}-{digest}"
+    ``cancel`` finds it. ``_<task>_<digest>``: the task's whole name between delimiters no task
+    name has (``schedule_name_prefix``), then as much of the digest as fits Scheduler's 64
+    characters (base32, lower case: at least 14 characters, 70 bits, for a 48-character task)."""
+    digest = hashlib.sha256(f"{task}#{task_id}".encode()).digest()
+    text = base64.b32encode(digest).decode().rstrip("=").lower()
+    return f"{schedule_name_prefix(task)}{text}"[:MAX_SCHEDULE_NAME]
+
+
+def legacy_schedule_name(task: str, task_id: str) -> str:
+    """The name a schedule was created under before :func:`schedule_name` (``<task[:23]>-`` and
+    40 hex digits): a schedule pending from then still fires as it should (its target and body
+    are what they were) and must still be found by ``cancel``."""
+    digest = hashlib.sha256(f"{task}#{task_id}".encode()).hexdigest()[:LEGACY_SCHEDULE_DIGEST]
+    return f"{task[:LEGACY_SCHEDULE_TASK_CHARACTERS]}-{digest}"
+
+
+def schedule_names(task: str, task_id: str) -> tuple[str, str]:
+    """Every name the task's one-time schedule may have: the current one first."""
+    return (schedule_name(task, task_id), legacy_schedule_name(task, task_id))
 
 
 def at_expression(moment: datetime) -> str:

@@ -41,6 +41,21 @@ class EnqueuedUnrecorded(RuntimeError):
         self.task_id = task_id
 
 
+class KeyReused(ValueError):
+    """A request under a key (the API's ``Idempotency-Key``) already used by another request
+    with a different body: nothing was sent or written. The draft "The Idempotency-Key HTTP
+    Header Field" answers it 422, as the other management APIs do (``idempotency_key_reused``)."""
+
+    def __init__(self, task: str, task_id: str) -> None:
+        super().__init__(
+            f"{task} {task_id}: this key was already used with a different request (payload, "
+            "delay, at or group); nothing was sent. Use a new key for a new task, or send the "
+            "same request again to read its id"
+        )
+        self.task = task
+        self.task_id = task_id
+
+
 class TaskNotFound(LookupError):
     """No record of that task id (never enqueued, or expired after its retention)."""
 

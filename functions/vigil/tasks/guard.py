@@ -251,6 +251,7 @@ class TaskGuard:
                     group=envelope.group,
                     redriven=envelope.redriven,
                     message_id=message.message_id,
+                    request=envelope.request,
                 )
             )
             if isinstance(answer, Claimed):
@@ -262,6 +263,7 @@ class TaskGuard:
                 redriven=envelope.redriven,
                 message_id=message.message_id,
                 holder=holder,
+                request=envelope.request,
             )
             if decision.verdict is Verdict.OWN and answer.seen is not None:
                 return Claimed(answer.seen)

@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
-from vigil.contract.tasks import PK_PREFIX, TaskStatus
+from vigil.contract.tasks import PK_PREFIX, REQUEST_ATTRIBUTE, TaskStatus
 from vigil.dynamo import (
     Item,
     Update,
@@ -148,6 +148,9 @@ class Claim:
     redriven: bool = False
     message_id: str = ""
     """The claiming message: the one that holds a retry may take it before its backoff ends."""
+    request: str | None = None
+    """The envelope's request digest: the claim takes only a record of that request (or of
+    none), and writes it on a record it creates."""
 
 
 @dataclass(frozen=True)
@@ -222,8 +225,10 @@ class TaskStore:
         expires_at: datetime,
         due_at: datetime | None = None,
         group: str | None = None,
+        request: str | None = None,
     ) -> bool:
-        """The QUEUED record; False if the key has a record already (nothing is written)."""
+        """The QUEUED record; False if the key has a record already (nothing is written).
+        ``request``: the digest of the request that enqueued it (``REQUEST_ATTRIBUTE``)."""
         item: Item = {
             **task_key(task, task_id),
             "task": task,
@@ -237,6 +242,8 @@ class TaskStore:
             item["due_at"] = iso(due_at)
         if group is not None:
             item["group"] = group
+        if request is not None:
+            item[REQUEST_ATTRIBUTE] = request
         try:
             self._client.put_item(
                 TableName=self._table,
@@ -273,6 +280,8 @@ class TaskStore:
             update.set_default("group", claim.group)
         if claim.redriven:
             update.set("redriven", True)
+        if claim.request:
+            update.set_default(REQUEST_ATTRIBUTE, claim.request)
         update.remove("progress", "progress_note", *RETRY_ATTRIBUTES)
         queued = update.eq("status", TaskStatus.QUEUED.value)
         if not claim.redriven:  # an operator's redrive may run a waiting retry at once
@@ -296,6 +305,12 @@ class TaskStore:
             takeable.append(update.eq("status", TaskStatus.FAILED.value))
         update.condition(any_of(*takeable))
         update.condition(any_of(update.absent("token"), update.lt("token", claim.token)))
+        if claim.request:
+            update.condition(
+                any_of(
+                    update.absent(REQUEST_ATTRIBUTE), update.eq(REQUEST_ATTRIBUTE, claim.request)
+                )
+            )
         try:
             answer = self._update(
                 claim.task,
@@ -484,11 +499,14 @@ class TaskStore:
         return Counter(TaskStatus(item["status"]) for item in paginate(self._client.query, request))
 
     def get(self, task: str, task_id: str) -> TaskRecord | None:
+        item = self.item(task, task_id)
+        return TaskRecord.from_item(item) if item else None
+
+    def item(self, task: str, task_id: str) -> Item | None:
         answer = self._client.get_item(
             TableName=self._table, Key=wire(task_key(task, task_id)), ConsistentRead=True
         )
-        item = from_wire(answer.get("Item"))
-        return TaskRecord.from_item(item) if item else None
+        return from_wire(answer.get("Item")) or None
 
     def list(
         self,
