@@ -1,7 +1,7 @@
 """Container entry point: ``python -m vigil.observers.main``.
 
 A dedicated task runs one observer (``VIGIL_OBSERVER_NAME`` and ``VIGIL_OBSERVER_GENERATION``); a
-pooled host task (``VIGIL_HOST_ID``) runs many, see :mod:`vigil.observers.host`.
+pooled host task (``VIGIL_HOST_ID``) runs many, see :mod:`vigil.observers.host_process`.
 
 Exit codes (the reconciler and ECS read them): 0 clean stop, 1 crash in the observer's code,
 2 bad configuration or environment, 3 fenced (this generation was replaced).
@@ -41,7 +41,9 @@ def client_config(heartbeat_seconds: float) -> Config:
 def main(environ: Mapping[str, str] | None = None, client: Any = None) -> int:
     environ = os.environ if environ is None else environ
     if environ.get(HOST_ID_ENV, "").strip():
-        from vigil.observers.host.entry import main as host_main  # only hosts pay its imports
+        from vigil.observers.host_process.entry import (
+            main as host_main,
+        )  # only hosts pay its imports
 
         return host_main(environ, client=client)
     log = telemetry.logger()
