@@ -15,7 +15,7 @@ from vigil.clock import ManualClock
 from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV, HostStatus
 from vigil.dynamo import to_wire
 from vigil.observers.fleet_store import FleetStore
-from vigil.observers.hosts.store import HostStore
+from vigil.observers.host_fleet.store import HostStore
 from vigil_tools.cli import InProcessTransport, main, rest_event
 from vigil_tools.lambda_context import LambdaContext
 
