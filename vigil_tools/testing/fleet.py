@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from vigil_tools.demo_observers import DeployedFleet
+from vigil_tools.demo.observers import DeployedFleet
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.ecs import (
     ObserverContainer,

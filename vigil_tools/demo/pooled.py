@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vigil_tools.demo_observers import DeployedFleet
+from vigil_tools.demo.observers import DeployedFleet
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.testing.stack import VigilStack
 
