@@ -17,25 +17,14 @@ from types import FrameType
 from typing import Any
 
 import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
 from vigil import telemetry
 from vigil.contract.hosts import HOST_ID_ENV
+from vigil.observers.container_client import client_config
 from vigil.observers.registry import FencedWrites
 from vigil.observers.runtime import ExitCode, ObserverRuntime, RuntimeSettings, StopReason
 from vigil.settings import SettingsError
-
-
-def client_config(heartbeat_seconds: float) -> Config:
-    """Registry calls short enough that a hanging one cannot outlast the self-fence deadline
-    (two intervals): botocore's defaults (60 s reads, retried) would hold a heartbeat for minutes."""
-    read_timeout = max(1.0, min(5.0, heartbeat_seconds / 3))
-    return Config(
-        connect_timeout=2,
-        read_timeout=read_timeout,
-        retries={"mode": "standard", "max_attempts": 2},
-    )
 
 
 def main(environ: Mapping[str, str] | None = None, client: Any = None) -> int:

@@ -257,8 +257,8 @@ def _run(config: ChildConfig, name: str, generation: int) -> int:
     import boto3
 
     from vigil import telemetry
+    from vigil.observers.container_client import client_config
     from vigil.observers.host_process import warm
-    from vigil.observers.main import client_config
     from vigil.observers.registry import FencedWrites
     from vigil.observers.runtime import ObserverRuntime, StopReason
 
