@@ -10,7 +10,7 @@ import pytest
 from tests.helpers.tasks import ORDERED, PLAIN, Counting, Stack, invoke, records
 from tests.tasks.conftest import HandlerFactory
 from vigil.tasks.api import TasksServices, build_tasks_app
-from vigil_tools.cli import rest_event
+from vigil_tools.api_client import rest_event
 from vigil_tools.lambda_context import LambdaContext
 
 
