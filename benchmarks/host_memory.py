@@ -42,8 +42,8 @@ from tests.helpers.observers import (
     start_container,
 )
 from vigil.clock import ManualClock, system_clock
-from vigil.observers.host.heartbeat_store import HeartbeatStore
-from vigil.observers.host.supervisor import HostSupervisor
+from vigil.observers.host_process.heartbeat_store import HeartbeatStore
+from vigil.observers.host_process.supervisor import HostSupervisor
 from vigil.observers.registry import ObserverRegistry
 from vigil.observers.runtime import ObserverRuntime
 from vigil_tools.emulator.template import synthesized_app

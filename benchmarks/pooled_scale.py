@@ -40,7 +40,7 @@ from vigil.contract.hosts import (
 )
 from vigil.dynamo import to_wire
 from vigil.observers.ecs_tasks import task_state
-from vigil.observers.host.supervisor import BEATS_PER_INTERVAL
+from vigil.observers.host_process.supervisor import BEATS_PER_INTERVAL
 from vigil.observers.model import Status
 
 START = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -25,6 +25,7 @@ from zoneinfo import ZoneInfo
 from vigil.contract.schedule import Schedule
 from vigil.jobs.control import scheduled_anchor
 from vigil.jobs.events import tick_key
+from vigil_tools.api_client import ApiError
 from vigil_tools.tables import render_table
 
 API_COMMANDS = frozenset({"run", "pause", "resume", "backfill"})
@@ -130,8 +131,6 @@ def wait_for(
 
 
 def _record_or_none(call: Call, job: str, tick: str) -> dict[str, Any] | None:
-    from vigil_tools.cli import ApiError
-
     try:
         return dict(call("GET", f"/jobs/{job}/runs/{tick}"))
     except ApiError as error:

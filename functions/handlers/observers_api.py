@@ -16,7 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from vigil import telemetry
 from vigil.observers.api import ApiSettings, Services, build_app
-from vigil.observers.hosts.store import HostStore
+from vigil.observers.host_fleet.store import HostStore
 from vigil.observers.rebalance_requests import RebalanceRequests
 from vigil.observers.registry import ObserverCommands
 

@@ -26,8 +26,8 @@ from vigil.contract.hosts import (
 from vigil.dynamo import Update, to_wire
 from vigil.leases import LeaseTable
 from vigil.observers.fleet_store import FleetStore
-from vigil.observers.hosts.model import Host
-from vigil.observers.hosts.store import HostStore
+from vigil.observers.host_fleet.model import Host
+from vigil.observers.host_fleet.store import HostStore
 from vigil.observers.kind_options import KindOptions
 from vigil.observers.model import Status, to_item
 from vigil.observers.reconciler import Notices, Reconciler, assemble, changed_records

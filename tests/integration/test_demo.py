@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from vigil_tools import demo
+from vigil_tools.demo import main as demo
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from freezegun import freeze_time
 
-from vigil_tools import demo_observers
+from vigil_tools.demo import observers as demo_observers
 from vigil_tools.emulator.account import local_account
 from vigil_tools.emulator.lambda_runtime import LocalLambda
 from vigil_tools.emulator.template import Synthesized

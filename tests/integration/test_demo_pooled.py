@@ -10,7 +10,7 @@ import pytest
 from freezegun import freeze_time
 from moto.moto_api import state_manager
 
-from vigil_tools import demo_pooled
+from vigil_tools.demo import pooled as demo_pooled
 from vigil_tools.emulator.account import local_account
 from vigil_tools.emulator.template import Synthesized
 

@@ -27,7 +27,7 @@ from vigil.jobs.events import parse_tick
 from vigil.jobs.guard import JobGuard
 from vigil.jobs.model import Outcome, Overlap, RunStatus
 from vigil.jobs.store import RunStore
-from vigil_tools.cli import ApiError, rest_event
+from vigil_tools.api_client import ApiError, rest_event
 from vigil_tools.jobs_control_cli import run_api_command, wait_for
 from vigil_tools.lambda_context import LambdaContext
 
@@ -488,7 +488,7 @@ def test_a_failed_run_longer_than_max_duration_emits_the_too_long_metric(
 def _raw(api: Api, method: str, path: str, raw_body: str | None) -> tuple[int, Any]:
     import json
 
-    from vigil_tools.cli import rest_event
+    from vigil_tools.api_client import rest_event
     from vigil_tools.lambda_context import LambdaContext
 
     event = rest_event(

@@ -14,7 +14,7 @@ from tests.helpers.api_errors import Refusal, check_refusals
 from tests.helpers.observers import IDEMPOTENCY_TABLE, REGISTRY_TABLE, scan_all
 from vigil.observers.api import ApiSettings
 from vigil.settings import SettingsError
-from vigil_tools.cli import rest_event
+from vigil_tools.api_client import rest_event
 from vigil_tools.lambda_context import LambdaContext
 
 Call = Callable[..., tuple[int, Any]]

@@ -14,17 +14,8 @@ import pytest
 from botocore.credentials import Credentials
 
 from handlers import observers_api
-from vigil_tools.cli import (
-    EXIT_API_ERROR,
-    EXIT_OK,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
-    HttpRequest,
-    HttpResponse,
-    InProcessTransport,
-    SigV4Transport,
-    main,
-)
+from vigil_tools.api_client import HttpRequest, HttpResponse, InProcessTransport, SigV4Transport
+from vigil_tools.cli import EXIT_API_ERROR, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main
 
 Run = Callable[..., tuple[int, str, str]]
 

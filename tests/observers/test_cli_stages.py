@@ -12,7 +12,8 @@ import pytest
 
 from tests.conftest import REGION
 from vigil_tools import cli
-from vigil_tools.cli import EXIT_API_ERROR, EXIT_OK, EXIT_USAGE, HttpRequest, HttpResponse, main
+from vigil_tools.api_client import HttpRequest, HttpResponse
+from vigil_tools.cli import EXIT_API_ERROR, EXIT_OK, EXIT_USAGE, main
 
 STAGING_API = "https://staging1234.execute-api.us-east-1.amazonaws.com/v1/"
 

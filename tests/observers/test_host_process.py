@@ -33,9 +33,9 @@ from tests.helpers.observers import (
 )
 from vigil.contract.hosts import HOST_EXIT, HostStatus
 from vigil.contract.observers import ExitCode
-from vigil.observers.host.children import ChildConfig, ProcessLauncher
-from vigil.observers.host.heartbeat_store import HeartbeatStore
-from vigil.observers.host.supervisor import HostSupervisor
+from vigil.observers.host_process.children import ChildConfig, ProcessLauncher
+from vigil.observers.host_process.heartbeat_store import HeartbeatStore
+from vigil.observers.host_process.supervisor import HostSupervisor
 from vigil.observers.registry import ObserverRegistry
 
 from .test_registry import raw_item
@@ -302,7 +302,7 @@ def test_given_a_bad_host_environment_when_started_then_exit_2_naming_it(
 def test_given_the_image_dependencies_only_when_importing_the_host_then_it_loads() -> None:
     """boto3 and Powertools' core are enough: the host and its forkserver preload too."""
     blocked = "import sys; sys.modules['pydantic'] = None; sys.modules['aws_xray_sdk'] = None; "
-    probe = blocked + "import vigil.observers.host.entry, vigil.observers.host.warm"
+    probe = blocked + "import vigil.observers.host_process.entry, vigil.observers.host_process.warm"
 
     result = subprocess.run(
         [sys.executable, "-c", probe],

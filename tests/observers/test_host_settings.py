@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from vigil.observers import main
-from vigil.observers.host.settings import HostSettings
+from vigil.observers.host_process.settings import HostSettings
 from vigil.settings import SettingsError
 
 ARN = "arn:aws:ecs:us-east-1:123456789012:task/vigil/abc"

@@ -13,7 +13,7 @@ from tests.helpers.observers import HOSTS_TABLE, create_hosts_table
 from vigil.clock import ManualClock, epoch_ms
 from vigil.contract.hosts import HOST_EXIT, HostStatus, SlotState
 from vigil.contract.observers import ExitCode
-from vigil.observers.host.heartbeat_store import HeartbeatStore, HostFenced, Slot
+from vigil.observers.host_process.heartbeat_store import HeartbeatStore, HostFenced, Slot
 from vigil.observers.registry import ObserverRegistry, PlacedElsewhere
 
 from .test_registry import raw_item

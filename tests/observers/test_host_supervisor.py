@@ -27,10 +27,10 @@ from tests.helpers.observers import HOSTS_TABLE, create_hosts_table
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HOST_EXIT, HostStatus
 from vigil.contract.observers import ExitCode
-from vigil.observers.host.exits import describe_exit
-from vigil.observers.host.heartbeat_store import HeartbeatStore
-from vigil.observers.host.plan import ChildView, Plan, plan
-from vigil.observers.host.supervisor import HostSupervisor
+from vigil.observers.host_process.exits import describe_exit
+from vigil.observers.host_process.heartbeat_store import HeartbeatStore
+from vigil.observers.host_process.plan import ChildView, Plan, plan
+from vigil.observers.host_process.supervisor import HostSupervisor
 from vigil.observers.registry import ObserverRegistry
 
 from .test_registry import raw_item

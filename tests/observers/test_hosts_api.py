@@ -15,8 +15,9 @@ from vigil.clock import ManualClock
 from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV, HostStatus
 from vigil.dynamo import to_wire
 from vigil.observers.fleet_store import FleetStore
-from vigil.observers.hosts.store import HostStore
-from vigil_tools.cli import InProcessTransport, main, rest_event
+from vigil.observers.host_fleet.store import HostStore
+from vigil_tools.api_client import InProcessTransport, rest_event
+from vigil_tools.cli import main
 from vigil_tools.lambda_context import LambdaContext
 
 DEFINITION = "arn:aws:ecs:us-east-1:123456789012:task-definition/vigil-pooled:7"

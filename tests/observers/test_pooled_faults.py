@@ -9,8 +9,8 @@ from tests.reconciler.test_host_planning import KIND, NOW, host
 from vigil.contract.hosts import HostStatus
 from vigil.observers import decisions as d
 from vigil.observers.fleet_gauges import pooled_counts
-from vigil.observers.hosts.model import Host
-from vigil.observers.hosts.planning import choose_host, plan_hosts
+from vigil.observers.host_fleet.model import Host
+from vigil.observers.host_fleet.planning import choose_host, plan_hosts
 from vigil.observers.kind_options import KindOptions, Placement
 
 

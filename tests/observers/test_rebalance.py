@@ -20,14 +20,8 @@ from vigil.observers.rebalance_requests import (
     is_rebalance_item,
     request_from_item,
 )
-from vigil_tools.cli import (
-    EXIT_API_ERROR,
-    EXIT_OK,
-    EXIT_USAGE,
-    InProcessTransport,
-    main,
-    rest_event,
-)
+from vigil_tools.api_client import InProcessTransport, rest_event
+from vigil_tools.cli import EXIT_API_ERROR, EXIT_OK, EXIT_USAGE, main
 from vigil_tools.lambda_context import LambdaContext
 
 ALICE = "arn:aws:iam::123456789012:user/alice"

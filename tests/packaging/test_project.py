@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vigil_tools import demo
+from vigil_tools.demo import main as demo
 from vigil_tools.project import PROJECT_ENV, ProjectNotFound, find_project
 
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 from vigil.contract.hosts import HostStatus, Placement
 from vigil.observers import decisions as d
-from vigil.observers.hosts.decide import HOST_LOST, decide_pooled
-from vigil.observers.hosts.model import BeatSeen, Host
-from vigil.observers.hosts.planning import (
+from vigil.observers.host_fleet.decide import HOST_LOST, decide_pooled
+from vigil.observers.host_fleet.model import BeatSeen, Host
+from vigil.observers.host_fleet.planning import (
     choose_host,
     host_dead,
     plan_hosts,

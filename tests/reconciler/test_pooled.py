@@ -11,7 +11,7 @@ from tests.helpers.pooled_fleet import POOLED, PooledFleet, create, host_event, 
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HostStatus
 from vigil.observers.ecs_tasks import task_state
-from vigil.observers.hosts.store import HostStore
+from vigil.observers.host_fleet.store import HostStore
 from vigil.observers.model import Desired, Status
 from vigil.observers.reconciler import changed_records
 

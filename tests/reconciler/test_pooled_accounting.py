@@ -21,8 +21,8 @@ from tests.helpers.pooled_fleet import (
 from vigil.clock import ManualClock
 from vigil.contract.hosts import LIVE_HOST_STATUSES, HostStatus
 from vigil.observers import decisions as d
-from vigil.observers.hosts.decide import decide_pooled
-from vigil.observers.hosts.model import Host
+from vigil.observers.host_fleet.decide import decide_pooled
+from vigil.observers.host_fleet.model import Host
 from vigil.observers.model import Desired, Observer, Status
 from vigil.observers.rebalance_requests import RebalanceRequests
 from vigil.observers.reconciler import changed_records

@@ -22,8 +22,8 @@ from vigil.clock import epoch_ms
 from vigil.contract.hosts import HOST_EXPIRES, HOSTS_KEY, HostStatus, SlotState
 from vigil.dynamo import to_wire
 from vigil.observers.ecs_tasks import task_state
-from vigil.observers.host.heartbeat_store import HeartbeatStore, HostFenced, Slot
-from vigil.observers.hosts.store import HostStore
+from vigil.observers.host_fleet.store import HostStore
+from vigil.observers.host_process.heartbeat_store import HeartbeatStore, HostFenced, Slot
 
 
 class DrainsAfterScan(Delegating):

@@ -21,7 +21,7 @@ from tests.helpers.pooled_fleet import (
 )
 from vigil.contract.hosts import HOSTS_KEY, LIVE_HOST_ATTRIBUTE, LIVE_INDEX_MARKER, HostStatus
 from vigil.dynamo import Update, to_wire
-from vigil.observers.hosts.store import HostStore
+from vigil.observers.host_fleet.store import HostStore
 
 
 def placed(pool: PooledFleet, *names: str) -> None:

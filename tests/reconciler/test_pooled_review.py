@@ -151,8 +151,8 @@ def test_scale_in_does_not_drain_a_full_host_while_new_hosts_are_empty() -> None
 
     from vigil.contract.hosts import HostStatus, Placement
     from vigil.observers import decisions as d
-    from vigil.observers.hosts.model import Host
-    from vigil.observers.hosts.planning import plan_hosts
+    from vigil.observers.host_fleet.model import Host
+    from vigil.observers.host_fleet.planning import plan_hosts
     from vigil.observers.kind_options import KindOptions
 
     now = datetime(2026, 1, 1, tzinfo=UTC)

@@ -13,7 +13,7 @@ from tests.tasks.conftest import HandlerFactory
 from vigil.contract.api_errors import INVALID_FIELD, ErrorCode, documented
 from vigil.contract.tasks import TaskStatus
 from vigil.tasks.api import TasksServices, build_tasks_app
-from vigil_tools.cli import rest_event
+from vigil_tools.api_client import rest_event
 from vigil_tools.lambda_context import LambdaContext
 
 

@@ -1,8 +1,8 @@
 """A pooled host task in the emulator: the real host process, stepped on the emulator's clock.
 
-What runs is the host's own code (:mod:`vigil.observers.host`): its
-:class:`~vigil.observers.host.supervisor.HostSupervisor` with the real
-:class:`~vigil.observers.host.heartbeat_store.HeartbeatStore` and ``HOST_EXIT`` reports, driven
+What runs is the host's own code (:mod:`vigil.observers.host_process`): its
+:class:`~vigil.observers.host_process.supervisor.HostSupervisor` with the real
+:class:`~vigil.observers.host_process.heartbeat_store.HeartbeatStore` and ``HOST_EXIT`` reports, driven
 through :meth:`~HostSupervisor.tick` with the simulated time instead of its ``run`` loop. Only the
 children differ from ECS: instead of forked processes they are in-process
 :class:`~vigil_tools.emulator.ecs.ObserverContainer` s running the unchanged observer runtime in
@@ -23,9 +23,9 @@ from typing import IO, Any, Protocol
 
 from vigil.contract.hosts import HOST_ID_ENV, TASK_ARN_ENV
 from vigil.contract.observers import ExitCode
-from vigil.observers.host.heartbeat_store import HeartbeatStore
-from vigil.observers.host.settings import HostSettings
-from vigil.observers.host.supervisor import HostSupervisor
+from vigil.observers.host_process.heartbeat_store import HeartbeatStore
+from vigil.observers.host_process.settings import HostSettings
+from vigil.observers.host_process.supervisor import HostSupervisor
 from vigil.observers.registry import FencedWrites
 from vigil.observers.runtime import StopReason
 from vigil_tools.emulator.ecs import ObserverContainer, container_logger
@@ -56,7 +56,7 @@ class TaskRunner(Protocol):
 
 
 class ContainerChild:
-    """The :class:`~vigil.observers.host.children.Child` protocol over an in-process container:
+    """The :class:`~vigil.observers.host_process.children.Child` protocol over an in-process container:
     the signals a host sends its child processes, delivered as the child's handlers would."""
 
     NO_SENTINEL = -1

@@ -22,7 +22,7 @@ from typing import Any
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
-from vigil_tools.cli import rest_event
+from vigil_tools.api_client import rest_event
 from vigil_tools.local.task_metadata import PREFIX as METADATA_PREFIX
 from vigil_tools.local.task_metadata import TaskMetadata
 

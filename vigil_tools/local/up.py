@@ -176,8 +176,8 @@ class _Running:
         import boto3
         from moto.moto_api import state_manager
 
-        from vigil_tools.demo_observers import DeployedFleet
         from vigil_tools.emulator.account import deploy_account
+        from vigil_tools.emulator.fleet import DeployedFleet
         from vigil_tools.emulator.template import load, synthesize
         from vigil_tools.jobs_cli import JobsCatalog
         from vigil_tools.local.containers import ContainerProcesses, image_command

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from vigil_tools.demo_observers import DeployedFleet
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.ecs import (
     ObserverContainer,
@@ -29,6 +28,7 @@ from vigil_tools.emulator.ecs import (
     container_environment,
     describe_task,
 )
+from vigil_tools.emulator.fleet import DeployedFleet
 from vigil_tools.emulator.hosts import EmulatedHost, task_runner
 from vigil_tools.emulator.lambda_runtime import Invocation, LocalLambda
 from vigil_tools.emulator.streams import StreamMapping

@@ -41,7 +41,7 @@ from vigil.events import MalformedEvent
 from vigil.jobs.events import parse_tick
 from vigil.jobs.store import RunStore
 from vigil.observers.registry import ObserverNotFound, ObserverRegistry
-from vigil_tools.cli import ApiError, InProcessTransport, ObserversClient
+from vigil_tools.api_client import ApiError, InProcessTransport, ObserversClient
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.author_code import forget_modules
 from vigil_tools.emulator.clients import own_client

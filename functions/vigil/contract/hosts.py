@@ -103,7 +103,7 @@ existed lack its attribute): while it is absent the resync scans the table once 
 HOST_BEAT = "beat"
 """Written by the host: a counter its every accepted heartbeat adds 1 to, so an operator sees a
 host beating whatever its clock says. The manager judges liveness the same way, by the heartbeat
-changing as seen on its own clock (``beat_seen``, :func:`vigil.observers.hosts.planning.host_dead`),
+changing as seen on its own clock (``beat_seen``, :func:`vigil.observers.host_fleet.planning.host_dead`),
 never by comparing the host's ``heartbeat_at_ms`` with its own clock."""
 HOST_LEASE_MS = "lease_ms"
 """Written by the host at each heartbeat: its children are gone (fenced, then killed) at the latest

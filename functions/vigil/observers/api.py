@@ -46,13 +46,13 @@ from vigil.http_answers import (
     validation_response,
 )
 from vigil.idempotent_requests import HEADER_DESCRIPTION, KeyedOnce
-from vigil.observers.hosts.listing import (
+from vigil.observers.host_fleet.listing import (
     InvalidHostKind,
     NotPooled,
     UnknownHostKind,
     list_hosts,
 )
-from vigil.observers.hosts.store import HostStore
+from vigil.observers.host_fleet.store import HostStore
 from vigil.observers.kind_options import KindOptions, parse_kind_options
 from vigil.observers.model import (
     NAME_PATTERN,

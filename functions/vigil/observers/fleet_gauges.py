@@ -28,7 +28,7 @@ from datetime import datetime
 
 from vigil.contract.hosts import DEFAULT_MAX_UNAVAILABLE, LIVE_HOST_STATUSES
 from vigil.observers.decisions import Record
-from vigil.observers.hosts.model import Host
+from vigil.observers.host_fleet.model import Host
 from vigil.observers.model import Desired, Status
 from vigil.observers.rollout import budget
 from vigil.telemetry import ObserverMetric

@@ -1,7 +1,7 @@
 """Container entry point: ``python -m vigil.observers.main``.
 
 A dedicated task runs one observer (``VIGIL_OBSERVER_NAME`` and ``VIGIL_OBSERVER_GENERATION``); a
-pooled host task (``VIGIL_HOST_ID``) runs many, see :mod:`vigil.observers.host`.
+pooled host task (``VIGIL_HOST_ID``) runs many, see :mod:`vigil.observers.host_process`.
 
 Exit codes (the reconciler and ECS read them): 0 clean stop, 1 crash in the observer's code,
 2 bad configuration or environment, 3 fenced (this generation was replaced).
@@ -17,31 +17,22 @@ from types import FrameType
 from typing import Any
 
 import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
 from vigil import telemetry
 from vigil.contract.hosts import HOST_ID_ENV
+from vigil.observers.container_client import client_config
 from vigil.observers.registry import FencedWrites
 from vigil.observers.runtime import ExitCode, ObserverRuntime, RuntimeSettings, StopReason
 from vigil.settings import SettingsError
 
 
-def client_config(heartbeat_seconds: float) -> Config:
-    """Registry calls short enough that a hanging one cannot outlast the self-fence deadline
-    (two intervals): botocore's defaults (60 s reads, retried) would hold a heartbeat for minutes."""
-    read_timeout = max(1.0, min(5.0, heartbeat_seconds / 3))
-    return Config(
-        connect_timeout=2,
-        read_timeout=read_timeout,
-        retries={"mode": "standard", "max_attempts": 2},
-    )
-
-
 def main(environ: Mapping[str, str] | None = None, client: Any = None) -> int:
     environ = os.environ if environ is None else environ
     if environ.get(HOST_ID_ENV, "").strip():
-        from vigil.observers.host.entry import main as host_main  # only hosts pay its imports
+        from vigil.observers.host_process.entry import (
+            main as host_main,
+        )  # only hosts pay its imports
 
         return host_main(environ, client=client)
     log = telemetry.logger()

@@ -26,7 +26,7 @@ from vigil.leases import LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_store import FleetStore
-from vigil.observers.hosts.store import HostStore
+from vigil.observers.host_fleet.store import HostStore
 from vigil.observers.kind_options import KindOptionsMap, pooled_kinds
 from vigil.observers.reconciler.config import ReconcilerConfig
 from vigil.observers.reconciler.executor import Executor, Settler

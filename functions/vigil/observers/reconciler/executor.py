@@ -17,7 +17,7 @@ from vigil.contract.hosts import Capacity
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_store import Conflict, FleetStore
-from vigil.observers.hosts.decide import decide_pooled
+from vigil.observers.host_fleet.decide import decide_pooled
 from vigil.observers.model import Desired
 from vigil.observers.reconciler.notices import Notices
 from vigil.observers.reconciler.placer import Placer, start_write

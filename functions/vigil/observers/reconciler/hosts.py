@@ -27,8 +27,8 @@ from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_gauges import PooledCounts, pooled_counts
 from vigil.observers.fleet_store import FleetStore
-from vigil.observers.hosts.model import Host
-from vigil.observers.hosts.planning import (
+from vigil.observers.host_fleet.model import Host
+from vigil.observers.host_fleet.planning import (
     HostPlan,
     handovers,
     leaving_hosts,
@@ -38,7 +38,7 @@ from vigil.observers.hosts.planning import (
     stuck_starting,
     task_ended,
 )
-from vigil.observers.hosts.store import HostConflict, HostStore
+from vigil.observers.host_fleet.store import HostConflict, HostStore
 from vigil.observers.rebalance_requests import RebalanceRequest
 from vigil.observers.reconciler.executor import Settler
 from vigil.observers.reconciler.placer import Placer

@@ -3,7 +3,7 @@ StopTask, and starting hosts.
 
 Placing one observer, in order (each write conditional):
 
-1. pick the host (:func:`~vigil.observers.hosts.planning.choose_host` on this pass's view of the
+1. pick the host (:func:`~vigil.observers.host_fleet.planning.choose_host` on this pass's view of the
    hosts; when every host is full, a new host: its STARTING item, then RunTask);
 2. the observer's write (next generation, ``host``, STARTING, ``next_start_at``, in the waiting
    index): the commit point, as for a dedicated task;
@@ -30,9 +30,9 @@ from vigil.contract.hosts import LIVE_HOST_STATUSES
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import RUN_TASK_FAILURES, EcsTasks, RunTaskFailed
 from vigil.observers.fleet_store import Conflict, FleetStore
-from vigil.observers.hosts.model import Host
-from vigil.observers.hosts.planning import choose_host
-from vigil.observers.hosts.store import HostConflict, HostStore
+from vigil.observers.host_fleet.model import Host
+from vigil.observers.host_fleet.planning import choose_host
+from vigil.observers.host_fleet.store import HostConflict, HostStore
 from vigil.observers.kind_options import KindOptionsMap
 from vigil.observers.reconciler.report import MetricSink, no_metrics
 from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS

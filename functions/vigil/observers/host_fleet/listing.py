@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from vigil.contract.hosts import LIVE_HOST_STATUSES
-from vigil.observers.hosts.model import Host
+from vigil.observers.host_fleet.model import Host
 from vigil.observers.kind_options import KindOptions
 from vigil.observers.model import NAME_PATTERN
 

@@ -57,11 +57,11 @@ from vigil import telemetry
 from vigil.clock import Sleeper
 from vigil.contract.hosts import SlotState
 from vigil.contract.observers import ExitCode
-from vigil.observers.host.children import Child, Launcher
-from vigil.observers.host.exits import describe_exit
-from vigil.observers.host.heartbeat_store import HeartbeatStore, HostFenced, Slot
-from vigil.observers.host.plan import ChildView, plan
-from vigil.observers.host.settings import DEFAULT_STOP_TIMEOUT_SECONDS
+from vigil.observers.host_process.children import Child, Launcher
+from vigil.observers.host_process.exits import describe_exit
+from vigil.observers.host_process.heartbeat_store import HeartbeatStore, HostFenced, Slot
+from vigil.observers.host_process.plan import ChildView, plan
+from vigil.observers.host_process.settings import DEFAULT_STOP_TIMEOUT_SECONDS
 from vigil.observers.registry import RegistryError
 from vigil.observers.runtime import DEFAULT_FENCE_GRACE_SECONDS
 from vigil.persist import OutOfTime, persist

@@ -38,7 +38,7 @@ from datetime import datetime
 from vigil.contract.hosts import LIVE_HOST_STATUSES as LIVE
 from vigil.contract.hosts import HostStatus
 from vigil.observers.decisions import Settings, TaskState
-from vigil.observers.hosts.model import Host
+from vigil.observers.host_fleet.model import Host
 from vigil.observers.kind_options import KindOptions
 
 

@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vigil_tools.demo_observers import DeployedFleet
 from vigil_tools.emulator.account import LocalAccount
+from vigil_tools.emulator.fleet import DeployedFleet
 from vigil_tools.testing.stack import VigilStack
 
 KIND = "pooled-ticker"

@@ -22,7 +22,7 @@ from typing import Any
 
 from vigil.contract.tasks import CatalogField
 from vigil.tasks.enqueue import TaskClient
-from vigil_tools.demo_control import run_cli
+from vigil_tools.demo.control import run_cli
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.clients import own_client
 from vigil_tools.emulator.lambda_runtime import LocalLambda

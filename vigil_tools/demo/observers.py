@@ -25,7 +25,7 @@ from moto.moto_api import state_manager
 
 from vigil.dynamo import from_wire
 from vigil.observers.registry import ObserverRegistry
-from vigil_tools.cli import InProcessTransport
+from vigil_tools.api_client import InProcessTransport
 from vigil_tools.cli import main as vigil
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.ecs import (
@@ -34,13 +34,12 @@ from vigil_tools.emulator.ecs import (
     container_environment,
     describe_task,
 )
+from vigil_tools.emulator.fleet import DeployedFleet
 from vigil_tools.emulator.lambda_runtime import LocalLambda
-from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
+from vigil_tools.emulator.rules import scheduled_event
 from vigil_tools.emulator.streams import StreamMapping
 from vigil_tools.lambda_context import LambdaContext
 
-API_HANDLER = "handlers.observers_api.handler"
-RECONCILER_HANDLER = "handlers.reconciler.handler"
 KIND = "ticker"
 WATCHES = {
     "btc-watch": {"symbol": "BTC-USD", "interval_seconds": 10},
@@ -48,40 +47,6 @@ WATCHES = {
 }
 TICK = timedelta(seconds=10)
 """The tickers' interval: the demo moves the clock by one and lets every live container run."""
-
-
-@dataclass(frozen=True)
-class DeployedFleet:
-    """The ObserverFleet's physical resources, read from the deployed functions' configuration."""
-
-    api_function: str
-    reconciler: str
-    registry_table: str
-    idempotency_table: str
-    cluster: str
-    container: str
-    resync_rule: str
-    """The ARN of the minute's resync rule."""
-
-    @classmethod
-    def of(cls, account: LocalAccount) -> DeployedFleet:
-        client = account.session.client("lambda")
-        by_handler: dict[str, dict[str, Any]] = {}
-        for logical_id in account.synth.resources("AWS::Lambda::Function"):
-            config = client.get_function_configuration(FunctionName=account.physical_id(logical_id))
-            by_handler[config["Handler"]] = config
-        api, reconciler = by_handler[API_HANDLER], by_handler[RECONCILER_HANDLER]
-        api_env = api["Environment"]["Variables"]
-        reconciler_env = reconciler["Environment"]["Variables"]
-        return cls(
-            api_function=api["FunctionName"],
-            reconciler=reconciler["FunctionName"],
-            registry_table=reconciler_env["VIGIL_OBSERVERS_TABLE"],
-            idempotency_table=api_env["VIGIL_IDEMPOTENCY_TABLE"],
-            cluster=reconciler_env["VIGIL_CLUSTER_ARN"],
-            container=reconciler_env["VIGIL_CONTAINER_NAME"],
-            resync_rule=_resync_rule(account, reconciler["FunctionArn"]),
-        )
 
 
 @dataclass
@@ -543,14 +508,6 @@ def _summary(story: Story) -> None:
         f"{c.name}/{c.generation}": (None if c.alive else int(c.exit_code or 0)) for c in containers
     }
     story.facts["tasks_started"] = sorted(started)
-
-
-def _resync_rule(account: LocalAccount, function_arn: str) -> str:
-    """The ARN of the deployed scheduled rule that targets the reconciler."""
-    for rule in scheduled_rules(account.session):
-        if function_arn in rule.targets:
-            return rule.arn
-    raise LookupError(f"no scheduled rule targets {function_arn}")
 
 
 def _task_id(arn: str | None) -> str:

@@ -19,7 +19,7 @@ at once although they still run. So a child's liveness is read from the process 
 a pidfd (Linux: immune to pid reuse, readable once the process has ended): a child still running
 is not exited, whatever multiprocessing says; it stays supervised (the host signals it through its
 pidfd, waits on that pidfd) until it really ends, and then its status, which died with the
-forkserver, reads :data:`~vigil.observers.host.exits.STATUS_LOST` (unless the host reaps it
+forkserver, reads :data:`~vigil.observers.host_process.exits.STATUS_LOST` (unless the host reaps it
 itself, as PID 1 of its container does). multiprocessing starts a new forkserver for the next
 child by itself. Without pidfds (not Linux) an orphaned child cannot be watched safely: it is
 killed as soon as the forkserver's death is seen, and reported.
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol
 
-from vigil.observers.host.exits import STATUS_LOST
+from vigil.observers.host_process.exits import STATUS_LOST
 
 PRELOADED = (
     "boto3",
@@ -46,10 +46,10 @@ PRELOADED = (
     "aws_lambda_powertools",
     "aws_lambda_powertools.metrics",
     "vigil.observers.runtime",
-    "vigil.observers.host.children",
+    "vigil.observers.host_process.children",
 )
 """Imported once in the forkserver, shared by every child."""
-WARM = "vigil.observers.host.warm"
+WARM = "vigil.observers.host_process.warm"
 """Imported last: the shared botocore session, then a frozen GC (see that module)."""
 _HANDLED = (signal.SIGTERM, signal.SIGUSR1)
 FORKSERVER_GONE = 255
@@ -257,8 +257,8 @@ def _run(config: ChildConfig, name: str, generation: int) -> int:
     import boto3
 
     from vigil import telemetry
-    from vigil.observers.host import warm
-    from vigil.observers.main import client_config
+    from vigil.observers.container_client import client_config
+    from vigil.observers.host_process import warm
     from vigil.observers.registry import FencedWrites
     from vigil.observers.runtime import ObserverRuntime, StopReason
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from vigil_tools.cli import InProcessTransport, Transport
+from vigil_tools.api_client import InProcessTransport, Transport
 from vigil_tools.cli import main as vigil
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.lambda_runtime import LocalLambda

@@ -29,10 +29,10 @@ from typing import Any
 from freezegun import freeze_time
 
 from vigil.jobs.store import RunStore
-from vigil_tools.demo_control import simulate_control
-from vigil_tools.demo_observers import simulate as simulate_observers
-from vigil_tools.demo_pooled import simulate as simulate_pooled
-from vigil_tools.demo_tasks import simulate_tasks
+from vigil_tools.demo.control import simulate_control
+from vigil_tools.demo.observers import simulate as simulate_observers
+from vigil_tools.demo.pooled import simulate as simulate_pooled
+from vigil_tools.demo.tasks import simulate_tasks
 from vigil_tools.emulator.account import LocalAccount, local_account
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
 from vigil_tools.emulator.scheduler import Schedule, deployed_schedules, occurrences

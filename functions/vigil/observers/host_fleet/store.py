@@ -39,7 +39,7 @@ from vigil.dynamo import (
     to_wire,
     truncate,
 )
-from vigil.observers.hosts.model import ACCEPTING, Host, host_from_item
+from vigil.observers.host_fleet.model import ACCEPTING, Host, host_from_item
 from vigil.observers.rebalance_requests import (
     RebalanceRequest,
     RebalanceRequests,

@@ -18,11 +18,11 @@ from botocore.exceptions import BotoCoreError
 
 from vigil import telemetry
 from vigil.contract.observers import ExitCode
-from vigil.observers.host.children import ChildConfig, Launcher, ProcessLauncher
-from vigil.observers.host.heartbeat_store import HeartbeatStore
-from vigil.observers.host.settings import FetchJson, HostSettings, fetch_json
-from vigil.observers.host.supervisor import BEATS_PER_INTERVAL, HostSupervisor
-from vigil.observers.main import client_config
+from vigil.observers.container_client import client_config
+from vigil.observers.host_process.children import ChildConfig, Launcher, ProcessLauncher
+from vigil.observers.host_process.heartbeat_store import HeartbeatStore
+from vigil.observers.host_process.settings import FetchJson, HostSettings, fetch_json
+from vigil.observers.host_process.supervisor import BEATS_PER_INTERVAL, HostSupervisor
 from vigil.observers.registry import FencedWrites
 from vigil.settings import SettingsError
 

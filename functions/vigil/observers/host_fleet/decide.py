@@ -31,8 +31,8 @@ from datetime import datetime
 from vigil.contract.hosts import LIVE_HOST_STATUSES, HostStatus
 from vigil.contract.observers import Desired, Status
 from vigil.observers import decisions as d
-from vigil.observers.hosts.model import Host
-from vigil.observers.hosts.planning import host_dead
+from vigil.observers.host_fleet.model import Host
+from vigil.observers.host_fleet.planning import host_dead
 from vigil.observers.model import LastExit, Observer
 
 HOST_LOST = "HostLost"
