@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +70,7 @@ from vigil.contract.hosts import (
 )
 from vigil.contract.metrics import NAMESPACE, ObserverMetric, dimensions
 from vigil.contract.observers import (
+    CONTAINER_UPDATE_ATTRIBUTES,
     FLEET_ATTRIBUTE,
     FLEET_INDEX,
     FLEET_INDEX_PROJECTION,
@@ -404,8 +405,11 @@ class ObserverFleet(Construct):
         that begin with the kind (``host_id_pattern``, ``dynamodb:LeadingKeys``), and only
         GetItem and UpdateItem, which always name their one key (a Scan or Query would name none,
         and ``ForAllValues`` holds for an empty set, hence the ``Null`` check as well). Dedicated
-        kinds get no hosts grant. The registry grant is the table's: its key is the observer's
-        name, which does not begin with its kind (the README's "Least privilege" says so).
+        kinds get no hosts grant. The registry grant reaches every item (its key is the
+        observer's name, which does not begin with its kind) but writes only what a container
+        writes or compares (``CONTAINER_UPDATE_ATTRIBUTES``): never an observer's kind, config,
+        task or placement history; its desired state, generation and host only as far as a
+        fenced write compares them (the README's "Least privilege" says so).
         """
         role = iam.Role(
             self,
@@ -413,11 +417,16 @@ class ObserverFleet(Construct):
             assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
             description=f"Vigil observer containers of the kind {kind}",
         )
-        # The container reads its own record and writes claims, heartbeats and checkpoints.
+        # The container reads its own record and writes claims, heartbeats and checkpoints:
+        # any item (the key is no kind's), but only the attributes it writes or compares.
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn])
+        )
         role.add_to_policy(
             iam.PolicyStatement(
-                actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
+                actions=["dynamodb:UpdateItem"],
                 resources=[self.table.table_arn],
+                conditions=only_attributes(CONTAINER_UPDATE_ATTRIBUTES),
             )
         )
         if spec.pooled:
@@ -970,6 +979,19 @@ def own_keys(pattern: str) -> dict[str, Any]:
     return {
         "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [pattern]},
         "Null": {"dynamodb:LeadingKeys": "false"},
+    }
+
+
+def only_attributes(attributes: Sequence[str]) -> dict[str, Any]:
+    """An IAM condition: the request names (sets, removes or compares) no top-level attribute
+    but ``attributes`` (``dynamodb:Attributes``; the key must be among them), and names one.
+
+    ``ReturnValues`` stays free: the container's claim and heartbeat read the whole record back
+    (ALL_NEW), which AWS's attribute-level examples forbid to keep *reads* to the list. Reads are
+    not narrowed here (GetItem reads the whole item too); writes are."""
+    return {
+        "ForAllValues:StringEquals": {"dynamodb:Attributes": list(attributes)},
+        "Null": {"dynamodb:Attributes": "false"},
     }
 
 

@@ -19,6 +19,12 @@ from vigil.contract.hosts import (
     WAITING_INDEX,
     host_id_pattern,
 )
+from vigil.contract.observers import (
+    CONDITION_ONLY,
+    CONTAINER_UPDATE_ATTRIBUTES,
+    RECONCILER_OWNED,
+    REGISTRY_KEY,
+)
 
 POOLED = ObserverKind(
     "observers.ticker.run",
@@ -166,11 +172,18 @@ def test_a_kind_s_task_role_reaches_only_its_own_hosts(
                 "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [host_id_pattern(kind)]},
                 "Null": {"dynamodb:LeadingKeys": "false"},
             }
-        # The registry's grant stays table-wide (its key is the observer's name, which does not
-        # begin with its kind: the README's "Least privilege"), and no wider than the container's
-        # own read and fenced writes.
-        (on_registry,) = [s for s in own if registry in json.dumps(s["Resource"])]
-        assert on_registry["Action"] == ["dynamodb:GetItem", "dynamodb:UpdateItem"], kind
+        # The registry's grant reaches every item (its key is the observer's name, which does not
+        # begin with its kind: the README's "Least privilege"), but its writes only the
+        # attributes a container writes or compares (tests/observers/test_registry_access.py).
+        on_registry = {s["Action"]: s for s in own if registry in json.dumps(s["Resource"])}
+        assert set(on_registry) == {"dynamodb:GetItem", "dynamodb:UpdateItem"}, kind
+        assert "Condition" not in on_registry["dynamodb:GetItem"]
+        write = on_registry["dynamodb:UpdateItem"]["Condition"]
+        allowed = write["ForAllValues:StringEquals"]["dynamodb:Attributes"]
+        assert allowed == list(CONTAINER_UPDATE_ATTRIBUTES) and REGISTRY_KEY in allowed
+        assert write["Null"] == {"dynamodb:Attributes": "false"}
+        assert not set(allowed) & {"config", "kind", "task_arn", "restart_generation"}
+        assert not set(allowed) & (set(RECONCILER_OWNED) - set(CONDITION_ONLY))
 
 
 def test_the_default_headroom_is_half_a_host() -> None:
