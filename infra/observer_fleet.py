@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,9 +72,11 @@ from vigil.contract.hosts import (
     WAITING_SORT,
     Capacity,
     Placement,
+    host_id_pattern,
 )
 from vigil.contract.metrics import NAMESPACE, ObserverMetric, dimensions
 from vigil.contract.observers import (
+    CONTAINER_UPDATE_ATTRIBUTES,
     FLEET_ATTRIBUTE,
     FLEET_INDEX,
     FLEET_INDEX_PROJECTION,
@@ -141,8 +143,7 @@ class ObserverKind:
     (default: half a host)."""
     writes: tuple[Any, ...] = ()
     """Tables, buckets, queues and buses the kind writes through ``ctx.fenced``: named in its
-    containers' environment and granted on the fleet's task role (shared by every kind, so the
-    IAM grant is fleet-wide; the runtime refuses what the kind did not declare)."""
+    containers' environment and granted on the kind's own task role (no other kind gets them)."""
 
     @property
     def pooled(self) -> bool:
@@ -284,9 +285,11 @@ class ObserverFleet(Construct):
             )
             or None,
         )
-        self.task_role, self.execution_role = self._build_task_roles()
-        for declared in self.kind_writes.values():
-            grant_writes(self.task_role, declared)
+        self.execution_role = self._build_execution_role()
+        self.task_roles = {
+            kind: self._build_task_role(kind, spec) for kind, spec in self.kinds.items()
+        }
+        """One task role per kind: its registry and hosts grants, and its own ``writes``."""
         self.log_group = logs.LogGroup(
             self, "TaskLogs", retention=log_retention, removal_policy=RemovalPolicy.DESTROY
         )
@@ -419,43 +422,65 @@ class ObserverFleet(Construct):
         )
         return vpc, subnets or default, public_ip
 
-    def _build_task_roles(self) -> tuple[iam.Role, iam.Role]:
-        principal = iam.ServicePrincipal("ecs-tasks.amazonaws.com")
-        task_role = iam.Role(
-            self, "TaskRole", assumed_by=principal, description="Vigil observer containers"
-        )
-        # The container reads its own record and writes claims, heartbeats and checkpoints.
-        task_role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
-                resources=[self.table.table_arn],
-            )
-        )
-        # A host reads and heartbeats its own item (conditioned on its task ARN).
-        task_role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
-                resources=[self.hosts_table.table_arn],
-            )
-        )
-        execution_role = iam.Role(
+    def _build_execution_role(self) -> iam.Role:
+        return iam.Role(
             self,
             "ExecutionRole",
-            assumed_by=principal,
+            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
             description="Pulls the observer image and writes its logs",
         )
-        return task_role, execution_role
+
+    def _build_task_role(self, kind: str, spec: ObserverKind) -> iam.Role:
+        """The role of one kind's containers, so one kind's code cannot use another's grants.
+
+        A pooled kind's hosts read and heartbeat their own items: the grant holds only for keys
+        that begin with the kind (``host_id_pattern``, ``dynamodb:LeadingKeys``), and only
+        GetItem and UpdateItem, which always name their one key (a Scan or Query would name none,
+        and ``ForAllValues`` holds for an empty set, hence the ``Null`` check as well). Dedicated
+        kinds get no hosts grant. The registry grant reaches every item (its key is the
+        observer's name, which does not begin with its kind) but writes only what a container
+        writes or compares (``CONTAINER_UPDATE_ATTRIBUTES``): never an observer's kind, config,
+        task or placement history; its desired state, generation and host only as far as a
+        fenced write compares them (the README's "Least privilege" says so).
+        """
+        role = iam.Role(
+            self,
+            f"TaskRole{_construct_suffix(kind)}",
+            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            description=f"Vigil observer containers of the kind {kind}",
+        )
+        # The container reads its own record and writes claims, heartbeats and checkpoints:
+        # any item (the key is no kind's), but only the attributes it writes or compares.
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[self.table.table_arn])
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:UpdateItem"],
+                resources=[self.table.table_arn],
+                conditions=only_attributes(CONTAINER_UPDATE_ATTRIBUTES),
+            )
+        )
+        if spec.pooled:
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["dynamodb:GetItem", "dynamodb:UpdateItem"],
+                    resources=[self.hosts_table.table_arn],
+                    conditions=own_keys(host_id_pattern(kind)),
+                )
+            )
+        grant_writes(role, self.kind_writes[kind])
+        return role
 
     def _build_task_definition(
         self, kind: str, spec: ObserverKind, stop_timeout: Duration
     ) -> ecs.FargateTaskDefinition:
-        suffix = "".join(part.capitalize() for part in kind.split("-"))
         definition = ecs.FargateTaskDefinition(
             self,
-            f"Task{suffix}",
+            f"Task{_construct_suffix(kind)}",
             cpu=spec.cpu,
             memory_limit_mib=spec.memory_mib,
-            task_role=self.task_role,
+            task_role=self.task_roles[kind],
             execution_role=self.execution_role,
             runtime_platform=ecs.RuntimePlatform(
                 cpu_architecture=ecs.CpuArchitecture.X86_64,
@@ -478,7 +503,10 @@ class ObserverFleet(Construct):
             environment={
                 **stage_environment(self),
                 "VIGIL_OBSERVERS_TABLE": self.table.table_name,
-                "VIGIL_OBSERVER_KINDS": self.kinds_json,
+                # Its own kind only: a container (a host's child too) refuses a record of
+                # another kind (unknown kind, exit BAD_CONFIGURATION) rather than run its code
+                # under this kind's role.
+                "VIGIL_OBSERVER_KINDS": json.dumps({kind: spec.handler}),
                 "VIGIL_HEARTBEAT_SECONDS": str(self.heartbeat_seconds),
                 HOSTS_TABLE_ENV: self.hosts_table.table_name,
                 # Not PLACEMENTS_ENV: the container does not read it, and a new rollout budget
@@ -680,7 +708,10 @@ class ObserverFleet(Construct):
         role.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["iam:PassRole"],
-                resources=[self.task_role.role_arn, self.execution_role.role_arn],
+                resources=[
+                    *(role.role_arn for role in self.task_roles.values()),
+                    self.execution_role.role_arn,
+                ],
                 conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}},
             )
         )
@@ -982,6 +1013,33 @@ def _stream_filters() -> list[dict[str, Any]]:
         # A pooled observer's child exited: its host's report stands for a task's STOPPED event.
         pattern("MODIFY", {HOST_EXIT: {"M": {"generation": {"N": [{"exists": True}]}}}}),
     ]
+
+
+def own_keys(pattern: str) -> dict[str, Any]:
+    """An IAM condition: every partition key the request names matches ``pattern`` (StringLike),
+    and it names at least one (``ForAllValues`` alone holds for none: a Scan)."""
+    return {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [pattern]},
+        "Null": {"dynamodb:LeadingKeys": "false"},
+    }
+
+
+def only_attributes(attributes: Sequence[str]) -> dict[str, Any]:
+    """An IAM condition: the request names (sets, removes or compares) no top-level attribute
+    but ``attributes`` (``dynamodb:Attributes``; the key must be among them), and names one.
+
+    ``ReturnValues`` stays free: the container's claim and heartbeat read the whole record back
+    (ALL_NEW), which AWS's attribute-level examples forbid to keep *reads* to the list. Reads are
+    not narrowed here (GetItem reads the whole item too); writes are."""
+    return {
+        "ForAllValues:StringEquals": {"dynamodb:Attributes": list(attributes)},
+        "Null": {"dynamodb:Attributes": "false"},
+    }
+
+
+def _construct_suffix(kind: str) -> str:
+    """``pooled-ticker`` -> ``PooledTicker``: a kind's part of its constructs' ids."""
+    return "".join(part.capitalize() for part in kind.split("-"))
 
 
 def _kind_failing(parameter: str) -> Callable[[str, str], ConfigurationError]:

@@ -73,6 +73,20 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return synthesized_app()
 
 
+@pytest.fixture(scope="session")
+def staging(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A named stage's app (``-c stage=staging``), synthesized once per test session: the stages'
+    tests and the scanners share it (about as long as the default's synth)."""
+    from app import build_app
+    from tests.helpers.stages import STAGING
+    from vigil.contract.stages import stack_name
+    from vigil_tools.emulator.template import load
+
+    outdir = tmp_path_factory.mktemp("staging")
+    build_app(outdir=str(outdir), stage=STAGING).synth()
+    return load(outdir, stack_name(STAGING))
+
+
 @pytest.fixture
 def aws() -> Iterator[None]:
     with mock_aws():

@@ -32,6 +32,9 @@ PHYSICAL_NAME = {
 """Each named resource type's name property. Without it, CloudFormation names the resource after
 the stack and the logical id (``<stack>-<logical id>-<random>``)."""
 
+STAGING = "staging"
+"""The named stage the suite synthesizes beside the default (the session's ``staging`` app)."""
+
 DEFAULT_STAGE_FILE = Path(__file__).parents[1] / "infra" / "default_stage_identity.json"
 """The stack ``Vigil``'s names and alarm metrics as they were before stages (from main's synth)."""
 

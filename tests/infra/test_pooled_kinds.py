@@ -17,6 +17,13 @@ from vigil.contract.hosts import (
     HOSTS_KEY,
     PLACEMENTS_ENV,
     WAITING_INDEX,
+    host_id_pattern,
+)
+from vigil.contract.observers import (
+    CONDITION_ONLY,
+    CONTAINER_UPDATE_ATTRIBUTES,
+    RECONCILER_OWNED,
+    REGISTRY_KEY,
 )
 
 POOLED = ObserverKind(
@@ -103,6 +110,80 @@ def test_the_api_reads_the_hosts_table(built: tuple[Template, ObserverFleet, Sta
         if s["Action"] == ["dynamodb:GetItem", "dynamodb:Scan"]  # reads; PutItem: markers only
     ]
     assert len(scans) == 1 and "Hosts" in json.dumps(stack.resolve(scans[0]["Resource"]))
+
+
+def task_role_statements(
+    template: Template, fleet: ObserverFleet, stack: Stack
+) -> dict[str, list[dict[str, Any]]]:
+    """Each kind -> the statements of the policies attached to its task role."""
+    by_role = {
+        stack.resolve(role.role_name)["Ref"]: kind for kind, role in fleet.task_roles.items()
+    }
+    found: dict[str, list[dict[str, Any]]] = {kind: [] for kind in fleet.task_roles}
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        for role in policy["Properties"]["Roles"]:
+            if role["Ref"] in by_role:
+                found[by_role[role["Ref"]]] += policy["Properties"]["PolicyDocument"]["Statement"]
+    return found
+
+
+def test_each_kind_runs_under_its_own_task_role_knowing_only_its_own_kind(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, fleet, stack = built
+    roles = {
+        kind: stack.resolve(d.task_role.role_arn) for kind, d in fleet.task_definitions.items()
+    }
+    assert len({json.dumps(arn) for arn in roles.values()}) == len(roles) == 2
+    for kind, definition in fleet.task_definitions.items():
+        logical_id = stack.get_logical_id(definition.node.default_child)  # type: ignore[arg-type]
+        (container,) = template.to_json()["Resources"][logical_id]["Properties"][
+            "ContainerDefinitions"
+        ]
+        env = {e["Name"]: e["Value"] for e in container["Environment"]}
+        # A container (a host's child too) refuses a record of another kind (BAD_CONFIGURATION).
+        assert json.loads(env["VIGIL_OBSERVER_KINDS"]) == {kind: "observers.ticker.run"}
+    # The reconciler may pass each of them, and the execution role, to ECS: nothing else.
+    (pass_role,) = [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s["Action"] == "iam:PassRole"
+    ]
+    assert len(pass_role["Resource"]) == 3
+
+
+def test_a_kind_s_task_role_reaches_only_its_own_hosts(
+    built: tuple[Template, ObserverFleet, Stack],
+) -> None:
+    template, fleet, stack = built
+    hosts = stack.resolve(fleet.hosts_table.table_arn)["Fn::GetAtt"][0]
+    registry = stack.resolve(fleet.table.table_arn)["Fn::GetAtt"][0]
+    statements = task_role_statements(template, fleet, stack)
+    assert set(statements) == {"ticker", "pooled-ticker"}
+    for kind, own in statements.items():
+        on_hosts = [s for s in own if hosts in json.dumps(s["Resource"])]
+        if kind == "ticker":  # dedicated: its containers never touch the hosts table
+            assert on_hosts == []
+        else:
+            (grant,) = on_hosts
+            assert grant["Action"] == ["dynamodb:GetItem", "dynamodb:UpdateItem"]
+            assert grant["Condition"] == {
+                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [host_id_pattern(kind)]},
+                "Null": {"dynamodb:LeadingKeys": "false"},
+            }
+        # The registry's grant reaches every item (its key is the observer's name, which does not
+        # begin with its kind: the README's "Least privilege"), but its writes only the
+        # attributes a container writes or compares (tests/observers/test_registry_access.py).
+        on_registry = {s["Action"]: s for s in own if registry in json.dumps(s["Resource"])}
+        assert set(on_registry) == {"dynamodb:GetItem", "dynamodb:UpdateItem"}, kind
+        assert "Condition" not in on_registry["dynamodb:GetItem"]
+        write = on_registry["dynamodb:UpdateItem"]["Condition"]
+        allowed = write["ForAllValues:StringEquals"]["dynamodb:Attributes"]
+        assert allowed == list(CONTAINER_UPDATE_ATTRIBUTES) and REGISTRY_KEY in allowed
+        assert write["Null"] == {"dynamodb:Attributes": "false"}
+        assert not set(allowed) & {"config", "kind", "task_arn", "restart_generation"}
+        assert not set(allowed) & (set(RECONCILER_OWNED) - set(CONDITION_ONLY))
 
 
 def test_the_default_headroom_is_half_a_host() -> None:

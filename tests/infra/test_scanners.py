@@ -3,6 +3,10 @@
 cdk-nag runs inside every synth (a validation plugin, ``app.py``); its report lands beside the
 template. checkov (its own virtualenv, ``make install``) and cfn-lint read the synthesized template
 with the project's skip lists, where every skip carries its reason.
+
+Each check runs for the default stage and for a named one (the session's ``staging`` app, which the
+stages' tests synthesize anyway): a stage's names and conditions are its own template, so a finding
+in one stage only cannot hide. The named stage adds one checkov and one cfn-lint run (~70 s on this loaded machine).
 """
 
 from __future__ import annotations
@@ -20,12 +24,23 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import AwsSolutionsChecks
 
 from infra.nag import suppress_accepted_findings
+from tests.helpers.stages import STAGING
+from vigil.contract.stages import stack_name
 from vigil_tools.emulator.template import STACK_NAME, Synthesized
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOV = ROOT / ".venv-scan" / "bin" / "checkov"
 CFN_LINT = str(Path(sys.executable).parent / "cfn-lint")
 SKIP_LINE = re.compile(r"^\s*-\s*(?P<check>[A-Z]+_?[A-Z]*_?\d+)\s*(?:#\s*(?P<reason>.*))?$")
+STAGES = {"synthesized": STACK_NAME, "staging": stack_name(STAGING)}
+"""Each scanned app's session fixture -> its stack's name (the template file's)."""
+
+
+@pytest.fixture(params=list(STAGES))
+def scanned(request: pytest.FixtureRequest) -> tuple[Synthesized, Path]:
+    """One stage's synthesized app and its template file: the default stage, then ``staging``."""
+    app: Synthesized = request.getfixturevalue(request.param)
+    return app, app.outdir / f"{STAGES[request.param]}.template.json"
 
 
 def skips(config: Path) -> dict[str, str]:
@@ -45,9 +60,9 @@ def nag_report(synthesized: Synthesized) -> dict[str, Any]:
 
 
 def test_cdk_nag_finds_nothing_unacknowledged_and_each_acknowledgment_says_why(
-    synthesized: Synthesized,
+    scanned: tuple[Synthesized, Path],
 ) -> None:
-    plugin = nag_report(synthesized)
+    plugin = nag_report(scanned[0])
     assert plugin["conclusion"] == "success" and plugin["violations"] == []
     suppressed = plugin["suppressedViolations"]
     assert suppressed, "the report lists what was acknowledged"
@@ -71,7 +86,7 @@ def test_a_new_cdk_nag_finding_stops_the_synth(tmp_path: Path) -> None:
     assert "AwsSolutions-S10" in rules
 
 
-def test_checkov_passes_with_only_the_explained_skips(synthesized: Synthesized) -> None:
+def test_checkov_passes_with_only_the_explained_skips(scanned: tuple[Synthesized, Path]) -> None:
     assert CHECKOV.exists(), "checkov lives in .venv-scan: run `make install`"
     skipped = skips(ROOT / ".checkov.yaml")
     assert skipped and all(len(reason) >= 40 for reason in skipped.values()), skipped
@@ -81,7 +96,7 @@ def test_checkov_passes_with_only_the_explained_skips(synthesized: Synthesized) 
             "--config-file",
             str(ROOT / ".checkov.yaml"),
             "-f",
-            str(synthesized.outdir / f"{STACK_NAME}.template.json"),
+            str(scanned[1]),
             "-o",
             "json",
         ],
@@ -97,11 +112,11 @@ def test_checkov_passes_with_only_the_explained_skips(synthesized: Synthesized) 
     assert report["summary"]["passed"] > 100 and report["summary"]["parsing_errors"] == 0
 
 
-def test_cfn_lint_is_clean(synthesized: Synthesized) -> None:
+def test_cfn_lint_is_clean(scanned: tuple[Synthesized, Path]) -> None:
     ignored = skips(ROOT / ".cfnlintrc.yaml")
     assert all(len(reason) >= 30 for reason in ignored.values()), ignored
     result = subprocess.run(
-        [CFN_LINT, str(synthesized.outdir / f"{STACK_NAME}.template.json")],
+        [CFN_LINT, str(scanned[1])],
         capture_output=True,
         text=True,
         timeout=300,

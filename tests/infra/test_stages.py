@@ -1,13 +1,17 @@
 """Stages side by side: a named stage (``-c stage=staging``) shares no physical name and no alarm
 metric with the default stage, whose names and alarm metrics stay what they were before stages.
 
-Cost: the default stage is the session's ``synthesized`` app; the staging stage is synthesized once
-here (~50 s on this machine); every other test is under a second.
+Cost: the default stage is the session's ``synthesized`` app and the staging stage the session's
+``staging`` app (~50 s on this machine, shared with the scanners' tests); every other test is under
+a second.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +22,13 @@ from aws_cdk import App
 from app import build_app, main
 from infra.stage import owns_api_gateway_account
 from tests.helpers.monitoring import Series, alarm_series, emitted, series_read
-from tests.helpers.stages import DEFAULT_STAGE_FILE, alarm_metrics, identity, physical_names
+from tests.helpers.stages import (
+    DEFAULT_STAGE_FILE,
+    STAGING,
+    alarm_metrics,
+    identity,
+    physical_names,
+)
 from vigil import telemetry
 from vigil.contract.metrics import (
     NAMESPACE,
@@ -36,17 +46,10 @@ from vigil.contract.stages import (
 from vigil.contract.tasks import TaskStatus
 from vigil.observers.reconciler import powertools_metric
 from vigil.tasks.completion import completion_entry
-from vigil_tools.emulator.template import STACK_NAME, Synthesized, load
+from vigil_tools.emulator.template import STACK_NAME, Synthesized
 
-STAGE = "staging"
-
-
-@pytest.fixture(scope="module")
-def staging(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    """The second stage, synthesized once for the module."""
-    outdir = tmp_path_factory.mktemp("staging")
-    build_app(outdir=str(outdir), stage=STAGE).synth()
-    return load(outdir, stack_name(STAGE))
+STAGE = STAGING
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_default_stage_keeps_todays_names_and_alarm_metrics(synthesized: Synthesized) -> None:
@@ -127,6 +130,28 @@ def test_an_invalid_stage_fails_the_synth_naming_it(stage: str, tmp_path: Path) 
         build_app(outdir=str(tmp_path), stage=stage)
     with pytest.raises(SystemExit, match=f"error: stage {stage!r}"):
         main([f"--stage={stage}"])
+
+
+def test_an_invalid_stage_from_the_cdk_cli_fails_naming_it(tmp_path: Path) -> None:
+    """``cdk synth -c stage=NAME`` (``make cdk-synth STAGE=NAME``): the CDK CLI runs ``app.py``
+    with its context in ``CDK_CONTEXT_JSON``, read as the jsii process starts (hence a process of
+    its own here, ~10 s); the app stops before synthesizing anything, naming the stage."""
+    environ = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps({"stage": "under_score"}),
+        "CDK_OUTDIR": str(tmp_path),
+    }
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "app.py")],
+        env=environ,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "error: stage 'under_score'" in result.stderr
+    assert not list(tmp_path.glob("*.template.json"))
 
 
 def test_the_longest_stage_fits_every_derived_name() -> None:

@@ -160,10 +160,10 @@ def test_an_observer_kind_gets_its_declared_writes_in_its_containers_environment
         environments[container["LogConfiguration"]["Options"]["awslogs-stream-prefix"]] = names
     assert "Sessions" in str(environments["ticker"][WRITES_ENV])
     assert WRITES_ENV not in environments["quiet"]
-    policy = statements(template, "ObserversTaskRoleDefaultPolicy")
-    assert ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"] in [
-        s["Action"] for s in policy
-    ]
+    # On the kind's own task role only: the other kind's containers cannot write the table.
+    fenced = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
+    assert fenced in [s["Action"] for s in statements(template, "ObserversTaskRoleTicker")]
+    assert fenced not in [s["Action"] for s in statements(template, "ObserversTaskRoleQuiet")]
 
 
 def test_bad_observer_writes_fail_the_synth_naming_the_kind() -> None:

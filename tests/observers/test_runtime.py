@@ -262,6 +262,30 @@ def test_given_an_unknown_observer_when_started_then_bad_configuration(
     assert Harness(registry, clock, generation=1).runtime.run() is ExitCode.BAD_CONFIGURATION
 
 
+def test_a_container_of_one_kind_refuses_an_observer_of_another(
+    started: ObserverRegistry,
+    clock: ManualClock,
+    dynamodb: Any,
+    registry_table: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each kind's task definition lists its own kind only (``VIGIL_OBSERVER_KINDS``): a record of
+    another kind is never run under this kind's task role, nor claimed."""
+    install(monkeypatch, lambda ctx: pytest.fail("must not run"))
+    before = raw_item(dynamodb, registry_table, "obs")  # of the kind "sample"
+    runtime = ObserverRuntime(
+        started,
+        name="obs",
+        generation=1,
+        kinds={"ticker": KINDS["ticker"]},
+        heartbeat_seconds=10,
+        heartbeat_thread=False,
+    )
+
+    assert runtime.run() is ExitCode.BAD_CONFIGURATION
+    assert raw_item(dynamodb, registry_table, "obs") == before
+
+
 def test_given_a_stop_before_the_claim_when_started_then_clean_stop_without_running(
     started: ObserverRegistry, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

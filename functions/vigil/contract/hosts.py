@@ -80,6 +80,25 @@ PLACEMENTS_ENV = "VIGIL_OBSERVER_PLACEMENTS"
 """JSON: kind -> {"placement", "slots_per_host", "headroom", "max_unavailable", "capacity"}."""
 
 HOSTS_KEY = "host_id"
+HOST_ID_SEPARATOR = "_"
+"""Between a host id's kind and its random part. Not a character a kind may have (``[a-z0-9-]``),
+so the kind a host id starts with is exactly its kind: one kind's task role, whose hosts-table grant
+matches ``host_id_pattern(kind)`` (``dynamodb:LeadingKeys``), reaches none of another kind's hosts,
+even of a kind whose name its own begins with (``tick`` and ``ticker``, or ``tick-a``). Allowed in
+ECS tags, ``startedBy`` and client tokens, where the host id also goes."""
+
+
+def host_id(kind: str, unique: str) -> str:
+    """A pooled host's id: its kind, the separator, then what makes it unique."""
+    return f"{kind}{HOST_ID_SEPARATOR}{unique}"
+
+
+def host_id_pattern(kind: str) -> str:
+    """The IAM ``StringLike`` pattern every host id of ``kind`` matches and no other key does (the
+    markers start with ``#``; another kind's ids start with that kind and the separator)."""
+    return host_id(kind, "*")
+
+
 HOST_EXPIRES = "expiration"
 """The hosts table's TTL attribute (epoch seconds, the name the other tables' TTL uses): set when a
 host is marked LOST or STOPPED, ``DEAD_HOST_RETENTION_DAYS`` later, so a dead host stays

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from enum import IntEnum, StrEnum
 
-from vigil.contract.hosts import OBSERVER_CAPACITY, OBSERVER_TASK_DEFINITION
+from vigil.contract.hosts import (
+    HOST_EXIT,
+    OBSERVER_CAPACITY,
+    OBSERVER_HOST,
+    OBSERVER_TASK_DEFINITION,
+    WAITING_ATTRIBUTE,
+)
 
 
 class Status(StrEnum):
@@ -105,3 +111,58 @@ started with are projected so a rollout pass finds outdated observers without re
 FLEET_INDEX_PROJECTION = (*FLEET_INDEX_ATTRIBUTES, *TRACKING_ATTRIBUTES)
 """The non-key attributes the fleet index projects (INCLUDE): a resync decides without reading
 items."""
+
+
+REGISTRY_KEY = "name"
+"""The registry's partition key (an observer's name)."""
+CONTAINER_WRITES = (
+    "heartbeat_at",
+    "heartbeat_at_ms",
+    "status",
+    FLEET_ATTRIBUTE,
+    STOPPED_ATTRIBUTE,
+    "updated_at",
+    "version",
+    "checkpoint",
+    "checkpoint_at",
+    "last_exit",
+    HOST_EXIT,
+)
+"""What a container (a dedicated task, or a host and its children) sets or removes on an
+observer's item (``vigil.observers.registry.fenced``): its claim (status RUNNING, with its index
+membership), heartbeats, checkpoints, its exit report (status STOPPED when asked to stop) and a
+host's report of a child's exit. A kind's task role may UpdateItem no other attribute
+(``dynamodb:Attributes``); ``test_registry_access`` records a container's writes against moto."""
+CONTAINER_CONDITIONS = ("generation", OBSERVER_HOST, "desired", "status")
+"""What the container's writes are conditioned on: its own generation (the fence), its host
+(pooled), and desired/status (a claim or a STOPPED exit only while the operator still wants
+it). DynamoDB counts an attribute a ConditionExpression names in ``dynamodb:Attributes`` as it
+counts one the UpdateExpression sets: IAM cannot grant "compare" without "write", so these are
+writable by every kind's role too (the README's "Least privilege" says what would close it)."""
+CONTAINER_UPDATE_ATTRIBUTES = (REGISTRY_KEY, *CONTAINER_WRITES, *CONTAINER_CONDITIONS)
+"""A kind's task role's UpdateItem grant on the registry (``ForAllValues:StringEquals`` on
+``dynamodb:Attributes``; the key is listed as AWS requires)."""
+RECONCILER_OWNED = (
+    "kind",
+    "config",
+    "desired",
+    "generation",
+    OBSERVER_HOST,
+    "task_arn",
+    "restarts",
+    "consecutive_failures",
+    "created_at",
+    "next_start_at",
+    "next_start_at_ms",
+    "failure_reason",
+    "restart_generation",
+    STATUS_REASON,
+    WAITING_ATTRIBUTE,
+    *TRACKING_ATTRIBUTES,
+)
+"""What only the operators' commands and the reconciler write: what an observer is, what it
+should be doing and where it runs. No container writes any of them; a kind's role can write only
+those of them a container's condition names (``CONTAINER_CONDITIONS``)."""
+CONDITION_ONLY = tuple(a for a in RECONCILER_OWNED if a in CONTAINER_CONDITIONS)
+"""The reconciler-owned attributes a kind's role can still write, because its fenced writes
+compare them: the residue a fence attribute of the container's own would remove."""

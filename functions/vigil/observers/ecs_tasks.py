@@ -85,10 +85,16 @@ def client_token(name: str, incarnation: str, generation: int) -> str:
 
 def started_by(name: str) -> str:
     """The name itself when it fits ECS's 36 characters, else a readable prefix plus a hash."""
-    if len(name) <= MAX_STARTED_BY:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return f"{name[: MAX_STARTED_BY - 9]}-{digest}"
+    return shortened(name, MAX_STARTED_BY)
+
+
+def shortened(text: str, limit: int) -> str:
+    """``text`` when it fits ``limit``, else a readable prefix plus a hash of the whole: two texts
+    that differ only past the limit (host ids of a long kind name) stay distinct."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{text[: limit - 9]}-{digest}"
 
 
 def task_state(task: Mapping[str, Any]) -> TaskState:
@@ -205,7 +211,9 @@ class EcsTasks:
         remembers an unanswered fallback: :attr:`Host.on_demand`)."""
         return self._launch(
             kind=kind,
-            token=lambda fallback: (f"{host_id}-od" if fallback else host_id)[:MAX_CLIENT_TOKEN],
+            token=lambda fallback: shortened(
+                f"{host_id}-od" if fallback else host_id, MAX_CLIENT_TOKEN
+            ),
             started=started_by(host_id),
             environment={HOST_ID_ENV: host_id, HOST_SLOTS_ENV: str(slots)},
             tags={TAG_HOST: host_id, TAG_KIND: kind},

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from vigil.clock import Clock, system_clock
-from vigil.contract.hosts import LIVE_HOST_STATUSES
+from vigil.contract.hosts import LIVE_HOST_STATUSES, host_id
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import RUN_TASK_FAILURES, EcsTasks, RunTaskFailed
 from vigil.observers.fleet_store import Conflict, FleetStore
@@ -40,7 +40,8 @@ from vigil.telemetry import ObserverMetric
 
 
 def random_host_id(kind: str) -> str:
-    return f"{kind[:40]}-{uuid.uuid4().hex[:12]}"
+    """The whole kind (its task role may write only its own kind's hosts), then 12 random hex."""
+    return host_id(kind, uuid.uuid4().hex[:12])
 
 
 class HostBook:
