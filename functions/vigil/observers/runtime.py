@@ -160,7 +160,9 @@ class ObserverContext:
         replaced: stop, as after a refused checkpoint."""
         from vigil.effects import Effects, RunFence
 
-        return Effects.from_env(RunFence.of_observer(self.name, self.generation))
+        return Effects.from_env(
+            RunFence.of_observer(self.name, self.generation), self._runtime.environ
+        )
 
 
 class ObserverRuntime:
@@ -179,8 +181,12 @@ class ObserverRuntime:
         fence_grace_seconds: float = DEFAULT_FENCE_GRACE_SECONDS,
         heartbeat_thread: bool = True,
         host: str | None = None,
+        environ: Mapping[str, str] = os.environ,
     ) -> None:
         self._registry = registry
+        self.environ = environ
+        """The container's environment (what ``ctx.fenced`` reads its grants from): the
+        process's on ECS; the emulator's containers share one process and pass their own."""
         self._name = name
         self._generation = generation
         self._kinds = kinds
