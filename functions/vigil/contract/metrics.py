@@ -72,6 +72,9 @@ class ObserverMetric(StrEnum):
     RUN_TASK_FAILED = "ObserverRunTaskFailed"
     HEARTBEAT_STALE = "ObserverHeartbeatStale"
     FENCED = "ObserverFenced"
+    UNCERTAIN = "ObserverUncertain"
+    """``ctx.once`` met an effect an earlier generation began and never recorded done: the
+    observer stopped, marked with the effect, until ``vigil observers settle``."""
     RECONCILE_DURATION = "ReconcilePassDuration"
     RESYNC_SKIPPED = "ResyncSkipped"
     """A resync found its lease held (a pass still running, or a release that never landed)."""
