@@ -743,6 +743,21 @@ class ObserverFleet(Construct):
         )
         for kind in self.pooled_kinds:
             alarms.update(self._host_alarms(kind))
+        for kind in self.kinds:
+            alarms[f"ObserverUncertain-{kind}"] = alarm_above_zero(
+                self,
+                f"ObserverUncertainAlarm-{kind}",
+                description=f"Vigil observers: an observer of kind {kind} stopped UNCERTAIN: "
+                "ctx.once found an effect an earlier generation began and never recorded done; "
+                "it is FAILED, not restarted. Type `vigil observers list --status FAILED`; the "
+                "item's uncertain_effect names the effect. Once you know whether it happened, "
+                "settle it on the item: `aws dynamodb update-item --table-name TABLE --key "
+                """'{"name":{"S":"NAME"}}' --update-expression 'SET effects.#e.#s = :d REMOVE """
+                """uncertain_effect' --expression-attribute-names '{"#e":"EFFECT","#s":"state"}' """
+                """--expression-attribute-values '{":d":{"S":"DONE"}}'` (not done: 'REMOVE """
+                "effects.#e, uncertain_effect'), then `vigil observers restart NAME`.",
+                metric=self.kind_metric(ObserverMetric.UNCERTAIN, kind),
+            )
         alarms.update(self._stuck_alarms())
         alarms["ReconcilerErrors"] = alarm_above_zero(
             self,

@@ -91,7 +91,7 @@ def test_a_crash_between_intent_and_completion_stops_the_next_generation_uncerta
         d.Settings(),
     )
     (failed,) = plan.actions
-    assert isinstance(failed, d.MarkFailed) and "vigil observers settle" in failed.reason
+    assert isinstance(failed, d.MarkFailed) and "uncertain_effect" in failed.reason
 
 
 @pytest.mark.parametrize(("happened", "sent_by"), [(True, [1]), (False, [1, 2])])

@@ -74,7 +74,7 @@ class ObserverMetric(StrEnum):
     FENCED = "ObserverFenced"
     UNCERTAIN = "ObserverUncertain"
     """``ctx.once`` met an effect an earlier generation began and never recorded done: the
-    observer stopped, marked with the effect, until ``vigil observers settle``."""
+    observer stopped, marked with the effect, until a person settles it."""
     RECONCILE_DURATION = "ReconcilePassDuration"
     RESYNC_SKIPPED = "ResyncSkipped"
     """A resync found its lease held (a pass still running, or a release that never landed)."""

@@ -40,7 +40,7 @@ class ExitCode(IntEnum):
     UNCERTAIN = 4
     """``ctx.once`` found an effect an earlier generation began and never recorded done, and no
     ``check``: restarting would meet it again, so the reconciler marks the observer FAILED and a
-    person settles the effect (``vigil observers settle``)."""
+    person settles the effect (the ObserverUncertain alarm says how)."""
 
 
 STATUS_REASON = "last_start_error"

@@ -568,9 +568,9 @@ def _restart(record: Record, task: TaskState, now: datetime, settings: Settings)
 _NOT_RESTARTED = {
     ExitCode.BAD_CONFIGURATION: "bad config: the observer exited with code 2",
     ExitCode.UNCERTAIN: (
-        "uncertain effect: an earlier generation began the effect named in uncertain_effect "
-        "and never recorded it done (exit code 4); settle it: vigil observers settle NAME "
-        "--effect EFFECT --done|--not-done"
+        "uncertain effect (exit code 4): an earlier generation began the effect the record's "
+        "uncertain_effect names and never recorded it done; settle it on the record (the "
+        "ObserverUncertain alarm says how), then restart the observer"
     ),
 }
 """Exit codes a restart would only repeat: the observer is marked FAILED with the reason."""

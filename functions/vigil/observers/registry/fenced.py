@@ -97,7 +97,7 @@ class FencedWrites(RegistryTable):
 
     def mark_uncertain(self, name: str, generation: int, effect: str, reason: str) -> None:
         """``ctx.once`` met ``effect`` begun by an earlier generation and never recorded done: the
-        record says which (``uncertain_effect``) and why, until ``vigil observers settle``."""
+        record says which (``uncertain_effect``) and why, until a person settles it."""
         now = self._clock()
         update = Update().set_all(
             {UNCERTAIN_EFFECT_ATTRIBUTE: effect, "uncertain_reason": truncate(reason)}
