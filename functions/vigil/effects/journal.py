@@ -7,10 +7,10 @@
             send_welcome_email(user)
 
 The journal is a map on the run's own record (a job's tick, a task, an observer's registry
-record for ``ctx.once``), ``effects``: effect name -> ``{state, fence, at}``. Entering the block writes the intent (``INTENT``) and leaving it normally
-writes the completion (``DONE``): two UpdateItems, each conditional on the record still being
-this run's (its token, still running), so a superseded run can neither begin nor finish an
-effect. The completion is its own write rather than riding on the run's finish: riding would save
+record for ``ctx.once``), ``effects``: effect name -> ``{state, fence, at}``. Entering the block
+writes the intent (``INTENT``) and leaving it normally writes the completion (``DONE``): two
+UpdateItems, each conditional on the record still being this run's (its token, still running),
+so a superseded run can neither begin nor finish an effect. The completion is its own write rather than riding on the run's finish: riding would save
 one request but widen the window in which a crash leaves the effect unknown from the effect
 itself to the whole rest of the body (and a body that fails later would never record it), and
 every such crash ends UNCERTAIN, for a person.
