@@ -42,7 +42,7 @@ def test_a_late_redelivery_within_the_limit_still_runs(vigil_stack: VigilStack) 
 
 
 def test_a_run_killed_after_its_email_ends_uncertain_not_a_second_email(
-    vigil_stack: VigilStack, capsys: pytest.CaptureFixture[str]
+    vigil_stack: VigilStack, caplog: pytest.LogCaptureFixture
 ) -> None:
     monday = datetime(2026, 11, 23, 6, 30, tzinfo=UTC)
 
@@ -51,4 +51,4 @@ def test_a_run_killed_after_its_email_ends_uncertain_not_a_second_email(
 
     (tick,) = vigil_stack.history("daily-report")
     assert (tick.status, tick.attempts, tick.uncertain_effect) == ("UNCERTAIN", 2, "report-email")
-    assert capsys.readouterr().out.count('"message":"report emailed"') == 1
+    assert [r.getMessage() for r in caplog.records].count("report emailed") == 1
