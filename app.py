@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import App, Duration, Environment, Validations
+from aws_cdk import aws_dynamodb as dynamodb
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
 from infra.background_task import BackgroundTask
 from infra.nag import suppress_accepted_findings
 from infra.observer_fleet import ObserverFleet, ObserverKind
+from infra.removal import data_removal_policy, deletion_protected
 from infra.runs_table import JobRunsTable
 from infra.scheduled_job import ScheduledJob
 from infra.stack import VigilStack
@@ -25,22 +27,45 @@ from infra.tasks_table import TasksTable
 from vigil.contract.stages import InvalidStage, stack_name
 
 
-def declare_jobs(scope: Construct, runs: JobRunsTable) -> list[ScheduledJob]:
-    return [
-        # Frequent, and must never overlap itself: a slow run makes the next tick SKIPPED. A
-        # failed run is not retried (the next tick comes in 5 minutes); it waits in the
-        # dead-letter queue for a redrive.
-        ScheduledJob(
-            scope,
-            "Cleanup",
-            handler="jobs.cleanup.handler",
-            schedule="rate(5 minutes)",
-            overlap="skip",
-            timeout=Duration.minutes(4),
-            max_lateness=Duration.minutes(2),
-            retry_attempts=0,
-            runs_table=runs.table,
+def app_table(scope: Construct, construct_id: str, key: str) -> dynamodb.Table:
+    """One of the team's own tables (not Vigil's): a string key, on demand, kept like Vigil's."""
+    removal_policy = data_removal_policy(scope)
+    return dynamodb.Table(
+        scope,
+        construct_id,
+        partition_key=dynamodb.Attribute(name=key, type=dynamodb.AttributeType.STRING),
+        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+            point_in_time_recovery_enabled=True
         ),
+        encryption=dynamodb.TableEncryption.AWS_MANAGED,
+        removal_policy=removal_policy,
+        deletion_protection=deletion_protected(removal_policy),
+    )
+
+
+def declare_jobs(scope: Construct, runs: JobRunsTable) -> list[ScheduledJob]:
+    # The web app's sessions; cleanup deletes the idle ones through run.fenced (writes=[...]
+    # grants exactly its fenced writes), and reads them with a grant of its own.
+    sessions = app_table(scope, "Sessions", key="id")
+    # Frequent, and must never overlap itself: a slow run makes the next tick SKIPPED. A failed
+    # run is not retried (the next tick comes in 5 minutes); it waits in the dead-letter queue
+    # for a redrive.
+    cleanup = ScheduledJob(
+        scope,
+        "Cleanup",
+        handler="jobs.cleanup.handler",
+        schedule="rate(5 minutes)",
+        overlap="skip",
+        timeout=Duration.minutes(4),
+        max_lateness=Duration.minutes(2),
+        retry_attempts=0,
+        runs_table=runs.table,
+        writes=[sessions],
+    )
+    sessions.grant(cleanup.function, "dynamodb:Scan")
+    return [
+        cleanup,
         # Business-hours report in Prague time; reports for different days may overlap.
         ScheduledJob(
             scope,
@@ -97,13 +122,18 @@ def declare_tasks(scope: Construct, tasks: TasksTable) -> list[BackgroundTask]:
 
 
 def declare_observers(scope: Construct) -> ObserverFleet:
-    # A ticker that checkpoints a counter: visible in its logs and in its registry item. The same
-    # code pooled: up to 10 tickers share one task (10 x 64 MiB + the host's base fit 1 GiB).
+    # A ticker that checkpoints a counter: visible in its logs and in its registry item, and
+    # written through ctx.fenced into a table of the team's (a replaced generation cannot write
+    # over its successor's count). The same code pooled: up to 10 tickers share one task
+    # (10 x 64 MiB + the host's base fit 1 GiB).
+    counts = app_table(scope, "TickerCounts", key="observer")
     return ObserverFleet(
         scope,
         "Observers",
         kinds={
-            "ticker": ObserverKind("observers.ticker.run", cpu=256, memory_mib=512),
+            "ticker": ObserverKind(
+                "observers.ticker.run", cpu=256, memory_mib=512, writes=(counts,)
+            ),
             "pooled-ticker": ObserverKind(
                 "observers.ticker.run",
                 cpu=512,
@@ -112,6 +142,7 @@ def declare_observers(scope: Construct) -> ObserverFleet:
                 slots_per_host=10,
                 observer_memory_mib=64,
                 headroom=5,
+                writes=(counts,),
                 # Half the kind may be in a hand-over at once: a deploy reaches every observer in
                 # a few minutes (the default, 10 %, suits fleets of thousands).
                 max_unavailable=50,

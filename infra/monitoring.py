@@ -174,6 +174,13 @@ class Monitoring(Construct):
         )
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
+                title="observers: stopped UNCERTAIN (ctx.once), per kind",
+                left=[fleet.kind_metric(ObserverMetric.UNCERTAIN, kind) for kind in fleet.kinds],
+                width=8,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
                 title="observers: lifecycle",
                 left=[
                     fleet.metric(metric)

@@ -807,6 +807,17 @@ class ObserverFleet(Construct):
         )
         for kind in self.pooled_kinds:
             alarms.update(self._host_alarms(kind))
+        for kind in self.kinds:
+            alarms[f"ObserverUncertain-{kind}"] = alarm_above_zero(
+                self,
+                f"ObserverUncertainAlarm-{kind}",
+                alarm=Alarm.OBSERVER_UNCERTAIN,
+                description=f"Vigil observers: an observer of kind {kind} stopped UNCERTAIN: "
+                "ctx.once found an effect an earlier generation began and never recorded done; "
+                "it is FAILED, not restarted. `vigil observers list --status FAILED`; settle the "
+                "effect on the item, then `vigil observers restart NAME`",
+                metric=self.kind_metric(ObserverMetric.UNCERTAIN, kind),
+            )
         alarms.update(self._stuck_alarms())
         alarms["ReconcilerErrors"] = alarm_above_zero(
             self,

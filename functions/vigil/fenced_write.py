@@ -42,8 +42,9 @@ class RunRecordSite:
     key: Mapping[str, Any]
     token_attribute: str
     token: int
-    running: str
-    """The status value of a record whose run is under way."""
+    running: str | None
+    """The status value of a record whose run is under way; None where the token alone says it
+    (an observer's generation: a stopping observer's generation still holds its record)."""
     label: str
     time_left_s: Callable[[], float]
     clock: Clock = system_clock

@@ -9,11 +9,15 @@ the record takes ``done_status``. Not done: the intent is cleared and the record
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
 
 from vigil.clock import iso
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE, EffectState
-from vigil.dynamo import Update
+from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, to_wire
 
 
 class NotSettleable(ValueError):
@@ -51,3 +55,23 @@ def refusal(run: str, effect: str, seen: dict[str, object] | None) -> str:
     on = seen.get(UNCERTAIN_EFFECT_ATTRIBUTE)
     found = f"{seen.get('status')}" + (f" on effect {on!r}" if on else "")
     return f"{run} is {found}, not UNCERTAIN on {effect!r}: nothing changed"
+
+
+def write_settlement(
+    client: Any, table: str, key: Mapping[str, Any], update: Update, *, run: str, effect: str
+) -> Item:
+    """Write ``update`` (a :func:`settlement`) on the record at ``key``: the record as it is
+    after, or :class:`NotSettleable` saying what the record was (nothing changed)."""
+    try:
+        answer = client.update_item(
+            TableName=table,
+            Key=to_wire(key),
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            **update.request(),
+        )
+    except ClientError as error:
+        if not is_condition_failure(error):
+            raise
+        raise NotSettleable(refusal(run, effect, old_item(error))) from None
+    return from_wire(answer["Attributes"]) or {}

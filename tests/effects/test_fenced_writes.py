@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -310,4 +311,5 @@ def test_job_task_and_observer_runs_hand_out_their_fence(
 
     ctx = ObserverContext.__new__(ObserverContext)  # only what ``fenced`` reads
     ctx.name, ctx.generation = "tick", 3
+    ctx._runtime = SimpleNamespace(environ={WRITES_ENV: json.dumps({"tables": {"Items": TABLE}})})  # type: ignore[assignment]
     assert ctx.fenced.fence == RunFence("observer:tick", 3, "observer:tick")

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from vigil_tools.demo.effects import killed_after_the_email
 from vigil_tools.testing import VigilStack
 
 
@@ -36,3 +39,16 @@ def test_a_late_redelivery_within_the_limit_still_runs(vigil_stack: VigilStack) 
     vigil_stack.fire("daily-report", at=t)
 
     assert [r.status for r in vigil_stack.history("daily-report")] == ["SUCCEEDED"]
+
+
+def test_a_run_killed_after_its_email_ends_uncertain_not_a_second_email(
+    vigil_stack: VigilStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    monday = datetime(2026, 11, 23, 6, 30, tzinfo=UTC)
+
+    with killed_after_the_email():  # the email leaves, its completion's write never lands
+        vigil_stack.fire("daily-report", at=monday)  # and Lambda retries the delivery
+
+    (tick,) = vigil_stack.history("daily-report")
+    assert (tick.status, tick.attempts, tick.uncertain_effect) == ("UNCERTAIN", 2, "report-email")
+    assert [r.getMessage() for r in caplog.records].count("report emailed") == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from vigil.contract.effects import WRITES_ENV
 from vigil_tools.emulator.template import create_table, synthesized_app
 
 REGISTRY_PATH = "Vigil/Observers/Registry"
@@ -21,10 +23,21 @@ REGISTRY_TABLE = "vigil-observers"
 HOSTS_TABLE = "vigil-hosts"
 IDEMPOTENCY_TABLE = "vigil-idempotency"
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
+TICKER_COUNTS_PATH = "Vigil/TickerCounts"
+TICKER_COUNTS_TABLE = "ticker-counts"
+TICKER_WRITES = {WRITES_ENV: json.dumps({"tables": {"TickerCounts": TICKER_COUNTS_TABLE}})}
+"""What the example ticker's containers are granted (its ``writes=[...]``): its counts table."""
 
 
 def create_registry_table(client: Any, name: str = REGISTRY_TABLE) -> None:
     create_table(synthesized_app(), client, REGISTRY_PATH, name)
+
+
+def create_ticker_counts_table(client: Any, name: str = TICKER_COUNTS_TABLE) -> None:
+    """The table the example ticker writes its count to through ``ctx.fenced`` (once per
+    emulator: the tests sharing a server share it)."""
+    if name not in client.list_tables()["TableNames"]:
+        create_table(synthesized_app(), client, TICKER_COUNTS_PATH, name)
 
 
 def create_idempotency_table(client: Any, name: str = IDEMPOTENCY_TABLE) -> None:
@@ -72,6 +85,7 @@ def start_container(
         "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
         "VIGIL_HEARTBEAT_SECONDS": "1",
         "POWERTOOLS_METRICS_DISABLED": "true",
+        **TICKER_WRITES,
         **variables,
     }
     return subprocess.Popen(

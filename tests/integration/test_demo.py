@@ -101,3 +101,18 @@ def test_tasks_summary_counts_come_from_the_records(facts: dict[str, Any]) -> No
         "dead_letters": 0,
         "succeeded_twice": 0,
     }
+
+
+def test_effects_act_refuses_the_hung_runs_late_write_and_sends_one_email(
+    facts: dict[str, Any],
+) -> None:
+    """The effects section's lines: the successor's summary is kept, the late write refused;
+    the killed run's retry ends UNCERTAIN with one email sent, then settled."""
+    fenced = facts["effects"]["fenced"]
+    assert (fenced["successor"], fenced["late"]) == ("SUCCEEDED", "Fenced")
+    assert fenced["summary_tick"] == fenced["successor_tick"]
+    uncertain = facts["effects"]["uncertain"]
+    assert uncertain["outcomes"] == ["FunctionKilled", "UNCERTAIN"]
+    assert uncertain["emails"] == 1
+    assert "UNCERTAIN" in uncertain["history"] and "report-email" in uncertain["history"]
+    assert "SUCCEEDED: settled: effect 'report-email' done" in uncertain["settled"]

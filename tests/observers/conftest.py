@@ -15,16 +15,23 @@ from handlers import observers_api
 from tests.helpers.observers import (
     IDEMPOTENCY_TABLE,
     REGISTRY_TABLE,
+    TICKER_WRITES,
     create_idempotency_table,
     create_registry_table,
+    create_ticker_counts_table,
 )
 from vigil.clock import ManualClock
 from vigil.observers.registry import ObserverRegistry
 
 
 @pytest.fixture
-def registry_table(dynamodb: Any) -> str:
+def registry_table(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The registry, and what the example ticker (which many tests run) writes to: its counts
+    table, granted in the environment as its kind's ``writes=[...]`` grants it."""
     create_registry_table(dynamodb)
+    create_ticker_counts_table(dynamodb)
+    for variable, value in TICKER_WRITES.items():
+        monkeypatch.setenv(variable, value)
     return REGISTRY_TABLE
 
 

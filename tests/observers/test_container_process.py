@@ -14,7 +14,13 @@ from typing import Any
 import boto3
 import pytest
 
-from tests.helpers.observers import FUNCTIONS, create_registry_table, start_container, wait_for
+from tests.helpers.observers import (
+    FUNCTIONS,
+    create_registry_table,
+    create_ticker_counts_table,
+    start_container,
+    wait_for,
+)
 from vigil.observers.registry import ObserverRegistry
 
 from .test_registry import raw_item, start_generation
@@ -31,6 +37,7 @@ def client(endpoint: str) -> Any:
 def table(client: Any, request: pytest.FixtureRequest) -> str:
     name = f"observers-{request.node.name[-40:].replace('[', '-').replace(']', '')}"
     create_registry_table(client, name)
+    create_ticker_counts_table(client)
     return name
 
 

@@ -28,6 +28,7 @@ from tests.helpers.hosts import TASK_ARN, assign, host_item, mark_host, place, p
 from tests.helpers.observers import (
     create_hosts_table,
     create_registry_table,
+    create_ticker_counts_table,
     start_container,
     wait_for,
 )
@@ -58,6 +59,7 @@ def tables(client: Any, request: pytest.FixtureRequest) -> tuple[str, str]:
     registry, hosts = f"observers-{suffix}", f"hosts-{suffix}"
     create_registry_table(client, registry)
     create_hosts_table(client, hosts)
+    create_ticker_counts_table(client)
     return registry, hosts
 
 

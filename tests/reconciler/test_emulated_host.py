@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.helpers.moto_fleet import TABLE, default_task_transitions, stream
-from tests.helpers.observers import HOSTS_TABLE
+from tests.helpers.observers import HOSTS_TABLE, TICKER_WRITES, create_ticker_counts_table
 from tests.helpers.pooled_fleet import POOLED, PooledFleet, create, host_event
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HOST_ID_ENV, HOST_SLOTS_ENV, HOSTS_TABLE_ENV, HostStatus
@@ -44,7 +44,9 @@ def boot(pool: PooledFleet, host_id: str) -> EmulatedHost:
         HOSTS_TABLE_ENV: HOSTS_TABLE,
         HOST_ID_ENV: host_id,
         HOST_SLOTS_ENV: str(pool.slots),  # the reconciler's RunTask override sets it
+        **TICKER_WRITES,
     }
+    create_ticker_counts_table(pool.dynamodb)
     runner = task_runner(
         host.task_arn, environment, pool.dynamodb, now=pool.clock, log=io.StringIO()
     )

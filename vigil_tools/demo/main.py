@@ -9,7 +9,9 @@ crashes and is replaced (its zombie fenced), one is stopped. Pooled observers: p
 (the real host process), a host killed and its observers resumed elsewhere from their checkpoints,
 a zombie host fenced. Tasks: a receipt enqueued three times runs once, a poison payload is
 dead-lettered with its reason, a delayed task, an ordered group, a Lambda timeout mid-batch whose
-finished messages come back DUPLICATE, read back with ``vigil tasks``. Everything printed is read back from the deployed resources.
+finished messages come back DUPLICATE, read back with ``vigil tasks``. Effects: a hung cleanup
+run's late write refused (``Fenced``), a report email neither sent twice nor lost (UNCERTAIN,
+settled). Everything printed is read back from the deployed resources.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from freezegun import freeze_time
 
 from vigil.jobs.store import RunStore
 from vigil_tools.demo.control import simulate_control
+from vigil_tools.demo.effects import simulate_effects
 from vigil_tools.demo.observers import simulate as simulate_observers
 from vigil_tools.demo.pooled import simulate as simulate_pooled
 from vigil_tools.demo.tasks import simulate_tasks
@@ -159,6 +162,9 @@ def simulate(project: Project | None = None) -> dict[str, Any]:
         facts["observers"] = simulate_observers(account, runtime, frozen, log_dir=log_dir)
         facts["pooled"] = simulate_pooled(account, now, frozen.move_to, log_dir=log_dir)
         facts["tasks"] = simulate_tasks(account, runtime, now, frozen.move_to, log_dir=log_dir)
+        facts["effects"] = simulate_effects(
+            account, runtime, schedules, now, frozen.move_to, log_dir
+        )
         return facts
 
 

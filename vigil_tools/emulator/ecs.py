@@ -188,6 +188,7 @@ class ObserverContainer:
             monotonic=lambda: now().timestamp(),
             heartbeat_thread=False,
             host=host,
+            environ=dict(environment),
         )
         self.heartbeats = 0
         self.refused: str | None = None

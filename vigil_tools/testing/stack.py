@@ -418,6 +418,17 @@ class VigilStack:
             if held.held:
                 held.release()
 
+    def table(self, name: str) -> str:
+        """The deployed name of the app's own DynamoDB table ``name`` (its construct id, the alias
+        ``writes=[...]`` grants it under): to seed it, and to read what the runs wrote there."""
+        prefix = f"{self.account.deployed.stack_name}/"
+        tables = {
+            str(resource["Metadata"]["aws:cdk:path"])[len(prefix) :].split("/")[0]: logical_id
+            for logical_id, resource in self.account.synth.resources("AWS::DynamoDB::Table").items()
+            if str(resource.get("Metadata", {}).get("aws:cdk:path", "")).count("/") == 2
+        }
+        return self.account.physical_id(tables[check("table", name, tables)])
+
     def history(self, job: str) -> list[Tick]:
         """The job's recorded ticks, newest first."""
         check("job", job, self.catalog.jobs)

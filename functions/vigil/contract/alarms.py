@@ -40,6 +40,7 @@ class AlarmScope(StrEnum):
     JOBS_CONTROL = "jobs control"
     FLEET = "observer fleet"
     POOLED_KIND = "pooled kind"
+    KIND = "observer kind"
 
 
 class Alarm(StrEnum):
@@ -76,6 +77,7 @@ class Alarm(StrEnum):
     API_5XX = "api-5xx"
     HOST_LOST = "host-lost"
     HOSTS_STUCK_STARTING = "hosts-stuck-starting"
+    OBSERVER_UNCERTAIN = "observer-uncertain"
 
 
 Watched = JobMetric | TaskMetric | ObserverMetric | str
@@ -333,6 +335,14 @@ ALARMS: dict[Alarm, AlarmSpec] = {
         1,
         "Hosts of the kind have been STARTING longer than the start timeout; observers wait.",
         gauge=True,
+    ),
+    Alarm.OBSERVER_UNCERTAIN: AlarmSpec(
+        AlarmScope.KIND,
+        ObserverMetric.UNCERTAIN,
+        "Sum",
+        5,
+        "An observer of the kind stopped UNCERTAIN on an effect (ctx.once) an earlier generation "
+        "began and never recorded done; it is FAILED, not restarted.",
     ),
 }
 """Every alarm, in the order the reference and the runbooks list them."""

@@ -95,6 +95,9 @@ class ObserverMetric(StrEnum):
     """RUNNING observers whose heartbeat is older than 3 intervals, counted by each resync."""
     FENCED = "ObserverFenced"
     """An observer's write through ``ctx.fenced`` was refused: a newer generation owns it."""
+    UNCERTAIN = "ObserverUncertain"
+    """``ctx.once`` met an effect an earlier generation began and never recorded done: the
+    observer stopped, marked with the effect, until a person settles it."""
     RECONCILE_DURATION = "ReconcilePassDuration"
     """How long a resync pass took."""
     RESYNC_SKIPPED = "ResyncSkipped"

@@ -43,6 +43,10 @@ class ExitCode(IntEnum):
     """Environment, kind or registry record unusable: restarting will not help."""
     FENCED = 3
     """This generation was replaced (or lost the registry): another container owns the observer."""
+    UNCERTAIN = 4
+    """``ctx.once`` found an effect an earlier generation began and never recorded done, and no
+    ``check``: restarting would meet it again, so the reconciler marks the observer FAILED and a
+    person settles the effect (the ObserverUncertain alarm says how)."""
 
 
 STATUS_REASON = "last_start_error"

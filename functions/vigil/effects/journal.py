@@ -6,11 +6,11 @@
         if first:
             send_welcome_email(user)
 
-The journal is a map on the run's own record (a job's tick, a task), ``effects``: effect name ->
-``{state, fence, at}``. Entering the block writes the intent (``INTENT``) and leaving it normally
-writes the completion (``DONE``): two UpdateItems, each conditional on the record still being
-this run's (its token, still running), so a superseded run can neither begin nor finish an
-effect. The completion is its own write rather than riding on the run's finish: riding would save
+The journal is a map on the run's own record (a job's tick, a task, an observer's registry
+record for ``ctx.once``), ``effects``: effect name -> ``{state, fence, at}``. Entering the block
+writes the intent (``INTENT``) and leaving it normally writes the completion (``DONE``): two
+UpdateItems, each conditional on the record still being this run's (its token, still running),
+so a superseded run can neither begin nor finish an effect. The completion is its own write rather than riding on the run's finish: riding would save
 one request but widen the window in which a crash leaves the effect unknown from the effect
 itself to the whole rest of the body (and a body that fails later would never record it), and
 every such crash ends UNCERTAIN, for a person.
@@ -26,6 +26,12 @@ earlier run did with no request of its own:
   guard records UNCERTAIN with the effect's name, not retried, for ``vigil jobs settle`` /
   ``vigil tasks settle``;
 * the record is another run's now -> :class:`~vigil.effects.fence.Fenced`.
+
+An observer's journal is the observer's, not one generation's: a replacement generation skips
+what an earlier one finished, and the entries stay on the record (with its checkpoint, within
+DynamoDB's 400 KB item), so an observer names each occurrence of a repeated effect
+(``f"alert:{incident}"``). Its record holds the run while its generation does (``running`` None:
+a stopping observer's generation may still finish an effect).
 
 A block that raises leaves the intent without its completion: whether the effect happened before
 the error is exactly what is not known.
@@ -131,9 +137,9 @@ class Journal:
             effect,
             {"state": state.value, "fence": site.token, "at": iso(site.clock())},
         )
-        update.condition(
-            update.eq(site.token_attribute, site.token), update.eq("status", site.running)
-        )
+        update.condition(update.eq(site.token_attribute, site.token))
+        if site.running is not None:
+            update.condition(update.eq("status", site.running))
         entry = update.path(JOURNAL_ATTRIBUTE, effect)
         if expected_fence is None:
             update.condition(f"attribute_not_exists({entry})")
@@ -155,7 +161,8 @@ class Journal:
 
     def _holds(self, seen: Item) -> bool:
         site = self._site
-        return seen.get(site.token_attribute) == site.token and seen.get("status") == site.running
+        running = site.running is None or seen.get("status") == site.running
+        return seen.get(site.token_attribute) == site.token and running
 
     def _landed(self, seen: Item, effect: str, state: EffectState) -> bool:
         """A refusal that shows this very write, applied by a try whose answer was lost."""

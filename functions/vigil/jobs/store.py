@@ -42,7 +42,7 @@ from vigil.dynamo import (
 from vigil.fenced_write import RunRecordSite
 from vigil.jobs.model import JobHead, Overlap, RunRecord, RunStatus
 from vigil.leases import fence_advances, lease_free
-from vigil.settle import NotSettleable, refusal, settlement
+from vigil.settle import settlement, write_settlement
 
 HEAD_SK = "HEAD"
 TICK_PREFIX = "TICK#"
@@ -422,16 +422,11 @@ class RunStore:
         )
         if done:
             record.set("detail", f"settled: effect {effect!r} done (an operator's word)")
-        action = self._update(job, tick_sk(tick), record)
-        try:
-            answer = self._client.update_item(
-                **action, ReturnValues="ALL_NEW", ReturnValuesOnConditionCheckFailure="ALL_OLD"
-            )
-        except ClientError as error:
-            if not is_condition_failure(error):
-                raise
-            raise NotSettleable(refusal(f"{job} tick {tick}", effect, old_item(error))) from None
-        return RunRecord.from_item(from_wire(answer["Attributes"]) or {})
+        key = {"pk": job_pk(job), "sk": tick_sk(tick)}
+        item = write_settlement(
+            self._client, self._table, key, record, run=f"{job} tick {tick}", effect=effect
+        )
+        return RunRecord.from_item(item)
 
     # --- reads for people -------------------------------------------------------------------
 

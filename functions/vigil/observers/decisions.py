@@ -538,10 +538,10 @@ def _restart(record: Record, task: TaskState, now: datetime, settings: Settings)
         # Stopped on purpose (a person, or a clean exit): not a failure, restart at once.
         failures = observer.consecutive_failures
     else:
-        if task.stopped and last_exit.exit_code == ExitCode.BAD_CONFIGURATION:
+        if task.stopped and last_exit.exit_code in _NOT_RESTARTED:
             return Plan(
                 MarkFailed(
-                    "bad config: the observer exited with code 2",
+                    _NOT_RESTARTED[ExitCode(last_exit.exit_code)],
                     observer.consecutive_failures + 1,
                     last_exit,
                 )
@@ -563,6 +563,17 @@ def _restart(record: Record, task: TaskState, now: datetime, settings: Settings)
             last_exit=last_exit,
         )
     )
+
+
+_NOT_RESTARTED = {
+    ExitCode.BAD_CONFIGURATION: "bad config: the observer exited with code 2",
+    ExitCode.UNCERTAIN: (
+        "uncertain effect (exit code 4): an earlier generation began the effect the record's "
+        "uncertain_effect names and never recorded it done; settle it on the record (the "
+        "ObserverUncertain alarm says how), then restart the observer"
+    ),
+}
+"""Exit codes a restart would only repeat: the observer is marked FAILED with the reason."""
 
 
 def _failure_streak(record: Record, last_exit: LastExit, now: datetime, settings: Settings) -> int:

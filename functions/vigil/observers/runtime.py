@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from vigil import telemetry
 from vigil.contract.observers import ExitCode as ExitCode
-from vigil.fenced_write import refused_write
+from vigil.fenced_write import RunRecordSite, once, refused_write, uncertain_effect
 from vigil.observers.model import Desired, Observer, parse_kinds, validate_name
 from vigil.observers.registry import (
     Fenced,
@@ -71,6 +72,14 @@ class StopReason(StrEnum):
     SIGTERM = "SIGTERM"
     STOP_REQUESTED = "stop requested"
     FENCED = "fenced"
+    UNCERTAIN = "uncertain effect"
+
+
+_OVERRIDES = {
+    StopReason.FENCED: frozenset(StopReason),
+    StopReason.UNCERTAIN: frozenset({StopReason.SIGTERM, StopReason.STOP_REQUESTED}),
+}
+"""Which earlier reasons a later one replaces (otherwise the first reason stays)."""
 
 
 @dataclass(frozen=True)
@@ -160,7 +169,19 @@ class ObserverContext:
         replaced: stop, as after a refused checkpoint."""
         from vigil.effects import Effects, RunFence
 
-        return Effects.from_env(RunFence.of_observer(self.name, self.generation))
+        return Effects.from_env(
+            RunFence.of_observer(self.name, self.generation), self._runtime.environ
+        )
+
+    def once(
+        self, effect: str, check: Callable[[], bool] | None = None
+    ) -> AbstractContextManager[bool]:
+        """``with ctx.once("alert:incident-7") as first: if first: page()``: an effect no write can
+        fence, done at most once per observer across its generations (the journal is on its
+        registry record, :mod:`vigil.effects.journal`). An effect an earlier generation began and
+        never recorded done: ``check()`` decides, or the observer stops UNCERTAIN (marked on its
+        record, alarmed, not restarted) for a person to settle (the ObserverUncertain alarm says how)."""
+        return once(self._runtime.record_site(), effect, check)
 
 
 class ObserverRuntime:
@@ -179,8 +200,12 @@ class ObserverRuntime:
         fence_grace_seconds: float = DEFAULT_FENCE_GRACE_SECONDS,
         heartbeat_thread: bool = True,
         host: str | None = None,
+        environ: Mapping[str, str] = os.environ,
     ) -> None:
         self._registry = registry
+        self.environ = environ
+        """The container's environment (what ``ctx.fenced`` reads its grants from): the
+        process's on ECS; the emulator's containers share one process and pass their own."""
         self._name = name
         self._generation = generation
         self._kinds = kinds
@@ -201,6 +226,7 @@ class ObserverRuntime:
         """From the claim on, ``stopping`` and ``sleep`` enforce the self-fence deadline too."""
         self._task_arn: str | None = None
         self._kind = ""
+        self._uncertain_error: Exception | None = None
         self.logger = logger or telemetry.logger()
         self.logger.append_keys(observer=name, generation=generation)
         if host is not None:
@@ -220,9 +246,11 @@ class ObserverRuntime:
 
     def request_stop(self, reason: StopReason) -> None:
         """Make ``ctx.stopping`` true; the first reason wins, except that fencing overrides all
-        (a fenced container must not write its exit report)."""
+        (a fenced container must not write its exit report) and an uncertain effect overrides a
+        stop (its exit code keeps the reconciler from restarting it)."""
         with self._reason_lock:
-            if self._reason is None or reason is StopReason.FENCED:
+            overrides = _OVERRIDES.get(reason, frozenset())
+            if self._reason is None or self._reason in overrides:
                 self._reason = reason
         self._stopping.set()
 
@@ -233,6 +261,12 @@ class ObserverRuntime:
             wait = min(left, self._silence_left())
             self._sleeper(self._stopping, wait)
             left -= wait
+
+    def record_site(self) -> RunRecordSite:
+        """Where ``ctx.once`` journals: this generation's record. A journal write retries through
+        transient faults until the self-fence deadline (pooled: one heartbeat interval)."""
+        budget = lambda: min(self._silence_left(), float(self._interval))  # noqa: E731
+        return self._registry.record_site(self._name, self._generation, budget)
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         if self._reason is StopReason.FENCED:
@@ -337,6 +371,8 @@ class ObserverRuntime:
         except Exception as error:
             if refused_write(error):
                 self._fence(str(error))
+            elif (effect := uncertain_effect(error)) is not None:
+                self._uncertain(effect, error)
             else:
                 crash = error
         finally:
@@ -347,10 +383,29 @@ class ObserverRuntime:
                 thread.join(timeout=self._fence_grace if left_fenced else None)
         return self._finish(crash)
 
+    def _uncertain(self, effect: str, error: Exception) -> None:
+        """An effect an earlier generation began and never recorded done: mark the record (which
+        effect, why), count it, and stop UNCERTAIN; the reconciler does not restart it."""
+        self.logger.error("uncertain effect: stopping", extra={"effect": effect})
+        _count(telemetry.ObserverMetric.UNCERTAIN, self._kind)
+        try:
+            self._registry.mark_uncertain(self._name, self._generation, effect, str(error))
+        except Fenced as fenced:
+            self._fence(str(fenced))
+            return
+        except (RegistryError, ClientError, BotoCoreError) as failed:
+            # The exit code still tells the reconciler; the alarm is on the metric.
+            self.logger.warning("uncertain mark not written", extra={"error": str(failed)})
+        self._uncertain_error = error
+        self.request_stop(StopReason.UNCERTAIN)
+
     def _finish(self, crash: Exception | None) -> ExitCode:
         reason = self._reason
         if reason is StopReason.FENCED:
             return ExitCode.FENCED
+        if reason is StopReason.UNCERTAIN:
+            self._report(ExitCode.UNCERTAIN, str(self._uncertain_error), stopped=False)
+            return ExitCode.UNCERTAIN
         if crash is not None:
             self.logger.exception("observer crashed", exc_info=crash)
             self._report(ExitCode.CRASH, f"{type(crash).__name__}: {crash}", stopped=False)

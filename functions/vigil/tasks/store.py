@@ -42,7 +42,7 @@ from vigil.dynamo import (
 )
 from vigil.dynamo import to_wire as wire
 from vigil.fenced_write import RunRecordSite
-from vigil.settle import NotSettleable, refusal, settlement
+from vigil.settle import settlement, write_settlement
 from vigil.tasks.errors import InvalidTask, NotCancellable
 
 LEASE_ATTRIBUTES = ("lease_until", "holder")
@@ -450,21 +450,15 @@ class TaskStore:
             failed_status=TaskStatus.FAILED.value,
             again=f"`vigil tasks redrive {task}` runs it",
         )
-        try:
-            answer = self._update(
-                task,
-                task_id,
-                update,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as error:
-            if not is_condition_failure(error):
-                raise
-            raise NotSettleable(
-                refusal(f"task {task} {task_id}", effect, old_item(error))
-            ) from None
-        return TaskRecord.from_item(from_wire(answer["Attributes"]) or {})
+        item = write_settlement(
+            self._client,
+            self._table,
+            task_key(task, task_id),
+            update,
+            run=f"task {task} {task_id}",
+            effect=effect,
+        )
+        return TaskRecord.from_item(item)
 
     def _update(self, task: str, task_id: str, update: Update, **extra: Any) -> dict[str, Any]:
         return dict(

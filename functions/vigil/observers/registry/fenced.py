@@ -8,15 +8,19 @@ reconciler) see the change.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from vigil.clock import epoch_ms, iso
+from vigil.clock import Sleeper, epoch_ms, iso
 from vigil.contract.hosts import HOST_EXIT, OBSERVER_HOST
+from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.observers import ExitCode, status_fields
 from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, truncate
+from vigil.fenced_write import RunRecordSite
 from vigil.observers.model import (
     Desired,
     LastExit,
@@ -42,6 +46,7 @@ class FencedWrites(RegistryTable):
         now = self._clock()
         status, unlisted = status_fields(Status.RUNNING)
         update = _beat(Update(), now).set_all({**status, "updated_at": iso(now)})
+        update.set_default(JOURNAL_ATTRIBUTE, {})  # ctx.once's journal, kept across generations
         update.remove(*unlisted)
         update.condition(
             update.eq("desired", Desired.RUNNING.value),
@@ -66,6 +71,38 @@ class FencedWrites(RegistryTable):
         update = Update().set_all(
             {"checkpoint": validate_checkpoint(state), "checkpoint_at": iso(self._clock())}
         )
+        self._update(name, generation, update.increment("version"))
+
+    def record_site(
+        self,
+        name: str,
+        generation: int,
+        time_left_s: Callable[[], float],
+        sleep: Sleeper = time.sleep,
+    ) -> RunRecordSite:
+        """Where ``ctx.once`` journals effects: the observer's record, while ``generation`` holds
+        it (any status: a stopping generation may still finish an effect)."""
+        return RunRecordSite(
+            client=self._client,
+            table=self._table,
+            key={"name": name},
+            token_attribute="generation",
+            token=generation,
+            running=None,
+            label=f"observer {name} generation {generation}",
+            time_left_s=time_left_s,
+            clock=self._clock,
+            sleep=sleep,
+        )
+
+    def mark_uncertain(self, name: str, generation: int, effect: str, reason: str) -> None:
+        """``ctx.once`` met ``effect`` begun by an earlier generation and never recorded done: the
+        record says which (``uncertain_effect``) and why, until a person settles it."""
+        now = self._clock()
+        update = Update().set_all(
+            {UNCERTAIN_EFFECT_ATTRIBUTE: effect, "uncertain_reason": truncate(reason)}
+        )
+        update.set("updated_at", iso(now))
         self._update(name, generation, update.increment("version"))
 
     def report_exit(

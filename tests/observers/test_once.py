@@ -1,0 +1,136 @@
+"""``ctx.once`` in an observer: the journal of effects on the observer's registry record, kept
+across generations (the same discipline as ``run.once``, :mod:`vigil.effects.journal`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vigil.clock import ManualClock
+from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
+from vigil.observers import decisions as d
+from vigil.observers.registry import ObserverRegistry
+from vigil.observers.runtime import ExitCode, ObserverContext, StopReason
+
+from .test_registry import raw_item, start_generation
+from .test_runtime import Harness, install
+
+
+class Crash(Exception):
+    """The container dying after the page went out, before its completion was written."""
+
+
+@pytest.fixture
+def observer(registry: ObserverRegistry) -> ObserverRegistry:
+    registry.create("obs", "sample", {})
+    return registry
+
+
+def generation(
+    registry: ObserverRegistry, dynamodb: Any, table: str, clock: ManualClock, number: int
+) -> Harness:
+    start_generation(dynamodb, table, "obs", number, f"arn:task/{number}")
+    return Harness(registry, clock, generation=number)
+
+
+def paging(sent: list[int], *, crash_first: bool = False, check: Any = None) -> Any:
+    def behaviour(ctx: ObserverContext) -> None:
+        with ctx.once("page:incident-7", check=check) as first:
+            if first:
+                sent.append(ctx.generation)
+                if crash_first and len(sent) == 1:
+                    raise Crash("died after paging")
+
+    return behaviour
+
+
+def test_an_effect_done_by_one_generation_is_skipped_by_its_replacement(
+    observer: ObserverRegistry,
+    dynamodb: Any,
+    registry_table: str,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[int] = []
+    install(monkeypatch, paging(sent))
+
+    first = generation(observer, dynamodb, registry_table, clock, 1).runtime.run()
+    second = generation(observer, dynamodb, registry_table, clock, 2).runtime.run()
+
+    assert (first, second, sent) == (ExitCode.CLEAN, ExitCode.CLEAN, [1])
+    entry = raw_item(dynamodb, registry_table, "obs")[JOURNAL_ATTRIBUTE]["page:incident-7"]
+    assert (entry["state"], entry["fence"]) == ("DONE", 1)
+
+
+def test_a_crash_between_intent_and_completion_stops_the_next_generation_uncertain(
+    observer: ObserverRegistry,
+    dynamodb: Any,
+    registry_table: str,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[int] = []
+    install(monkeypatch, paging(sent, crash_first=True))
+    assert generation(observer, dynamodb, registry_table, clock, 1).runtime.run() is ExitCode.CRASH
+
+    replacement = generation(observer, dynamodb, registry_table, clock, 2).runtime
+    code = replacement.run()
+
+    assert sent == [1]  # not a second page
+    assert (code, replacement.stop_reason) == (ExitCode.UNCERTAIN, StopReason.UNCERTAIN)
+    item = raw_item(dynamodb, registry_table, "obs")
+    assert item[UNCERTAIN_EFFECT_ATTRIBUTE] == "page:incident-7"
+    assert "never recorded done" in item["uncertain_reason"]
+    assert item["last_exit"]["exit_code"] == ExitCode.UNCERTAIN
+    # and the reconciler does not restart it: FAILED, saying what to type
+    plan = d._restart(
+        d.Record(observer.get("obs")),
+        d.TaskState(arn="arn:task/2", last_status="STOPPED", exit_code=int(ExitCode.UNCERTAIN)),
+        clock(),
+        d.Settings(),
+    )
+    (failed,) = plan.actions
+    assert isinstance(failed, d.MarkFailed) and "uncertain_effect" in failed.reason
+
+
+@pytest.mark.parametrize(("happened", "sent_by"), [(True, [1]), (False, [1, 2])])
+def test_a_check_decides_an_effect_left_unfinished(
+    observer: ObserverRegistry,
+    dynamodb: Any,
+    registry_table: str,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    happened: bool,
+    sent_by: list[int],
+) -> None:
+    sent: list[int] = []
+    install(monkeypatch, paging(sent, crash_first=True, check=lambda: happened))
+    generation(observer, dynamodb, registry_table, clock, 1).runtime.run()
+
+    code = generation(observer, dynamodb, registry_table, clock, 2).runtime.run()
+
+    assert (code, sent) == (ExitCode.CLEAN, sent_by)
+    entry = raw_item(dynamodb, registry_table, "obs")[JOURNAL_ATTRIBUTE]["page:incident-7"]
+    assert entry["state"] == "DONE"
+
+
+def test_a_replaced_generation_cannot_begin_an_effect(
+    observer: ObserverRegistry,
+    dynamodb: Any,
+    registry_table: str,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[int] = []
+    old = generation(observer, dynamodb, registry_table, clock, 1)
+
+    def replaced_then_pages(ctx: ObserverContext) -> None:
+        start_generation(dynamodb, registry_table, "obs", 2, "arn:task/2")
+        paging(sent)(ctx)
+
+    install(monkeypatch, replaced_then_pages)
+    code = old.runtime.run()
+
+    assert (code, sent) == (ExitCode.FENCED, [])
+    assert "page:incident-7" not in raw_item(dynamodb, registry_table, "obs")[JOURNAL_ATTRIBUTE]
