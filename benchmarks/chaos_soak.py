@@ -25,12 +25,15 @@ Faults (``--faults``, all by default):
 
 What is counted does not come from Vigil's records: every body that does its work writes an
 effect to a ledger that accepts a write only with a fencing token above the last it accepted for
-that tick (what a body's own fenced writes do). At the end Vigil's records are compared with it.
+that tick (what a body's own fenced writes do), and the body journals that effect (``run.once``,
+with a ``check`` that reads the ledger), so a hung run that did it before its takeover is not
+followed by a second. At the end Vigil's records (and their journals) are compared with the ledger.
 
     python -m benchmarks.chaos_soak --ticks 10000 --seed 1 [--faults a,b] [--broken-guard]
 
 ``--broken-guard`` runs the same soak with the claim's condition on the tick record removed (any
-claim wins): the soak must report second bodies and effects accepted twice.
+claim wins) and the effect unjournaled (the guard alone on trial): the soak must report second
+bodies and effects accepted twice.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ from tests.helpers.clients import Delegating
 from vigil import telemetry
 from vigil.clock import ManualClock, iso
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
+from vigil.contract.journal import JOURNAL_ATTRIBUTE
+from vigil.effects.fence import Fenced
 from vigil.jobs import decorator, store
 from vigil.jobs.guard import JobGuard, Run
 from vigil.jobs.model import JobSettings, Overlap, RunStatus
@@ -71,6 +76,7 @@ INTERVAL = timedelta(minutes=10)
 TIMEOUT = timedelta(seconds=60)
 """The function's timeout: the invocation's deadline, from which the lease is computed."""
 JOB = "soak"
+EFFECT = "ledger-write"
 RATES = {
     "fail-first": 0.05,
     "hang": 0.02,
@@ -243,7 +249,7 @@ class Report:
             f"ticks lost: {self.lost}",
             f"second bodies by cause: {causes}",
             f"effects accepted twice: {self.effects_twice}",
-            f"late writes refused by the token check: {self.late_writes_refused}",
+            f"late effects refused (journal fence or token check): {self.late_writes_refused}",
             f"record/ledger mismatches: {self.mismatches}",
             f"dead-lettered then redriven: {self.dead_lettered}",
             f"DynamoDB requests per tick: {self.requests_per_tick:.2f}; "
@@ -490,11 +496,33 @@ class Soak:
             self.sim.run_until(wake)
         else:
             self.sim.run_until(self.clock() + timedelta(seconds=self.rng.uniform(0.5, 5)))
+        if self.broken_guard:  # the guard alone is on trial: its effect unjournaled
+            self._write_effect(tick, run, attempt)
+            self._completed(tick, run, attempt)
+            return
+        # The effect is journaled (``run.once``), with the check an author of an effect into a
+        # store they can read gives: a hung run whose lease ran out before anyone took the tick
+        # over still owns it and records its effect DONE, so its successor skips the effect
+        # instead of writing it a second time (its token is newer: a fenced store accepts both).
+        try:
+            with run.once(EFFECT, check=lambda: tick in self.ledger.last) as first:
+                if first:
+                    self._write_effect(tick, run, attempt)
+        except Fenced:
+            if attempt.hung:  # taken over while it hung: the journal refused its late effect
+                self.late_refused += 1
+                self._completed(tick, run, attempt)  # its work done, but for the effect
+            raise
+        self._completed(tick, run, attempt)
+
+    def _completed(self, tick: str, run: Run, attempt: _Attempt) -> None:
+        attempt.completed_token = run.fencing_token
+        self.completions[tick].append(attempt)
+
+    def _write_effect(self, tick: str, run: Run, attempt: _Attempt) -> None:
         accepted = self.ledger.write(tick, run.fencing_token)
         if not accepted and attempt.hung:
             self.late_refused += 1
-        attempt.completed_token = run.fencing_token
-        self.completions[tick].append(attempt)
 
     # --- the broken guard ---------------------------------------------------------------------
 
@@ -539,9 +567,7 @@ class Soak:
                 lost += 1
                 examples["lost"].append(tick)
             succeeded = record.get("status") == RunStatus.SUCCEEDED
-            if succeeded != done or (
-                done and int(record.get("fencing_token", 0)) != self.ledger.last[tick]
-            ):
+            if succeeded != done or (done and _effect_token(record) != self.ledger.last[tick]):
                 mismatches += 1
                 examples["mismatch"].append(f"{tick} {record.get('status')}")
             if self.ledger.accepted[tick] > 1:
@@ -569,6 +595,13 @@ class Soak:
             peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             examples={k: v[:5] for k, v in examples.items()},
         )
+
+
+def _effect_token(record: dict[str, Any]) -> int:
+    """The token of the run that did the tick's effect, by Vigil's record: the journal's entry
+    (an earlier run may have done it, its successor skipping it), else the record's own."""
+    entry = record.get(JOURNAL_ATTRIBUTE, {}).get(EFFECT, {})
+    return int(entry.get("fence") or record.get("fencing_token", 0))
 
 
 def _cause(runs: list[_Attempt]) -> str:

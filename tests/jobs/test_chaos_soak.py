@@ -22,9 +22,11 @@ def test_no_tick_is_lost_and_the_records_equal_the_ledger(report: Report) -> Non
     assert report.ticks == TICKS
     assert report.lost == 0, report.examples
     assert report.mismatches == 0, report.examples
-    # the faults happened: hung runs were taken over and their late writes refused
+    # the faults happened: hung runs were taken over and their late effects refused (by the
+    # journal's fence, or the ledger's token check); a hung run that did its effect before the
+    # takeover is not refused, its successor skips the effect
     assert report.second_bodies[HANG_CAUSE] > 0
-    assert report.late_writes_refused == report.second_bodies[HANG_CAUSE]
+    assert 0 < report.late_writes_refused <= report.second_bodies[HANG_CAUSE]
     assert report.dead_lettered > 0 or report.invocations > TICKS
 
 
