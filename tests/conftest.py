@@ -93,7 +93,28 @@ SLOW_FIXTURES = frozenset(
 """Fixtures that make a test slow wherever it is."""
 
 
-def slow_reason(path: Path, fixtures: Iterable[str], marked: bool) -> str | None:
+def synthesizing_helpers() -> dict[int, str]:
+    """The helpers that synthesize the app (or load its synth): a module importing one is slow."""
+    from tests.helpers import moto_fleet, observers, pooled_fleet
+    from vigil_tools.emulator import account, template
+
+    helpers: list[Any] = [
+        template.synthesized_app,
+        template.synthesize,
+        account.local_account,
+        observers.create_registry_table,
+        observers.create_idempotency_table,
+        observers.create_hosts_table,
+        moto_fleet.create_registry_table,
+        moto_fleet.MotoFleet,
+        pooled_fleet.PooledFleet,
+    ]
+    return {id(helper): helper.__name__ for helper in helpers}
+
+
+def slow_reason(
+    path: Path, fixtures: Iterable[str], marked: bool, helpers: Iterable[str] = ()
+) -> str | None:
     """Why a test is in ``-m slow`` (``make test`` only), or None: it is in ``make test-fast``.
 
     Every test is one or the other: test-fast selects ``-m "not slow"``, the complement of the
@@ -104,7 +125,7 @@ def slow_reason(path: Path, fixtures: Iterable[str], marked: bool) -> str | None
     parts = path.relative_to(TESTS).parts
     if len(parts) > 1 and parts[0] in SLOW_DIRECTORIES:
         return f"in tests/{parts[0]}/"
-    used = sorted(SLOW_FIXTURES.intersection(fixtures))
+    used = sorted(SLOW_FIXTURES.intersection(fixtures)) or sorted(helpers)
     return f"uses {', '.join(used)}" if used else None
 
 
@@ -112,9 +133,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the slow tests; then run the modules holding any first, each module's tests together
     and in their order: pytest-xdist (``make test``) hands whole modules to whichever worker is
     free, so the long ones start early and the many short ones fill in at the end."""
+    synthesizing = synthesizing_helpers()
+    imported: dict[Path, list[str]] = {}
     for item in items:
+        module = getattr(item, "module", None)
+        if item.path not in imported:
+            names = vars(module).values() if module is not None else ()
+            imported[item.path] = [synthesizing[id(n)] for n in names if id(n) in synthesizing]
         marked = item.get_closest_marker("slow") is not None
-        if not marked and slow_reason(item.path, getattr(item, "fixturenames", ()), marked):
+        fixtures = getattr(item, "fixturenames", ())
+        if not marked and slow_reason(item.path, fixtures, marked, imported[item.path]):
             item.add_marker(pytest.mark.slow)
     slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_modules)  # stable: the order otherwise kept

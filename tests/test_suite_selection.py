@@ -45,6 +45,7 @@ def test_a_test_is_slow_by_its_folder_its_fixtures_or_its_marker_and_otherwise_f
     assert slow_reason(unit, ["clock", "monkeypatch"], marked=False) is None
     assert slow_reason(unit, ["clock"], marked=True) == "marked slow"
     assert slow_reason(unit, ["clock", "runs_table"], marked=False) == "uses runs_table"
+    assert slow_reason(unit, ["clock"], False, ["MotoFleet"]) == "uses MotoFleet"
     for folder in SLOW_DIRECTORIES:
         assert slow_reason(TESTS / folder / "test_x.py", [], marked=False) == f"in tests/{folder}/"
     assert all((TESTS / folder).is_dir() for folder in SLOW_DIRECTORIES)
