@@ -48,7 +48,7 @@ test: install check
 
 ## The inner loop: the tests not marked slow (no synth, no deployed stack, no scanner, no process).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadscope
 
 check: $(STAMP)
 	$(BIN)/ruff check .

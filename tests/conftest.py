@@ -74,9 +74,12 @@ def pytest_configure(config: pytest.Config) -> None:
     moto_speed.install()  # moto's DynamoDB writes, minus the repeated parsing (its docstring)
 
 
-SLOW_DIRECTORIES = frozenset({"examples", "infra", "integration", "packaging", "testing_kit"})
-"""Folders under tests/ whose every test is slow: CDK synths and the scanners, the demo, the
-testing kit's deployed stack, builds of the distribution."""
+SLOW_DIRECTORIES = frozenset(
+    {"examples", "infra", "integration", "local", "packaging", "testing_kit"}
+)
+"""Folders under tests/ whose every test is slow: CDK synths and the scanners, the demo, the local
+stack's emulator (Lambda deploys, queue mappings, processes), the testing kit's deployed stack,
+builds of the distribution."""
 SLOW_FIXTURES = frozenset(
     {
         "synthesized",  # the app's synth (shared, but ~15 CPU s the first time)
