@@ -20,7 +20,12 @@ export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 # Without it, the stack Vigil. docs/guides/deploying.md "Stages".
 STAGE ?=
 
-.PHONY: install test check format demo up synth cdk-synth bench docs docs-serve deploy diff clean
+# make test's pytest workers (pytest-xdist): one per core; each runs whole modules (--dist loadscope,
+# so a module's expensive fixtures are built once), in the order tests/conftest.py gives (the slow
+# modules first), and the app is synthesized once for them all.
+TEST_WORKERS ?= auto
+
+.PHONY: install test test-fast check format demo up synth cdk-synth bench docs docs-serve deploy diff clean
 
 $(STAMP): requirements.txt functions/requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +44,11 @@ install: $(STAMP) $(SCAN_STAMP) node_modules/.bin/cdk
 
 ## Lint, type-check, then the whole suite (unit, moto integration, CDK assertions, scanners, cdk synth).
 test: install check
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+
+## The inner loop: the tests not marked slow (no synth, no deployed stack, no scanner, no process).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadscope
 
 check: $(STAMP)
 	$(BIN)/ruff check .

@@ -5,17 +5,20 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from hypothesis import HealthCheck, settings
 from moto import mock_aws
 
 from vigil.clock import ManualClock
 
 REGION = "us-east-1"
+TESTS = Path(__file__).parent
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -36,10 +39,29 @@ def _runtime_line() -> str:
     )
 
 
+settings.register_profile(
+    "vigil",
+    # The same examples on every run and in every worker: a property that fails, fails again.
+    derandomize=True,
+    database=None,
+    # Timing is the machine's load, not the code's: no deadline, no too-slow health check.
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("explore", deadline=None)
+"""``pytest --hypothesis-profile=explore``: new random examples each run, to look for new failures."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The ``vigil_stack`` plugin, as ``pip install .`` registers it (entry point ``pytest11``):
     registered here when this checkout's installed metadata predates the entry point."""
     import freezegun
+
+    if not config.getoption("hypothesis_profile", None):
+        settings.load_profile("vigil")
+    # No test starts an EC2 instance: moto need not build its ~2,400 default AMIs each time a
+    # test's mock first touches EC2 (a VPC for the fleet, the stack's deploy), ~0.5 CPU s apiece.
+    os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
 
     from vigil_tools.testing import plugin
 
@@ -50,6 +72,102 @@ def pytest_configure(config: pytest.Config) -> None:
     from vigil_tools.emulator import moto_speed
 
     moto_speed.install()  # moto's DynamoDB writes, minus the repeated parsing (its docstring)
+
+
+SLOW_DIRECTORIES = frozenset(
+    {"examples", "infra", "integration", "local", "packaging", "testing_kit"}
+)
+"""Folders under tests/ whose every test is slow: CDK synths and the scanners, the demo, the local
+stack's emulator (Lambda deploys, queue mappings, processes), the testing kit's deployed stack,
+builds of the distribution."""
+SLOW_FIXTURES = frozenset(
+    {
+        "synthesized",  # the app's synth (shared, but ~15 CPU s the first time)
+        "vigil_stack",  # the app deployed on the emulator
+        "runs_table",  # tables created from the synthesized template ...
+        "registry_table",
+        "api_env",
+        "fleet",
+        "pool",
+        "pooled_only",
+        "endpoint",  # a moto server, for the tests that run a container's process
+    }
+)
+"""Fixtures that make a test slow wherever it is."""
+
+
+def synthesizing_helpers() -> dict[int, str]:
+    """The helpers that synthesize the app (or load its synth): a module importing one is slow."""
+    from tests.helpers import moto_fleet, observers, pooled_fleet
+    from vigil_tools.emulator import account, template
+
+    helpers: list[Any] = [
+        template.synthesized_app,
+        template.synthesize,
+        account.local_account,
+        observers.create_registry_table,
+        observers.create_idempotency_table,
+        observers.create_hosts_table,
+        moto_fleet.create_registry_table,
+        moto_fleet.MotoFleet,
+        pooled_fleet.PooledFleet,
+    ]
+    return {id(helper): helper.__name__ for helper in helpers}
+
+
+def slow_reason(
+    path: Path, fixtures: Iterable[str], marked: bool, helpers: Iterable[str] = ()
+) -> str | None:
+    """Why a test is in ``-m slow`` (``make test`` only), or None: it is in ``make test-fast``.
+
+    Every test is one or the other: test-fast selects ``-m "not slow"``, the complement of the
+    marker this gives (``pytest_collection_modifyitems``), and ``make test`` selects nothing.
+    """
+    if marked:
+        return "marked slow"
+    parts = path.relative_to(TESTS).parts
+    if len(parts) > 1 and parts[0] in SLOW_DIRECTORIES:
+        return f"in tests/{parts[0]}/"
+    used = sorted(SLOW_FIXTURES.intersection(fixtures)) or sorted(helpers)
+    return f"uses {', '.join(used)}" if used else None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the slow tests; then run the modules holding any first, each module's tests together
+    and in their order: pytest-xdist (``make test``) hands whole modules to whichever worker is
+    free, so the long ones start early and the many short ones fill in at the end."""
+    synthesizing = synthesizing_helpers()
+    imported: dict[Path, list[str]] = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        if item.path not in imported:
+            names = vars(module).values() if module is not None else ()
+            imported[item.path] = [synthesizing[id(n)] for n in names if id(n) in synthesizing]
+        marked = item.get_closest_marker("slow") is not None
+        fixtures = getattr(item, "fixturenames", ())
+        if not marked and slow_reason(item.path, fixtures, marked, imported[item.path]):
+            item.add_marker(pytest.mark.slow)
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_modules)  # stable: the order otherwise kept
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_do_not_synthesize(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test outside ``-m slow`` that synthesizes the app fails, saying how to classify it (in
+    ``make test-fast``, where no slow test has synthesized it for the process first)."""
+    if request.node.get_closest_marker("slow") is not None:
+        return
+    from vigil_tools.emulator import template
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(
+            f"{request.node.nodeid} synthesizes the app: mark it slow (pytest.mark.slow, or "
+            "SLOW_FIXTURES / SLOW_DIRECTORIES in tests/conftest.py) so make test-fast stays fast"
+        )
+
+    monkeypatch.setattr(template, "synthesize", refuse)
 
 
 @pytest.fixture(autouse=True)
@@ -65,9 +183,25 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POWERTOOLS_DEV", "false")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _outputs_of_this_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each process synthesizes its own stacks into a folder of its own (never the checkout's
+    ``cdk.out``, where pytest-xdist workers would overwrite each other's templates), and the app's
+    one synth is shared by every worker of the run (``synthesized_app``)."""
+    from vigil_tools.emulator.template import SHARED_SYNTH_ENV
+
+    run = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run = run.parent  # each worker's basetemp is a folder in the run's
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CDK_OUTDIR", str(tmp_path_factory.mktemp("cdk.out")))
+        patch.setenv(SHARED_SYNTH_ENV, str(run / "synth"))
+        yield
+
+
 @pytest.fixture(scope="session")
-def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """The app's CloudFormation template, synthesized once per test session."""
+def synthesized() -> Any:
+    """The app's CloudFormation template, synthesized once per test run (shared by its workers)."""
     from vigil_tools.emulator.template import synthesized_app
 
     return synthesized_app()

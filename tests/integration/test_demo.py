@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from vigil_tools.demo import main as demo
+from vigil_tools.emulator.template import Synthesized
 
 
 @pytest.fixture(scope="module")
-def facts() -> dict[str, Any]:
-    return demo.simulate()
+def facts(synthesized: Synthesized) -> dict[str, Any]:
+    return demo.simulate(cdk_out=synthesized.outdir)  # the session's synth (`make demo` its own)
 
 
 def test_every_tick_ran_exactly_once_or_is_visibly_missed(facts: dict[str, Any]) -> None:

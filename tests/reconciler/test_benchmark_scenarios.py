@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.reconciler_scale import measure_restart_latency
+
+pytestmark = pytest.mark.slow  # the benchmarks' fleets (MotoFleet: tables from the synth)
 
 
 def test_every_crash_in_the_latency_scenario_leads_to_a_run_task_call() -> None:

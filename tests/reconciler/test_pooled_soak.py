@@ -15,6 +15,8 @@ import pytest
 
 from benchmarks.pooled_soak import Result, Soak, config, soak
 
+pytestmark = pytest.mark.slow  # two soaks of the emulated fleet, ~80 CPU s
+
 FAULTS = Soak(
     observers=20,
     hosts=2,

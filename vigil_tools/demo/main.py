@@ -112,12 +112,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def simulate(project: Project | None = None) -> dict[str, Any]:
-    """Run the scenario, print it, and return the facts read back from the emulator."""
+def simulate(project: Project | None = None, cdk_out: Path | None = None) -> dict[str, Any]:
+    """Run the scenario, print it, and return the facts read back from the emulator. ``cdk_out``:
+    the project's app already synthesized there (the suite's shared synth), else synthesized here."""
     project = project or find_project()
     log_dir = project.root / LOG_DIR
     shutil.rmtree(log_dir, ignore_errors=True)
-    with freeze_time(START) as frozen, local_account(project=project) as account:
+    with freeze_time(START) as frozen, local_account(cdk_out, project=project) as account:
         now = lambda: datetime.now(UTC)  # noqa: E731 - the frozen clock
         runtime = LocalLambda(
             account.session,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
+import hashlib
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +47,62 @@ def synthesize(
     return load(target, stack)
 
 
+SHARED_SYNTH_ENV = "VIGIL_SYNTH_DIR"
+"""A folder processes share their synth in (the suite's pytest-xdist workers): see
+:func:`synthesized_app`."""
+SYNTH_INPUTS = ("app.py", "cdk.json", "infra", "functions")
+"""What the app's synth reads from the project (beside the CDK libraries and the environment)."""
+SYNTH_ENVIRONMENT = ("CDK_CONTEXT_JSON", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION")
+_COMPLETE = ".vigil-synth-complete"
+
+
 @functools.cache
 def synthesized_app() -> Synthesized:
-    """The app synthesized once per process, for tests and benchmarks that need its tables."""
-    return synthesize()
+    """The app synthesized once per process, for tests and benchmarks that need its template.
+
+    With ``$VIGIL_SYNTH_DIR`` set, once for every process sharing that folder (the suite's xdist
+    workers, each of which would otherwise pay ~15 CPU seconds for the same template): see
+    :func:`shared_synth`.
+    """
+    shared = os.environ.get(SHARED_SYNTH_ENV)
+    return shared_synth(Path(shared)) if shared else synthesize()
+
+
+def shared_synth(folder: Path, project: Project | None = None) -> Synthesized:
+    """The project's app synthesized into ``folder``, once per state of its sources.
+
+    The first process to get the folder's lock synthesizes, into a subfolder named for what the
+    synth reads (:func:`synth_key`); the others wait on the lock, then load that cloud assembly.
+    A subfolder without its completion mark (a process killed mid-synth) is synthesized again.
+    """
+    project = project or find_project()
+    folder.mkdir(parents=True, exist_ok=True)
+    outdir = folder / f"{STACK_NAME}-{synth_key(project)}"
+    with (folder / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (outdir / _COMPLETE).exists():
+            shutil.rmtree(outdir, ignore_errors=True)
+            synthesize(outdir, project=project)
+            (outdir / _COMPLETE).touch()
+    return load(outdir)
+
+
+def synth_key(project: Project) -> str:
+    """A digest of what the synth reads: the project's app, constructs and Lambda asset, the CDK
+    libraries' versions and the environment the app consults; another state, another key."""
+    digest = hashlib.sha256()
+    for package in ("aws-cdk-lib", "cdk-nag"):
+        digest.update(f"{package}=={version(package)}\n".encode())
+    for name in SYNTH_ENVIRONMENT:
+        digest.update(f"{name}={os.environ.get(name)}\n".encode())
+    for entry in SYNTH_INPUTS:
+        top = project.root / entry
+        files = sorted(top.rglob("*")) if top.is_dir() else [top]
+        for path in files:
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(f"{path.relative_to(project.root)}\n".encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def create_table(synth: Synthesized, client: Any, path_prefix: str, name: str) -> str:

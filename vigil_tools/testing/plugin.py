@@ -26,9 +26,10 @@ class _Session:
     """The synthesized app and, once deployed, the emulator's account."""
 
     def __init__(self) -> None:
-        from vigil_tools.emulator.template import synthesize
+        # The process's one synth of the app, shared with the session's other users of it.
+        from vigil_tools.emulator.template import synthesized_app
 
-        self.synth = synthesize()
+        self.synth = synthesized_app()
         self.account: Any = None
 
     def account_for_test(self) -> Any:
