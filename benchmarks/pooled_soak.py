@@ -56,7 +56,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
 from tests.helpers.moto_fleet import CONTAINER, REGION, TABLE, default_task_transitions
-from tests.helpers.observers import HOSTS_TABLE
+from tests.helpers.observers import HOSTS_TABLE, TICKER_WRITES, create_ticker_counts_table
 from tests.helpers.pooled_fleet import POOLED, PooledFleet
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HOST_EXIT, HOST_ID_ENV, HOSTS_TABLE_ENV
@@ -267,6 +267,7 @@ class SoakRun:
             with_dedicated=False,
         )
         self.fleet.settings = soak.settings
+        create_ticker_counts_table(self.fleet.dynamodb)  # the example ticker writes its count
         self.session = boto3.session.Session(region_name=REGION)
         self.stream = StreamMapping.of_table(self.session, TABLE)
         self.unread = True
@@ -418,6 +419,10 @@ class SoakRun:
                 "VIGIL_OBSERVER_KINDS": KINDS,
                 "VIGIL_HEARTBEAT_SECONDS": str(self.soak.heartbeat_s),
                 HOSTS_TABLE_ENV: HOSTS_TABLE,
+                **TICKER_WRITES,
+                # ECS sets both in every container (the ticker's own client needs a region)
+                "AWS_REGION": REGION,
+                "AWS_DEFAULT_REGION": REGION,
                 **task.environment,
             }
             runner = task_runner(task.arn, environment, task.link, now=self.clock, log=self.log)

@@ -128,11 +128,12 @@ Lambda resets a timed-out container: the outcome it would have remembered is gon
 single-item or transactional write answers in milliseconds; these bound one try."""
 
 
-def write_client(service: str) -> Any:
-    """A boto3 client of ``service`` with :data:`LAMBDA_WRITE_CONFIG`."""
+def write_client(service: str, region: str | None = None) -> Any:
+    """A boto3 client of ``service`` with :data:`LAMBDA_WRITE_CONFIG`; ``region`` the one the
+    caller's environment names (else boto3's own lookup: Lambda and ECS set ``AWS_REGION``)."""
     import boto3
 
-    return boto3.client(service, config=LAMBDA_WRITE_CONFIG)
+    return boto3.client(service, config=LAMBDA_WRITE_CONFIG, region_name=region)
 
 
 LAMBDA_WRITE_TRY_S = 2 * (1 + 2) + 1

@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers.jobs import FaultyTransactions, context
 from vigil.clock import ManualClock
+from vigil.contract.effects import WRITES_ENV
 from vigil.events import MalformedEvent
 from vigil.jobs import scheduled_job
 from vigil.jobs.finish import OutcomeUnrecorded
@@ -152,6 +153,13 @@ def test_the_example_job_module_is_a_working_handler(
 
     from jobs import cleanup
 
+    dynamodb.create_table(  # the app's Sessions table, granted to cleanup by writes=[sessions]
+        TableName="sessions",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    monkeypatch.setenv(WRITES_ENV, json.dumps({"tables": {cleanup.SESSIONS: "sessions"}}))
     cleanup = importlib.reload(cleanup)  # a fresh container: nothing cached from earlier tests
     monkeypatch.setattr("boto3.client", lambda *a, **k: dynamodb)
     now = datetime.now(UTC).replace(microsecond=0)

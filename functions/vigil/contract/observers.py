@@ -11,6 +11,7 @@ from vigil.contract.hosts import (
     OBSERVER_TASK_DEFINITION,
     WAITING_ATTRIBUTE,
 )
+from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
 
 
 class Status(StrEnum):
@@ -131,11 +132,15 @@ CONTAINER_WRITES = (
     "checkpoint_at",
     "last_exit",
     HOST_EXIT,
+    JOURNAL_ATTRIBUTE,
+    UNCERTAIN_EFFECT_ATTRIBUTE,
+    "uncertain_reason",
 )
 """What a container (a dedicated task, or a host and its children) sets or removes on an
 observer's item (``vigil.observers.registry.fenced``): its claim (status RUNNING, with its index
 membership), heartbeats, checkpoints, its exit report (status STOPPED when asked to stop) and a
-host's report of a child's exit. A kind's task role may UpdateItem no other attribute
+host's report of a child's exit, and ``ctx.once``'s journal (an UNCERTAIN effect named on the
+record). A kind's task role may UpdateItem no other attribute
 (``dynamodb:Attributes``); ``test_registry_access`` records a container's writes against moto."""
 CONTAINER_CONDITIONS = ("generation", OBSERVER_HOST, "desired", "status")
 """What the container's writes are conditioned on: its own generation (the fence), its host

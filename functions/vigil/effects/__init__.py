@@ -43,10 +43,16 @@ __all__ = [
 ]
 
 
-def _default_client(service: str) -> Any:
-    from vigil.persist import write_client
+def clients_of(env: Mapping[str, str]) -> Callable[[str], Any]:
+    """Clients in the region ``env`` names: the run's own environment, which for a pooled child
+    is its container's, not the host process's ``os.environ``."""
 
-    return write_client(service)
+    def client(service: str) -> Any:
+        from vigil.persist import write_client
+
+        return write_client(service, env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"))
+
+    return client
 
 
 class Effects:
@@ -59,11 +65,11 @@ class Effects:
         self,
         fence: RunFence,
         grants: Grants,
-        client: Callable[[str], Any] = _default_client,
+        client: Callable[[str], Any] | None = None,
     ) -> None:
         self.fence = fence
         self._grants = grants
-        self._client = client
+        self._client = client or clients_of(os.environ)
         self._clients: dict[str, Any] = {}
 
     @classmethod
@@ -71,9 +77,9 @@ class Effects:
         cls,
         fence: RunFence,
         env: Mapping[str, str] = os.environ,
-        client: Callable[[str], Any] = _default_client,
+        client: Callable[[str], Any] | None = None,
     ) -> Effects:
-        return cls(fence, Grants.from_env(env, who=fence.scope), client)
+        return cls(fence, Grants.from_env(env, who=fence.scope), client or clients_of(env))
 
     def _aws(self, service: str) -> Any:
         if service not in self._clients:
