@@ -42,8 +42,12 @@ class Parameter:
 
 
 def lookup(path: str) -> griffe.Class:
+    """The class ``path`` names: where it is written, when ``path`` is a re-export (the import
+    path users write, ``infra.observer_fleet.ObserverFleet``, is a package's)."""
     module_path, name = path.rsplit(".", 1)
     found = source.module(module_path)[name]
+    if isinstance(found, griffe.Alias):
+        found = found.final_target
     assert isinstance(found, griffe.Class), path
     return found
 

@@ -30,7 +30,7 @@ def _source_parameters(path: str) -> list[str]:
     """The construct's parameters as ``ast`` reads its source (independently of griffe): its
     ``__init__``'s keyword-only ones, or a dataclass's annotated fields."""
     module, name = path.rsplit(".", 1)
-    tree = ast.parse((ROOT / (module.replace(".", "/") + ".py")).read_text())
+    tree = _defining_module(module, name)
     (cls,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name]
     for node in cls.body:
         if isinstance(node, ast.FunctionDef) and node.name == "__init__":
@@ -41,6 +41,23 @@ def _source_parameters(path: str) -> list[str]:
         for node in cls.body
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
     ]
+
+
+def _defining_module(module: str, name: str) -> ast.Module:
+    """The source that defines ``name``: ``module``'s own, or, when ``module`` is a package that
+    re-exports it (``from infra.observer_fleet.fleet import ObserverFleet``), the module it names."""
+    file = ROOT / (module.replace(".", "/") + ".py")
+    if not file.exists():
+        file = ROOT / module.replace(".", "/") / "__init__.py"
+    tree = ast.parse(file.read_text())
+    for node in tree.body:
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and name in {alias.name for alias in node.names}
+        ):
+            return _defining_module(node.module, name)
+    return tree
 
 
 @pytest.mark.parametrize("path", constructs.CONSTRUCTS + constructs.COMPOSED)
@@ -68,7 +85,7 @@ def test_every_cdk_context_key_infra_reads_is_listed_with_its_meaning() -> None:
 
 
 def _infra_source() -> str:
-    return "\n".join(path.read_text() for path in sorted((ROOT / "infra").glob("*.py")))
+    return "\n".join(path.read_text() for path in sorted((ROOT / "infra").rglob("*.py")))
 
 
 @pytest.mark.parametrize("resolver", api.RESOLVERS, ids=lambda r: r.title)
