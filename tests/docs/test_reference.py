@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from docsgen import alarms, api, cli, constructs, kit, runbooks, source
+from docsgen.markdown import anchor, code, heading, target
 from docsgen.pages import PAGES
 from vigil.contract.alarms import ALARMS, RUNBOOKS, Alarm, AlarmSpec
 from vigil.contract.metrics import JobMetric, ObserverMetric, TaskMetric
@@ -66,9 +67,11 @@ def test_every_construct_parameter_is_listed_with_its_meaning(path: str) -> None
     documented = {parameter.name: parameter for parameter in constructs.parameters(path)}
 
     assert list(documented) == _source_parameters(path)
-    section = page.split(f"### {path.rsplit('.', 1)[1]}\n", 1)[1].split("\n### ", 1)[0]
+    construct = path.rsplit(".", 1)[1]
+    section = page.split(heading(3, construct, anchor(construct)), 1)[1].split("\n### ", 1)[0]
     for name, parameter in documented.items():
-        assert f"| `{name}` |" in section, name
+        # Its row carries the id the guides link to (constructs.md#observerfleet-kinds).
+        assert f"| {target(constructs.parameter_anchor(construct, name))}`{name}` |" in section
         assert parameter.meaning.strip(), f"{path}: {name} has no docstring text (Args: section)"
 
 
@@ -81,7 +84,7 @@ def test_every_cdk_context_key_infra_reads_is_listed_with_its_meaning() -> None:
 
     assert read <= set(listed)
     for key, _, meaning in constructs.context_keys():
-        assert f"| `{key}` |" in page and meaning.strip(), key
+        assert f"| {target(anchor('context', key))}`{key}` |" in page and meaning.strip(), key
 
 
 def _infra_source() -> str:
@@ -100,7 +103,8 @@ def test_every_api_route_is_listed_with_its_responses(resolver: api.Resolver) ->
 
     assert routes == set(api.operations(api.schema(resolver)))
     for method, path in routes:
-        section = page.split(f"### `{method} {path}`\n", 1)[1].split("\n### ", 1)[0]
+        title = heading(3, code(f"{method} {path}"), anchor(method, path))
+        section = page.split(title, 1)[1].split("\n### ", 1)[0]
         assert "| Response |" in section and "`422`" in section, (method, path)
 
 
@@ -116,14 +120,16 @@ def test_every_cli_command_and_argument_is_listed() -> None:
         ("hosts",),
     }
     for command in found:
-        heading = "## `" + " ".join(("vigil", *command.words)) + "`\n"
-        assert heading in page, heading
-        section = page.split(heading, 1)[1].split("\n## ", 1)[0]
-        assert command.help or not command.words, f"{heading}: no help text"
+        title = heading(
+            2, code(" ".join(("vigil", *command.words))), anchor("vigil", *command.words)
+        )
+        assert title in page, title
+        section = page.split(title, 1)[1].split("\n## ", 1)[0]
+        assert command.help or not command.words, f"{title}: no help text"
         for action in cli.arguments(command):
             shown = action.option_strings[0] if action.option_strings else action.dest
-            assert f"`{shown}" in section, (heading, shown)
-            assert action.help, f"{heading}: {shown} has no help text"
+            assert f"`{shown}" in section, (title, shown)
+            assert action.help, f"{title}: {shown} has no help text"
 
 
 def test_every_metric_and_alarm_is_listed_with_its_meaning() -> None:
@@ -132,7 +138,9 @@ def test_every_metric_and_alarm_is_listed_with_its_meaning() -> None:
     for enum in (JobMetric, TaskMetric, ObserverMetric):
         for metric in enum:
             row = next(
-                line for line in page.splitlines() if line.startswith(f"| `{metric.value}` |")
+                line
+                for line in page.splitlines()
+                if line.startswith(f"| {target(anchor('metric', metric.value))}`{metric.value}` |")
             )
             assert not row.endswith("|   |"), f"{metric!r} has no docstring in the contract"
     assert set(alarms.metric_names()) == {
@@ -154,8 +162,8 @@ def test_the_testing_kit_lists_every_export_and_fixture() -> None:
 
     assert kit.public_names() == sorted(exports)
     for name in exports:
-        assert f"### {name}\n" in page
-    assert "### `vigil_stack`\n" in page
+        assert heading(3, name, anchor(name)) in page
+    assert heading(3, code("vigil_stack"), anchor("vigil_stack")) in page
     for name in exports:
         cls = source.module(kit.PACKAGE)[name].final_target
         assert source.docstring(cls), name
