@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from docsgen import source
-from docsgen.markdown import code, page, prose, table
+from docsgen.markdown import anchor, code, page, prose, table, target
 from vigil.contract.alarms import ALARMS, AlarmSpec, runbook_link
 from vigil.contract.metrics import (
     METRIC_UNITS,
@@ -46,7 +46,7 @@ def _metrics(enum: type[StrEnum]) -> str:
         member = declared.members[metric.name]
         rows.append(
             (
-                code(metric.value),
+                target(anchor("metric", metric.value)) + code(metric.value),
                 code(f"{enum.__name__}.{metric.name}"),
                 METRIC_UNITS.get(metric, "Count"),
                 prose(source.docstring(member)),
@@ -60,7 +60,8 @@ def _metrics(enum: type[StrEnum]) -> str:
 def _alarms() -> str:
     rows = [
         (
-            f"[{code(alarm.value)}](../{runbook_link(alarm).removeprefix('docs/')})",
+            target(anchor("alarm", alarm.value))
+            + f"[{code(alarm.value)}](../{runbook_link(alarm).removeprefix('docs/')})",
             spec.scope.value + (f" (when {spec.declared_when})" if spec.declared_when else ""),
             _watches(spec),
             _fires(spec),

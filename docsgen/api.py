@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
-from docsgen.markdown import code, page, table
+from docsgen.markdown import anchor, code, heading, page, table
 
 METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -88,7 +88,7 @@ def _resolver(resolver: Resolver, document: dict[str, Any]) -> str:
 
 
 def _operation(method: str, path: str, operation: dict[str, Any]) -> str:
-    lines = [f"### `{method} {path}`\n"]
+    lines = [heading(3, code(f"{method} {path}"), anchor(method, path))]
     for text in (operation.get("summary"), operation.get("description")):
         if text:
             lines.append(f"{text.strip()}\n")

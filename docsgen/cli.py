@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from docsgen.markdown import code, page, table
+from docsgen.markdown import anchor, code, heading, page, table
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def render() -> str:
 
 def _command(command: Command) -> str:
     name = " ".join(("vigil", *command.words))
-    text = f"## `{name}`\n\n"
+    text = heading(2, code(name), anchor("vigil", *command.words)) + "\n"
     if command.help:
         text += f"{command.help}\n\n"
     subcommands = [

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import griffe
 
 from docsgen import source
-from docsgen.markdown import code, page, prose, table
+from docsgen.markdown import anchor, code, heading, page, prose, table, target
 
 CONSTRUCTS = (
     "infra.stack.VigilStack",
@@ -42,8 +42,12 @@ class Parameter:
 
 
 def lookup(path: str) -> griffe.Class:
+    """The class ``path`` names: where it is written, when ``path`` is a re-export (the import
+    path users write, ``infra.observer_fleet.ObserverFleet``, is a package's)."""
     module_path, name = path.rsplit(".", 1)
     found = source.module(module_path)[name]
+    if isinstance(found, griffe.Alias):
+        found = found.final_target
     assert isinstance(found, griffe.Class), path
     return found
 
@@ -108,6 +112,11 @@ def context_keys() -> list[tuple[str, str, str]]:
     return sorted(found)
 
 
+def parameter_anchor(construct: str, parameter: str) -> str:
+    """``observerfleet-heartbeat_interval``: the id of one parameter's row on the page."""
+    return anchor(construct, parameter)
+
+
 def render() -> str:
     return page(
         "Constructs",
@@ -125,9 +134,14 @@ def render() -> str:
 
 def _construct(path: str) -> str:
     cls = lookup(path)
-    text = f"### {cls.name}\n\n{code(path)}\n\n{prose(source.summary(cls))}\n\n"
+    text = f"{heading(3, cls.name, anchor(cls.name))}\n{code(path)}\n\n{prose(source.summary(cls))}\n\n"
     rows = [
-        (code(p.name), code(p.annotation), code(p.default) or "required", prose(p.meaning))
+        (
+            target(parameter_anchor(cls.name, p.name)) + code(p.name),
+            code(p.annotation),
+            code(p.default) or "required",
+            prose(p.meaning),
+        )
         for p in parameters(path)
     ]
     return text + table(("Parameter", "Type", "Default", "Meaning"), rows)
@@ -135,6 +149,7 @@ def _construct(path: str) -> str:
 
 def _context() -> str:
     rows = [
-        (code(key), code(constant), prose(meaning)) for key, constant, meaning in context_keys()
+        (target(anchor("context", key)) + code(key), code(constant), prose(meaning))
+        for key, constant, meaning in context_keys()
     ]
     return "## CDK context\n\n" + table(("Key", "Read by", "Meaning"), rows)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import griffe
 
 from docsgen import source
-from docsgen.markdown import code, page, prose, table
+from docsgen.markdown import anchor, code, heading, page, prose, table
 
 PACKAGE = "vigil_tools.testing"
 PLUGIN = "vigil_tools.testing.plugin"
@@ -46,7 +46,8 @@ def render() -> str:
         prose(source.docstring(package)),
         "## Fixtures\n",
         *(
-            f"### `{fixture.name}`\n\n{prose(source.docstring(fixture))}\n"
+            f"{heading(3, code(fixture.name), anchor(fixture.name))}\n"
+            f"{prose(source.docstring(fixture))}\n"
             for fixture in fixtures()
         ),
         "## Classes\n",
@@ -57,7 +58,7 @@ def render() -> str:
 def _class(name: str) -> str:
     target = source.module(PACKAGE)[name].final_target
     assert isinstance(target, griffe.Class), name
-    text = f"### {name}\n\n{code(target.path)}\n\n{prose(source.docstring(target))}\n\n"
+    text = f"{heading(3, name, anchor(name))}\n{code(target.path)}\n\n{prose(source.docstring(target))}\n\n"
     members = public_members(target)
     attributes = [
         (code(member.name), code(str(getattr(member, "annotation", None) or "")), _one(member))

@@ -39,6 +39,24 @@ def prose(docstring: str) -> str:
     return _ROLE.sub(r"`\1`", docstring.strip())
 
 
+def anchor(*parts: str) -> str:
+    """A stable HTML id from ``parts``: lowercase, each run of anything but letters, digits and
+    ``_`` one ``-``. The guides and the runbooks link to these ids, so they are the reference's
+    interface: ``anchor("vigil", "jobs", "history")`` is ``vigil-jobs-history``."""
+    return re.sub(r"[^a-z0-9_]+", "-", "-".join(parts).lower()).strip("-")
+
+
+def heading(level: int, text: str, id_: str) -> str:
+    """A heading with an explicit id (``attr_list``), so a link to it does not depend on how the
+    ``toc`` extension would slug its text (code spans, braces)."""
+    return f"{'#' * level} {text} {{#{id_}}}\n"
+
+
+def target(id_: str) -> str:
+    """An empty anchor with ``id_``, for a link to a table row (a parameter, a metric)."""
+    return f'<a id="{id_}"></a>'
+
+
 def page(title: str, intro: str, *sections: str) -> str:
     return (
         "\n".join([f"# {title}", "", GENERATED, "", intro.strip(), "", *sections]).rstrip() + "\n"

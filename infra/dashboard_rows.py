@@ -1,7 +1,8 @@
 """Dashboard rows for what AWS measures itself: Lambda functions, the API, ECS tasks per kind.
 
-Vigil's own metrics (ticks, lifecycle, fleet gauges) are built in ``infra.monitoring``; these read
-the AWS namespaces, so every function, the API and every observer kind show their health too.
+Vigil's own metrics (ticks, lifecycle, fleet gauges) are built in ``infra.monitoring`` and
+``infra.observer_fleet.dashboard``; these read the AWS namespaces, so every function, the API and
+every observer kind show their health too.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
 
 PERIOD = Duration.minutes(5)
 CONTAINER_INSIGHTS = "ECS/ContainerInsights"
@@ -100,3 +102,10 @@ def kind_row(
             width=12,
         ),
     ]
+
+
+def queue_depth(queue: sqs.IQueue, label: str) -> cloudwatch.Metric:
+    """The messages a queue holds (the most in 5 minutes), as one line of a graph."""
+    return queue.metric_approximate_number_of_messages_visible(
+        label=label, period=Duration.minutes(5), statistic="Maximum"
+    )

@@ -13,32 +13,24 @@ from collections.abc import Sequence
 
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.alarms import alarm_above, alarm_above_zero
 from infra.alerts import alarm_topic, notify
 from infra.background_task import BackgroundTask
-from infra.dashboard_rows import api_row, function_row, kind_row
+from infra.dashboard_rows import api_row, function_row, queue_depth
 from infra.jobs_control import JobsControl
-from infra.observer_fleet import STREAM_BEHIND, ObserverFleet
+from infra.observer_fleet import ObserverFleet
+from infra.observer_fleet.dashboard import fleet_rows
 from infra.saved_queries import saved_queries
 from infra.scheduled_job import ScheduledJob
 from infra.tasks_api import TasksApi
 from vigil.contract.alarms import Alarm
-from vigil.contract.metrics import JobMetric, ObserverMetric, TaskMetric
+from vigil.contract.metrics import JobMetric, TaskMetric
 from vigil.contract.stages import dashboard_name
 from vigil.contract.tasks import CompletionEvents
 
 MINUTE = Duration.minutes(1)
-FLEET_STATUS_GAUGES = (
-    ObserverMetric.FLEET_PENDING,
-    ObserverMetric.FLEET_STARTING,
-    ObserverMetric.FLEET_RUNNING,
-    ObserverMetric.FLEET_STOPPING,
-    ObserverMetric.FLEET_STOPPED,
-    ObserverMetric.FLEET_FAILED,
-)
 
 TASK_OUTCOMES = tuple(
     metric for metric in TaskMetric if metric not in (TaskMetric.DURATION, TaskMetric.QUEUE_WAIT)
@@ -129,14 +121,14 @@ class Monitoring(Construct):
             self.dashboard.add_widgets(
                 cloudwatch.GraphWidget(
                     title="jobs audit: undelivered",
-                    left=[_depth(control.audit_undelivered, "undelivered audits")],
+                    left=[queue_depth(control.audit_undelivered, "undelivered audits")],
                     width=8,
                 )
             )
             self._alarm(
                 Alarm.JOBS_AUDIT_UNDELIVERED,
                 "jobs-audit-undelivered",
-                _depth(control.audit_undelivered, "undelivered audits"),
+                queue_depth(control.audit_undelivered, "undelivered audits"),
                 "Jobs audit: EventBridge Scheduler could not invoke the audit; never-delivered "
                 "ticks are not being detected.",
             )
@@ -144,109 +136,10 @@ class Monitoring(Construct):
             self.dashboard.add_widgets(*function_row(label, function))
 
     def _add_fleet(self, fleet: ObserverFleet) -> None:
-        """The fleet owns its alarms; the dashboard shows its state, lifecycle and dead letters."""
+        """The fleet owns its alarms and its rows (``infra.observer_fleet.dashboard``)."""
         self.alarms.extend(fleet.alarms.values())
-        stale_after = 3 * fleet.heartbeat_seconds
-        self.dashboard.add_widgets(
-            cloudwatch.GraphWidget(
-                title="observers: desired against running",
-                left=[
-                    fleet.metric(ObserverMetric.FLEET_DESIRED, "Maximum", MINUTE),
-                    fleet.metric(ObserverMetric.FLEET_RUNNING, "Maximum", MINUTE),
-                    fleet.metric(ObserverMetric.FLEET_HANDING_OVER, "Maximum", MINUTE),
-                ],
-                width=8,
-            ),
-            cloudwatch.GraphWidget(
-                title="observers by status",
-                left=[fleet.metric(name, "Maximum", MINUTE) for name in FLEET_STATUS_GAUGES],
-                stacked=True,
-                width=8,
-            ),
-            cloudwatch.GraphWidget(
-                title="observers: oldest heartbeat of a RUNNING one (s)",
-                left=[fleet.metric(ObserverMetric.FLEET_OLDEST_HEARTBEAT_AGE, "Maximum", MINUTE)],
-                left_annotations=[
-                    cloudwatch.HorizontalAnnotation(value=stale_after, label="restarted after")
-                ],
-                width=8,
-            ),
-        )
-        self.dashboard.add_widgets(
-            cloudwatch.GraphWidget(
-                title="observers: stopped UNCERTAIN (ctx.once), per kind",
-                left=[fleet.kind_metric(ObserverMetric.UNCERTAIN, kind) for kind in fleet.kinds],
-                width=8,
-            ),
-        )
-        self.dashboard.add_widgets(
-            cloudwatch.GraphWidget(
-                title="observers: lifecycle",
-                left=[
-                    fleet.metric(metric)
-                    for metric in (
-                        ObserverMetric.STARTED,
-                        ObserverMetric.RESTARTED,
-                        ObserverMetric.STOPPED,
-                        ObserverMetric.FAILED,
-                        ObserverMetric.ORPHAN_STOPPED,
-                        ObserverMetric.HEARTBEAT_STALE,
-                        ObserverMetric.RUN_TASK_FAILED,
-                    )
-                ],
-                width=12,
-            ),
-            cloudwatch.GraphWidget(
-                title="observers: dead letters and reconcile time",
-                left=[
-                    _depth(fleet.observers_dlq, "gave up"),
-                    _depth(fleet.events_dlq, "undelivered task events"),
-                    _depth(fleet.stream_dlq, "unprocessed registry changes"),
-                    _depth(fleet.reconciler_failures, "failed reconciler events"),
-                ],
-                right=[fleet.metric(ObserverMetric.RECONCILE_DURATION, "Maximum")],
-                width=12,
-            ),
-        )
-        self.dashboard.add_widgets(
-            cloudwatch.GraphWidget(
-                title="observers: stuck states (per minute; alarmed after 3 in a row)",
-                left=[
-                    fleet.metric(metric, "Sum", MINUTE) for metric in ObserverFleet.STUCK_METRICS
-                ],
-                width=16,
-            ),
-            cloudwatch.GraphWidget(
-                title="reconciler: registry stream iterator age (ms)",
-                left=[fleet.stream_iterator_age()],
-                left_annotations=[
-                    cloudwatch.HorizontalAnnotation(
-                        value=STREAM_BEHIND.to_milliseconds(), label="alarm"
-                    )
-                ],
-                width=8,
-            ),
-        )
-        if fleet.pooled_kinds:
-            self.dashboard.add_widgets(
-                cloudwatch.GraphWidget(
-                    title="pooled hosts: lost (per 5 min)",
-                    left=[
-                        fleet.kind_metric(ObserverMetric.HOST_LOST, k) for k in fleet.pooled_kinds
-                    ],
-                    width=12,
-                ),
-                cloudwatch.GraphWidget(
-                    title="pooled hosts: STARTING past the start timeout",
-                    left=[
-                        fleet.kind_metric(ObserverMetric.HOSTS_STUCK_STARTING, k, "Maximum", MINUTE)
-                        for k in fleet.pooled_kinds
-                    ],
-                    width=12,
-                ),
-            )
-        for kind, definition in fleet.task_definitions.items():
-            self.dashboard.add_widgets(*kind_row(kind, fleet.cluster, definition))
+        for row in fleet_rows(fleet):
+            self.dashboard.add_widgets(*row)
 
     def _add_job(self, job: ScheduledJob) -> None:
         name = job.job_name
@@ -269,8 +162,8 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title=f"{name}: dead letters",
                 left=[
-                    _depth(job.failed_runs, "failed runs"),
-                    _depth(job.undelivered, "undelivered"),
+                    queue_depth(job.failed_runs, "failed runs"),
+                    queue_depth(job.undelivered, "undelivered"),
                 ],
                 width=12,
             ),
@@ -278,13 +171,13 @@ class Monitoring(Construct):
         self._alarm(
             Alarm.JOB_FAILED_RUNS,
             f"{name}-failed-runs",
-            _depth(job.failed_runs, "failed runs"),
+            queue_depth(job.failed_runs, "failed runs"),
             f"Job {name}: runs failed after all retries; redrive from the queue once fixed.",
         )
         self._alarm(
             Alarm.JOB_UNDELIVERED,
             f"{name}-undelivered",
-            _depth(job.undelivered, "undelivered"),
+            queue_depth(job.undelivered, "undelivered"),
             f"Job {name}: EventBridge Scheduler could not invoke the function.",
         )
         self._alarm(
@@ -360,8 +253,8 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title=f"task {name}: queue",
                 left=[
-                    _depth(task.queue, "waiting"),
-                    _depth(task.dead_letters, "dead letters"),
+                    queue_depth(task.queue, "waiting"),
+                    queue_depth(task.dead_letters, "dead letters"),
                 ],
                 right=[age],
                 right_annotations=[
@@ -402,7 +295,7 @@ class Monitoring(Construct):
         self._alarm(
             Alarm.TASK_DEAD_LETTERS,
             f"task-{name}-dead-letters",
-            _depth(task.dead_letters, "dead letters"),
+            queue_depth(task.dead_letters, "dead letters"),
             f"Task {name}: messages in its dead-letter queue (out of retries, malformed, or an "
             f"invocation that kept dying). {failed}",
         )
@@ -447,9 +340,3 @@ class Monitoring(Construct):
         self.alarms.append(
             alarm_above_zero(self, alarm_id, alarm=alarm, metric=metric, description=description)
         )
-
-
-def _depth(queue: sqs.IQueue, label: str) -> cloudwatch.Metric:
-    return queue.metric_approximate_number_of_messages_visible(
-        label=label, period=Duration.minutes(5), statistic="Maximum"
-    )

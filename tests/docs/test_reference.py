@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from docsgen import alarms, api, cli, constructs, kit, runbooks, source
+from docsgen.markdown import anchor, code, heading, target
 from docsgen.pages import PAGES
 from vigil.contract.alarms import ALARMS, RUNBOOKS, Alarm, AlarmSpec
 from vigil.contract.metrics import JobMetric, ObserverMetric, TaskMetric
@@ -30,7 +31,7 @@ def _source_parameters(path: str) -> list[str]:
     """The construct's parameters as ``ast`` reads its source (independently of griffe): its
     ``__init__``'s keyword-only ones, or a dataclass's annotated fields."""
     module, name = path.rsplit(".", 1)
-    tree = ast.parse((ROOT / (module.replace(".", "/") + ".py")).read_text())
+    tree = _defining_module(module, name)
     (cls,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name]
     for node in cls.body:
         if isinstance(node, ast.FunctionDef) and node.name == "__init__":
@@ -43,15 +44,34 @@ def _source_parameters(path: str) -> list[str]:
     ]
 
 
+def _defining_module(module: str, name: str) -> ast.Module:
+    """The source that defines ``name``: ``module``'s own, or, when ``module`` is a package that
+    re-exports it (``from infra.observer_fleet.fleet import ObserverFleet``), the module it names."""
+    file = ROOT / (module.replace(".", "/") + ".py")
+    if not file.exists():
+        file = ROOT / module.replace(".", "/") / "__init__.py"
+    tree = ast.parse(file.read_text())
+    for node in tree.body:
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and name in {alias.name for alias in node.names}
+        ):
+            return _defining_module(node.module, name)
+    return tree
+
+
 @pytest.mark.parametrize("path", constructs.CONSTRUCTS + constructs.COMPOSED)
 def test_every_construct_parameter_is_listed_with_its_meaning(path: str) -> None:
     page = rendered("reference/constructs.md")
     documented = {parameter.name: parameter for parameter in constructs.parameters(path)}
 
     assert list(documented) == _source_parameters(path)
-    section = page.split(f"### {path.rsplit('.', 1)[1]}\n", 1)[1].split("\n### ", 1)[0]
+    construct = path.rsplit(".", 1)[1]
+    section = page.split(heading(3, construct, anchor(construct)), 1)[1].split("\n### ", 1)[0]
     for name, parameter in documented.items():
-        assert f"| `{name}` |" in section, name
+        # Its row carries the id the guides link to (constructs.md#observerfleet-kinds).
+        assert f"| {target(constructs.parameter_anchor(construct, name))}`{name}` |" in section
         assert parameter.meaning.strip(), f"{path}: {name} has no docstring text (Args: section)"
 
 
@@ -64,11 +84,11 @@ def test_every_cdk_context_key_infra_reads_is_listed_with_its_meaning() -> None:
 
     assert read <= set(listed)
     for key, _, meaning in constructs.context_keys():
-        assert f"| `{key}` |" in page and meaning.strip(), key
+        assert f"| {target(anchor('context', key))}`{key}` |" in page and meaning.strip(), key
 
 
 def _infra_source() -> str:
-    return "\n".join(path.read_text() for path in sorted((ROOT / "infra").glob("*.py")))
+    return "\n".join(path.read_text() for path in sorted((ROOT / "infra").rglob("*.py")))
 
 
 @pytest.mark.parametrize("resolver", api.RESOLVERS, ids=lambda r: r.title)
@@ -83,7 +103,8 @@ def test_every_api_route_is_listed_with_its_responses(resolver: api.Resolver) ->
 
     assert routes == set(api.operations(api.schema(resolver)))
     for method, path in routes:
-        section = page.split(f"### `{method} {path}`\n", 1)[1].split("\n### ", 1)[0]
+        title = heading(3, code(f"{method} {path}"), anchor(method, path))
+        section = page.split(title, 1)[1].split("\n### ", 1)[0]
         assert "| Response |" in section and "`422`" in section, (method, path)
 
 
@@ -99,14 +120,16 @@ def test_every_cli_command_and_argument_is_listed() -> None:
         ("hosts",),
     }
     for command in found:
-        heading = "## `" + " ".join(("vigil", *command.words)) + "`\n"
-        assert heading in page, heading
-        section = page.split(heading, 1)[1].split("\n## ", 1)[0]
-        assert command.help or not command.words, f"{heading}: no help text"
+        title = heading(
+            2, code(" ".join(("vigil", *command.words))), anchor("vigil", *command.words)
+        )
+        assert title in page, title
+        section = page.split(title, 1)[1].split("\n## ", 1)[0]
+        assert command.help or not command.words, f"{title}: no help text"
         for action in cli.arguments(command):
             shown = action.option_strings[0] if action.option_strings else action.dest
-            assert f"`{shown}" in section, (heading, shown)
-            assert action.help, f"{heading}: {shown} has no help text"
+            assert f"`{shown}" in section, (title, shown)
+            assert action.help, f"{title}: {shown} has no help text"
 
 
 def test_every_metric_and_alarm_is_listed_with_its_meaning() -> None:
@@ -115,7 +138,9 @@ def test_every_metric_and_alarm_is_listed_with_its_meaning() -> None:
     for enum in (JobMetric, TaskMetric, ObserverMetric):
         for metric in enum:
             row = next(
-                line for line in page.splitlines() if line.startswith(f"| `{metric.value}` |")
+                line
+                for line in page.splitlines()
+                if line.startswith(f"| {target(anchor('metric', metric.value))}`{metric.value}` |")
             )
             assert not row.endswith("|   |"), f"{metric!r} has no docstring in the contract"
     assert set(alarms.metric_names()) == {
@@ -137,8 +162,8 @@ def test_the_testing_kit_lists_every_export_and_fixture() -> None:
 
     assert kit.public_names() == sorted(exports)
     for name in exports:
-        assert f"### {name}\n" in page
-    assert "### `vigil_stack`\n" in page
+        assert heading(3, name, anchor(name)) in page
+    assert heading(3, code("vigil_stack"), anchor("vigil_stack")) in page
     for name in exports:
         cls = source.module(kit.PACKAGE)[name].final_target
         assert source.docstring(cls), name

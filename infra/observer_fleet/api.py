@@ -1,0 +1,103 @@
+"""The fleet's part of the management API: the function behind ``/observers`` and ``/hosts``,
+with only the registry, hosts and idempotency calls its routes make, and the REST API in front
+of it (IAM on every method, access logs, the stage's throttle: ``infra.management_api``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Duration
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.function import vigil_function
+from infra.management_api import (
+    API_GATEWAY_TIMEOUT_SECONDS,
+    access_log_group,
+    api_backed,
+    management_api_options,
+    restrict_to_operators,
+)
+from infra.observer_fleet import hosts as fleet_hosts
+from infra.observer_fleet.registry import index_arns
+from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV
+from vigil.contract.observers import FLEET_INDEX, STOPPED_INDEX
+
+
+def build_api_function(
+    scope: Construct,
+    *,
+    registry: dynamodb.Table,
+    idempotency: dynamodb.Table,
+    hosts: dynamodb.Table,
+    kinds_json: str,
+    placements_json: str,
+    pooled: Sequence[str],
+    max_observers: int,
+    heartbeat_seconds: int,
+) -> lambda_.Function:
+    """The function behind ``/observers`` and ``/hosts``, with the grants its routes use."""
+    function = vigil_function(
+        scope,
+        "ApiFunction",
+        handler="handlers.observers_api.handler",
+        description="Vigil observers management API",
+        timeout=Duration.seconds(API_GATEWAY_TIMEOUT_SECONDS),
+        environment={
+            "VIGIL_OBSERVERS_TABLE": registry.table_name,
+            "VIGIL_IDEMPOTENCY_TABLE": idempotency.table_name,
+            "VIGIL_OBSERVER_KINDS": kinds_json,
+            "VIGIL_MAX_OBSERVERS": str(max_observers),
+            "VIGIL_HEARTBEAT_SECONDS": str(heartbeat_seconds),
+            HOSTS_TABLE_ENV: hosts.table_name,
+            PLACEMENTS_ENV: placements_json,
+        },
+    )
+    # Only what the registry's API calls use: reads and list pages, and the transactions of
+    # create, stop and restart (TransactWriteItems is authorised per Put and Update action).
+    function.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=[
+                "dynamodb:GetItem",
+                "dynamodb:BatchGetItem",
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+            ],
+            resources=[registry.table_arn],
+        )
+    )
+    function.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["dynamodb:Query"],
+            resources=index_arns(registry, FLEET_INDEX, STOPPED_INDEX),
+        )
+    )
+    fleet_hosts.grant_api(function, hosts, pooled)
+    idempotency.grant_read_write_data(function)
+    return function
+
+
+def build_rest_api(
+    scope: Construct, function: lambda_.Function, log_retention: logs.RetentionDays
+) -> tuple[apigateway.LambdaRestApi, logs.LogGroup]:
+    """A proxy REST API; IAM (SigV4) authorization on every method, the root included.
+
+    Every request is access-logged as JSON with the caller's IAM identity; the stage throttles.
+    API Gateway writes logs through one role per account and region (``cloud_watch_role``).
+    Returns the API and its access log group.
+    """
+    access_logs = access_log_group(scope, log_retention)
+    api = apigateway.LambdaRestApi(
+        scope,
+        "Api",
+        handler=api_backed(function),
+        proxy=True,
+        description="Vigil observers",
+        **management_api_options(scope, access_logs, "observers"),
+    )
+    restrict_to_operators(api)
+    return api, access_logs
