@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -64,6 +66,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if not config.getoption("hypothesis_profile", None):
         settings.load_profile("vigil")
+    # Each process synthesizes into a folder of its own, never the checkout's cdk.out where
+    # pytest-xdist workers would read each other's templates. Set before collection: the CDK's Node
+    # process reads CDK_OUTDIR once, when the first test module imports aws_cdk.
+    outdir = tempfile.mkdtemp(prefix="vigil-cdk.out-")
+    os.environ["CDK_OUTDIR"] = outdir
+    config.add_cleanup(lambda: shutil.rmtree(outdir, ignore_errors=True))
     # No test starts an EC2 instance: moto need not build its ~2,400 default AMIs each time a
     # test's mock first touches EC2 (a VPC for the fleet, the stack's deploy), ~0.5 CPU s apiece.
     os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
@@ -190,16 +198,14 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _outputs_of_this_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Each process synthesizes its own stacks into a folder of its own (never the checkout's
-    ``cdk.out``, where pytest-xdist workers would overwrite each other's templates), and the app's
-    one synth is shared by every worker of the run (``synthesized_app``)."""
+    """The app's one synth is shared by every worker of the run (``synthesized_app``); each
+    process's own stacks go to its own CDK_OUTDIR (``pytest_configure``)."""
     from vigil_tools.emulator.template import SHARED_SYNTH_ENV
 
     run = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         run = run.parent  # each worker's basetemp is a folder in the run's
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CDK_OUTDIR", str(tmp_path_factory.mktemp("cdk.out")))
         patch.setenv(SHARED_SYNTH_ENV, str(run / "synth"))
         yield
 
