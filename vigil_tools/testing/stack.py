@@ -514,7 +514,7 @@ class VigilStack:
         """A synchronous invocation (a redrive of a ``skip`` job waits for each tick's)."""
         with _quiet():
             result = self.runtime.invoke(function, event)
-        self._record_failures(function, AsyncInvocation(function, [result]), moment)
+        self._record_failures(function, AsyncInvocation.answered(function, result), moment)
         return result
 
     def _record_failures(
