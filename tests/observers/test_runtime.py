@@ -29,7 +29,7 @@ from vigil.observers.runtime import (
 from vigil.settings import SettingsError
 
 from . import sample_kinds
-from .test_registry import raw_item, set_status, start_generation
+from .conftest import StoredObserver
 
 KINDS = {
     "sample": "tests.observers.sample_kinds.run",
@@ -61,30 +61,6 @@ class Harness:
         self.clock.advance(seconds)
         self.before_beat(len(self.sleeps))
         self.runtime.heartbeat_once()
-
-
-class StoredObserver:
-    """The observer ``obs``'s item as stored: what the reconciler writes to it (straight to the
-    table, as the tests set the scene) and what is there afterwards (to see nothing was written)."""
-
-    def __init__(self, dynamodb: Any, table: str) -> None:
-        self._dynamodb = dynamodb
-        self._table = table
-
-    def start(self, generation: int) -> None:
-        """The reconciler starts generation ``generation``, in the task ``arn:task/<generation>``."""
-        start_generation(self._dynamodb, self._table, "obs", generation, f"arn:task/{generation}")
-
-    def set_status(self, status: str) -> None:
-        set_status(self._dynamodb, self._table, "obs", status)
-
-    def raw(self) -> dict[str, Any]:
-        return raw_item(self._dynamodb, self._table, "obs")
-
-
-@pytest.fixture
-def stored(dynamodb: Any, registry_table: str) -> StoredObserver:
-    return StoredObserver(dynamodb, registry_table)
 
 
 @pytest.fixture
@@ -347,18 +323,19 @@ def test_given_fenced_code_that_ignores_stopping_when_the_grace_ends_then_hard_e
     aws: None,
     registry_table: str,
     dynamodb: Any,
+    stored: StoredObserver,
     serialized: Any,
     clock: ManualClock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     registry = ObserverRegistry(serialized(dynamodb), registry_table, clock=clock)
     registry.create("obs", "sample", {})
-    start_generation(dynamodb, registry_table, "obs", 1, "arn:task/1")
+    stored.start(1)
     released = threading.Event()
     exits: list[int] = []
 
     def stubborn(ctx: ObserverContext) -> None:
-        start_generation(dynamodb, registry_table, "obs", 2, "arn:task/2")
+        stored.start(2)
         released.wait(timeout=10)  # blocked in some call that never looks at ctx.stopping
 
     def hard_exit(code: int) -> None:
