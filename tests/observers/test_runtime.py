@@ -447,6 +447,25 @@ def test_given_a_hanging_heartbeat_when_two_intervals_pass_then_ctx_stopping_sel
     assert exits == []
 
 
+def sleeping_on(
+    registry: ObserverRegistry,
+    sleeper: Callable[[threading.Event, float], None],
+    now: list[float],
+) -> ObserverRuntime:
+    """``obs``'s runtime (generation 1, a 10 s heartbeat) whose silence is measured on ``now[0]``
+    and whose sleeps go to ``sleeper``: no heartbeat thread, the sleeper says when one beats."""
+    return ObserverRuntime(
+        registry,
+        name="obs",
+        generation=1,
+        kinds=KINDS,
+        heartbeat_seconds=10,
+        sleeper=sleeper,
+        monotonic=lambda: now[0],
+        heartbeat_thread=False,
+    )
+
+
 def test_given_no_heartbeat_accepted_when_the_observer_sleeps_then_it_wakes_fenced_at_the_deadline(
     started: ObserverRegistry, stored: StoredObserver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -463,16 +482,7 @@ def test_given_no_heartbeat_accepted_when_the_observer_sleeps_then_it_wakes_fenc
         ctx.sleep(60)
 
     install(monkeypatch, work)
-    runtime = ObserverRuntime(
-        started,
-        name="obs",
-        generation=1,
-        kinds=KINDS,
-        heartbeat_seconds=10,
-        sleeper=sleeper,
-        monotonic=lambda: now[0],
-        heartbeat_thread=False,
-    )
+    runtime = sleeping_on(started, sleeper, now)
 
     code = runtime.run()
 
@@ -500,16 +510,7 @@ def test_given_heartbeats_accepted_when_the_observer_sleeps_long_then_it_sleeps_
         ctx.sleep(1)
 
     install(monkeypatch, work)
-    runtime = ObserverRuntime(
-        started,
-        name="obs",
-        generation=1,
-        kinds=KINDS,
-        heartbeat_seconds=10,
-        sleeper=sleeper,
-        monotonic=lambda: now[0],
-        heartbeat_thread=False,
-    )
+    runtime = sleeping_on(started, sleeper, now)
 
     assert runtime.run() is ExitCode.CLEAN
     assert sleeps == [20, 20, 5, 1]  # woken at each deadline, and back to sleep after a beat
