@@ -58,7 +58,7 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 
 from tests.helpers.clients import Delegating
 from vigil import telemetry
-from vigil.clock import ManualClock, iso
+from vigil.clock import ManualClock, iso_seconds
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
 from vigil.contract.journal import JOURNAL_ATTRIBUTE
 from vigil.effects.fence import Fenced
@@ -357,7 +357,7 @@ class Soak:
         self.sim.at(self.clock(), lambda: self._attempt(record, request_id, 0, failed=kept))
 
     def _schedule_tick(self, moment: datetime) -> None:
-        tick = iso(moment).replace(".000Z", "Z")
+        tick = iso_seconds(moment)
         copies = self.rng.choice((1, 1, 2, 3)) if self.on("duplicate") else 1
         if self.on("fail-first") and self.rng.random() < RATES["fail-first"]:
             self.fail_ticks.add(tick)
@@ -556,7 +556,7 @@ class Soak:
 
     def _report(self, seconds: float, redriven: int) -> Report:
         records = {r["scheduled_at"]: r for r in _records(self.client, self.table)}
-        ticks = [iso(START + INTERVAL * (n + 1)).replace(".000Z", "Z") for n in range(self.ticks)]
+        ticks = [iso_seconds(START + INTERVAL * (n + 1)) for n in range(self.ticks)]
         lost = mismatches = twice = 0
         causes: Counter[str] = Counter()
         examples: dict[str, list[str]] = defaultdict(list)

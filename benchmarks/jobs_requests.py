@@ -17,6 +17,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from benchmarks.offline import offline_aws
 from vigil.clock import ManualClock
 from vigil.jobs.control import PauseTerms
 from vigil.jobs.control_store import ControlStore
@@ -149,9 +150,7 @@ def _mean(values: list[int]) -> float:
 
 
 def run(synth: Synthesized | None = None) -> str:
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    offline_aws()
     os.environ["POWERTOOLS_IDEMPOTENCY_DISABLED"] = "false"
     synth = synth or synthesize()
     with mock_aws():

@@ -19,13 +19,13 @@ failover on the simulated clock, and a monthly cost table (dedicated against poo
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from moto import mock_aws
 
+from benchmarks.offline import offline_aws
 from benchmarks.reconciler_scale import PagedListTasks, Timing, _pass, measure_scale
 from tests.helpers.moto_fleet import default_task_transitions
 from tests.helpers.observers import HOSTS_TABLE
@@ -534,9 +534,7 @@ def run(quick: bool = False) -> str:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    offline_aws()
     import sys
 
     print(run(quick="--quick" in sys.argv))

@@ -55,6 +55,7 @@ import boto3
 from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
+from benchmarks.offline import offline_aws
 from tests.helpers.moto_fleet import CONTAINER, REGION, TABLE, default_task_transitions
 from tests.helpers.observers import HOSTS_TABLE, TICKER_WRITES, create_ticker_counts_table
 from tests.helpers.pooled_fleet import POOLED, PooledFleet
@@ -730,9 +731,7 @@ def run(quick: bool = False) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")
-    os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
+    offline_aws(REGION)
     result = soak(config(argv))
     print("\n".join([*result.lines(), *result.diagnosis]))
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import gc
 import itertools
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +25,7 @@ from typing import Any
 
 from moto import mock_aws
 
+from benchmarks.offline import offline_aws
 from tests.helpers.moto_fleet import (
     TABLE,
     MotoFleet,
@@ -320,9 +320,7 @@ def run(quick: bool = False) -> str:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    offline_aws()
     import sys
 
     print(run(quick="--quick" in sys.argv))

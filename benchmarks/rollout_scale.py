@@ -17,7 +17,6 @@ Then the pure pooled planner (``plan_pooled``) at 10,000 observers on 200 hosts 
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from typing import Any
 
 from moto import mock_aws
 
+from benchmarks.offline import offline_aws
 from benchmarks.reconciler_scale import PagedListTasks, Timing, pass_table, running_fleet
 from tests.helpers.moto_fleet import KIND, MotoFleet, default_task_transitions, task_event
 from vigil.clock import ManualClock
@@ -154,7 +154,5 @@ def run() -> str:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    offline_aws()
     print(run())

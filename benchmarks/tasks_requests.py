@@ -35,6 +35,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from benchmarks.offline import offline_aws
 from vigil.clock import iso
 from vigil.contract.tasks import DEFAULT_COMPLETION_EVENTS, CompletionEvents, TaskStatus
 from vigil.dynamo import to_wire
@@ -589,12 +590,7 @@ _QUIET: dict[str, int] = {"written": 0}
 
 
 def _environment() -> None:
-    for name, value in {
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "bench",
-        "AWS_SECRET_ACCESS_KEY": "bench",
-    }.items():
-        os.environ.setdefault(name, value)
+    offline_aws()
     os.environ["POWERTOOLS_IDEMPOTENCY_DISABLED"] = "false"
     os.environ["POWERTOOLS_TRACE_DISABLED"] = "true"  # no X-Ray daemon on moto
 

@@ -27,7 +27,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -191,36 +191,47 @@ def _endpoint(args: argparse.Namespace, session: Any, env: Mapping[str, str]) ->
 
 def _jobs(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> int:
     """``vigil jobs``: talks to AWS directly (stack outputs, runs table, DLQ), not to the API."""
-    import boto3
-    from botocore.exceptions import BotoCoreError
-
-    try:
-        return jobs_cli.run(args, session or boto3.Session(region_name=args.region), out)
-    except jobs_cli.JobsError as problem:
-        print(f"error: {problem}", file=err)
-        return EXIT_API_ERROR
-    except BotoCoreError as unreachable:
-        print(f"error: {unreachable}", file=err)
-        return EXIT_UNREACHABLE
+    return _direct(args, session, err, lambda s: jobs_cli.run(args, s, out), jobs_cli.JobsError)
 
 
 def _tasks(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> int:
     """``vigil tasks``: talks to AWS directly (stack outputs, queues, tasks table), as
     ``vigil.tasks`` does in an application."""
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import ClientError
 
     from vigil.tasks.errors import EnqueuedUnrecorded, InvalidTask, NotCancellable, TaskNotFound
 
-    known = (tasks_cli.TasksError, InvalidTask, NotCancellable, TaskNotFound, EnqueuedUnrecorded)
+    return _direct(
+        args,
+        session,
+        err,
+        lambda s: tasks_cli.run(args, s, out, as_json=args.json),
+        tasks_cli.TasksError,
+        InvalidTask,
+        NotCancellable,
+        TaskNotFound,
+        EnqueuedUnrecorded,
+        ClientError,
+    )
+
+
+def _direct(
+    args: argparse.Namespace,
+    session: Any,
+    err: TextIO,
+    run: Callable[[Any], int],
+    *refusals: type[Exception],
+) -> int:
+    """A command group that talks to AWS directly: it runs in ``session`` (else one in
+    ``--region``); what the group names in ``refusals`` is the operator's to fix (exit 1), a
+    botocore failure to reach AWS is exit 3."""
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
     try:
-        session = session or boto3.Session(region_name=args.region)
-        return tasks_cli.run(args, session, out, as_json=args.json)
-    except known as problem:
+        return run(session or boto3.Session(region_name=args.region))
+    except refusals as problem:
         print(f"error: {problem}", file=err)
-        return EXIT_API_ERROR
-    except ClientError as refused:
-        print(f"error: {refused}", file=err)
         return EXIT_API_ERROR
     except BotoCoreError as unreachable:
         print(f"error: {unreachable}", file=err)

@@ -30,6 +30,7 @@ from vigil.jobs.model import JobHead, RunRecord
 from vigil.jobs.store import RunStore
 from vigil.settle import NotSettleable
 from vigil_tools import jobs_control_cli
+from vigil_tools.direct_cli import add_group, add_redrive, positive
 from vigil_tools.redrive import Answer, Redriven, one_at_a_time, redrive_job
 from vigil_tools.settle_cli import add_settle
 from vigil_tools.stacks import StackNotFound, stack_of, stack_outputs
@@ -72,17 +73,16 @@ class JobsCatalog:
 
 
 def add_parser(groups: Any) -> None:
-    jobs = groups.add_parser("jobs", help="scheduled jobs: state, history, redrive")
-    jobs.add_argument("--stack", help="the deployed stack's name (default: the --stage's)")
-    commands = jobs.add_subparsers(dest="command", required=True)
+    commands = add_group(groups, "jobs", help="scheduled jobs: state, history, redrive")
     commands.add_parser("list", help="every job's latest state")
     history = commands.add_parser("history", help="a job's ticks, newest first")
     history.add_argument("job", help="the job's name")
-    history.add_argument("--limit", type=_positive, default=20, help="how many ticks")
-    again = commands.add_parser("redrive", help="hand dead-lettered events back to the job")
-    again.add_argument("job", help="the job's name")
-    again.add_argument(
-        "--limit", type=_positive, default=100, help="the most dead letters handed back"
+    history.add_argument("--limit", type=positive, default=20, help="how many ticks")
+    add_redrive(
+        commands,
+        "job",
+        help="hand dead-lettered events back to the job",
+        limit="the most dead letters handed back",
     )
     add_settle(
         commands,
@@ -91,7 +91,7 @@ def add_parser(groups: Any) -> None:
         done="it happened: the tick SUCCEEDED",
         not_done="it did not: the tick is FAILED, to run again",
     )
-    jobs_control_cli.add_commands(commands, _positive)
+    jobs_control_cli.add_commands(commands, positive)
 
 
 def run(
@@ -253,10 +253,3 @@ def _pause(head: JobHead | None, now_ms: int) -> str:
         return "-"
     until = head.paused_until or "resumed"
     return f"by {head.paused_by} since {head.paused_since} until {until}: {head.pause_reason}"
-
-
-def _positive(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value

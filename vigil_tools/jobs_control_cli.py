@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 from zoneinfo import ZoneInfo
 
+from vigil.clock import iso_seconds
 from vigil.contract.schedule import Schedule
 from vigil.jobs.control import scheduled_anchor
 from vigil.jobs.events import tick_key
@@ -196,7 +197,7 @@ def print_next(
         return 0
     zone = ZoneInfo(schedule.time_zone)
     rows = [
-        [t.astimezone(zone).strftime("%a %Y-%m-%d %H:%M %Z"), t.strftime("%Y-%m-%dT%H:%M:%SZ")]
+        [t.astimezone(zone).strftime("%a %Y-%m-%d %H:%M %Z"), iso_seconds(t)]
         for t in schedule.next_after(now, count, anchor)
     ]
     out.write(f"{job}: {schedule.expression} in {schedule.time_zone}\n")

@@ -27,6 +27,7 @@ from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.redrive import redrive
 from vigil.tasks.store import TaskRecord, TaskStore
+from vigil_tools.direct_cli import add_group, add_redrive, positive
 from vigil_tools.settle_cli import add_settle
 from vigil_tools.stacks import StackNotFound, stack_of, stack_outputs
 from vigil_tools.tables import render_table
@@ -50,9 +51,7 @@ def catalog_of(cloudformation: Any, stack: str) -> Catalog:
 
 
 def add_parser(groups: Any) -> None:
-    tasks = groups.add_parser("tasks", help="tasks: enqueue, read back, cancel, redrive")
-    tasks.add_argument("--stack", help="the deployed stack's name (default: the --stage's)")
-    commands = tasks.add_subparsers(dest="command", required=True)
+    commands = add_group(groups, "tasks", help="tasks: enqueue, read back, cancel, redrive")
     enqueue = commands.add_parser("enqueue", help="enqueue a task; prints its id")
     enqueue.add_argument("task", help="the task's name")
     enqueue.add_argument("--payload", default="{}", help="a JSON object, or @file.json")
@@ -75,15 +74,16 @@ def add_parser(groups: Any) -> None:
         choices=[s.value for s in TaskStatus],
         help="only records in this status",
     )
-    listing.add_argument("--limit", type=_positive, default=50, help="records per page")
+    listing.add_argument("--limit", type=positive, default=50, help="records per page")
     listing.add_argument("--next", help="the page token a previous list printed")
     cancel = commands.add_parser("cancel", help="cancel a task that has not started")
     cancel.add_argument("task", help="the task's name")
     cancel.add_argument("id", help="the task's id (its key)")
-    again = commands.add_parser("redrive", help="send a task's dead letters back to its queue")
-    again.add_argument("task", help="the task's name")
-    again.add_argument(
-        "--limit", type=_positive, default=100, help="the most dead letters sent back"
+    add_redrive(
+        commands,
+        "task",
+        help="send a task's dead letters back to its queue",
+        limit="the most dead letters sent back",
     )
     add_settle(
         commands,
@@ -200,10 +200,3 @@ def _moment(raw: str) -> datetime:
     if moment.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{raw!r} has no time zone (add Z or +01:00)")
     return moment
-
-
-def _positive(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value

@@ -26,9 +26,18 @@ def from_epoch_ms(value: int) -> datetime:
 
 def iso(moment: datetime) -> str:
     """A fixed-width UTC timestamp (milliseconds, 'Z'): sorts lexicographically as it sorts in time."""
-    return (
-        moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-    )
+    return f"{_seconds(moment)}.{moment.microsecond // 1000:03d}Z"
+
+
+def iso_seconds(moment: datetime) -> str:
+    """A scheduled tick's time, to the whole second ('Z'), as EventBridge writes an event's
+    ``time`` and Scheduler its ``<aws.scheduler.scheduled-time>``: the key a job's run is recorded
+    under. Fixed width too, so it sorts as it sorts in time."""
+    return f"{_seconds(moment)}Z"
+
+
+def _seconds(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 class ManualClock:

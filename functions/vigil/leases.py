@@ -126,20 +126,18 @@ class LeaseTable:
         """Extend a lease still held under the same token; None if it was lost."""
         until = self._clock() + duration
         update = Update().set_all({"lease_until_ms": epoch_ms(until), "lease_until": iso(until)})
-        update.condition(update.eq("lease_token", lease.token))
-        try:
-            self._client.update_item(
-                TableName=self._table, Key=to_wire(lease.key), **update.request()
-            )
-        except ClientError as error:
-            if is_condition_failure(error):
-                return None
-            raise
+        if not self._while_held(lease, update):
+            return None
         return Lease(key=lease.key, holder=lease.holder, token=lease.token, until=until)
 
     def release(self, lease: Lease) -> bool:
         """Give the lease up early; False if another holder had already taken it over."""
         update = Update().remove("lease_token", "lease_holder", "lease_until_ms", "lease_until")
+        return self._while_held(lease, update)
+
+    def _while_held(self, lease: Lease, update: Update) -> bool:
+        """Write ``update`` to the lease's item only while ``lease`` still holds it (its token is
+        still the item's); False, with nothing written, once another holder has taken it over."""
         update.condition(update.eq("lease_token", lease.token))
         try:
             self._client.update_item(

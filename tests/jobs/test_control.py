@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
 from tests.helpers.api_errors import Refusal, check_refusals
 from tests.helpers.jobs import Body, GuardFactory, deliver, tick_at
+from tests.helpers.rest import send_json
 from vigil.clock import ManualClock
 from vigil.contract.jobs import IDEMPOTENCY_PK
 from vigil.contract.schedule import InvalidSchedule, Schedule
@@ -74,16 +75,7 @@ class Api:
         headers: dict[str, str] | None = None,
         **query: str,
     ) -> tuple[int, Any]:
-        event = rest_event(
-            method,
-            path,
-            query=query or None,
-            headers={"Content-Type": "application/json", **(headers or {})},
-            body=json.dumps(body) if body is not None else None,
-            caller_arn=OPERATOR,
-        )
-        answer = self.app.resolve(event, LambdaContext())
-        return int(answer["statusCode"]), json.loads(answer["body"] or "null")
+        return send_json(self.app, method, path, body, headers=headers, query=query)
 
 
 def spec(name: str = "cleanup", schedule: str = "cron(*/5 * * * ? *)", tz: str = "UTC") -> JobSpec:
@@ -454,7 +446,6 @@ def test_a_failed_run_longer_than_max_duration_emits_the_too_long_metric(
     """``duration_flag`` flags a too-long run "whatever its outcome" and the guard writes the flag
     into a FAILED record, but the decorator emits JobRunTooLong only on the success path: a run
     that hangs for too long and then fails (the usual case) never reaches the alarm."""
-    import json
 
     from tests.helpers.jobs import context
     from vigil.jobs import scheduled_job
@@ -486,10 +477,6 @@ def test_a_failed_run_longer_than_max_duration_emits_the_too_long_metric(
 
 
 def _raw(api: Api, method: str, path: str, raw_body: str | None) -> tuple[int, Any]:
-    import json
-
-    from vigil_tools.api_client import rest_event
-    from vigil_tools.lambda_context import LambdaContext
 
     event = rest_event(
         method,

@@ -23,6 +23,8 @@ from tests.helpers.observers import (
 from vigil.clock import ManualClock
 from vigil.observers.registry import ObserverRegistry
 
+from .test_registry import raw_item, set_status, start_generation
+
 
 @pytest.fixture
 def registry_table(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> str:
@@ -38,6 +40,30 @@ def registry_table(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> str:
 @pytest.fixture
 def registry(dynamodb: Any, registry_table: str, clock: ManualClock) -> ObserverRegistry:
     return ObserverRegistry(dynamodb, registry_table, clock=clock, max_observers=3)
+
+
+class StoredObserver:
+    """The observer ``obs``'s item as stored: what the reconciler writes to it (straight to the
+    table, as the tests set the scene) and what is there afterwards (to see nothing was written)."""
+
+    def __init__(self, dynamodb: Any, table: str) -> None:
+        self._dynamodb = dynamodb
+        self._table = table
+
+    def start(self, generation: int) -> None:
+        """The reconciler starts generation ``generation``, in the task ``arn:task/<generation>``."""
+        start_generation(self._dynamodb, self._table, "obs", generation, f"arn:task/{generation}")
+
+    def set_status(self, status: str) -> None:
+        set_status(self._dynamodb, self._table, "obs", status)
+
+    def raw(self) -> dict[str, Any]:
+        return raw_item(self._dynamodb, self._table, "obs")
+
+
+@pytest.fixture
+def stored(dynamodb: Any, registry_table: str) -> StoredObserver:
+    return StoredObserver(dynamodb, registry_table)
 
 
 API_KINDS = {"ticker": "observers.ticker.run", "price-watch": "observers.price_watch.run"}

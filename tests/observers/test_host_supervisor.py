@@ -7,6 +7,8 @@ moto's, so the heartbeat and the exit reports are the real writes. Real processe
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -75,11 +77,20 @@ class Host:
         return self.supervisor.tick(self.now)
 
 
+NewHost = Callable[..., Host]
+"""``new_host(slots=5, stop_timeout=60)``: h1's supervisor, h1 already in the hosts table."""
+
+
 @pytest.fixture
-def host(dynamodb: Any, registry_table: str, clock: ManualClock) -> Host:
+def new_host(dynamodb: Any, registry_table: str, clock: ManualClock) -> NewHost:
     create_hosts_table(dynamodb)
     put_host(dynamodb, HOSTS_TABLE, "h1")
-    return Host(dynamodb, registry_table, clock, slots=50)
+    return functools.partial(Host, dynamodb, registry_table, clock)
+
+
+@pytest.fixture
+def host(new_host: NewHost) -> Host:
+    return new_host(slots=50)
 
 
 def placed(host: Host, registry_table: str, names: dict[str, int]) -> None:
@@ -108,11 +119,9 @@ def test_given_k_observers_when_intervals_pass_then_two_heartbeat_writes_each_in
 
 
 def test_given_assignment_changes_when_the_host_beats_then_it_starts_and_stops_to_match(
-    dynamodb: Any, registry_table: str, clock: ManualClock
+    new_host: NewHost, registry_table: str
 ) -> None:
-    create_hosts_table(dynamodb)
-    put_host(dynamodb, HOSTS_TABLE, "h1")
-    host = Host(dynamodb, registry_table, clock, slots=5, stop_timeout=60)
+    host = new_host(slots=5, stop_timeout=60)
     placed(host, registry_table, {"a": 1, "b": 1})
     host.step()
     assert host.launcher.pairs() == [("a", 1), ("b", 1)]
@@ -237,11 +246,9 @@ def test_given_the_hosts_table_unreachable_when_two_intervals_pass_then_the_host
 
 
 def test_given_sigterm_when_children_hand_over_then_reported_and_the_host_exits_0(
-    dynamodb: Any, registry_table: str, clock: ManualClock
+    new_host: NewHost, registry_table: str
 ) -> None:
-    create_hosts_table(dynamodb)
-    put_host(dynamodb, HOSTS_TABLE, "h1")
-    host = Host(dynamodb, registry_table, clock, slots=5, stop_timeout=60)
+    host = new_host(slots=5, stop_timeout=60)
     placed(host, registry_table, {"a": 1, "b": 1})
     host.step()
 
@@ -263,11 +270,9 @@ def test_given_sigterm_when_children_hand_over_then_reported_and_the_host_exits_
 
 
 def test_given_more_assigned_than_slots_when_the_host_beats_then_it_runs_only_its_slots(
-    dynamodb: Any, registry_table: str, clock: ManualClock
+    new_host: NewHost, registry_table: str
 ) -> None:
-    create_hosts_table(dynamodb)
-    put_host(dynamodb, HOSTS_TABLE, "h1")
-    host = Host(dynamodb, registry_table, clock, slots=2)
+    host = new_host(slots=2)
     placed(host, registry_table, {"a": 1, "b": 1, "c": 1})
 
     host.step()
@@ -333,11 +338,9 @@ def test_describe_exit(exitcode: int, code: ExitCode, reason: str) -> None:
 
 
 def test_given_a_child_already_stopping_when_the_host_is_fenced_then_it_is_fenced_too(
-    dynamodb: Any, registry_table: str, clock: ManualClock
+    new_host: NewHost, registry_table: str
 ) -> None:
-    create_hosts_table(dynamodb)
-    put_host(dynamodb, HOSTS_TABLE, "h1")
-    host = Host(dynamodb, registry_table, clock, slots=5, stop_timeout=60)
+    host = new_host(slots=5, stop_timeout=60)
     placed(host, registry_table, {"a": 1, "b": 1})
     host.step()
     assign(host.client, HOSTS_TABLE, "h1", {"b": 1})

@@ -13,7 +13,7 @@ from vigil.observers import decisions as d
 from vigil.observers.registry import ObserverRegistry
 from vigil.observers.runtime import ExitCode, ObserverContext, StopReason
 
-from .test_registry import raw_item, start_generation
+from .conftest import StoredObserver
 from .test_runtime import Harness, install
 
 
@@ -28,9 +28,9 @@ def observer(registry: ObserverRegistry) -> ObserverRegistry:
 
 
 def generation(
-    registry: ObserverRegistry, dynamodb: Any, table: str, clock: ManualClock, number: int
+    registry: ObserverRegistry, stored: StoredObserver, clock: ManualClock, number: int
 ) -> Harness:
-    start_generation(dynamodb, table, "obs", number, f"arn:task/{number}")
+    stored.start(number)
     return Harness(registry, clock, generation=number)
 
 
@@ -47,39 +47,37 @@ def paging(sent: list[int], *, crash_first: bool = False, check: Any = None) -> 
 
 def test_an_effect_done_by_one_generation_is_skipped_by_its_replacement(
     observer: ObserverRegistry,
-    dynamodb: Any,
-    registry_table: str,
+    stored: StoredObserver,
     clock: ManualClock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sent: list[int] = []
     install(monkeypatch, paging(sent))
 
-    first = generation(observer, dynamodb, registry_table, clock, 1).runtime.run()
-    second = generation(observer, dynamodb, registry_table, clock, 2).runtime.run()
+    first = generation(observer, stored, clock, 1).runtime.run()
+    second = generation(observer, stored, clock, 2).runtime.run()
 
     assert (first, second, sent) == (ExitCode.CLEAN, ExitCode.CLEAN, [1])
-    entry = raw_item(dynamodb, registry_table, "obs")[JOURNAL_ATTRIBUTE]["page:incident-7"]
+    entry = stored.raw()[JOURNAL_ATTRIBUTE]["page:incident-7"]
     assert (entry["state"], entry["fence"]) == ("DONE", 1)
 
 
 def test_a_crash_between_intent_and_completion_stops_the_next_generation_uncertain(
     observer: ObserverRegistry,
-    dynamodb: Any,
-    registry_table: str,
+    stored: StoredObserver,
     clock: ManualClock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sent: list[int] = []
     install(monkeypatch, paging(sent, crash_first=True))
-    assert generation(observer, dynamodb, registry_table, clock, 1).runtime.run() is ExitCode.CRASH
+    assert generation(observer, stored, clock, 1).runtime.run() is ExitCode.CRASH
 
-    replacement = generation(observer, dynamodb, registry_table, clock, 2).runtime
+    replacement = generation(observer, stored, clock, 2).runtime
     code = replacement.run()
 
     assert sent == [1]  # not a second page
     assert (code, replacement.stop_reason) == (ExitCode.UNCERTAIN, StopReason.UNCERTAIN)
-    item = raw_item(dynamodb, registry_table, "obs")
+    item = stored.raw()
     assert item[UNCERTAIN_EFFECT_ATTRIBUTE] == "page:incident-7"
     assert "never recorded done" in item["uncertain_reason"]
     assert item["last_exit"]["exit_code"] == ExitCode.UNCERTAIN
@@ -97,8 +95,7 @@ def test_a_crash_between_intent_and_completion_stops_the_next_generation_uncerta
 @pytest.mark.parametrize(("happened", "sent_by"), [(True, [1]), (False, [1, 2])])
 def test_a_check_decides_an_effect_left_unfinished(
     observer: ObserverRegistry,
-    dynamodb: Any,
-    registry_table: str,
+    stored: StoredObserver,
     clock: ManualClock,
     monkeypatch: pytest.MonkeyPatch,
     happened: bool,
@@ -106,31 +103,30 @@ def test_a_check_decides_an_effect_left_unfinished(
 ) -> None:
     sent: list[int] = []
     install(monkeypatch, paging(sent, crash_first=True, check=lambda: happened))
-    generation(observer, dynamodb, registry_table, clock, 1).runtime.run()
+    generation(observer, stored, clock, 1).runtime.run()
 
-    code = generation(observer, dynamodb, registry_table, clock, 2).runtime.run()
+    code = generation(observer, stored, clock, 2).runtime.run()
 
     assert (code, sent) == (ExitCode.CLEAN, sent_by)
-    entry = raw_item(dynamodb, registry_table, "obs")[JOURNAL_ATTRIBUTE]["page:incident-7"]
+    entry = stored.raw()[JOURNAL_ATTRIBUTE]["page:incident-7"]
     assert entry["state"] == "DONE"
 
 
 def test_a_replaced_generation_cannot_begin_an_effect(
     observer: ObserverRegistry,
-    dynamodb: Any,
-    registry_table: str,
+    stored: StoredObserver,
     clock: ManualClock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sent: list[int] = []
-    old = generation(observer, dynamodb, registry_table, clock, 1)
+    old = generation(observer, stored, clock, 1)
 
     def replaced_then_pages(ctx: ObserverContext) -> None:
-        start_generation(dynamodb, registry_table, "obs", 2, "arn:task/2")
+        stored.start(2)
         paging(sent)(ctx)
 
     install(monkeypatch, replaced_then_pages)
     code = old.runtime.run()
 
     assert (code, sent) == (ExitCode.FENCED, [])
-    assert "page:incident-7" not in raw_item(dynamodb, registry_table, "obs")[JOURNAL_ATTRIBUTE]
+    assert "page:incident-7" not in stored.raw()[JOURNAL_ATTRIBUTE]

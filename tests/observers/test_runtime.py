@@ -29,7 +29,7 @@ from vigil.observers.runtime import (
 from vigil.settings import SettingsError
 
 from . import sample_kinds
-from .test_registry import raw_item, set_status, start_generation
+from .conftest import StoredObserver
 
 KINDS = {
     "sample": "tests.observers.sample_kinds.run",
@@ -64,10 +64,10 @@ class Harness:
 
 
 @pytest.fixture
-def started(registry: ObserverRegistry, dynamodb: Any, registry_table: str) -> ObserverRegistry:
+def started(registry: ObserverRegistry, stored: StoredObserver) -> ObserverRegistry:
     """An observer the reconciler has just started as generation 1."""
     registry.create("obs", "sample", {"interval_seconds": 10})
-    start_generation(dynamodb, registry_table, "obs", 1, "arn:task/1")
+    stored.start(1)
     return registry
 
 
@@ -105,8 +105,7 @@ def test_given_a_running_observer_when_stop_is_requested_then_it_stops_cleanly_a
 def test_given_a_replacement_when_the_next_heartbeat_runs_then_fenced_and_nothing_written(
     started: ObserverRegistry,
     clock: ManualClock,
-    dynamodb: Any,
-    registry_table: str,
+    stored: StoredObserver,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     install(monkeypatch, looping)
@@ -115,8 +114,8 @@ def test_given_a_replacement_when_the_next_heartbeat_runs_then_fenced_and_nothin
 
     def replace(n: int) -> None:
         if n == 2:
-            start_generation(dynamodb, registry_table, "obs", 2, "arn:task/2")
-            replaced.update(raw_item(dynamodb, registry_table, "obs"))
+            stored.start(2)
+            replaced.update(stored.raw())
 
     harness.before_beat = replace
 
@@ -124,21 +123,20 @@ def test_given_a_replacement_when_the_next_heartbeat_runs_then_fenced_and_nothin
 
     assert code is ExitCode.FENCED
     assert len(harness.sleeps) == 2  # stopped at the first heartbeat after the replacement
-    assert raw_item(dynamodb, registry_table, "obs") == replaced
+    assert stored.raw() == replaced
 
 
 def test_given_a_replacement_when_the_observer_checkpoints_then_fenced_at_once(
     started: ObserverRegistry,
     clock: ManualClock,
-    dynamodb: Any,
-    registry_table: str,
+    stored: StoredObserver,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: list[bool] = []
 
     def replaced_mid_work(ctx: ObserverContext) -> None:
         ctx.checkpoint({"count": 1})
-        start_generation(dynamodb, registry_table, "obs", 2, "arn:task/2")
+        stored.start(2)
         try:
             ctx.checkpoint({"count": 2})
         finally:
@@ -154,10 +152,10 @@ def test_given_a_replacement_when_the_observer_checkpoints_then_fenced_at_once(
 
 
 def test_given_observer_code_that_raises_when_run_then_crash_exit_and_reason_recorded(
-    dynamodb: Any, registry_table: str, registry: ObserverRegistry, clock: ManualClock
+    stored: StoredObserver, registry: ObserverRegistry, clock: ManualClock
 ) -> None:
     registry.create("obs", "crash", {})
-    start_generation(dynamodb, registry_table, "obs", 1, "arn:task/1")
+    stored.start(1)
 
     code = Harness(registry, clock, generation=1).runtime.run()
 
@@ -184,12 +182,12 @@ def test_given_sigterm_when_running_then_loop_ends_checkpoint_kept_and_status_le
 
 
 def test_given_a_previous_checkpoint_when_the_ticker_restarts_then_it_counts_on(
-    dynamodb: Any, registry_table: str, registry: ObserverRegistry, clock: ManualClock
+    stored: StoredObserver, registry: ObserverRegistry, clock: ManualClock
 ) -> None:
     registry.create("obs", "ticker", {"interval_seconds": 1})
-    start_generation(dynamodb, registry_table, "obs", 1, "arn:task/1")
+    stored.start(1)
     registry.checkpoint("obs", 1, {"count": 41})
-    start_generation(dynamodb, registry_table, "obs", 2, "arn:task/2")
+    stored.start(2)
     harness = Harness(registry, clock, generation=2)
     harness.before_beat = lambda n: registry.request_stop("obs") if n == 2 else None
 
@@ -204,8 +202,7 @@ def test_given_a_previous_checkpoint_when_the_ticker_restarts_then_it_counts_on(
     [("broken", 1, ExitCode.BAD_CONFIGURATION), ("sample", 7, ExitCode.FENCED)],
 )
 def test_given_a_bad_kind_or_an_old_generation_when_started_then_it_never_claims(
-    dynamodb: Any,
-    registry_table: str,
+    stored: StoredObserver,
     registry: ObserverRegistry,
     clock: ManualClock,
     kind: str,
@@ -213,7 +210,7 @@ def test_given_a_bad_kind_or_an_old_generation_when_started_then_it_never_claims
     expected: ExitCode,
 ) -> None:
     registry.create("obs", kind, {})
-    start_generation(dynamodb, registry_table, "obs", 1, "arn:task/1")
+    stored.start(1)
 
     code = Harness(registry, clock, generation=generation).runtime.run()
 
@@ -224,36 +221,34 @@ def test_given_a_bad_kind_or_an_old_generation_when_started_then_it_never_claims
 def test_given_a_failed_observer_when_its_late_container_starts_then_fenced_without_writing(
     started: ObserverRegistry,
     clock: ManualClock,
-    dynamodb: Any,
-    registry_table: str,
+    stored: StoredObserver,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     install(monkeypatch, lambda ctx: pytest.fail("must not run"))
-    set_status(dynamodb, registry_table, "obs", "FAILED")  # never claimed in the start timeout
-    before = raw_item(dynamodb, registry_table, "obs")
+    stored.set_status("FAILED")  # never claimed in the start timeout
+    before = stored.raw()
 
     code = Harness(started, clock, generation=1).runtime.run()
 
     assert code is ExitCode.FENCED
-    assert raw_item(dynamodb, registry_table, "obs") == before
+    assert stored.raw() == before
 
 
 def test_given_sigterm_before_the_claim_when_started_then_it_never_claims_nor_writes(
     started: ObserverRegistry,
     clock: ManualClock,
-    dynamodb: Any,
-    registry_table: str,
+    stored: StoredObserver,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     install(monkeypatch, lambda ctx: pytest.fail("must not run"))
-    before = raw_item(dynamodb, registry_table, "obs")
+    before = stored.raw()
     runtime = Harness(started, clock, generation=1).runtime
     runtime.request_stop(StopReason.SIGTERM)
 
     code = runtime.run()
 
     assert code is ExitCode.CLEAN
-    assert raw_item(dynamodb, registry_table, "obs") == before
+    assert stored.raw() == before
 
 
 def test_given_an_unknown_observer_when_started_then_bad_configuration(
@@ -265,14 +260,13 @@ def test_given_an_unknown_observer_when_started_then_bad_configuration(
 def test_a_container_of_one_kind_refuses_an_observer_of_another(
     started: ObserverRegistry,
     clock: ManualClock,
-    dynamodb: Any,
-    registry_table: str,
+    stored: StoredObserver,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each kind's task definition lists its own kind only (``VIGIL_OBSERVER_KINDS``): a record of
     another kind is never run under this kind's task role, nor claimed."""
     install(monkeypatch, lambda ctx: pytest.fail("must not run"))
-    before = raw_item(dynamodb, registry_table, "obs")  # of the kind "sample"
+    before = stored.raw()  # of the kind "sample"
     runtime = ObserverRuntime(
         started,
         name="obs",
@@ -283,7 +277,7 @@ def test_a_container_of_one_kind_refuses_an_observer_of_another(
     )
 
     assert runtime.run() is ExitCode.BAD_CONFIGURATION
-    assert raw_item(dynamodb, registry_table, "obs") == before
+    assert stored.raw() == before
 
 
 def test_given_a_stop_before_the_claim_when_started_then_clean_stop_without_running(
@@ -329,18 +323,19 @@ def test_given_fenced_code_that_ignores_stopping_when_the_grace_ends_then_hard_e
     aws: None,
     registry_table: str,
     dynamodb: Any,
+    stored: StoredObserver,
     serialized: Any,
     clock: ManualClock,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     registry = ObserverRegistry(serialized(dynamodb), registry_table, clock=clock)
     registry.create("obs", "sample", {})
-    start_generation(dynamodb, registry_table, "obs", 1, "arn:task/1")
+    stored.start(1)
     released = threading.Event()
     exits: list[int] = []
 
     def stubborn(ctx: ObserverContext) -> None:
-        start_generation(dynamodb, registry_table, "obs", 2, "arn:task/2")
+        stored.start(2)
         released.wait(timeout=10)  # blocked in some call that never looks at ctx.stopping
 
     def hard_exit(code: int) -> None:
@@ -413,8 +408,7 @@ class Hanging(ObserverRegistry):
 
 def test_given_a_hanging_heartbeat_when_two_intervals_pass_then_ctx_stopping_self_fences(
     started: ObserverRegistry,
-    dynamodb: Any,
-    registry_table: str,
+    stored: StoredObserver,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     interval = 1 / 64  # the real heartbeat thread enters its (hanging) call after this
@@ -443,7 +437,7 @@ def test_given_a_hanging_heartbeat_when_two_intervals_pass_then_ctx_stopping_sel
     )
     try:
         code = runtime.run()  # returns although the heartbeat thread is still blocked
-        written = raw_item(dynamodb, registry_table, "obs")
+        written = stored.raw()
     finally:
         hanging.released.set()
 
@@ -453,8 +447,27 @@ def test_given_a_hanging_heartbeat_when_two_intervals_pass_then_ctx_stopping_sel
     assert exits == []
 
 
+def sleeping_on(
+    registry: ObserverRegistry,
+    sleeper: Callable[[threading.Event, float], None],
+    now: list[float],
+) -> ObserverRuntime:
+    """``obs``'s runtime (generation 1, a 10 s heartbeat) whose silence is measured on ``now[0]``
+    and whose sleeps go to ``sleeper``: no heartbeat thread, the sleeper says when one beats."""
+    return ObserverRuntime(
+        registry,
+        name="obs",
+        generation=1,
+        kinds=KINDS,
+        heartbeat_seconds=10,
+        sleeper=sleeper,
+        monotonic=lambda: now[0],
+        heartbeat_thread=False,
+    )
+
+
 def test_given_no_heartbeat_accepted_when_the_observer_sleeps_then_it_wakes_fenced_at_the_deadline(
-    started: ObserverRegistry, dynamodb: Any, registry_table: str, monkeypatch: pytest.MonkeyPatch
+    started: ObserverRegistry, stored: StoredObserver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [0.0]
     sleeps: list[float] = []
@@ -469,22 +482,13 @@ def test_given_no_heartbeat_accepted_when_the_observer_sleeps_then_it_wakes_fenc
         ctx.sleep(60)
 
     install(monkeypatch, work)
-    runtime = ObserverRuntime(
-        started,
-        name="obs",
-        generation=1,
-        kinds=KINDS,
-        heartbeat_seconds=10,
-        sleeper=sleeper,
-        monotonic=lambda: now[0],
-        heartbeat_thread=False,
-    )
+    runtime = sleeping_on(started, sleeper, now)
 
     code = runtime.run()
 
     assert code is ExitCode.FENCED
     assert sleeps == [15, 5]  # the second sleep ends at 20 s of silence, the third never starts
-    assert "last_exit" not in raw_item(dynamodb, registry_table, "obs")
+    assert "last_exit" not in stored.raw()
 
 
 def test_given_heartbeats_accepted_when_the_observer_sleeps_long_then_it_sleeps_it_all(
@@ -506,16 +510,7 @@ def test_given_heartbeats_accepted_when_the_observer_sleeps_long_then_it_sleeps_
         ctx.sleep(1)
 
     install(monkeypatch, work)
-    runtime = ObserverRuntime(
-        started,
-        name="obs",
-        generation=1,
-        kinds=KINDS,
-        heartbeat_seconds=10,
-        sleeper=sleeper,
-        monotonic=lambda: now[0],
-        heartbeat_thread=False,
-    )
+    runtime = sleeping_on(started, sleeper, now)
 
     assert runtime.run() is ExitCode.CLEAN
     assert sleeps == [20, 20, 5, 1]  # woken at each deadline, and back to sleep after a beat

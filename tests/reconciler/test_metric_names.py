@@ -22,6 +22,7 @@ from tests.helpers.moto_fleet import MotoFleet
 from tests.helpers.tables import create_pk_sk_table
 from tests.helpers.tasks import PLAIN, build_stack, invoke, record_of, records
 from vigil import telemetry
+from vigil.clock import iso_seconds
 from vigil.contract.metrics import powertools_environment
 from vigil.jobs import scheduled_job
 from vigil.jobs.finish import OutcomeUnrecorded
@@ -135,9 +136,9 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
         raise RuntimeError("boom")
 
     failing = scheduled_job(fail, client=fleet.dynamodb, clock=fleet.clock)
-    on_time = fleet.clock().strftime("%Y-%m-%dT%H:%M:%SZ")
-    late = (fleet.clock() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    earlier = (fleet.clock() - timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    on_time = iso_seconds(fleet.clock())
+    late = iso_seconds(fleet.clock() - timedelta(hours=1))
+    earlier = iso_seconds(fleet.clock() - timedelta(seconds=30))
     handler(_event(on_time), Context())
     handler(_event(on_time), Context())
     handler(_event(late), Context())
@@ -146,7 +147,7 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
     # ... and a run whose finish is throttled past the little time its invocation has left
     throttled = FaultyTransactions(fleet.dynamodb, plan=[None], always="throttled")
     unrecorded = scheduled_job(lambda run: None, client=throttled, clock=fleet.clock)
-    minute_ago = (fleet.clock() - timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    minute_ago = iso_seconds(fleet.clock() - timedelta(seconds=60))
     fleet.clock.advance(1)  # a later claim: its token passes the job's fence at the first try
     with pytest.raises(OutcomeUnrecorded):
         unrecorded(_event(minute_ago), HurriedContext())

@@ -297,14 +297,7 @@ def test_a_new_task_definition_rolls_every_pooled_observer_onto_new_hosts(
     resync(pool)
     old_hosts = set(pool.hosts())
     # A deploy registers a new revision of the pooled kind's task definition
-    new = pool.ecs_client.register_task_definition(
-        family="vigil-observer-pooled-ticker",
-        requiresCompatibilities=["FARGATE"],
-        networkMode="awsvpc",
-        cpu="512",
-        memory="1024",
-        containerDefinitions=[{"name": "observer", "image": "vigil/observer:v2", "memory": 1024}],
-    )["taskDefinition"]["taskDefinitionArn"]
+    new = pool.register_pooled_revision("vigil/observer:v2")
     pool.pooled_definition_arn = new
     in_flight = []
     for step in range(40):

@@ -72,14 +72,7 @@ def test_a_new_pooled_revision_is_rolled_out_to_running_observers(pool: PooledFl
     resync(pool, "p0")
     old = pool.pooled_definition_arn
     # When a deploy registers a new revision of the pooled kind's task definition
-    pool.pooled_definition_arn = pool.ecs_client.register_task_definition(
-        family="vigil-observer-pooled-ticker",
-        requiresCompatibilities=["FARGATE"],
-        networkMode="awsvpc",
-        cpu="512",
-        memory="1024",
-        containerDefinitions=[{"name": "observer", "image": "vigil/observer:v2", "memory": 1024}],
-    )["taskDefinition"]["taskDefinitionArn"]
+    pool.pooled_definition_arn = pool.register_pooled_revision("vigil/observer:v2")
     assert pool.pooled_definition_arn != old
     # And many passes run, hosts heartbeating and children exiting when told to stop
     for step in range(20):

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.api_errors import Refusal, check_refusals
+from tests.helpers.rest import send_json
 from tests.helpers.tasks import ORDERED, PLAIN, Counting, Stack, invoke, records
 from tests.tasks.conftest import HandlerFactory
 from vigil.contract.api_errors import INVALID_FIELD, ErrorCode, documented
@@ -35,15 +36,7 @@ class Api:
         raw: str | None = None,
         **query: str,
     ) -> tuple[int, Any]:
-        event = rest_event(
-            method,
-            path,
-            query=query or None,
-            headers={"Content-Type": "application/json", **(headers or {})},
-            body=raw if raw is not None else (json.dumps(body) if body is not None else None),
-        )
-        answer = self.app.resolve(event, LambdaContext())
-        return int(answer["statusCode"]), json.loads(answer["body"] or "null")
+        return send_json(self.app, method, path, body, raw=raw, headers=headers, query=query)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from vigil.clock import iso_seconds
 from vigil_tools.api_client import InProcessTransport, Transport
 from vigil_tools.cli import main as vigil
 from vigil_tools.emulator.account import LocalAccount
@@ -51,7 +52,7 @@ def simulate_control(
     print("\n=== Job control ===")
     t0 = start
     fire(audit, t0)  # the audit's first sight of the jobs: it counts their ticks from now on
-    until = (t0 + timedelta(minutes=7)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    until = iso_seconds(t0 + timedelta(minutes=7))
     cli("jobs", "pause", "cleanup", "--reason", "database migration", "--until", until)
     cli("jobs", "list")
     paused = fire(cleanup, t0 + timedelta(minutes=5))
@@ -63,8 +64,8 @@ def simulate_control(
     found = fire(audit, t0 + timedelta(minutes=30))
     print(f"  audit: never delivered {found['never_delivered']} -> recorded MISSED, alarm")
     facts["never_delivered"] = found["never_delivered"]
-    first = (t0 + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    last = (t0 + timedelta(minutes=25)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    first = iso_seconds(t0 + timedelta(minutes=5))
+    last = iso_seconds(t0 + timedelta(minutes=25))
     cli("jobs", "backfill", "cleanup", "--from", first, "--to", last, "--dry-run")
     facts["backfill"] = cli("jobs", "backfill", "cleanup", "--from", first, "--to", last)
     cli("jobs", "next", "daily-report", "-n", "3")

@@ -20,6 +20,7 @@ from typing import Any
 
 from botocore.client import BaseClient
 
+from vigil.clock import iso_seconds
 from vigil.contract.effects import FENCE_ATTRIBUTE
 from vigil_tools.demo.control import run_cli
 from vigil_tools.emulator.account import LocalAccount
@@ -118,7 +119,7 @@ def _hung_run(
         "successor": successor["outcome"],
         "late": late.error_type,
         "summary_tick": item["tick"]["S"],
-        "successor_tick": second.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "successor_tick": iso_seconds(second),
     }
 
 
@@ -132,7 +133,7 @@ def _killed_after_the_email(
 ) -> dict[str, Any]:
     report = next(s for s in schedules if s.name.startswith("DailyReport"))
     moment = next(iter(occurrences(report, now(), now() + timedelta(days=4))))
-    tick = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    tick = iso_seconds(moment)
     move_to(moment + timedelta(seconds=1))
     with killed_after_the_email():
         result = runtime.invoke_async(report.target_arn, json.loads(report.render_input(moment)))

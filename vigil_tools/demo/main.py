@@ -224,7 +224,7 @@ def _redrive_all(account: LocalAccount, runtime: LocalLambda, journal: Journal) 
         ):
             result = item.result
             if not isinstance(result, AsyncInvocation):  # one at a time: answered, not retried
-                result = AsyncInvocation(function, [result])
+                result = AsyncInvocation.answered(function, result)
             journal.deliveries(f"redrive {name}", result)
             print(journal.lines[-1])
             journal.deliveries(

@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from aws_lambda_powertools import Logger
 
-from vigil.clock import iso
+from vigil.clock import iso, iso_seconds
 from vigil.contract.metrics import SERVICE
 from vigil.contract.observers import ExitCode
 from vigil.observers.registry import ObserverRegistry
@@ -103,7 +103,7 @@ def task_state_change(
         "detail-type": "ECS Task State Change",
         "source": "aws.ecs",
         "account": account,
-        "time": iso(at).replace(".000Z", "Z"),
+        "time": iso_seconds(at),
         "region": region,
         "resources": [task["taskArn"]],
         "detail": detail,

@@ -47,6 +47,12 @@ class AsyncInvocation:
     attempts: list[Invocation] = field(default_factory=list)
     dead_lettered_to: str | None = None
 
+    @classmethod
+    def answered(cls, function: str, invocation: Invocation) -> AsyncInvocation:
+        """A synchronous invocation's answer, as a delivery attempted once (no retry, no
+        destination): a one-at-a-time redrive's answers read like the asynchronous ones."""
+        return cls(function, [invocation])
+
     @property
     def ok(self) -> bool:
         return bool(self.attempts) and self.attempts[-1].ok

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from vigil.clock import iso_seconds
+
 
 @dataclass(frozen=True)
 class ScheduledRule:
@@ -49,7 +51,7 @@ def scheduled_event(rule_arn: str, at: datetime) -> dict[str, Any]:
         "detail-type": "Scheduled Event",
         "source": "aws.events",
         "account": account,
-        "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "time": iso_seconds(at),
         "region": region,
         "resources": [rule_arn],
         "detail": {},

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from vigil.clock import iso_seconds
 from vigil.contract.schedule import Schedule as ScheduleExpression
 
 
@@ -31,9 +32,7 @@ class Schedule:
     def render_input(self, scheduled_at: datetime, attempt: int = 1) -> str:
         """The target input with Scheduler's context attributes filled in, as Scheduler does."""
         return (
-            self.input_template.replace(
-                "<aws.scheduler.scheduled-time>", scheduled_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-            )
+            self.input_template.replace("<aws.scheduler.scheduled-time>", iso_seconds(scheduled_at))
             .replace("<aws.scheduler.execution-id>", str(uuid.uuid4()))
             .replace("<aws.scheduler.attempt-number>", str(attempt))
             .replace("<aws.scheduler.schedule-arn>", f"arn:aws:scheduler:::schedule/{self.name}")

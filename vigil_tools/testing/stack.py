@@ -35,6 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal, overload
 
+from vigil.clock import iso_seconds
 from vigil.contract.schedule import Schedule as Evaluator
 from vigil.contract.tasks import ENVELOPE_KEY, MAX_QUEUE_DELAY_S, REASON_ATTRIBUTE, CatalogField
 from vigil.events import MalformedEvent
@@ -514,7 +515,7 @@ class VigilStack:
         """A synchronous invocation (a redrive of a ``skip`` job waits for each tick's)."""
         with _quiet():
             result = self.runtime.invoke(function, event)
-        self._record_failures(function, AsyncInvocation(function, [result]), moment)
+        self._record_failures(function, AsyncInvocation.answered(function, result), moment)
         return result
 
     def _record_failures(
@@ -777,7 +778,7 @@ def _names(body: str) -> tuple[str, str] | None:
 def _tick_key(moment: str | datetime) -> str:
     if isinstance(moment, str):
         return moment
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return iso_seconds(moment)
 
 
 def _dead_letter(message: dict[str, Any]) -> DeadLetter:

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from vigil.clock import iso, iso_seconds
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
 from vigil.events import MalformedEvent
 
@@ -86,8 +87,7 @@ class Tick:
 
 
 def tick_key(moment: datetime, with_ms: bool = False) -> str:
-    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{text}.{moment.microsecond // 1000:03d}Z" if with_ms else f"{text}Z"
+    return iso(moment) if with_ms else iso_seconds(moment)
 
 
 def parse_tick(event: Any) -> Tick:
