@@ -24,7 +24,7 @@ from typing import Any
 
 from vigil.contract.effects import WriteKind
 from vigil.effects.fence import Fenced, Grants, NotGranted, RunFence
-from vigil.effects.journal import InvalidEffect, Journal, Uncertain
+from vigil.effects.journal import InvalidEffect, Journal, JournalFull, Uncertain
 from vigil.effects.messages import FencedEvents, FencedQueues, deduplication_id
 from vigil.effects.objects import FencedObjects
 from vigil.effects.table import FencedTable
@@ -36,6 +36,7 @@ __all__ = [
     "Grants",
     "InvalidEffect",
     "Journal",
+    "JournalFull",
     "NotGranted",
     "RunFence",
     "Uncertain",
