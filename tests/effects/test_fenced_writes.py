@@ -3,6 +3,7 @@ is added to a DynamoDB write or a send; a resource not granted is refused before
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -313,3 +314,57 @@ def test_job_task_and_observer_runs_hand_out_their_fence(
     ctx.name, ctx.generation = "tick", 3
     ctx._runtime = SimpleNamespace(environ={WRITES_ENV: json.dumps({"tables": {"Items": TABLE}})})  # type: ignore[assignment]
     assert ctx.fenced.fence == RunFence("observer:tick", 3, "observer:tick")
+
+
+class OneWayStream(io.RawIOBase):
+    """A body that can be read once and not rewound (a socket, a pipe)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._data.readinto(buffer)
+
+
+@pytest.mark.parametrize("stream", [io.BytesIO, OneWayStream])
+def test_s3_a_lost_race_puts_the_whole_streamed_body_again(
+    world: dict[str, str], stream: Any
+) -> None:
+    """A file-like Body is read by the first put; the put after a lost race (a write that does
+    not fence this run out: another job's) must send it whole, not what is left of it (nothing)."""
+    ours, other = effects(world, 100), effects(world, 900, job="another-job")
+    bucket = ours.s3
+    real_condition = bucket._condition
+    raced: list[int] = []
+
+    def head_then_another_job_writes(*args: Any) -> dict[str, str]:
+        condition = real_condition(*args)
+        if not raced:
+            raced.append(1)
+            other.s3.put_object(Bucket=BUCKET, Key="r.csv", Body=b"another job's")
+        return condition
+
+    bucket._condition = head_then_another_job_writes  # type: ignore[method-assign]
+    bucket.put_object(Bucket=BUCKET, Key="r.csv", Body=stream(b"ours, in full"))
+    body = boto3.client("s3").get_object(Bucket=BUCKET, Key="r.csv")["Body"].read()
+    assert body == b"ours, in full"
+
+
+def test_s3_the_authors_metadata_cannot_carry_a_second_fence_in_another_case(
+    world: dict[str, str],
+) -> None:
+    """S3 metadata names are case-insensitive headers: an author's ``Vigil-Fence`` would be sent
+    beside the fence's ``vigil-fence`` and the two joined or one lost; only the run's fence goes."""
+    counted = Counted()
+    sent: list[dict[str, str]] = []
+    run = effects(world, 100, counted)
+    run._aws("s3").meta.events.register(
+        "provide-client-params.s3.PutObject", lambda params, **_: sent.append(params["Metadata"])
+    )
+    run.s3.put_object(
+        Bucket=BUCKET, Key="m", Body=b"1", Metadata={"Vigil-Fence": "job:cleanup#9", "a": "b"}
+    )
+    assert sent == [{"a": "b", S3_FENCE_METADATA: run.fence.value}]
