@@ -69,7 +69,7 @@ class FencedObjects(GrantedWriter):
 
 def _rewinder(request: dict[str, Any]) -> Callable[[], None]:
     """What puts ``request``'s Body back as the first put found it, before each put."""
-    body = request.get("Body")
+    body: Any = request.get("Body")
     if not hasattr(body, "read"):
         return lambda: None  # bytes or str: sent whole every time
     seek, tell = getattr(body, "seek", None), getattr(body, "tell", None)
