@@ -368,3 +368,27 @@ def test_s3_the_authors_metadata_cannot_carry_a_second_fence_in_another_case(
         Bucket=BUCKET, Key="m", Body=b"1", Metadata={"Vigil-Fence": "job:cleanup#9", "a": "b"}
     )
     assert sent == [{"a": "b", S3_FENCE_METADATA: run.fence.value}]
+
+
+def test_one_effect_name_for_two_different_messages_in_a_run_is_refused_not_dropped(
+    world: dict[str, str],
+) -> None:
+    """A FIFO queue drops the second (same deduplication id), and a consumer deduplicating on
+    ``vigil-run``/``vigil-effect`` drops it too: a second, different message under a name this
+    run already sent is refused before any request. The same message again is a repeat (sent,
+    deduplicated downstream), and another name or another destination is another effect."""
+    counted = Counted()
+    run = effects(world, 100, counted)
+    run.sqs.send_message(QueueUrl="MailFifo", MessageBody="to ann", effect="welcome-email")
+    run.sqs.send_message(QueueUrl="MailFifo", MessageBody="to ann", effect="welcome-email")
+    run.sqs.send_message(QueueUrl="Mail", MessageBody="to bob", effect="welcome-email")
+    with pytest.raises(ValueError, match=r"welcome-email.*already sent"):
+        run.sqs.send_message(QueueUrl="MailFifo", MessageBody="to bob", effect="welcome-email")
+    run.events.put_event(
+        EventBusName="Bus", Source="a", DetailType="d", Detail={"n": 1}, effect="e"
+    )
+    with pytest.raises(ValueError, match=r"'e'.*already sent"):
+        run.events.put_event(
+            EventBusName="Bus", Source="a", DetailType="d", Detail={"n": 2}, effect="e"
+        )
+    assert counted.calls == ["SendMessage"] * 3 + ["PutEvents"]
