@@ -392,3 +392,57 @@ def test_one_effect_name_for_two_different_messages_in_a_run_is_refused_not_drop
             EventBusName="Bus", Source="a", DetailType="d", Detail={"n": 2}, effect="e"
         )
     assert counted.calls == ["SendMessage"] * 3 + ["PutEvents"]
+
+
+def test_a_fence_attribute_of_another_type_or_shape_is_another_writers_and_written_over(
+    world: dict[str, str],
+) -> None:
+    """No token, a number, bytes, or a string not shaped like this scope's fence: not a newer run
+    of this job, so the fenced write lands (and leaves this run's fence)."""
+    ddb, run = boto3.client("dynamodb"), effects(world, 100)
+    found: list[dict[str, Any]] = [
+        {},
+        {"N": "999999999999999999999"},
+        {"B": b"job:cleanup#99999999999999999999"},
+        {"S": "job:cleanup#999"},
+        {"S": "job:cleanup#99999999999999999999x"},
+    ]
+    for n, fence in enumerate(found):
+        key = {"id": {"S": f"k{n}"}}
+        ddb.put_item(TableName=TABLE, Item={**key, **({FENCE_ATTRIBUTE: fence} if fence else {})})
+        run.table("Items").update_item(
+            Key=key, UpdateExpression="set v = :v", ExpressionAttributeValues={":v": {"N": "1"}}
+        )
+        assert item(f"k{n}")[FENCE_ATTRIBUTE] == {"S": run.fence.value}
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["ADD n :one", "REMOVE gone", "set n = :one REMOVE gone", "REMOVE gone SET n = :one"],
+)
+def test_the_fence_is_set_whatever_clauses_the_authors_update_has(
+    world: dict[str, str], expression: str
+) -> None:
+    run = effects(world, 100)
+    values = {":one": {"N": "1"}} if ":one" in expression else {}
+    run.table("Items").update_item(
+        Key={"id": {"S": "u"}},
+        UpdateExpression=expression,
+        **({"ExpressionAttributeValues": values} if values else {}),
+    )
+    assert item("u")[FENCE_ATTRIBUTE] == {"S": run.fence.value}
+
+
+def test_a_send_with_more_attributes_than_sqs_takes_beside_the_runs_is_refused_clearly(
+    world: dict[str, str],
+) -> None:
+    """SQS takes 10 message attributes; the fence adds 3: an author's 8th would fail at SQS with
+    a count the author never wrote. Refused before any request, saying why."""
+    counted = Counted()
+    run = effects(world, 100, counted)
+    own = {f"a{n}": {"DataType": "String", "StringValue": "x"} for n in range(8)}
+    with pytest.raises(ValueError, match="at most 7"):
+        run.sqs.send_message(QueueUrl="Mail", MessageBody="b", effect="e", MessageAttributes=own)
+    del own["a7"]
+    run.sqs.send_message(QueueUrl="Mail", MessageBody="b", effect="e", MessageAttributes=own)
+    assert counted.calls == ["SendMessage"]

@@ -22,6 +22,9 @@ from typing import Any
 from vigil.contract.effects import EVENT_DETAIL_KEY, MessageAttribute
 from vigil.effects.fence import GrantedWriter, RunFence
 
+MAX_MESSAGE_ATTRIBUTES = 10
+"""What SQS takes on one message; a fenced send uses 3 of them for the run's identity."""
+
 
 def deduplication_id(fence: RunFence, effect: str) -> str:
     """A FIFO deduplication id (at most 128 characters) for this effect of this run's unit."""
@@ -75,6 +78,12 @@ class FencedQueues(GrantedWriter):
         url = self._resolve(QueueUrl)
         name = _effect_name(effect)
         attributes = dict(request.pop("MessageAttributes", None) or {})
+        room = MAX_MESSAGE_ATTRIBUTES - len(MessageAttribute)
+        if len(attributes) > room:
+            raise ValueError(
+                f"{len(attributes)} message attributes: at most {room} of the author's, beside "
+                f"the run's {len(MessageAttribute)} (SQS takes {MAX_MESSAGE_ATTRIBUTES})"
+            )
         accepted = self._sent.check(url, name, [MessageBody, attributes, request])
         attributes.update(
             {
