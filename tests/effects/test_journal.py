@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from tests.effects.test_takeover import create
 from vigil.clock import ManualClock
-from vigil.effects import InvalidEffect, journal
+from vigil.effects import Fenced, InvalidEffect, journal
 from vigil.jobs.events import Tick, Trigger
 from vigil.jobs.guard import JobGuard, Run
 from vigil.jobs.model import JobSettings, Outcome, RunStatus
@@ -333,3 +333,25 @@ def test_the_journals_cap_keeps_the_fullest_record_under_dynamodbs_item_limit() 
     }
     per_entry = 100 + sum(len(k) + len(str(v)) + 3 for k, v in entry.items()) + 3
     assert journal.MAX_EFFECTS * per_entry + 64 * 1024 < 300 * 1024
+
+
+def test_a_dotted_name_is_one_entry_and_once_after_the_run_finished_is_refused(
+    harness: Harness,
+) -> None:
+    """Each step of the journal's path is a placeholder, so ``a.b:c`` is one key, not a path;
+    and a run kept past its finish (a warm container's global) cannot begin an effect."""
+    kept: list[Run] = []
+
+    def body(run: Run) -> None:
+        kept.append(run)
+        with run.once("mail.welcome:user-1") as first:
+            if first:
+                harness.send(run)
+
+    assert harness.deliver(body).outcome is Outcome.SUCCEEDED
+    assert list(harness.record().effects or {}) == ["mail.welcome:user-1"]
+    with pytest.raises(Fenced), kept[0].once("late") as first:
+        harness.sent.append(-1 if first else -2)
+    assert len(harness.sent) == 1 and list(harness.record().effects or {}) == [
+        "mail.welcome:user-1"
+    ]
