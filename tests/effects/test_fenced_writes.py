@@ -446,3 +446,16 @@ def test_a_send_with_more_attributes_than_sqs_takes_beside_the_runs_is_refused_c
     del own["a7"]
     run.sqs.send_message(QueueUrl="Mail", MessageBody="b", effect="e", MessageAttributes=own)
     assert counted.calls == ["SendMessage"]
+
+
+def test_a_long_runs_memory_of_its_sends_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An observer's run lasts its generation: naming each occurrence must not grow forever."""
+    from vigil.effects import messages
+
+    monkeypatch.setattr(messages, "REMEMBERED", 2)
+    sent = messages.SentEffects()
+    for n in range(5):
+        sent.check("q", f"alert:{n}", "body")()
+    sent.check("q", "alert:0", "another body")  # forgotten: not refused
+    with pytest.raises(ValueError, match="already sent"):
+        sent.check("q", "alert:4", "another body")

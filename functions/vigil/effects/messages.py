@@ -26,13 +26,21 @@ MAX_MESSAGE_ATTRIBUTES = 10
 """What SQS takes on one message; a fenced send uses 3 of them for the run's identity."""
 
 
+REMEMBERED = 10_000
+"""Sends one run's :class:`SentEffects` remembers (about 2 MB at most)."""
+
+
 def deduplication_id(fence: RunFence, effect: str) -> str:
     """A FIFO deduplication id (at most 128 characters) for this effect of this run's unit."""
     return hashlib.sha256(f"{fence.unit}|{effect}".encode()).hexdigest()
 
 
 class SentEffects:
-    """What one run has sent, per destination and effect name: a digest of the message."""
+    """What one run has sent, per destination and effect name: a digest of the message.
+
+    At most :data:`REMEMBERED` sends, the oldest forgotten first: an observer's run lasts as long
+    as its generation, and one naming each occurrence (``f"alert:{incident}"``) must not grow
+    without end; a name repeated after that many others is the rare case left unchecked."""
 
     def __init__(self) -> None:
         self._sent: dict[tuple[str, str], str] = {}
@@ -49,7 +57,13 @@ class SentEffects:
                 "message, which would be dropped as its repeat: name each message's effect "
                 "(effect=f'welcome-email:{user}')"
             )
-        return lambda: self._sent.__setitem__(key, seen)
+        return lambda: self._remember(key, seen)
+
+    def _remember(self, key: tuple[str, str], seen: str) -> None:
+        self._sent.pop(key, None)
+        self._sent[key] = seen
+        if len(self._sent) > REMEMBERED:
+            del self._sent[next(iter(self._sent))]
 
 
 def _effect_name(effect: str) -> str:
