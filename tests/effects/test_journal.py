@@ -49,6 +49,22 @@ class Harness:
     def record(self) -> Any:
         return self.store.history("welcome")[0]
 
+    def crash_after_sending(self, check: Any) -> Any:
+        """Deliver a body that sends, then dies before the completion on its first attempt;
+        the body, for the retry to deliver again."""
+
+        def body(run: Run) -> None:
+            with run.once("welcome-email", check=check) as first:
+                if first:
+                    self.send(run)
+                    if run.attempt == 1:
+                        raise Crash("died before the completion")
+
+        with pytest.raises(Crash):
+            self.deliver(body)
+        self.clock.advance(1)
+        return body
+
 
 @pytest.fixture
 def harness() -> Any:
@@ -122,16 +138,7 @@ def test_a_check_settles_an_unfinished_effect_in_the_run(
         checked.append(happened)
         return happened
 
-    def body(run: Run) -> None:
-        with run.once("welcome-email", check=check) as first:
-            if first:
-                harness.send(run)
-                if run.attempt == 1:
-                    raise Crash("died before the completion")
-
-    with pytest.raises(Crash):
-        harness.deliver(body)
-    harness.clock.advance(1)
+    body = harness.crash_after_sending(check)
     assert harness.deliver(body).outcome is Outcome.SUCCEEDED
     assert checked == [happened] and len(harness.sent) == sends
     assert (harness.record().effects or {})["welcome-email"]["state"] == "DONE"
@@ -286,16 +293,7 @@ def test_a_check_that_answers_no_bool_is_refused_not_read_as_not_sent(
 ) -> None:
     """A ``check`` that forgot its ``return`` (None) must not send the email a second time."""
 
-    def body(run: Run) -> None:
-        with run.once("welcome-email", check=lambda: answer) as first:
-            if first:
-                harness.send(run)
-                if run.attempt == 1:
-                    raise Crash("died before the completion")
-
-    with pytest.raises(Crash):
-        harness.deliver(body)
-    harness.clock.advance(1)
+    body = harness.crash_after_sending(lambda: answer)
     with pytest.raises(InvalidEffect, match="check"):
         harness.deliver(body)
     assert len(harness.sent) == 1
