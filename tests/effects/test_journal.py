@@ -353,3 +353,18 @@ def test_a_dotted_name_is_one_entry_and_once_after_the_run_finished_is_refused(
     assert len(harness.sent) == 1 and list(harness.record().effects or {}) == [
         "mail.welcome:user-1"
     ]
+
+
+def test_the_same_effect_nested_in_its_own_block_is_a_clear_error_not_uncertain(
+    harness: Harness,
+) -> None:
+    """The inner block finds the outer's intent: that is this run's own block still open (a
+    programming error, said so), not an earlier run's effect of unknown fate for a person."""
+
+    def body(run: Run) -> None:
+        with run.once("welcome-email") as first, run.once("welcome-email") as again:
+            harness.sent.append(int(first) + int(again))
+
+    with pytest.raises(InvalidEffect, match="already open"):
+        harness.deliver(body)
+    assert harness.sent == [] and harness.record().status is RunStatus.FAILED

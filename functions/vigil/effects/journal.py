@@ -46,6 +46,7 @@ the record it lives on stays well inside DynamoDB's 400 KB item and its run can 
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from collections.abc import Callable, Iterator
@@ -100,6 +101,10 @@ def validate(effect: str) -> str:
 
 Check = Callable[[], bool]
 
+_OPEN: set[tuple[str, str, int, str]] = set()
+"""The blocks open in this process (record, run's token, effect): the journal alone cannot tell
+this run's still-open block from one that raised, so a nested repeat is caught here, in memory."""
+
 
 class Journal:
     """The effects journal of one run, on its own record (:class:`RunRecordSite`)."""
@@ -112,11 +117,30 @@ class Journal:
         validate(effect)
         if check is not None and not callable(check):
             raise InvalidEffect(f"effect {effect!r}: check must be a callable returning a bool")
-        mark = secrets.token_hex(MARK_CHARS // 2)
-        first = self._begin(effect, check, mark)
-        yield first
-        if first:
-            self._write(effect, EffectState.DONE, mark, expected_fence=self._site.token)
+        block = self._block(effect)
+        if block in _OPEN:
+            raise InvalidEffect(
+                f"{self._site.label}: effect {effect!r} is already open in this run (a block "
+                "nested in its own block): nothing written; give the inner effect its own name"
+            )
+        _OPEN.add(block)
+        try:
+            mark = secrets.token_hex(MARK_CHARS // 2)
+            first = self._begin(effect, check, mark)
+            yield first
+            if first:
+                self._write(effect, EffectState.DONE, mark, expected_fence=self._site.token)
+        finally:
+            _OPEN.discard(block)
+
+    def _block(self, effect: str) -> tuple[str, str, int, str]:
+        site = self._site
+        return (
+            site.table,
+            json.dumps(dict(site.key), sort_keys=True, default=str),
+            site.token,
+            effect,
+        )
 
     def _begin(self, effect: str, check: Check | None, mark: str) -> bool:
         """Record the intent, or learn from the refusal what an earlier run did."""
