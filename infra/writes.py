@@ -64,9 +64,14 @@ def check_writes(fail: Fail, writes: Sequence[Any]) -> list[Declared]:
 
 
 def grant_writes(grantee: iam.IGrantable, declared: Sequence[Declared]) -> None:
-    """Exactly the actions each fenced writer makes, on each declared resource only."""
+    """Exactly the actions each fenced writer makes, on each declared resource only (and, for a
+    table or bucket under a customer-managed key, that key's encrypt and decrypt: without it
+    the first put is AccessDenied; a queue's grant includes its key already)."""
     for one in declared:
         resource = one.resource
+        key = getattr(resource, "encryption_key", None)
+        if key is not None and one.kind in (WriteKind.TABLES, WriteKind.BUCKETS):
+            key.grant_encrypt_decrypt(grantee)
         if one.kind is WriteKind.TABLES:
             actions = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
             grantee.grant_principal.add_to_principal_policy(

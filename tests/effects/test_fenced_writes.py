@@ -3,6 +3,7 @@ is added to a DynamoDB write or a send; a resource not granted is refused before
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -313,3 +314,148 @@ def test_job_task_and_observer_runs_hand_out_their_fence(
     ctx.name, ctx.generation = "tick", 3
     ctx._runtime = SimpleNamespace(environ={WRITES_ENV: json.dumps({"tables": {"Items": TABLE}})})  # type: ignore[assignment]
     assert ctx.fenced.fence == RunFence("observer:tick", 3, "observer:tick")
+
+
+class OneWayStream(io.RawIOBase):
+    """A body that can be read once and not rewound (a socket, a pipe)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._data.readinto(buffer)
+
+
+@pytest.mark.parametrize("stream", [io.BytesIO, OneWayStream])
+def test_s3_a_lost_race_puts_the_whole_streamed_body_again(
+    world: dict[str, str], stream: Any
+) -> None:
+    """A file-like Body is read by the first put; the put after a lost race (a write that does
+    not fence this run out: another job's) must send it whole, not what is left of it (nothing)."""
+    ours, other = effects(world, 100), effects(world, 900, job="another-job")
+    bucket = ours.s3
+    real_condition = bucket._condition
+    raced: list[int] = []
+
+    def head_then_another_job_writes(*args: Any) -> dict[str, str]:
+        condition = real_condition(*args)
+        if not raced:
+            raced.append(1)
+            other.s3.put_object(Bucket=BUCKET, Key="r.csv", Body=b"another job's")
+        return condition
+
+    bucket._condition = head_then_another_job_writes  # type: ignore[method-assign]
+    bucket.put_object(Bucket=BUCKET, Key="r.csv", Body=stream(b"ours, in full"))
+    body = boto3.client("s3").get_object(Bucket=BUCKET, Key="r.csv")["Body"].read()
+    assert body == b"ours, in full"
+
+
+def test_s3_the_authors_metadata_cannot_carry_a_second_fence_in_another_case(
+    world: dict[str, str],
+) -> None:
+    """S3 metadata names are case-insensitive headers: an author's ``Vigil-Fence`` would be sent
+    beside the fence's ``vigil-fence`` and the two joined or one lost; only the run's fence goes."""
+    counted = Counted()
+    sent: list[dict[str, str]] = []
+    run = effects(world, 100, counted)
+    run._aws("s3").meta.events.register(
+        "provide-client-params.s3.PutObject", lambda params, **_: sent.append(params["Metadata"])
+    )
+    run.s3.put_object(
+        Bucket=BUCKET, Key="m", Body=b"1", Metadata={"Vigil-Fence": "job:cleanup#9", "a": "b"}
+    )
+    assert sent == [{"a": "b", S3_FENCE_METADATA: run.fence.value}]
+
+
+def test_one_effect_name_for_two_different_messages_in_a_run_is_refused_not_dropped(
+    world: dict[str, str],
+) -> None:
+    """A FIFO queue drops the second (same deduplication id), and a consumer deduplicating on
+    ``vigil-run``/``vigil-effect`` drops it too: a second, different message under a name this
+    run already sent is refused before any request. The same message again is a repeat (sent,
+    deduplicated downstream), and another name or another destination is another effect."""
+    counted = Counted()
+    run = effects(world, 100, counted)
+    run.sqs.send_message(QueueUrl="MailFifo", MessageBody="to ann", effect="welcome-email")
+    run.sqs.send_message(QueueUrl="MailFifo", MessageBody="to ann", effect="welcome-email")
+    run.sqs.send_message(QueueUrl="Mail", MessageBody="to bob", effect="welcome-email")
+    with pytest.raises(ValueError, match=r"welcome-email.*already sent"):
+        run.sqs.send_message(QueueUrl="MailFifo", MessageBody="to bob", effect="welcome-email")
+    run.events.put_event(
+        EventBusName="Bus", Source="a", DetailType="d", Detail={"n": 1}, effect="e"
+    )
+    with pytest.raises(ValueError, match=r"'e'.*already sent"):
+        run.events.put_event(
+            EventBusName="Bus", Source="a", DetailType="d", Detail={"n": 2}, effect="e"
+        )
+    assert counted.calls == ["SendMessage"] * 3 + ["PutEvents"]
+
+
+def test_a_fence_attribute_of_another_type_or_shape_is_another_writers_and_written_over(
+    world: dict[str, str],
+) -> None:
+    """No token, a number, bytes, or a string not shaped like this scope's fence: not a newer run
+    of this job, so the fenced write lands (and leaves this run's fence)."""
+    ddb, run = boto3.client("dynamodb"), effects(world, 100)
+    found: list[dict[str, Any]] = [
+        {},
+        {"N": "999999999999999999999"},
+        {"B": b"job:cleanup#99999999999999999999"},
+        {"S": "job:cleanup#999"},
+        {"S": "job:cleanup#99999999999999999999x"},
+    ]
+    for n, fence in enumerate(found):
+        key = {"id": {"S": f"k{n}"}}
+        ddb.put_item(TableName=TABLE, Item={**key, **({FENCE_ATTRIBUTE: fence} if fence else {})})
+        run.table("Items").update_item(
+            Key=key, UpdateExpression="set v = :v", ExpressionAttributeValues={":v": {"N": "1"}}
+        )
+        assert item(f"k{n}")[FENCE_ATTRIBUTE] == {"S": run.fence.value}
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["ADD n :one", "REMOVE gone", "set n = :one REMOVE gone", "REMOVE gone SET n = :one"],
+)
+def test_the_fence_is_set_whatever_clauses_the_authors_update_has(
+    world: dict[str, str], expression: str
+) -> None:
+    run = effects(world, 100)
+    values = {":one": {"N": "1"}} if ":one" in expression else {}
+    run.table("Items").update_item(
+        Key={"id": {"S": "u"}},
+        UpdateExpression=expression,
+        **({"ExpressionAttributeValues": values} if values else {}),
+    )
+    assert item("u")[FENCE_ATTRIBUTE] == {"S": run.fence.value}
+
+
+def test_a_send_with_more_attributes_than_sqs_takes_beside_the_runs_is_refused_clearly(
+    world: dict[str, str],
+) -> None:
+    """SQS takes 10 message attributes; the fence adds 3: an author's 8th would fail at SQS with
+    a count the author never wrote. Refused before any request, saying why."""
+    counted = Counted()
+    run = effects(world, 100, counted)
+    own = {f"a{n}": {"DataType": "String", "StringValue": "x"} for n in range(8)}
+    with pytest.raises(ValueError, match="at most 7"):
+        run.sqs.send_message(QueueUrl="Mail", MessageBody="b", effect="e", MessageAttributes=own)
+    del own["a7"]
+    run.sqs.send_message(QueueUrl="Mail", MessageBody="b", effect="e", MessageAttributes=own)
+    assert counted.calls == ["SendMessage"]
+
+
+def test_a_long_runs_memory_of_its_sends_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An observer's run lasts its generation: naming each occurrence must not grow forever."""
+    from vigil.effects import messages
+
+    monkeypatch.setattr(messages, "REMEMBERED", 2)
+    sent = messages.SentEffects()
+    for n in range(5):
+        sent.check("q", f"alert:{n}", "body")()
+    sent.check("q", "alert:0", "another body")  # forgotten: not refused
+    with pytest.raises(ValueError, match="already sent"):
+        sent.check("q", "alert:4", "another body")

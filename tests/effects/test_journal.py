@@ -4,17 +4,19 @@ in-run, and a superseded run cannot journal."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ReadTimeoutError
 from moto import mock_aws
 
 from tests.effects.test_takeover import create
 from vigil.clock import ManualClock
-from vigil.effects import InvalidEffect
+from vigil.effects import Fenced, InvalidEffect, journal
 from vigil.jobs.events import Tick, Trigger
 from vigil.jobs.guard import JobGuard, Run
 from vigil.jobs.model import JobSettings, Outcome, RunStatus
@@ -46,6 +48,22 @@ class Harness:
 
     def record(self) -> Any:
         return self.store.history("welcome")[0]
+
+    def crash_after_sending(self, check: Any) -> Any:
+        """Deliver a body that sends, then dies before the completion on its first attempt;
+        the body, for the retry to deliver again."""
+
+        def body(run: Run) -> None:
+            with run.once("welcome-email", check=check) as first:
+                if first:
+                    self.send(run)
+                    if run.attempt == 1:
+                        raise Crash("died before the completion")
+
+        with pytest.raises(Crash):
+            self.deliver(body)
+        self.clock.advance(1)
+        return body
 
 
 @pytest.fixture
@@ -120,16 +138,7 @@ def test_a_check_settles_an_unfinished_effect_in_the_run(
         checked.append(happened)
         return happened
 
-    def body(run: Run) -> None:
-        with run.once("welcome-email", check=check) as first:
-            if first:
-                harness.send(run)
-                if run.attempt == 1:
-                    raise Crash("died before the completion")
-
-    with pytest.raises(Crash):
-        harness.deliver(body)
-    harness.clock.advance(1)
+    body = harness.crash_after_sending(check)
     assert harness.deliver(body).outcome is Outcome.SUCCEEDED
     assert checked == [happened] and len(harness.sent) == sends
     assert (harness.record().effects or {})["welcome-email"]["state"] == "DONE"
@@ -232,3 +241,130 @@ def test_settling_what_is_not_uncertain_on_that_effect_changes_nothing(
     assert harness.record() == before
     with pytest.raises(NotSettleable, match="no such record"):
         harness.store.settle("welcome", "2026-01-01T00:00:00Z", effect, done=True, now=TICK)
+
+
+# -- adversarial review (issue 17) -------------------------------------------------------------
+
+
+class LostAnswer:
+    """The tick's DynamoDB client, whose first journal intent lands but whose answer is lost:
+    ``"retried"`` as botocore's own retry sees it (the repeat is refused: the entry exists),
+    ``"raised"`` as a timeout the caller sees."""
+
+    def __init__(self, client: Any, how: str) -> None:
+        self._client, self._how, self.lost = client, how, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def update_item(self, **request: Any) -> Any:
+        intent = "INTENT" in json.dumps(request.get("ExpressionAttributeValues", {}))
+        if not intent or self.lost:
+            return self._client.update_item(**request)
+        self.lost += 1
+        self._client.update_item(**request)  # landed; its answer never arrives
+        if self._how == "raised":
+            raise ReadTimeoutError(endpoint_url="https://dynamodb")
+        return self._client.update_item(**request)  # botocore's retry of it: refused
+
+
+@pytest.mark.parametrize("how", ["retried", "raised"])
+def test_an_intent_whose_answer_was_lost_is_this_runs_own_not_uncertain(
+    harness: Harness, how: str
+) -> None:
+    """The intent's own retry sees the entry it wrote: that is this run's intent (the effect
+    has not run yet), not an earlier run's effect of unknown fate."""
+    lossy = LostAnswer(harness.client, how)
+    lossy_harness = Harness(lossy, harness.clock)  # type: ignore[arg-type]
+
+    def body(run: Run) -> None:
+        with run.once("welcome-email") as first:
+            if first:
+                lossy_harness.send(run)
+
+    assert lossy_harness.deliver(body).outcome is Outcome.SUCCEEDED
+    assert lossy.lost == 1 and len(lossy_harness.sent) == 1
+    assert (lossy_harness.record().effects or {})["welcome-email"]["state"] == "DONE"
+
+
+@pytest.mark.parametrize("answer", [None, "yes", 1])
+def test_a_check_that_answers_no_bool_is_refused_not_read_as_not_sent(
+    harness: Harness, answer: Any
+) -> None:
+    """A ``check`` that forgot its ``return`` (None) must not send the email a second time."""
+
+    body = harness.crash_after_sending(lambda: answer)
+    with pytest.raises(InvalidEffect, match="check"):
+        harness.deliver(body)
+    assert len(harness.sent) == 1
+    assert (harness.record().effects or {})["welcome-email"]["state"] == "INTENT"  # kept
+
+
+def test_a_full_journal_refuses_a_new_effect_clearly_and_the_run_is_still_recorded(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal lives on the run's record (400 KB at most): past its cap a new effect is
+    refused with a clear error, in the intent's own request, and the record stays writable."""
+    monkeypatch.setattr(journal, "MAX_EFFECTS", 3)
+
+    def body(run: Run) -> None:
+        for user in range(4):
+            with run.once(f"welcome:{user}") as first:
+                if first:
+                    harness.send(run)
+
+    with pytest.raises(journal.JournalFull, match="3 effects"):
+        harness.deliver(body)
+    assert len(harness.sent) == 3
+    record = harness.record()
+    assert record.status is RunStatus.FAILED and len(record.effects or {}) == 3
+
+
+def test_the_journals_cap_keeps_the_fullest_record_under_dynamodbs_item_limit() -> None:
+    """Every entry at its largest (a 100-character name, a 20-digit fence, a full timestamp,
+    the intent's mark), the cap's worth of them, with an observer's 64 KB checkpoint, fits."""
+    entry = {
+        "state": "INTENT",
+        "fence": 10**19,
+        "at": "2026-11-25T12:00:00.123456+00:00",
+        "mark": "f" * journal.MARK_CHARS,
+    }
+    per_entry = 100 + sum(len(k) + len(str(v)) + 3 for k, v in entry.items()) + 3
+    assert journal.MAX_EFFECTS * per_entry + 64 * 1024 < 300 * 1024
+
+
+def test_a_dotted_name_is_one_entry_and_once_after_the_run_finished_is_refused(
+    harness: Harness,
+) -> None:
+    """Each step of the journal's path is a placeholder, so ``a.b:c`` is one key, not a path;
+    and a run kept past its finish (a warm container's global) cannot begin an effect."""
+    kept: list[Run] = []
+
+    def body(run: Run) -> None:
+        kept.append(run)
+        with run.once("mail.welcome:user-1") as first:
+            if first:
+                harness.send(run)
+
+    assert harness.deliver(body).outcome is Outcome.SUCCEEDED
+    assert list(harness.record().effects or {}) == ["mail.welcome:user-1"]
+    with pytest.raises(Fenced), kept[0].once("late") as first:
+        harness.sent.append(-1 if first else -2)
+    assert len(harness.sent) == 1 and list(harness.record().effects or {}) == [
+        "mail.welcome:user-1"
+    ]
+
+
+def test_the_same_effect_nested_in_its_own_block_is_a_clear_error_not_uncertain(
+    harness: Harness,
+) -> None:
+    """The inner block finds the outer's intent: that is this run's own block still open (a
+    programming error, said so), not an earlier run's effect of unknown fate for a person."""
+
+    def body(run: Run) -> None:
+        with run.once("welcome-email") as first, run.once("welcome-email") as again:
+            harness.sent.append(int(first) + int(again))
+
+    with pytest.raises(InvalidEffect, match="already open"):
+        harness.deliver(body)
+    assert harness.sent == [] and harness.record().status is RunStatus.FAILED

@@ -9,6 +9,7 @@ import pytest
 from aws_cdk import App, Duration, Environment, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Template
@@ -70,7 +71,21 @@ def template() -> Template:
     ScheduledJob(stack, "Cleanup", writes=declared, **JOB)
     ScheduledJob(stack, "Quiet", **JOB)
     BackgroundTask(stack, "SendReceipt", handler="tasks.send_receipt.handler", writes=declared[:1])
+    ScheduledJob(stack, "Encrypted", writes=encrypted(stack), **JOB)
     return Template.from_stack(stack)
+
+
+def encrypted(stack: Stack) -> list[Any]:
+    """A table and a bucket under one customer-managed key (construct id ``Key``)."""
+    key = kms.Key(stack, "Key")
+    table = dynamodb.Table(
+        stack,
+        "EncryptedSessions",
+        partition_key=dynamodb.Attribute(name="id", type=dynamodb.AttributeType.STRING),
+        encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
+        encryption_key=key,
+    )
+    return [table, s3.Bucket(stack, "EncryptedReports", encryption_key=key)]
 
 
 def variables_of(template: Template) -> list[dict[str, str]]:
@@ -171,3 +186,12 @@ def test_bad_observer_writes_fail_the_synth_naming_the_kind() -> None:
     kinds = {"ticker": ObserverKind("observers.ticker.run", writes=("sessions",))}
     with pytest.raises(ConfigurationError, match=r"invalid kinds\['ticker'\]\.writes: item 0"):
         ObserverFleet(stack, "Observers", kinds=kinds, heartbeat_interval=Duration.seconds(20))
+
+
+def test_a_kms_encrypted_table_or_bucket_also_grants_its_key(template: Template) -> None:
+    """A table or bucket under a customer-managed key refuses a write without the key's grant
+    (AccessDenied at the first fenced put, in production only: moto has no IAM)."""
+    found = statements(template, "EncryptedFunction")
+    on_key = [s for s in found if str(s["Resource"]).startswith("{'Fn::GetAtt': ['Key")]
+    actions = {a for s in on_key for a in s["Action"]}
+    assert {"kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey*"} <= actions, found

@@ -24,8 +24,8 @@ from typing import Any
 
 from vigil.contract.effects import WriteKind
 from vigil.effects.fence import Fenced, Grants, NotGranted, RunFence
-from vigil.effects.journal import InvalidEffect, Journal, Uncertain
-from vigil.effects.messages import FencedEvents, FencedQueues, deduplication_id
+from vigil.effects.journal import InvalidEffect, Journal, JournalFull, Uncertain
+from vigil.effects.messages import FencedEvents, FencedQueues, SentEffects, deduplication_id
 from vigil.effects.objects import FencedObjects
 from vigil.effects.table import FencedTable
 
@@ -36,6 +36,7 @@ __all__ = [
     "Grants",
     "InvalidEffect",
     "Journal",
+    "JournalFull",
     "NotGranted",
     "RunFence",
     "Uncertain",
@@ -71,6 +72,7 @@ class Effects:
         self._grants = grants
         self._client = client or clients_of(os.environ)
         self._clients: dict[str, Any] = {}
+        self._sent = SentEffects()  # one run's sends, across its queues' and buses' writers
 
     @classmethod
     def from_env(
@@ -99,8 +101,12 @@ class Effects:
 
     @property
     def sqs(self) -> FencedQueues:
-        return FencedQueues(self._aws("sqs"), self._resolver(WriteKind.QUEUES), self.fence)
+        return FencedQueues(
+            self._aws("sqs"), self._resolver(WriteKind.QUEUES), self.fence, self._sent
+        )
 
     @property
     def events(self) -> FencedEvents:
-        return FencedEvents(self._aws("events"), self._resolver(WriteKind.BUSES), self.fence)
+        return FencedEvents(
+            self._aws("events"), self._resolver(WriteKind.BUSES), self.fence, self._sent
+        )

@@ -35,11 +35,20 @@ a stopping observer's generation may still finish an effect).
 
 A block that raises leaves the intent without its completion: whether the effect happened before
 the error is exactly what is not known.
+
+Each block's writes carry a ``mark`` drawn for that block, so a write whose answer was lost (a
+timeout, botocore's own retry) and whose repeat is refused is recognised as this block's own: an
+intent found with this block's mark is the effect not yet done, not an earlier run's of unknown
+fate. A ``check`` must answer a bool (a forgotten ``return`` is no "not sent"). The journal holds
+at most :data:`MAX_EFFECTS` entries (the intent's condition counts them, in its own request), so
+the record it lives on stays well inside DynamoDB's 400 KB item and its run can still finish.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -54,10 +63,19 @@ from vigil.fenced_write import RunRecordSite
 from vigil.persist import persist
 
 EFFECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
+MAX_EFFECTS = 1000
+"""Entries one record's journal holds: 1,000 of the largest (about 210 bytes each) and an
+observer's 64 KB checkpoint stay under 300 KB of DynamoDB's 400 KB item."""
+MARK_CHARS = 12
 
 
 class InvalidEffect(ValueError):
     """An effect name the journal refuses, before any request."""
+
+
+class JournalFull(InvalidEffect):
+    """The run's record already journals :data:`MAX_EFFECTS` effects: a new one is refused
+    before it begins (nothing written), and the record stays writable for the run's outcome."""
 
 
 class Uncertain(Exception):
@@ -83,6 +101,10 @@ def validate(effect: str) -> str:
 
 Check = Callable[[], bool]
 
+_OPEN: set[tuple[str, str, int, str]] = set()
+"""The blocks open in this process (record, run's token, effect): the journal alone cannot tell
+this run's still-open block from one that raised, so a nested repeat is caught here, in memory."""
+
 
 class Journal:
     """The effects journal of one run, on its own record (:class:`RunRecordSite`)."""
@@ -95,47 +117,90 @@ class Journal:
         validate(effect)
         if check is not None and not callable(check):
             raise InvalidEffect(f"effect {effect!r}: check must be a callable returning a bool")
-        first = self._begin(effect, check)
-        yield first
-        if first:
-            self._write(effect, EffectState.DONE, expected_fence=self._site.token)
+        block = self._block(effect)
+        if block in _OPEN:
+            raise InvalidEffect(
+                f"{self._site.label}: effect {effect!r} is already open in this run (a block "
+                "nested in its own block): nothing written; give the inner effect its own name"
+            )
+        _OPEN.add(block)
+        try:
+            mark = secrets.token_hex(MARK_CHARS // 2)
+            first = self._begin(effect, check, mark)
+            yield first
+            if first:
+                self._write(effect, EffectState.DONE, mark, expected_fence=self._site.token)
+        finally:
+            _OPEN.discard(block)
 
-    def _begin(self, effect: str, check: Check | None) -> bool:
+    def _block(self, effect: str) -> tuple[str, str, int, str]:
+        site = self._site
+        return (
+            site.table,
+            json.dumps(dict(site.key), sort_keys=True, default=str),
+            site.token,
+            effect,
+        )
+
+    def _begin(self, effect: str, check: Check | None, mark: str) -> bool:
         """Record the intent, or learn from the refusal what an earlier run did."""
-        seen = self._try(effect, EffectState.INTENT, expected_fence=None)
-        if seen is None:
+        seen = self._persist(effect, EffectState.INTENT, mark, expected_fence=None)
+        if seen is None or self._landed(seen, effect, EffectState.INTENT, mark):
             return True
-        entry = (seen.get(JOURNAL_ATTRIBUTE) or {}).get(effect)
-        if not self._holds(seen) or entry is None:
+        journal = seen.get(JOURNAL_ATTRIBUTE) or {}
+        entry = journal.get(effect)
+        if not self._holds(seen):
             raise self._fenced(seen)
+        if entry is None:
+            # Held, no entry: the only condition left is the journal's size.
+            raise JournalFull(
+                f"{self._site.label}: effect {effect!r} refused, nothing done: the journal "
+                f"already holds {len(journal)} effects, at most {MAX_EFFECTS} per record "
+                "(DynamoDB's 400 KB item); journal fewer, larger effects"
+            )
         if entry.get("state") == EffectState.DONE:
             return False
         if check is None:
             raise Uncertain(self._site.label, effect, entry)
-        happened = bool(check())
+        happened = check()
+        if not isinstance(happened, bool):
+            raise InvalidEffect(
+                f"{self._site.label}: check of effect {effect!r} answered {happened!r}, not "
+                "True (it happened) or False (it did not): the intent is kept, nothing sent"
+            )
         state = EffectState.DONE if happened else EffectState.INTENT
-        self._write(effect, state, expected_fence=int(entry.get("fence", 0)))
+        self._write(effect, state, mark, expected_fence=int(entry.get("fence", 0)))
         return not happened
 
-    def _write(self, effect: str, state: EffectState, *, expected_fence: int) -> None:
-        seen = persist(
-            lambda: self._try(effect, state, expected_fence=expected_fence),
+    def _write(self, effect: str, state: EffectState, mark: str, *, expected_fence: int) -> None:
+        seen = self._persist(effect, state, mark, expected_fence=expected_fence)
+        if seen is not None and not self._landed(seen, effect, state, mark):
+            raise self._fenced(seen)
+
+    def _persist(
+        self, effect: str, state: EffectState, mark: str, *, expected_fence: int | None
+    ) -> Item | None:
+        """:meth:`_try`, retried through transient faults: a try that landed unanswered is
+        refused on its repeat, which :meth:`_landed` recognises by the block's mark."""
+        return persist(
+            lambda: self._try(effect, state, mark, expected_fence=expected_fence),
             time_left_s=self._site.time_left_s,
             sleep=self._site.sleep,
         )
-        if seen is not None and not self._landed(seen, effect, state):
-            raise self._fenced(seen)
 
-    def _try(self, effect: str, state: EffectState, *, expected_fence: int | None) -> Item | None:
+    def _try(
+        self, effect: str, state: EffectState, mark: str, *, expected_fence: int | None
+    ) -> Item | None:
         """One conditional write of the entry: None if applied, else the record that refused it.
 
-        ``expected_fence`` None: the entry must be absent (a first intent); else the entry must
-        still be the one of that fence (this run's own, or the earlier run's it takes over)."""
+        ``expected_fence`` None: the entry must be absent (a first intent) and the journal not
+        full; else the entry must still be the one of that fence (this run's own, or the
+        earlier run's it takes over)."""
         site = self._site
         update = Update().set_in(
             JOURNAL_ATTRIBUTE,
             effect,
-            {"state": state.value, "fence": site.token, "at": iso(site.clock())},
+            {"state": state.value, "fence": site.token, "at": iso(site.clock()), "mark": mark},
         )
         update.condition(update.eq(site.token_attribute, site.token))
         if site.running is not None:
@@ -143,6 +208,7 @@ class Journal:
         entry = update.path(JOURNAL_ATTRIBUTE, effect)
         if expected_fence is None:
             update.condition(f"attribute_not_exists({entry})")
+            update.condition(update.size_lt(JOURNAL_ATTRIBUTE, MAX_EFFECTS))
         else:
             fence = update.path(JOURNAL_ATTRIBUTE, effect, "fence")
             update.condition(f"{fence} = {update.value(expected_fence)}")
@@ -164,13 +230,14 @@ class Journal:
         running = site.running is None or seen.get("status") == site.running
         return seen.get(site.token_attribute) == site.token and running
 
-    def _landed(self, seen: Item, effect: str, state: EffectState) -> bool:
+    def _landed(self, seen: Item, effect: str, state: EffectState, mark: str) -> bool:
         """A refusal that shows this very write, applied by a try whose answer was lost."""
         entry = (seen.get(JOURNAL_ATTRIBUTE) or {}).get(effect) or {}
         return (
             self._holds(seen)
             and entry.get("fence") == self._site.token
             and entry.get("state") == state.value
+            and entry.get("mark") == mark
         )
 
     def _fenced(self, seen: Item) -> Fenced:

@@ -5,21 +5,65 @@ digest of the run's unit of once (a job's tick, a task, an observer) and that na
 or a redelivery that sends it again within SQS's 5-minute window is dropped by the queue. Every
 send (FIFO or standard, and every event) also carries the run, the effect and the fence, for a
 consumer of a standard queue or a bus to deduplicate on. One request per send, as without them.
+
+So one name is one message: a run that sends a second, different message to the same destination
+under a name it already sent (``effect="welcome-email"`` in a loop over users) would have it
+dropped as a repeat, silently; it is refused instead (:class:`SentEffects`), before any request.
+The same message again is a repeat, sent (and deduplicated downstream).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from vigil.contract.effects import EVENT_DETAIL_KEY, MessageAttribute
 from vigil.effects.fence import GrantedWriter, RunFence
 
+MAX_MESSAGE_ATTRIBUTES = 10
+"""What SQS takes on one message; a fenced send uses 3 of them for the run's identity."""
+
+
+REMEMBERED = 10_000
+"""Sends one run's :class:`SentEffects` remembers (about 2 MB at most)."""
+
 
 def deduplication_id(fence: RunFence, effect: str) -> str:
     """A FIFO deduplication id (at most 128 characters) for this effect of this run's unit."""
     return hashlib.sha256(f"{fence.unit}|{effect}".encode()).hexdigest()
+
+
+class SentEffects:
+    """What one run has sent, per destination and effect name: a digest of the message.
+
+    At most :data:`REMEMBERED` sends, the oldest forgotten first: an observer's run lasts as long
+    as its generation, and one naming each occurrence (``f"alert:{incident}"``) must not grow
+    without end; a name repeated after that many others is the rare case left unchecked."""
+
+    def __init__(self) -> None:
+        self._sent: dict[tuple[str, str], str] = {}
+
+    def check(self, destination: str, effect: str, message: object) -> Callable[[], None]:
+        """Refuse ``message`` if this run sent another under ``effect`` to ``destination``;
+        else what records it, once it was accepted."""
+        key = (destination, effect)
+        digest = hashlib.sha256(json.dumps(message, sort_keys=True, default=str).encode())
+        seen = digest.hexdigest()
+        if self._sent.get(key, seen) != seen:
+            raise ValueError(
+                f"effect {effect!r} was already sent by this run to {destination} with another "
+                "message, which would be dropped as its repeat: name each message's effect "
+                "(effect=f'welcome-email:{user}')"
+            )
+        return lambda: self._remember(key, seen)
+
+    def _remember(self, key: tuple[str, str], seen: str) -> None:
+        self._sent.pop(key, None)
+        self._sent[key] = seen
+        if len(self._sent) > REMEMBERED:
+            del self._sent[next(iter(self._sent))]
 
 
 def _effect_name(effect: str) -> str:
@@ -30,6 +74,12 @@ def _effect_name(effect: str) -> str:
 
 class FencedQueues(GrantedWriter):
     """``send_message`` on granted queues (by alias, name or URL)."""
+
+    def __init__(
+        self, client: Any, resolve: Callable[[str], str], fence: RunFence, sent: SentEffects
+    ) -> None:
+        super().__init__(client, resolve, fence)
+        self._sent = sent
 
     def send_message(
         self,
@@ -42,6 +92,13 @@ class FencedQueues(GrantedWriter):
         url = self._resolve(QueueUrl)
         name = _effect_name(effect)
         attributes = dict(request.pop("MessageAttributes", None) or {})
+        room = MAX_MESSAGE_ATTRIBUTES - len(MessageAttribute)
+        if len(attributes) > room:
+            raise ValueError(
+                f"{len(attributes)} message attributes: at most {room} of the author's, beside "
+                f"the run's {len(MessageAttribute)} (SQS takes {MAX_MESSAGE_ATTRIBUTES})"
+            )
+        accepted = self._sent.check(url, name, [MessageBody, attributes, request])
         attributes.update(
             {
                 MessageAttribute.RUN.value: _text(self._fence.unit),
@@ -52,15 +109,23 @@ class FencedQueues(GrantedWriter):
         if url.endswith(".fifo"):
             request.setdefault("MessageGroupId", deduplication_id(self._fence, "")[:64])
             request["MessageDeduplicationId"] = deduplication_id(self._fence, name)
-        return dict(
+        answer = dict(
             self._client.send_message(
                 QueueUrl=url, MessageBody=MessageBody, MessageAttributes=attributes, **request
             )
         )
+        accepted()
+        return answer
 
 
 class FencedEvents(GrantedWriter):
     """``put_event``: one event on a granted bus, the run's identity in its detail."""
+
+    def __init__(
+        self, client: Any, resolve: Callable[[str], str], fence: RunFence, sent: SentEffects
+    ) -> None:
+        super().__init__(client, resolve, fence)
+        self._sent = sent
 
     def put_event(
         self,
@@ -74,6 +139,7 @@ class FencedEvents(GrantedWriter):
     ) -> dict[str, Any]:
         bus = self._resolve(EventBusName)
         identity = {"run": self._fence.unit, "effect": _effect_name(effect)}
+        accepted = self._sent.check(bus, effect, [Source, DetailType, Detail, entry])
         detail = {**Detail, EVENT_DETAIL_KEY: {**identity, "fence": self._fence.value}}
         answer = self._client.put_events(
             Entries=[
@@ -92,6 +158,7 @@ class FencedEvents(GrantedWriter):
                 f"event {effect!r} to {bus} not accepted: {failed.get('ErrorCode')} "
                 f"{failed.get('ErrorMessage')}"
             )
+        accepted()
         return dict(answer)
 
 
