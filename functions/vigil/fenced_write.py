@@ -47,6 +47,9 @@ class RunRecordSite:
     (an observer's generation: a stopping observer's generation still holds its record)."""
     label: str
     time_left_s: Callable[[], float]
+    rolling: bool = False
+    """The journal outlives any one run (an observer's, across its generations): when full, it
+    forgets its oldest finished effects to make room, instead of refusing the new one."""
     clock: Clock = system_clock
     sleep: Sleeper = time.sleep
 

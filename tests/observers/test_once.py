@@ -9,6 +9,7 @@ import pytest
 
 from vigil.clock import ManualClock
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
+from vigil.effects import journal
 from vigil.observers import decisions as d
 from vigil.observers.registry import ObserverRegistry
 from vigil.observers.runtime import ExitCode, ObserverContext, StopReason
@@ -130,3 +131,61 @@ def test_a_replaced_generation_cannot_begin_an_effect(
 
     assert (code, sent) == (ExitCode.FENCED, [])
     assert "page:incident-7" not in stored.raw()[JOURNAL_ATTRIBUTE]
+
+
+def test_a_full_observer_journal_forgets_its_oldest_finished_effects_instead_of_refusing(
+    observer: ObserverRegistry,
+    stored: StoredObserver,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An observer names each occurrence (``alert:<incident>``) and lives for years: a journal
+    that only grows would refuse every new effect after its cap and stop the observer for good.
+    Full, it forgets its oldest finished effects (a batch, one request) and goes on; a recent one
+    is still skipped by a replacement."""
+    monkeypatch.setattr(journal, "MAX_EFFECTS", 4)
+    monkeypatch.setattr(journal, "FORGET_BATCH", 2)
+    sent: list[str] = []
+
+    def alerting(incidents: range) -> Any:
+        def behaviour(ctx: ObserverContext) -> None:
+            for incident in incidents:
+                clock.advance(1)
+                with ctx.once(f"alert:{incident}") as first:
+                    if first:
+                        sent.append(f"alert:{incident}")
+
+        return behaviour
+
+    install(monkeypatch, alerting(range(7)))
+    assert generation(observer, stored, clock, 1).runtime.run() is ExitCode.CLEAN
+    assert sent == [f"alert:{i}" for i in range(7)]
+    kept = stored.raw()[JOURNAL_ATTRIBUTE]
+    assert sorted(kept) == ["alert:4", "alert:5", "alert:6"]  # 0-1 forgotten at 4, 2-3 at 6
+
+    install(monkeypatch, alerting(range(5, 7)))
+    assert generation(observer, stored, clock, 2).runtime.run() is ExitCode.CLEAN
+    assert len(sent) == 7  # the replacement skips what is still remembered
+
+
+def test_a_full_observer_journal_of_unfinished_effects_is_still_refused(
+    observer: ObserverRegistry,
+    stored: StoredObserver,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only finished effects are forgotten: an intent without its completion is exactly what a
+    person must settle, never dropped to make room."""
+    monkeypatch.setattr(journal, "MAX_EFFECTS", 2)
+    stored.start(1)
+    site = observer.record_site("obs", 1, lambda: 5.0)
+    begun = {"state": {"S": "INTENT"}, "fence": {"N": "1"}, "at": {"S": "2026-11-25T00:00:00Z"}}
+    site.client.update_item(
+        TableName=site.table,
+        Key={"name": {"S": "obs"}},
+        UpdateExpression="SET #j = :j",
+        ExpressionAttributeNames={"#j": JOURNAL_ATTRIBUTE},
+        ExpressionAttributeValues={":j": {"M": {f"e{i}": {"M": begun} for i in range(2)}}},
+    )
+    with pytest.raises(journal.JournalFull), journal.Journal(site).once("e2"):
+        pass

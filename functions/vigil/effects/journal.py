@@ -30,8 +30,10 @@ earlier run did with no request of its own:
 An observer's journal is the observer's, not one generation's: a replacement generation skips
 what an earlier one finished, and the entries stay on the record (with its checkpoint, within
 DynamoDB's 400 KB item), so an observer names each occurrence of a repeated effect
-(``f"alert:{incident}"``). Its record holds the run while its generation does (``running`` None:
-a stopping observer's generation may still finish an effect).
+(``f"alert:{incident}"``); being an observer's for years, it is *rolling*: full, it forgets
+its oldest finished effects to make room (never an unfinished one). Its record holds the run
+while its generation does (``running`` None: a stopping observer's generation may still finish
+an effect).
 
 A block that raises leaves the intent without its completion: whether the effect happened before
 the error is exactly what is not known.
@@ -66,6 +68,9 @@ EFFECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
 MAX_EFFECTS = 1000
 """Entries one record's journal holds: 1,000 of the largest (about 210 bytes each) and an
 observer's 64 KB checkpoint stay under 300 KB of DynamoDB's 400 KB item."""
+FORGET_BATCH = 100
+"""Finished effects a full rolling journal (an observer's) forgets at once, oldest first: one
+request per batch, its REMOVE and conditions well inside DynamoDB's 4 KB expression limits."""
 MARK_CHARS = 12
 
 
@@ -142,7 +147,9 @@ class Journal:
             effect,
         )
 
-    def _begin(self, effect: str, check: Check | None, mark: str) -> bool:
+    def _begin(
+        self, effect: str, check: Check | None, mark: str, *, may_forget: bool = True
+    ) -> bool:
         """Record the intent, or learn from the refusal what an earlier run did."""
         seen = self._persist(effect, EffectState.INTENT, mark, expected_fence=None)
         if seen is None or self._landed(seen, effect, EffectState.INTENT, mark):
@@ -151,6 +158,8 @@ class Journal:
         entry = journal.get(effect)
         if not self._holds(seen):
             raise self._fenced(seen)
+        if entry is None and may_forget and self._site.rolling and self._forget_oldest(journal):
+            return self._begin(effect, check, mark, may_forget=False)
         if entry is None:
             # Held, no entry: the only condition left is the journal's size.
             raise JournalFull(
@@ -171,6 +180,41 @@ class Journal:
         state = EffectState.DONE if happened else EffectState.INTENT
         self._write(effect, state, mark, expected_fence=int(entry.get("fence", 0)))
         return not happened
+
+    def _forget_oldest(self, journal: Item) -> bool:
+        """Remove the oldest :data:`FORGET_BATCH` finished entries of a full rolling journal, each
+        only if still finished and the record still this run's; False if none is finished (a
+        journal full of unfinished intents is a stuck run's, for a person)."""
+        done = sorted(
+            (str(entry.get("at", "")), name)
+            for name, entry in journal.items()
+            if isinstance(entry, dict) and entry.get("state") == EffectState.DONE
+        )[:FORGET_BATCH]
+        if not done:
+            return False
+        site = self._site
+        update = Update()
+        finished = update.value(EffectState.DONE.value)
+        for _, name in done:
+            update.remove_in(JOURNAL_ATTRIBUTE, name)
+            update.condition(f"{update.path(JOURNAL_ATTRIBUTE, name, 'state')} = {finished}")
+        update.condition(update.eq(site.token_attribute, site.token))
+        if site.running is not None:
+            update.condition(update.eq("status", site.running))
+
+        def forget() -> None:
+            try:
+                site.client.update_item(
+                    TableName=site.table, Key=to_wire(site.key), **update.request()
+                )
+            except ClientError as error:
+                # Refused: another forget won the race or the run lost its record; the intent's
+                # next try tells which.
+                if not is_condition_failure(error):
+                    raise
+
+        persist(forget, time_left_s=site.time_left_s, sleep=site.sleep)
+        return True
 
     def _write(self, effect: str, state: EffectState, mark: str, *, expected_fence: int) -> None:
         seen = self._persist(effect, state, mark, expected_fence=expected_fence)

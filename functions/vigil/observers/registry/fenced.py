@@ -90,6 +90,7 @@ class FencedWrites(RegistryTable):
             token=generation,
             running=None,
             label=f"observer {name} generation {generation}",
+            rolling=True,
             time_left_s=time_left_s,
             clock=self._clock,
             sleep=sleep,
