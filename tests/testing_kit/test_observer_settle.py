@@ -3,14 +3,12 @@ through the API as ``vigil observers settle`` sends it, and the next generation'
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.helpers.kinds import ticker_runs
 from vigil_tools.api_client import ApiError
 from vigil_tools.testing import VigilStack
 
@@ -35,19 +33,8 @@ def run(ctx):
 def pages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The deployed kind ``ticker`` runs ``paging_kind.run``, which pages once per observer
     (``ctx.once``); the file records each page with the generation that sent it."""
-    from vigil_tools.testing import fleet
-
-    (tmp_path / "paging_kind.py").write_text(PAGING_KIND)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    deployed = fleet.container_environment
-
-    def environment(*args: Any) -> dict[str, str]:
-        kinds = {"ticker": "paging_kind.run"}
-        return {**deployed(*args), "VIGIL_OBSERVER_KINDS": json.dumps(kinds)}
-
-    monkeypatch.setattr(fleet, "container_environment", environment)
-    yield tmp_path / "pages"
-    sys.modules.pop("paging_kind", None)
+    with ticker_runs("paging_kind", PAGING_KIND, tmp_path, monkeypatch):
+        yield tmp_path / "pages"
 
 
 def _left_uncertain(vigil_stack: VigilStack, pages: Path) -> None:

@@ -47,7 +47,7 @@ class ExitCode(IntEnum):
     UNCERTAIN = 4
     """``ctx.once`` found an effect an earlier generation began and never recorded done, and no
     ``check``: restarting would meet it again, so the reconciler marks the observer FAILED and a
-    person settles the effect (the ObserverUncertain alarm says how)."""
+    person settles the effect (``vigil observers settle``)."""
 
 
 STATUS_REASON = "last_start_error"
