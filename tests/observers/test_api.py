@@ -540,3 +540,25 @@ def test_given_a_generation_that_moved_on_meanwhile_when_settled_then_409_nothin
         registry.request_settle("sol", "page:x", done=True)
     assert reads == [1, 2]
     assert registry.get("sol").uncertain_effect == "page:x"
+
+
+def test_given_an_uncertain_generation_still_running_when_settled_then_409_until_it_failed(
+    call: Call, dynamodb: Any, uncertain: str
+) -> None:
+    """Its exit (code 4) is still on its way to the reconciler, which would mark it FAILED
+    after a settlement's restart: the settlement waits for it."""
+    dynamodb.update_item(
+        TableName=REGISTRY_TABLE,
+        Key={"name": {"S": "btc"}},
+        UpdateExpression="SET #s = :running",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":running": {"S": "RUNNING"}},
+    )
+
+    status, body = call(
+        "POST", "/observers/btc/settle", {"effect": "page:incident-7", "outcome": "done"}
+    )
+
+    assert (status, body["error"]) == (409, "not_settleable")
+    assert "still RUNNING" in body["message"]
+    assert raw_item(dynamodb, REGISTRY_TABLE, "btc")["uncertain_effect"] == "page:incident-7"
