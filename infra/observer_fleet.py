@@ -537,7 +537,8 @@ class ObserverFleet(Construct):
             },
         )
         # Only what the registry's API calls use: reads and list pages, and the transactions of
-        # create, stop and restart (TransactWriteItems is authorised per Put and Update action).
+        # create, stop, restart and settle (TransactWriteItems is authorised per Put and Update
+        # action).
         function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=[
@@ -816,7 +817,8 @@ class ObserverFleet(Construct):
                 "ctx.once found an effect an earlier generation began and never recorded done; "
                 "it is FAILED, not restarted. `vigil observers list --status FAILED` (its "
                 "UNCERTAIN column names the effect); once you know whether it happened: "
-                "`vigil observers settle NAME --effect EFFECT --done|--not-done` (it restarts)",
+                "`vigil observers settle NAME --effect EFFECT --done` (or `--not-done`; it "
+                "restarts)",
                 metric=self.kind_metric(ObserverMetric.UNCERTAIN, kind),
             )
         alarms.update(self._stuck_alarms())

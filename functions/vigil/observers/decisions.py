@@ -570,7 +570,7 @@ _NOT_RESTARTED = {
     ExitCode.UNCERTAIN: (
         "uncertain effect (exit code 4): an earlier generation began the effect the record's "
         "uncertain_effect names and never recorded it done: `vigil observers settle NAME "
-        "--effect EFFECT --done|--not-done` settles it and restarts the observer"
+        "--effect EFFECT --done` (or `--not-done`) settles it and restarts the observer"
     ),
 }
 """Exit codes a restart would only repeat: the observer is marked FAILED with the reason."""
