@@ -209,6 +209,10 @@ class ObserversClient:
     def restart(self, name: str) -> dict[str, Any]:
         return dict(self._call("POST", f"/observers/{_segment(name)}/restart"))
 
+    def settle(self, name: str, effect: str, *, done: bool) -> dict[str, Any]:
+        body = {"effect": effect, "outcome": "done" if done else "not_done"}
+        return dict(self._call("POST", f"/observers/{_segment(name)}/settle", body=body))
+
     def rebalance(self, kind: str, max_moves: int | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"kind": kind}
         if max_moves is not None:

@@ -4,6 +4,7 @@
     vigil observers create NAME --kind K [--config JSON|@file] [--idempotency-key K]
     vigil observers list [--status S]
     vigil observers get NAME | stop NAME | restart NAME
+    vigil observers settle NAME --effect E --done|--not-done   (an UNCERTAIN ctx.once effect)
     vigil observers rebalance KIND [--max N]                   (a pooled kind: even its hosts' load)
     vigil hosts list [--kind K]                                   (pooled kinds' hosts)
     vigil jobs list | history JOB | redrive JOB | next JOB       (see vigil_tools/jobs_cli.py)
@@ -43,6 +44,7 @@ from vigil_tools.api_client import (
     Unreachable,
 )
 from vigil_tools.local import up as local_up
+from vigil_tools.settle_cli import add_settle
 from vigil_tools.stacks import StackNotFound, stage_api_url
 from vigil_tools.tables import render_table
 
@@ -96,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         ("restart", "replace an observer's task"),
     ):
         commands.add_parser(command, help=text).add_argument("name", help="the observer's name")
+    add_settle(
+        commands,
+        "name",
+        None,
+        done="it happened: the next generation skips it",
+        not_done="it did not: the next generation does it",
+    )
     rebalance = commands.add_parser("rebalance", help="even a pooled kind's load over its hosts")
     rebalance.add_argument("kind", help="a pooled kind")
     rebalance.add_argument(
@@ -166,7 +175,7 @@ def main(
     except (jobs_control_cli.RunNotFinished, StackNotFound) as problem:
         print(f"error: {problem}", file=err)
         return EXIT_API_ERROR
-    print(json.dumps(result, indent=2) if args.json else _human(args.command, result), file=out)
+    print(json.dumps(result, indent=2) if args.json else _human(args, result), file=out)
     return EXIT_OK
 
 
@@ -256,6 +265,8 @@ def _run(client: ObserversClient, args: argparse.Namespace, config: dict[str, An
             return client.stop(args.name)
         case "restart":
             return client.restart(args.name)
+        case "settle":
+            return client.settle(args.name, args.effect, done=args.done)
         case "rebalance":
             return client.rebalance(args.kind, args.max_moves)
     raise _Usage(f"unknown command {args.command!r}")  # pragma: no cover - argparse refuses it
@@ -299,7 +310,8 @@ _HOST_COLUMNS = (
 )
 
 
-def _human(command: str, result: Any) -> str:
+def _human(args: argparse.Namespace, result: Any) -> str:
+    command = args.command
     if command == "hosts-list":
         if not result:
             return "(no hosts)"
@@ -315,18 +327,51 @@ def _human(command: str, result: Any) -> str:
             f"rebalance of {result['kind']} requested: at most {result['max']} observers move, "
             f"fullest hosts to emptiest (requested by {result['requested_by']})"
         )
+    if command == "settle":
+        return _settled(args, result)
     if command in ("create", "stop", "restart"):
         verb = {"create": "created", "stop": "stopping", "restart": "restart requested for"}
         headline = f"{verb[command]} {result['name']}: status {result['status']}, desired {result['desired']}"
         return headline + "\n\n" + _details(result)
-    return _details(result)
+    return _details(result) + _to_settle(result)
+
+
+def _to_settle(observer: Mapping[str, Any]) -> str:
+    """An uncertain observer's next step, under its details."""
+    effect = observer.get("uncertain_effect")
+    if not effect:
+        return ""
+    return (
+        f"\n\nUNCERTAIN on effect {effect!r}: find out whether it happened, then "
+        f"`vigil observers settle {observer['name']} --effect {effect} --done|--not-done`"
+    )
+
+
+def _settled(args: argparse.Namespace, observer: Mapping[str, Any]) -> str:
+    """What the settlement did, and what to watch next."""
+    name = observer["name"]
+    if args.done:
+        said = f"effect {args.effect!r} recorded done: the next generation skips it"
+    else:
+        said = f"effect {args.effect!r} cleared: the next generation does it again"
+    return (
+        f"settled {name}: {said}\n"
+        f"restart requested: status {observer['status']}, desired {observer['desired']}; "
+        f"the reconciler starts generation {int(observer['generation']) + 1}\n"
+        f"next: `vigil observers get {name}` (status RUNNING once it has claimed)"
+    )
 
 
 def _table(observers: list[dict[str, Any]]) -> str:
-    """The HOST column appears when some observer runs pooled, REASON (last: it is free text)
-    when some observer waits with a reason, so a dedicated, healthy fleet's table stays."""
+    """The HOST column appears when some observer runs pooled, UNCERTAIN (the effect to settle)
+    when some observer stopped on one, REASON (last: it is free text) when some observer waits
+    with a reason, so a dedicated, healthy fleet's table stays."""
     columns: tuple[tuple[str, str], ...] = _COLUMNS
-    for column in (("HOST", "host"), ("REASON", "status_reason")):
+    for column in (
+        ("HOST", "host"),
+        ("UNCERTAIN", "uncertain_effect"),
+        ("REASON", "status_reason"),
+    ):
         if any(o.get(column[1]) for o in observers):
             columns = (*columns, column)
     header = [h for h, _ in columns]

@@ -30,7 +30,7 @@ from vigil_tools.api_client import ApiError
 from vigil_tools.tables import render_table
 
 API_COMMANDS = frozenset({"run", "pause", "resume", "backfill"})
-FINAL = frozenset({"SUCCEEDED", "FAILED", "SKIPPED", "MISSED", "PAUSED"})
+FINAL = frozenset({"SUCCEEDED", "FAILED", "SKIPPED", "MISSED", "PAUSED", "UNCERTAIN", "FENCED"})
 Call = Callable[..., Any]
 """``call(method, path, query=..., body=...)``: one API request; raises on a refusal."""
 

@@ -1,10 +1,13 @@
-"""An operator's verdict on a run left UNCERTAIN by ``run.once``: the one conditional update
-``vigil jobs settle`` and ``vigil tasks settle`` write on the run's record.
+"""An operator's verdict on a run left UNCERTAIN by ``run.once`` (or ``ctx.once``): the one
+conditional update ``vigil jobs settle``, ``vigil tasks settle`` and ``vigil observers settle``
+write on the record that holds the journal.
 
-The record must be UNCERTAIN on that very effect (else the update is refused and nothing
-changes). Done: the journal records the completion (``settled``, fence 0: no run wrote it) and
-the record takes ``done_status``. Not done: the intent is cleared and the record takes
-``failed_status`` with an ``error_message`` saying how it runs again, the effect included.
+The record must be uncertain on that very effect (else the update is refused and nothing
+changes). Done: the journal records the completion (``settled``, fence 0: no run wrote it), so
+the next run skips it. Not done: the intent is cleared, so the next run does it. A job's or
+task's record then takes ``done_status`` or ``failed_status`` (:func:`settlement`); an
+observer's record is re-armed by the registry's restart instead
+(``ObserverCommands.request_settle``), both on top of :func:`verdict`.
 """
 
 from __future__ import annotations
@@ -28,24 +31,32 @@ UNCERTAIN = "UNCERTAIN"
 """The status both jobs' and tasks' records take (``RunStatus`` / ``TaskStatus``)."""
 
 
-def settlement(
-    effect: str, *, done: bool, now: datetime, done_status: str, failed_status: str, again: str
-) -> Update:
-    update = Update().set("finished_at", iso(now))
+def verdict(update: Update, effect: str, *, done: bool, now: datetime) -> Update:
+    """The journal's side of a settlement, alike on every record: the entry DONE (done) or
+    gone (not done), ``uncertain_effect`` removed, on condition that it names ``effect``."""
     if done:
         entry = {"state": EffectState.DONE.value, "fence": 0, "at": iso(now), "settled": True}
         update.set_in(JOURNAL_ATTRIBUTE, effect, entry)
+    else:
+        update.remove_in(JOURNAL_ATTRIBUTE, effect)
+    update.remove(UNCERTAIN_EFFECT_ATTRIBUTE)
+    return update.condition(update.eq(UNCERTAIN_EFFECT_ATTRIBUTE, effect))
+
+
+def settlement(
+    effect: str, *, done: bool, now: datetime, done_status: str, failed_status: str, again: str
+) -> Update:
+    """A job's tick or a task: :func:`verdict`, and the record UNCERTAIN -> ``done_status`` or
+    ``failed_status`` (with ``again``: how it runs again)."""
+    update = verdict(Update().set("finished_at", iso(now)), effect, done=done, now=now)
+    if done:
         update.set("status", done_status)
         update.remove("error_type", "error_message")
     else:
-        update.remove_in(JOURNAL_ATTRIBUTE, effect)
         update.set("status", failed_status)
         update.set("error_type", "Settled")
         update.set("error_message", f"effect {effect!r} settled not done: {again}")
-    update.remove(UNCERTAIN_EFFECT_ATTRIBUTE)
-    return update.condition(
-        update.eq("status", UNCERTAIN), update.eq(UNCERTAIN_EFFECT_ATTRIBUTE, effect)
-    )
+    return update.condition(update.eq("status", UNCERTAIN))
 
 
 def refusal(run: str, effect: str, seen: dict[str, object] | None) -> str:

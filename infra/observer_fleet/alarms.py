@@ -82,8 +82,10 @@ def build_alarms(fleet: ObserverFleet) -> dict[str, cloudwatch.Alarm]:
             alarm=Alarm.OBSERVER_UNCERTAIN,
             description=f"Vigil observers: an observer of kind {kind} stopped UNCERTAIN: "
             "ctx.once found an effect an earlier generation began and never recorded done; "
-            "it is FAILED, not restarted. `vigil observers list --status FAILED`; settle the "
-            "effect on the item, then `vigil observers restart NAME`",
+            "it is FAILED, not restarted. `vigil observers list --status FAILED` (its "
+            "UNCERTAIN column names the effect); once you know whether it happened: "
+            "`vigil observers settle NAME --effect EFFECT --done` (or `--not-done`; it "
+            "restarts)",
             metric=fleet.kind_metric(ObserverMetric.UNCERTAIN, kind),
         )
     alarms.update(_stuck_alarms(fleet))

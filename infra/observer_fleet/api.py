@@ -58,7 +58,8 @@ def build_api_function(
         },
     )
     # Only what the registry's API calls use: reads and list pages, and the transactions of
-    # create, stop and restart (TransactWriteItems is authorised per Put and Update action).
+    # create, stop, restart and settle (TransactWriteItems is authorised per Put and Update
+    # action).
     function.add_to_role_policy(
         iam.PolicyStatement(
             actions=[

@@ -5,6 +5,8 @@ successor's value."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +19,7 @@ from vigil.contract.effects import WRITES_ENV
 from vigil.effects import Fenced
 from vigil.jobs.events import Tick
 from vigil.jobs.guard import JobGuard, Run
-from vigil.jobs.model import JobSettings, Outcome
+from vigil.jobs.model import JobSettings, Outcome, RunStatus
 from vigil.jobs.store import RunStore
 
 TICK = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -35,17 +37,26 @@ def create(client: Any, name: str, *keys: str) -> None:
     )
 
 
-def test_a_zombies_late_write_is_refused_after_its_successors(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@contextmanager
+def cleanup_job(
+    monkeypatch: pytest.MonkeyPatch, clock: ManualClock
+) -> Iterator[tuple[Any, RunStore, JobGuard]]:
+    """On moto: the runs table, the job's ``Sessions`` table granted, and the job's guard."""
     monkeypatch.setenv(WRITES_ENV, json.dumps({"tables": {"Sessions": "sessions"}}))
-    clock = ManualClock(TICK)
     with mock_aws():
         client = boto3.client("dynamodb")
         create(client, "runs", "pk", "sk")
         create(client, "sessions", "id")
         settings = JobSettings(job="cleanup", table="runs", lease_margin=timedelta(seconds=5))
-        guard = JobGuard(settings, RunStore(client, "runs"), clock)
+        store = RunStore(client, "runs")
+        yield client, store, JobGuard(settings, store, clock)
+
+
+def test_a_zombies_late_write_is_refused_after_its_successors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = ManualClock(TICK)
+    with cleanup_job(monkeypatch, clock) as (client, _, guard):
         tick = Tick(job="cleanup", scheduled_at=TICK, source="scheduler")
         refused: list[Fenced] = []
 
@@ -74,3 +85,38 @@ def test_a_zombies_late_write_is_refused_after_its_successors(
         item = client.get_item(TableName="sessions", Key={"id": {"S": "s-1"}})["Item"]
         assert item["written_by"] == {"S": "successor"}
         assert refused[0].newer is not None and refused[0].newer > refused[0].token
+
+
+def test_a_hung_runs_write_refused_after_a_later_ticks_ends_its_own_tick_fenced_not_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No run took the hung run's own tick over, so its record is its own to finish: FENCED
+    (superseded: a retry would claim a newer token still and write over its successor), not
+    FAILED, raised, retried and dead-lettered."""
+    clock = ManualClock(TICK)
+    with cleanup_job(monkeypatch, clock) as (client, store, guard):
+        first = Tick(job="cleanup", scheduled_at=TICK, source="scheduler")
+        later = Tick(job="cleanup", scheduled_at=TICK + timedelta(minutes=5), source="scheduler")
+
+        def write(run: Run) -> None:
+            run.fenced.table("Sessions").put_item(
+                Item={"id": {"S": "summary"}, "tick": {"S": run.tick}}
+            )
+
+        def hung(run: Run) -> None:
+            clock.advance(360)  # frozen past its lease; the next tick runs meanwhile
+            done = guard.execute(later, write, remaining_ms=lambda: 60_000, holder="b")
+            assert done.outcome is Outcome.SUCCEEDED
+            write(run)
+
+        late = guard.execute(first, hung, remaining_ms=lambda: 10_000, holder="a")
+
+        assert late.outcome is Outcome.FENCED and "superseded" in late.reason
+        newer, own = store.history("cleanup")
+        assert (newer.status, own.status, own.error_type) == (
+            RunStatus.SUCCEEDED,
+            RunStatus.FENCED,
+            "Fenced",
+        )
+        item = client.get_item(TableName="sessions", Key={"id": {"S": "summary"}})["Item"]
+        assert item["tick"] == {"S": newer.tick}

@@ -93,6 +93,9 @@ def test_a_run_frozen_past_its_lease_cannot_write_after_its_successor(
     last = client.get_item(TableName=table, Key={"id": {"S": LAST_RUN}})["Item"]
     assert (last["tick"]["S"], last["deleted"]["N"]) == (successor.tick, "1")
     assert _ids(client, table) == {LAST_RUN}
-    # its own tick, which no one took over, ends FAILED with why (a tick of its own to redrive)
-    assert late.error_type == "Fenced"
-    assert (frozen.tick, frozen.status, frozen.error_type) == (held.tick, "FAILED", "Fenced")
+    # its own tick, which no one took over, ends FENCED: superseded, not retried (a retry's newer
+    # token would write the older tick's summary over its successor's), nor dead-lettered
+    assert (late.error_type, late.payload["outcome"]) == (None, "FENCED")
+    assert (frozen.tick, frozen.status, frozen.error_type) == (held.tick, "FENCED", "Fenced")
+    assert frozen.attempts == 1 and vigil_stack.dead_letters("cleanup") == []
+    assert "superseded" in (frozen.error_message or "")

@@ -96,3 +96,27 @@ def start_container(
         stderr=subprocess.STDOUT,
         text=True,
     )
+
+
+def leave_uncertain(
+    client: Any, table: str, name: str, effect: str, *, generation: int = 1
+) -> None:
+    """What an observer's record holds once ``ctx.once`` stopped ``generation`` UNCERTAIN on
+    ``effect`` (the container's mark) and the reconciler took its exit code 4 (FAILED): the
+    effect's intent in the journal, without its completion."""
+    from vigil.contract.observers import Status, status_fields
+    from vigil.dynamo import Update, to_wire
+
+    status, unlisted = status_fields(Status.FAILED)
+    update = Update().set_all(
+        {
+            **status,
+            "generation": generation,
+            "effects": {effect: {"state": "INTENT", "fence": generation - 1, "at": "then"}},
+            "uncertain_effect": effect,
+            "uncertain_reason": f"effect {effect!r} was begun and never recorded done",
+            "failure_reason": "uncertain effect (exit code 4)",
+        }
+    )
+    update.remove(*unlisted).increment("version")
+    client.update_item(TableName=table, Key=to_wire({"name": name}), **update.request())

@@ -110,7 +110,7 @@ def test_effects_act_refuses_the_hung_runs_late_write_and_sends_one_email(
     """The effects section's lines: the successor's summary is kept, the late write refused;
     the killed run's retry ends UNCERTAIN with one email sent, then settled."""
     fenced = facts["effects"]["fenced"]
-    assert (fenced["successor"], fenced["late"]) == ("SUCCEEDED", "Fenced")
+    assert (fenced["successor"], fenced["late"]) == ("SUCCEEDED", "FENCED")
     assert fenced["summary_tick"] == fenced["successor_tick"]
     uncertain = facts["effects"]["uncertain"]
     assert uncertain["outcomes"] == ["FunctionKilled", "UNCERTAIN"]

@@ -11,11 +11,13 @@ import pytest
 
 from handlers import observers_api
 from tests.helpers.api_errors import Refusal, check_refusals
-from tests.helpers.observers import IDEMPOTENCY_TABLE, REGISTRY_TABLE, scan_all
+from tests.helpers.observers import IDEMPOTENCY_TABLE, REGISTRY_TABLE, leave_uncertain, scan_all
 from vigil.observers.api import ApiSettings
 from vigil.settings import SettingsError
 from vigil_tools.api_client import rest_event
 from vigil_tools.lambda_context import LambdaContext
+
+from .test_registry import raw_item
 
 Call = Callable[..., tuple[int, Any]]
 
@@ -368,6 +370,19 @@ OBSERVER_REFUSALS = [
     Refusal("GET", "/observers/{name}", "/observers/Bad_Name"),
     Refusal("DELETE", "/observers/{name}", "/observers/nope"),
     Refusal("POST", "/observers/{name}/restart", "/observers/nope/restart"),
+    Refusal(
+        "POST",
+        "/observers/{name}/settle",
+        "/observers/nope/settle",
+        {"effect": "e", "outcome": "done"},
+    ),
+    Refusal(
+        "POST",
+        "/observers/{name}/settle",
+        "/observers/btc/settle",
+        {"effect": "e", "outcome": "done"},
+    ),
+    Refusal("POST", "/observers/{name}/settle", "/observers/btc/settle", {"effect": "e"}),
     Refusal("POST", "/observers/rebalance", "/observers/rebalance", {"kind": "nope"}),
     Refusal("POST", "/observers/rebalance", "/observers/rebalance", {"kind": "ticker"}),
     Refusal("POST", "/observers/rebalance", "/observers/rebalance", {"kind": "ticker", "max": 0}),
@@ -405,9 +420,145 @@ def test_every_routes_refusals_use_the_documented_codes(call: Call) -> None:
         "invalid_name",
         "observer_not_found",
         "observer_not_found",
+        "observer_not_found",
+        "not_settleable",
+        "invalid_outcome",
         "kind_not_found",
         "nothing_to_rebalance",
         "invalid_max",
         "unknown_kind",
         "invalid_kind",
     ]
+
+
+# -- POST /observers/{name}/settle ----------------------------------------------------------------
+
+
+@pytest.fixture
+def uncertain(call: Call, dynamodb: Any) -> str:
+    """``btc``, FAILED: generation 1 stopped UNCERTAIN on ``page:incident-7``."""
+    call("POST", "/observers", {"name": "btc", "kind": "ticker"})
+    leave_uncertain(dynamodb, REGISTRY_TABLE, "btc", "page:incident-7", generation=1)
+    return "btc"
+
+
+@pytest.mark.parametrize(("outcome", "entry"), [("done", "DONE"), ("not_done", None)])
+def test_given_an_uncertain_observer_when_settled_then_the_journal_takes_it_and_it_restarts(
+    call: Call, dynamodb: Any, uncertain: str, outcome: str, entry: str | None
+) -> None:
+    status, body = call("GET", "/observers/btc")  # the GET shows what to settle
+    assert (status, body["uncertain_effect"]) == (200, "page:incident-7")
+    assert "never recorded done" in body["uncertain_reason"]
+
+    status, body = call(
+        "POST", "/observers/btc/settle", {"effect": "page:incident-7", "outcome": outcome}
+    )
+
+    assert status == 202
+    assert (body["status"], body["desired"], body["uncertain_effect"]) == (
+        "PENDING",
+        "RUNNING",
+        None,
+    )
+    item = raw_item(dynamodb, REGISTRY_TABLE, "btc")
+    assert "uncertain_effect" not in item and "uncertain_reason" not in item
+    assert "failure_reason" not in item and item["restart_generation"] == 1
+    assert (item["effects"].get("page:incident-7") or {}).get("state") == entry
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "status", "code", "mentions"),
+    [
+        ("ghost", {"effect": "e", "outcome": "done"}, 404, "observer_not_found", "ghost"),
+        ("btc", {"effect": "other", "outcome": "done"}, 409, "not_settleable", "page:incident-7"),
+        ("btc", {"effect": "page:incident-7", "outcome": "maybe"}, 422, "invalid_outcome", ""),
+        ("btc", {"effect": "no spaces", "outcome": "done"}, 422, "invalid_effect", ""),
+        ("btc", {"outcome": "done"}, 422, "invalid_effect", ""),
+        ("btc", {"effect": "e", "outcome": "done", "extra": 1}, 422, "invalid_body", ""),
+    ],
+)
+def test_given_a_settlement_that_cannot_be_when_posted_then_refused_and_nothing_changes(
+    call: Call,
+    uncertain: str,
+    tables: Callable[[], tuple[list[Any], list[Any]]],
+    name: str,
+    body: Any,
+    status: int,
+    code: str,
+    mentions: str,
+) -> None:
+    before = tables()
+
+    answer = call("POST", f"/observers/{name}/settle", body)
+
+    assert (answer[0], answer[1]["error"]) == (status, code)
+    assert mentions in answer[1]["message"]
+    assert tables() == before
+
+
+def test_given_an_observer_that_is_not_uncertain_when_settled_then_409(call: Call) -> None:
+    call("POST", "/observers", {"name": "eth", "kind": "ticker"})
+
+    status, body = call("POST", "/observers/eth/settle", {"effect": "e", "outcome": "done"})
+
+    assert (status, body["error"]) == (409, "not_settleable")
+    assert "not uncertain" in body["message"]
+
+
+def test_given_a_settled_observer_when_settled_again_then_409_and_it_stays_settled_once(
+    call: Call, dynamodb: Any, uncertain: str
+) -> None:
+    settle = {"effect": "page:incident-7", "outcome": "done"}
+    assert call("POST", "/observers/btc/settle", settle)[0] == 202
+
+    status, body = call("POST", "/observers/btc/settle", settle)
+
+    assert (status, body["error"]) == (409, "not_settleable")
+
+
+def test_given_a_generation_that_moved_on_meanwhile_when_settled_then_409_nothing_changes(
+    dynamodb: Any, registry: Any, registry_table: str
+) -> None:
+    """The record changed between the settlement's read and its write: the generation
+    condition refuses the write, and the re-read says why."""
+    from vigil.settle import NotSettleable
+
+    registry.create("sol", "ticker", {})
+    leave_uncertain(dynamodb, registry_table, "sol", "page:x", generation=1)
+    real_get = registry.get
+    reads = []
+
+    def get_then_move_on(name: str) -> Any:
+        observer = real_get(name)
+        if not reads:  # after the first read: a newer generation went uncertain on it too
+            leave_uncertain(dynamodb, registry_table, "sol", "page:x", generation=2)
+        reads.append(observer.generation)
+        return observer
+
+    registry.get = get_then_move_on
+    with pytest.raises(NotSettleable, match="from generation 1 to 2 meanwhile"):
+        registry.request_settle("sol", "page:x", done=True)
+    assert reads == [1, 2]
+    assert registry.get("sol").uncertain_effect == "page:x"
+
+
+def test_given_an_uncertain_generation_still_running_when_settled_then_409_until_it_failed(
+    call: Call, dynamodb: Any, uncertain: str
+) -> None:
+    """Its exit (code 4) is still on its way to the reconciler, which would mark it FAILED
+    after a settlement's restart: the settlement waits for it."""
+    dynamodb.update_item(
+        TableName=REGISTRY_TABLE,
+        Key={"name": {"S": "btc"}},
+        UpdateExpression="SET #s = :running",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":running": {"S": "RUNNING"}},
+    )
+
+    status, body = call(
+        "POST", "/observers/btc/settle", {"effect": "page:incident-7", "outcome": "done"}
+    )
+
+    assert (status, body["error"]) == (409, "not_settleable")
+    assert "still RUNNING" in body["message"]
+    assert raw_item(dynamodb, REGISTRY_TABLE, "btc")["uncertain_effect"] == "page:incident-7"

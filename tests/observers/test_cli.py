@@ -14,6 +14,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from handlers import observers_api
+from tests.helpers.observers import REGISTRY_TABLE, leave_uncertain
 from vigil_tools.api_client import HttpRequest, HttpResponse, InProcessTransport, SigV4Transport
 from vigil_tools.cli import EXIT_API_ERROR, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main
 
@@ -105,6 +106,9 @@ def test_given_a_refused_request_when_run_then_exit_1_and_the_api_reason(
         (("observers", "list", "--status", "asleep"), "invalid choice"),
         (("observers", "create", "x"), "--kind"),
         (("observers",), "required"),
+        (("observers", "settle", "btc", "--effect", "e"), "--done --not-done"),
+        (("observers", "settle", "btc", "--done"), "--effect"),
+        (("observers", "settle", "btc", "--effect", "e", "--done", "--not-done"), "not allowed"),
     ],
 )
 def test_given_bad_input_when_run_then_exit_2_without_calling_the_api(
@@ -214,3 +218,37 @@ def test_given_the_jobs_group_without_a_command_when_run_then_usage_error() -> N
 
     assert main(["jobs"], stderr=err) == EXIT_USAGE
     assert "required" in err.getvalue()
+
+
+def test_given_an_uncertain_observer_when_an_operator_settles_it_then_each_step_says_what_next(
+    vigil: Run, dynamodb: Any
+) -> None:
+    vigil("observers", "create", "btc", "--kind", "ticker")
+    vigil("observers", "create", "eth", "--kind", "ticker")
+    leave_uncertain(dynamodb, REGISTRY_TABLE, "btc", "page:incident-7")
+
+    code, out, _ = vigil("observers", "list")
+    header, btc, eth = out.splitlines()
+    assert header.split()[-1] == "UNCERTAIN"
+    assert (btc.split()[-1], eth.split()[-1]) == ("page:incident-7", "-")
+
+    code, out, _ = vigil("observers", "get", "btc")
+    assert "uncertain_effect" in out and "never recorded done" in out
+    assert out.rstrip().endswith(
+        "`vigil observers settle btc --effect page:incident-7 --done|--not-done`"
+    )
+
+    code, out, err = vigil("observers", "settle", "btc", "--effect", "page:x", "--done")
+    assert (code, out) == (EXIT_API_ERROR, "")
+    assert "uncertain on effect 'page:incident-7', not 'page:x'" in err
+    assert "(not_settleable, HTTP 409)" in err
+
+    code, out, _ = vigil("observers", "settle", "btc", "--effect", "page:incident-7", "--not-done")
+    assert code == EXIT_OK
+    assert out.splitlines() == [
+        "settled btc: effect 'page:incident-7' cleared: the next generation does it again",
+        "restart requested: status PENDING, desired RUNNING; the reconciler starts generation 2",
+        "next: `vigil observers get btc` (status RUNNING once it has claimed)",
+    ]
+    code, out, _ = vigil("observers", "list")
+    assert "UNCERTAIN" not in out

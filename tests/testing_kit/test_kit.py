@@ -4,7 +4,6 @@ cannot deploy fails with the resource and moto's reason."""
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from aws_lambda_powertools import Logger
 from botocore.client import BaseClient
 from moto import mock_aws
 
+from tests.helpers.kinds import ticker_runs
 from vigil_tools.emulator.deploy import DeployFailed, deploy
 from vigil_tools.emulator.template import Synthesized
 from vigil_tools.testing import UnknownName, VigilStack
@@ -275,19 +275,8 @@ def run(ctx):
 @pytest.fixture
 def counting_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The deployed kind ``ticker`` runs ``counting_kind.run``: a kind with a module-level counter."""
-    from vigil_tools.testing import fleet
-
-    (tmp_path / "counting_kind.py").write_text(COUNTING_KIND)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    deployed = fleet.container_environment
-
-    def environment(*args: Any) -> dict[str, str]:
-        kinds = {"ticker": "counting_kind.run"}
-        return {**deployed(*args), "VIGIL_OBSERVER_KINDS": json.dumps(kinds)}
-
-    monkeypatch.setattr(fleet, "container_environment", environment)
-    yield
-    sys.modules.pop("counting_kind", None)
+    with ticker_runs("counting_kind", COUNTING_KIND, tmp_path, monkeypatch):
+        yield
 
 
 def test_each_generation_imports_the_kind_anew_as_a_new_container_does(

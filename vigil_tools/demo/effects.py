@@ -108,8 +108,11 @@ def _hung_run(
         f"  {second:%H:%M} cleanup: the hung run's lease is over; the next tick runs "
         f"(token {successor['fencing_token']}): {successor['outcome']}"
     )
-    late = held.release().attempts[-1]
-    print(f"  the hung run wakes and writes its summary: refused, {late.error_type}")
+    late = held.release().attempts[-1].payload
+    print(
+        f"  the hung run wakes and writes its summary: refused (Fenced); its tick ends "
+        f"{late['outcome']}, superseded, not retried"
+    )
     item = dynamodb.get_item(TableName=table, Key={"id": {"S": SUMMARY}})["Item"]
     print(
         f"  Sessions[{SUMMARY!r}] holds tick {item['tick']['S']}'s summary (deleted "
@@ -117,7 +120,7 @@ def _hung_run(
     )
     return {
         "successor": successor["outcome"],
-        "late": late.error_type,
+        "late": late["outcome"],
         "summary_tick": item["tick"]["S"],
         "successor_tick": iso_seconds(second),
     }

@@ -29,15 +29,18 @@ import json
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal, overload
 
 from vigil.clock import iso_seconds
+from vigil.contract.journal import JOURNAL_ATTRIBUTE
 from vigil.contract.schedule import Schedule as Evaluator
 from vigil.contract.tasks import ENVELOPE_KEY, MAX_QUEUE_DELAY_S, REASON_ATTRIBUTE, CatalogField
+from vigil.dynamo import from_wire, to_wire
+from vigil.effects.journal import journal_entries
 from vigil.events import MalformedEvent
 from vigil.jobs.events import parse_tick
 from vigil.jobs.store import RunStore
@@ -157,6 +160,11 @@ class ObserverState:
     config: dict[str, Any]
     last_exit: dict[str, Any] | None
     failure_reason: str | None
+    uncertain_effect: str | None = None
+    """``ctx.once`` stopped it UNCERTAIN on this effect, until :meth:`VigilStack.settle_observer`."""
+    uncertain_reason: str | None = None
+    effects: dict[str, Any] = field(default_factory=dict)
+    """``ctx.once``'s journal on its record: effect -> ``{state, fence, at}``."""
 
 
 class VigilStack:
@@ -682,6 +690,15 @@ class VigilStack:
         self.fleet.settle()
         return self.observer(name)
 
+    def settle_observer(self, name: str, effect: str, *, done: bool) -> ObserverState:
+        """``vigil observers settle NAME --effect E --done|--not-done``: the journal takes the
+        verdict and the reconciler starts the next generation (a refusal raises the API's
+        ``ApiError``, ``not_settleable``)."""
+        self._known_observer(name)
+        self._api.settle(name, effect, done=done)
+        self.fleet.settle()
+        return self.observer(name)
+
     def crash(self, name: str) -> ObserverState:
         """The observer's process dies (exit 1) and is replaced: its own container, which ECS
         reports to the reconciler; or for a pooled kind its child process on the host, which the
@@ -707,7 +724,19 @@ class VigilStack:
             config=observer.config,
             last_exit=observer.last_exit.to_json() if observer.last_exit else None,
             failure_reason=observer.failure_reason,
+            uncertain_effect=observer.uncertain_effect,
+            uncertain_reason=observer.uncertain_reason,
+            effects=self._journal(name),
         )
+
+    def _journal(self, name: str) -> dict[str, Any]:
+        item = self.account.session.client("dynamodb").get_item(
+            TableName=self.fleet.fleet.registry_table,
+            Key=to_wire({"name": name}),
+            ProjectionExpression="#e",
+            ExpressionAttributeNames={"#e": JOURNAL_ATTRIBUTE},
+        )
+        return journal_entries(from_wire(item.get("Item")))
 
     def observer_logs(self, name: str) -> str:
         """What the observer's containers wrote (JSON lines), every generation, oldest first."""

@@ -342,7 +342,8 @@ ALARMS: dict[Alarm, AlarmSpec] = {
         "Sum",
         5,
         "An observer of the kind stopped UNCERTAIN on an effect (ctx.once) an earlier generation "
-        "began and never recorded done; it is FAILED, not restarted.",
+        "began and never recorded done; it is FAILED, not restarted, until a person settles the "
+        "effect (vigil observers settle).",
     ),
 }
 """Every alarm, in the order the reference and the runbooks list them."""

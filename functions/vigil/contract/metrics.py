@@ -98,6 +98,9 @@ class ObserverMetric(StrEnum):
     UNCERTAIN = "ObserverUncertain"
     """``ctx.once`` met an effect an earlier generation began and never recorded done: the
     observer stopped, marked with the effect, until a person settles it."""
+    SETTLED = "ObserverSettled"
+    """A person settled an UNCERTAIN observer's effect (``vigil observers settle``): it starts
+    again."""
     RECONCILE_DURATION = "ReconcilePassDuration"
     """How long a resync pass took."""
     RESYNC_SKIPPED = "ResyncSkipped"

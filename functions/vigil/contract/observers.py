@@ -47,13 +47,16 @@ class ExitCode(IntEnum):
     UNCERTAIN = 4
     """``ctx.once`` found an effect an earlier generation began and never recorded done, and no
     ``check``: restarting would meet it again, so the reconciler marks the observer FAILED and a
-    person settles the effect (the ObserverUncertain alarm says how)."""
+    person settles the effect (``vigil observers settle``)."""
 
 
 STATUS_REASON = "last_start_error"
 """On an observer's registry item: why it is not running yet (RunTask failed, no host took it),
 written by the reconciler with the time it tries again and removed once it starts. The API and
 ``vigil observers list``/``get`` show it as ``status_reason``."""
+UNCERTAIN_REASON = "uncertain_reason"
+"""On an observer's registry item, beside ``uncertain_effect``: why ``ctx.once`` stopped it
+UNCERTAIN (the effect's intent, by which generation, when), until ``vigil observers settle``."""
 
 FLEET_INDEX = "fleet-index"
 """The registry's sparse index over the observers a resync decides: every one but the STOPPED
@@ -134,7 +137,7 @@ CONTAINER_WRITES = (
     HOST_EXIT,
     JOURNAL_ATTRIBUTE,
     UNCERTAIN_EFFECT_ATTRIBUTE,
-    "uncertain_reason",
+    UNCERTAIN_REASON,
 )
 """What a container (a dedicated task, or a host and its children) sets or removes on an
 observer's item (``vigil.observers.registry.fenced``): its claim (status RUNNING, with its index

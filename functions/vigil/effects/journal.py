@@ -24,7 +24,7 @@ earlier run did with no request of its own:
   guessed: ``check()`` when given (True: it happened -> recorded DONE, skipped; False -> the
   intent is taken over and the effect runs), else :class:`Uncertain` stops the run, which its
   guard records UNCERTAIN with the effect's name, not retried, for ``vigil jobs settle`` /
-  ``vigil tasks settle``;
+  ``vigil tasks settle`` (an observer's: ``vigil observers settle``);
 * the record is another run's now -> :class:`~vigil.effects.fence.Fenced`.
 
 An observer's journal is the observer's, not one generation's: a replacement generation skips

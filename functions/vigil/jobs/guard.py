@@ -279,23 +279,20 @@ class JobGuard:
             effect = uncertain_effect(error)
             if effect is not None:
                 return self._uncertain(claim, started, error, effect, remaining_ms)
+            if refused_write(error):
+                return self._superseded(claim, started, error, remaining_ms)
             outcome = self._outcome(claim, RunStatus.FAILED, started, error)
             # A run that hung past max_duration and then failed is the usual too-long run: the
             # handler counts the flag (and an unrecorded outcome) on its way out.
             with contextlib.suppress(AttributeError):
                 error.vigil_duration_flag = _flag(outcome)  # type: ignore[attr-defined]
-            recorded = True
             try:
-                recorded = self._record(outcome, remaining_ms, claim.holder)
+                self._record(outcome, remaining_ms, claim.holder)
             except OutcomeUnrecorded as unrecorded:
                 # The body's error is what Lambda reports and dead-letters; the note says more.
                 with contextlib.suppress(AttributeError):
                     error.vigil_unrecorded = unrecorded  # type: ignore[attr-defined]
                 error.add_note(str(unrecorded))
-            if not recorded and refused_write(error):
-                # Taken over, and the body's write refused for it: the zombie's run is fenced,
-                # not failed (its successor owns the tick), so it is not retried nor alarmed.
-                return _reported(outcome, recorded)
             raise
         outcome = self._outcome(claim, RunStatus.SUCCEEDED, started, None)
         return _reported(outcome, self._record(outcome, remaining_ms, claim.holder))
@@ -323,6 +320,23 @@ class JobGuard:
             outcome.token,
             str(error),
         )
+
+    def _superseded(
+        self,
+        claim: Claim,
+        started: datetime,
+        error: BaseException,
+        remaining_ms: Callable[[], int],
+    ) -> Result:
+        """The body's write through ``run.fenced`` was refused: a newer run of the job (this
+        tick's takeover, or a later tick's run) wrote there, so this run is superseded. Its tick
+        ends FENCED when it is still this run's (else its successor's record stands), either way
+        not retried nor dead-lettered, as a task's attempt refused the same way is."""
+        outcome = self._outcome(claim, RunStatus.FENCED, started, error)
+        recorded = self._record(outcome, remaining_ms, claim.holder)
+        reason = f"superseded by a newer run: {error}" if recorded else ""
+        result = _reported(outcome, recorded=False)
+        return replace(result, reason=reason or result.reason)
 
     def _outcome(
         self, claim: Claim, status: RunStatus, started: datetime, error: BaseException | None

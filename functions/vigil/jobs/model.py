@@ -24,6 +24,10 @@ class RunStatus(StrEnum):
     UNCERTAIN = "UNCERTAIN"
     """Stopped on an effect (``run.once``) an earlier run began and never recorded done: not
     retried, alarmed, for a person to settle (``vigil jobs settle``)."""
+    FENCED = "FENCED"
+    """Superseded: a write through ``run.fenced`` was refused (``Fenced``) because a newer run of
+    the job wrote there. Not retried, not dead-lettered: a retry would claim a newer token still
+    and write this older tick's data over its successor's, which is what the fence refused."""
 
 
 FINAL_STATUSES = frozenset(
@@ -33,6 +37,7 @@ FINAL_STATUSES = frozenset(
         RunStatus.MISSED,
         RunStatus.PAUSED,
         RunStatus.UNCERTAIN,
+        RunStatus.FENCED,
     }
 )
 """A tick in one of these states never runs again, whatever is delivered later."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
@@ -38,6 +38,7 @@ from vigil.contract.hosts import (
     MAX_REBALANCE_MOVES,
     PLACEMENTS_ENV,
 )
+from vigil.effects.journal import EFFECT_NAME
 from vigil.http_answers import (
     answer_unknown_routes,
     caller_of,
@@ -72,6 +73,7 @@ from vigil.observers.registry import (
     VersionConflict,
 )
 from vigil.settings import Environment
+from vigil.settle import NotSettleable
 
 NAME_RULE = NAME_PATTERN.pattern
 
@@ -152,6 +154,25 @@ class Rebalance(BaseModel):
     ] = DEFAULT_REBALANCE_MOVES
 
 
+class SettleObserver(BaseModel):
+    """The body of ``POST /observers/{name}/settle``: a person's word on the effect ``ctx.once``
+    stopped the observer UNCERTAIN on (the words of ``vigil jobs settle --done|--not-done``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    effect: Annotated[
+        str,
+        Field(pattern=f"^{EFFECT_NAME.pattern}$", description="The record's uncertain_effect"),
+    ]
+    outcome: Annotated[
+        Literal["done", "not_done"],
+        Field(
+            description="done: it happened (the next generation skips it); not_done: it did "
+            "not (the next generation does it)"
+        ),
+    ]
+
+
 class RebalanceAnswer(BaseModel):
     """The request as the reconciler will read it."""
 
@@ -190,6 +211,11 @@ class ObserverBody(BaseModel):
     )
     host: str | None = Field(None, description="Pooled: the host it runs on (null: dedicated)")
     task_definition: str | None = None
+    uncertain_effect: str | None = Field(
+        None,
+        description="ctx.once stopped it UNCERTAIN on this effect: POST /observers/{name}/settle",
+    )
+    uncertain_reason: str | None = Field(None, description="Why: who began the effect, when")
 
 
 def _responses(
@@ -233,6 +259,7 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     ObserverNotFound: (HTTPStatus.NOT_FOUND, ErrorCode.OBSERVER_NOT_FOUND),
     FleetFull: (HTTPStatus.TOO_MANY_REQUESTS, ErrorCode.FLEET_FULL),
     VersionConflict: (HTTPStatus.CONFLICT, ErrorCode.VERSION_CONFLICT),
+    NotSettleable: (HTTPStatus.CONFLICT, ErrorCode.NOT_SETTLEABLE),
     InvalidCursor: (HTTPStatus.BAD_REQUEST, invalid("cursor")),
     KindNotFound: (HTTPStatus.NOT_FOUND, ErrorCode.KIND_NOT_FOUND),
     NothingToRebalance: (HTTPStatus.CONFLICT, ErrorCode.NOTHING_TO_REBALANCE),
@@ -336,6 +363,31 @@ def build_app(services: Services) -> APIGatewayRestResolver:
         name: Annotated[str, Path(pattern=NAME_RULE)],
     ) -> Response[dict[str, Any]]:
         body = registry.request_restart(name).to_json()
+        return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
+
+    @app.post(
+        "/observers/<name>/settle",
+        summary="Settle the effect ctx.once stopped an observer UNCERTAIN on, and restart it",
+        responses=_responses(
+            HTTPStatus.ACCEPTED,
+            _NOT_FOUND,
+            (HTTPStatus.CONFLICT, "not_settleable, version_conflict"),
+            (HTTPStatus.UNPROCESSABLE_ENTITY, "invalid_effect, invalid_outcome, invalid_body"),
+            (HTTPStatus.TOO_MANY_REQUESTS, "fleet_full"),
+        ),
+    )
+    def settle_observer(
+        name: Annotated[str, Path(pattern=NAME_RULE)],
+        request: Annotated[SettleObserver, Body(embed=False)],
+    ) -> Response[dict[str, Any]]:
+        done = request.outcome == "done"
+        observer = registry.request_settle(name, request.effect, done=done)
+        _count(telemetry.ObserverMetric.SETTLED, observer.kind)
+        telemetry.logger().info(
+            "settled",
+            extra={"observer": name, "effect": request.effect, "outcome": request.outcome},
+        )
+        body = observer.to_json()
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
 
     @app.post(

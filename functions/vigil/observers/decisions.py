@@ -569,8 +569,8 @@ _NOT_RESTARTED = {
     ExitCode.BAD_CONFIGURATION: "bad config: the observer exited with code 2",
     ExitCode.UNCERTAIN: (
         "uncertain effect (exit code 4): an earlier generation began the effect the record's "
-        "uncertain_effect names and never recorded it done; settle it on the record (the "
-        "ObserverUncertain alarm says how), then restart the observer"
+        "uncertain_effect names and never recorded it done: `vigil observers settle NAME "
+        "--effect EFFECT --done` (or `--not-done`) settles it and restarts the observer"
     ),
 }
 """Exit codes a restart would only repeat: the observer is marked FAILED with the reason."""

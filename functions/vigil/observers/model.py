@@ -29,10 +29,12 @@ from typing import Any
 
 from vigil.clock import epoch_ms, from_epoch_ms, iso
 from vigil.contract.hosts import OBSERVER_HOST, OBSERVER_TASK_DEFINITION
+from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.observers import (
     FLEET_ATTRIBUTE,
     STATUS_REASON,
     STOPPED_ATTRIBUTE,
+    UNCERTAIN_REASON,
     status_fields,
 )
 from vigil.contract.observers import FLEET_INDEX as FLEET_INDEX
@@ -239,6 +241,10 @@ class Observer:
     task_definition: str | None = None
     """The task definition ARN (with revision) its current generation was started or placed
     with: the one reading of ``OBSERVER_TASK_DEFINITION`` (rollouts and the API use it)."""
+    uncertain_effect: str | None = None
+    """``ctx.once`` stopped it UNCERTAIN on this effect, until ``vigil observers settle``."""
+    uncertain_reason: str | None = None
+    """Why (the effect's intent: which generation began it, when)."""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -261,6 +267,8 @@ class Observer:
             "status_reason": self.status_reason,
             "host": self.host,
             "task_definition": self.task_definition,
+            "uncertain_effect": self.uncertain_effect,
+            "uncertain_reason": self.uncertain_reason,
         }
 
 
@@ -334,4 +342,6 @@ def from_item(item: dict[str, Any]) -> Observer:
         else None,
         host=item.get(OBSERVER_HOST),
         task_definition=item.get(OBSERVER_TASK_DEFINITION),
+        uncertain_effect=item.get(UNCERTAIN_EFFECT_ATTRIBUTE),
+        uncertain_reason=item.get(UNCERTAIN_REASON),
     )

@@ -180,7 +180,7 @@ class ObserverContext:
         fence, done at most once per observer across its generations (the journal is on its
         registry record, :mod:`vigil.effects.journal`). An effect an earlier generation began and
         never recorded done: ``check()`` decides, or the observer stops UNCERTAIN (marked on its
-        record, alarmed, not restarted) for a person to settle (the ObserverUncertain alarm says how)."""
+        record, alarmed, not restarted) for a person to settle (``vigil observers settle``)."""
         return once(self._runtime.record_site(), effect, check)
 
 

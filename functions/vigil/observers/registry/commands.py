@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.hosts import OBSERVER_HOST, OBSERVER_TASK_DEFINITION
+from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.observers import (
     FLEET_ATTRIBUTE,
     STATUS_REASON,
     STOPPED_ATTRIBUTE,
     STOPPED_INDEX,
+    UNCERTAIN_REASON,
     status_fields,
 )
 from vigil.dynamo import (
@@ -57,6 +59,7 @@ from vigil.observers.registry.errors import (
     VersionConflict,
 )
 from vigil.observers.registry.table import RegistryTable, key
+from vigil.settle import NotSettleable, verdict
 
 MAX_PAGE = 100
 """BatchGetItem's limit, and small enough that 100 configs of 32 KB fit in a Lambda response."""
@@ -70,8 +73,10 @@ LIST_ATTRIBUTES = (
     OBSERVER_HOST,
     OBSERVER_TASK_DEFINITION,
     STATUS_REASON,
+    UNCERTAIN_EFFECT_ATTRIBUTE,
+    UNCERTAIN_REASON,
 )
-"""What a listed observer carries: everything but its checkpoint."""
+"""What a listed observer carries: everything but its checkpoint (and its journal)."""
 _LIVE_TASK = (Status.STARTING, Status.RUNNING, Status.STOPPING)
 _REARMED = (Status.FAILED, Status.STOPPED)
 
@@ -88,6 +93,47 @@ class _Change:
     sets: dict[str, Any]
     removes: tuple[str, ...] = ()
     count: int = 0
+    also: Callable[[Update], object] | None = None
+    """More of the same write (clauses, conditions) that a plain set or remove cannot say."""
+
+
+def _restart(current: Observer) -> _Change:
+    """``restart``'s change (also the end of a settlement): see ``request_restart``."""
+    sets: dict[str, Any] = {
+        "restart_generation": current.generation,
+        "consecutive_failures": 0,
+        "desired": Desired.RUNNING.value,
+    }
+    unlisted: tuple[str, ...] = ()
+    if current.status in _REARMED:
+        status, unlisted = status_fields(Status.PENDING)
+        sets.update(status)
+    return _Change(
+        sets=sets,
+        removes=("next_start_at", "next_start_at_ms", "failure_reason", *unlisted),
+        count=+1 if current.desired is Desired.STOPPED else 0,
+    )
+
+
+def _refusal(name: str, effect: str, current: Observer, generation: int) -> str:
+    if current.generation != generation:
+        return (
+            f"observer {name!r} moved from generation {generation} to {current.generation} "
+            "meanwhile: look at it again; nothing changed"
+        )
+    if current.uncertain_effect is None:
+        return f"observer {name!r} is {current.status.value}, not uncertain: nothing changed"
+    if current.status not in _REARMED:
+        # Its generation's exit is still on its way to the reconciler, which would mark it
+        # FAILED after a settlement's restart: settle once it has.
+        return (
+            f"observer {name!r} is still {current.status.value} (its uncertain generation "
+            "has not ended yet): settle it once it is FAILED; nothing changed"
+        )
+    return (
+        f"observer {name!r} is uncertain on effect {current.uncertain_effect!r}, not "
+        f"{effect!r}: nothing changed"
+    )
 
 
 class ObserverCommands(RegistryTable):
@@ -247,21 +293,31 @@ class ObserverCommands(RegistryTable):
         """Ask for a fresh task: the reconciler replaces any task of the current generation or
         older (``restart_generation``), clears backoff and the failure count, and re-arms a FAILED
         or STOPPED observer (which takes a place in the fleet again)."""
+        return self._read_modify_write(name, _restart)
+
+    def request_settle(self, name: str, effect: str, *, done: bool) -> Observer:
+        """An operator's verdict on the effect ``ctx.once`` stopped the observer UNCERTAIN on,
+        and the observer back: the journal's side of :func:`vigil.settle.verdict` (done: the
+        next generation skips the effect; not done: it does it again), ``uncertain_*`` cleared,
+        and a restart's re-arming, in the one conditional write a restart makes. Refused
+        (:class:`NotSettleable`, nothing changed) unless the record is uncertain on ``effect``
+        at the generation first read (a word about that generation's record), with no live
+        task (FAILED or STOPPED: the reconciler has taken the generation's exit)."""
+        first: list[int] = []
 
         def change(current: Observer) -> _Change:
-            sets: dict[str, Any] = {
-                "restart_generation": current.generation,
-                "consecutive_failures": 0,
-                "desired": Desired.RUNNING.value,
-            }
-            unlisted: tuple[str, ...] = ()
-            if current.status in _REARMED:
-                status, unlisted = status_fields(Status.PENDING)
-                sets.update(status)
-            return _Change(
-                sets=sets,
-                removes=("next_start_at", "next_start_at_ms", "failure_reason", *unlisted),
-                count=+1 if current.desired is Desired.STOPPED else 0,
+            first.append(current.generation)
+            stopped = current.status in _REARMED
+            if current.uncertain_effect != effect or current.generation != first[0] or not stopped:
+                raise NotSettleable(_refusal(name, effect, current, first[0]))
+            restart = _restart(current)
+            now = self._clock()
+            return replace(
+                restart,
+                removes=(*restart.removes, UNCERTAIN_REASON),
+                also=lambda update: verdict(update, effect, done=done, now=now).condition(
+                    update.eq("generation", first[0])
+                ),
             )
 
         return self._read_modify_write(name, change)
@@ -281,6 +337,8 @@ class ObserverCommands(RegistryTable):
             update = Update().set_all({**wanted.sets, "updated_at": iso(self._clock())})
             update.increment("version").remove(*wanted.removes)
             update.condition(update.eq("version", current.version))
+            if wanted.also is not None:
+                wanted.also(update)
             items = [{"Update": {"TableName": self._table, "Key": key(name), **update.request()}}]
             if wanted.count:
                 items.append(self._count_update(wanted.count))

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from vigil.clock import Sleeper, epoch_ms, iso
 from vigil.contract.hosts import HOST_EXIT, OBSERVER_HOST
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
-from vigil.contract.observers import ExitCode, status_fields
+from vigil.contract.observers import UNCERTAIN_REASON, ExitCode, status_fields
 from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, truncate
 from vigil.fenced_write import RunRecordSite
 from vigil.observers.model import (
@@ -101,7 +101,7 @@ class FencedWrites(RegistryTable):
         record says which (``uncertain_effect``) and why, until a person settles it."""
         now = self._clock()
         update = Update().set_all(
-            {UNCERTAIN_EFFECT_ATTRIBUTE: effect, "uncertain_reason": truncate(reason)}
+            {UNCERTAIN_EFFECT_ATTRIBUTE: effect, UNCERTAIN_REASON: truncate(reason)}
         )
         update.set("updated_at", iso(now))
         self._update(name, generation, update.increment("version"))
