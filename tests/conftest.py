@@ -83,6 +83,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from vigil_tools.emulator import moto_speed
 
     moto_speed.install()  # moto's DynamoDB writes, minus the repeated parsing (its docstring)
+    from vigil_tools.emulator import model_loader
+
+    model_loader.install()  # each test's new boto3 session, without decoding the models again
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
