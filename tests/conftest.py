@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -26,6 +28,15 @@ use_installed_node()
 
 REGION = "us-east-1"
 TESTS = Path(__file__).parent
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "POWERTOOLS_METRICS_DISABLED": "false",
+    "POWERTOOLS_DEV": "false",
+}
+"""Every test's environment (:func:`_no_real_aws`), and the controller's synth's."""
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -85,6 +96,62 @@ def pytest_configure(config: pytest.Config) -> None:
     from vigil_tools.emulator import moto_speed
 
     moto_speed.install()  # moto's DynamoDB writes, minus the repeated parsing (its docstring)
+    from vigil_tools.emulator import model_loader
+
+    model_loader.install()  # each test's new boto3 session, without decoding the models again
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _start_the_shared_synth(session.config)
+
+
+def _start_the_shared_synth(config: pytest.Config) -> None:
+    """``make test``'s controller starts the app's one synth as it starts its workers.
+
+    pytest-xdist's controller runs no test: without this, the first worker to need the template
+    synthesizes (~15 CPU s) while the other waits on the lock, idle. The synth runs in a process
+    of the controller's, holding the lock of the folder the workers share (``VIGIL_SYNTH_DIR``,
+    :func:`_outputs_of_this_run`), while the workers run the slow modules that do not need it
+    (:func:`pytest_collection_modifyitems` hands those out first); a worker that needs it sooner
+    waits on the lock, as before, and never synthesizes it twice. Only for a whole run with workers
+    that selects the slow tests: a run of some files, or ``make test-fast``, pays for no synth.
+    """
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return
+    if config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+        return
+    if "slow" in (config.getoption("markexpr", "") or ""):
+        return
+    from vigil_tools.emulator.template import SHARED_SYNTH_ENV
+
+    folder = config._tmp_path_factory.getbasetemp() / "synth"  # the workers' run / "synth"
+    root = TESTS.parent
+    environment = {
+        **os.environ,
+        **FAKE_CREDENTIALS,
+        SHARED_SYNTH_ENV: str(folder),
+        "PYTHONPATH": os.pathsep.join(
+            [str(root / "functions"), str(root), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    synth = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from vigil_tools.emulator.template import synthesized_app as s; s()",
+        ],
+        cwd=root,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+    )
+    config.add_cleanup(functools.partial(_stop, synth))
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """A synth still running when the run ends (every test that needed it failed first) stops."""
+    if process.poll() is None:
+        process.terminate()
+    process.wait()
 
 
 SLOW_DIRECTORIES = frozenset(
@@ -107,6 +174,8 @@ SLOW_FIXTURES = frozenset(
     }
 )
 """Fixtures that make a test slow wherever it is."""
+SHARED_SYNTH_FIXTURES = (SLOW_FIXTURES - {"endpoint"}) | {"_vigil_session"}
+"""Fixtures that load the run's one synth of the app (the ``endpoint`` server does not)."""
 
 
 def synthesizing_helpers() -> dict[int, str]:
@@ -146,9 +215,10 @@ def slow_reason(
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the slow tests; then run the modules holding any first, each module's tests together
-    and in their order: pytest-xdist (``make test``) hands whole modules to whichever worker is
-    free, so the long ones start early and the many short ones fill in at the end."""
+    """Mark the slow tests; then run the modules holding any first (those needing no synth of
+    the app before those that do), each module's tests together and in their order: pytest-xdist
+    (``make test``) hands whole modules to whichever worker is free, so the long ones start early
+    and the many short ones fill in at the end."""
     synthesizing = synthesizing_helpers()
     imported: dict[Path, list[str]] = {}
     for item in items:
@@ -161,7 +231,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if not marked and slow_reason(item.path, fixtures, marked, imported[item.path]):
             item.add_marker(pytest.mark.slow)
     slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_modules)  # stable: the order otherwise kept
+    synth_modules = {
+        item.path
+        for item in items
+        if imported[item.path]
+        or SHARED_SYNTH_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    }
+    # Stable: the order otherwise kept. The slow modules that need no synth go first, while the
+    # controller synthesizes (_start_the_shared_synth).
+    items.sort(key=lambda item: (item.path not in slow_modules, item.path in synth_modules))
 
 
 @pytest.fixture(autouse=True)
@@ -188,12 +266,8 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials everywhere, so no test can reach a real account by accident."""
     for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
         monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")
-    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
-    monkeypatch.setenv("POWERTOOLS_DEV", "false")
+    for key, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
 
 
 @pytest.fixture(scope="session", autouse=True)

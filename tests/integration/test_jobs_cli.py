@@ -5,34 +5,31 @@ from __future__ import annotations
 import argparse
 import io
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from freezegun import freeze_time
 
 from vigil_tools import jobs_cli
-from vigil_tools.emulator.account import LocalAccount, local_account
+from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.lambda_runtime import LocalLambda
 from vigil_tools.emulator.queues import peek
 from vigil_tools.emulator.scheduler import deployed_schedules
-from vigil_tools.emulator.template import Synthesized
+from vigil_tools.testing import VigilStack
 
 START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def deployed(synthesized: Synthesized) -> Iterator[tuple[LocalAccount, LocalLambda]]:
-    with freeze_time(START) as frozen, local_account(synthesized.outdir) as account:
-        runtime = LocalLambda(account.session, now=lambda: datetime.now(UTC), advance=frozen.tick)
-        cleanup = next(s for s in deployed_schedules(account.session) if "Cleanup" in s.name)
-        for minutes in (0, 5):
-            frozen.move_to(START + timedelta(minutes=minutes, seconds=1))
-            event = json.loads(cleanup.render_input(START + timedelta(minutes=minutes)))
-            runtime.invoke_async(cleanup.target_arn, event)
-        runtime.invoke_async(cleanup.target_arn, {"garbage": True})
-        yield account, runtime
+def deployed(vigil_stack: VigilStack) -> tuple[LocalAccount, LocalLambda]:
+    """Two ticks of cleanup run and one malformed event dead-lettered, on the session's one
+    deployment (``vigil_stack``: deployed once, emptied per test, ~0.5 s instead of ~6 s)."""
+    account, runtime = vigil_stack.account, vigil_stack.runtime
+    cleanup = next(s for s in deployed_schedules(account.session) if "Cleanup" in s.name)
+    for minutes in (0, 5):
+        vigil_stack.fire("cleanup", at=START + timedelta(minutes=minutes))
+    runtime.invoke_async(cleanup.target_arn, {"garbage": True})
+    return account, runtime
 
 
 def vigil_jobs(account: LocalAccount, runtime: LocalLambda | None, *argv: str) -> tuple[int, str]:
