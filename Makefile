@@ -59,8 +59,9 @@ test: install check
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 ## The inner loop: the tests not marked slow (no synth, no deployed stack, no scanner, no process).
+## Test by test across the workers (--dist load): no fast module has a set-up worth keeping whole.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist loadscope
+	$(BIN)/python -m pytest -m "not slow" -n $(TEST_WORKERS) --dist load
 
 check: $(STAMP)
 	$(BIN)/ruff check .
