@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from vigil.clock import epoch_ms
 from vigil.jobs.decisions import ClaimTerms, Verdict, resolve_conflict
-from vigil.jobs.model import FINAL_STATUSES, Overlap, RunStatus
+from vigil.jobs.model import FINAL_STATUSES, RERUNNABLE_STATUSES, Overlap, RunStatus
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 TOKEN = int(NOW.timestamp() * 1_000_000)
@@ -132,3 +132,26 @@ def test_a_redrive_meeting_another_ticks_live_lease_under_skip_is_busy() -> None
     decision = decide(None, head, Overlap.SKIP, False, True, redriven=True)
     assert decision.verdict is Verdict.BUSY
     assert "T0" in decision.reason
+
+
+@given(st.sampled_from(sorted(FINAL_STATUSES)), heads, st.booleans())
+def test_a_rerun_of_a_tick_the_claim_may_not_take_over_is_a_duplicate(
+    status: RunStatus, head: Any, head_refused: bool
+) -> None:
+    """An operator's rerun (``--at``) of a final tick the claim's condition refuses (SUCCEEDED,
+    UNCERTAIN, FENCED) must end DUPLICATE at once: RETRY would claim, be refused again, and end
+    in ClaimContention after every attempt."""
+    tick = {"status": status.value, "attempts": 1, "fencing_token": 7, "lease_until_ms": 0}
+    decision = resolve_conflict(
+        terms=ClaimTerms(),
+        token=TOKEN,
+        overlap=Overlap.ALLOW,
+        holder=ME,
+        tick_refused=True,
+        tick_seen=tick,
+        head_refused=head_refused,
+        head_seen=head,
+        now=NOW,
+        rerun=True,
+    )
+    assert (decision.verdict is Verdict.DUPLICATE) == (status not in RERUNNABLE_STATUSES)

@@ -42,6 +42,14 @@ FINAL_STATUSES = frozenset(
 )
 """A tick in one of these states never runs again, whatever is delivered later."""
 
+RERUNNABLE_STATUSES = frozenset(
+    {RunStatus.FAILED, RunStatus.MISSED, RunStatus.SKIPPED, RunStatus.PAUSED}
+)
+"""The final (or failed) ticks an operator's rerun (``--at``, backfill) may run once more; the
+rest of :data:`FINAL_STATUSES` stand: SUCCEEDED and UNCERTAIN (settle it instead) did or may
+have done the work, and a FENCED tick's data was superseded by a newer run, which a rerun's
+newer token would overwrite."""
+
 
 class Overlap(StrEnum):
     SKIP = "skip"

@@ -40,7 +40,7 @@ from vigil.dynamo import (
     truncate,
 )
 from vigil.fenced_write import RunRecordSite
-from vigil.jobs.model import JobHead, Overlap, RunRecord, RunStatus
+from vigil.jobs.model import RERUNNABLE_STATUSES, JobHead, Overlap, RunRecord, RunStatus
 from vigil.leases import fence_advances, lease_free
 from vigil.settle import settlement, write_settlement
 
@@ -488,15 +488,9 @@ def _reclaimable(update: Update, expected_attempts: int, now: datetime) -> str:
 
 
 def _rerunnable(update: Update, expected_attempts: int, now: datetime) -> str:
-    """An operator's rerun (``--at``, backfill) may take over any record but a SUCCEEDED or live
-    one: FAILED, MISSED, SKIPPED and PAUSED ticks may run once more."""
-    final_but_not_done = update.one_of(
-        "status",
-        RunStatus.FAILED.value,
-        RunStatus.MISSED.value,
-        RunStatus.SKIPPED.value,
-        RunStatus.PAUSED.value,
-    )
+    """An operator's rerun (``--at``, backfill) may take over a new, expired or
+    :data:`RERUNNABLE_STATUSES` record; the decision calls the rest a duplicate."""
+    final_but_not_done = update.one_of("status", *sorted(s.value for s in RERUNNABLE_STATUSES))
     expired = all_of(
         update.eq("status", RunStatus.RUNNING.value), update.lt("lease_until_ms", epoch_ms(now))
     )
