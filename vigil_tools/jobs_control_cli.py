@@ -26,6 +26,7 @@ from vigil.clock import iso_seconds
 from vigil.contract.schedule import Schedule
 from vigil.jobs.control import scheduled_anchor
 from vigil.jobs.events import tick_key
+from vigil.jobs.model import STANDING_STATUSES as STANDING
 from vigil_tools.api_client import ApiError
 from vigil_tools.tables import render_table
 
@@ -114,7 +115,7 @@ def wait_for(
 ) -> dict[str, Any]:
     """Poll the tick's record until it is final (a FAILED attempt Lambda will retry is not) and,
     for a tick run again, until it is no longer the record it was before the request (a
-    SUCCEEDED one is the answer either way: the tick never runs twice)."""
+    standing one, SUCCEEDED, UNCERTAIN or FENCED, is the answer either way: a rerun leaves it)."""
     waited = 0.0
     while True:
         record = _record_or_none(call, job, tick)
@@ -123,7 +124,7 @@ def wait_for(
             and record["status"] in FINAL
             and not record.get("retries_left")  # absent from an older API: final as before
         )
-        if final and record is not None and (record != before or record["status"] == "SUCCEEDED"):
+        if final and record is not None and (record != before or record["status"] in STANDING):
             return record
         if waited >= timeout:
             raise RunNotFinished(f"{job} tick {tick} not final after {timeout:.0f} s")
@@ -148,7 +149,7 @@ def _backfill(
     ticks = [t["tick"] for t in plan["ticks"]]
     out.write(
         f"{job}: {plan['expected']} expected tick(s) from {plan['from']} to {plan['to']}, "
-        f"{len(ticks)} without a SUCCEEDED record\n"
+        f"{len(ticks)} to run (none SUCCEEDED, UNCERTAIN or FENCED)\n"
     )
     if args.dry_run or not ticks:
         for entry in plan["ticks"]:

@@ -21,7 +21,7 @@ from vigil.clock import ManualClock
 from vigil.contract.jobs import IDEMPOTENCY_PK
 from vigil.contract.schedule import InvalidSchedule, Schedule
 from vigil.jobs.audit import NEVER_DELIVERED, AuditIncomplete, audit
-from vigil.jobs.control import JobSpec, pause_terms
+from vigil.jobs.control import JobSpec, backfill_plan, pause_terms
 from vigil.jobs.control_api import ControlServices, build_control_app
 from vigil.jobs.control_store import ControlStore, PauseChanged
 from vigil.jobs.events import parse_tick
@@ -812,3 +812,24 @@ def test_every_routes_refusals_use_the_documented_codes(
         "invalid_backfill",
         "idempotency_key_reused",
     ]
+
+
+@pytest.mark.parametrize("standing", ["SUCCEEDED", "UNCERTAIN", "FENCED"])
+def test_a_backfill_plans_no_tick_a_rerun_would_find_standing(standing: str) -> None:
+    """UNCERTAIN (settle it) and FENCED (superseded) ticks are not rerun, like SUCCEEDED ones:
+    planned, each request ended DUPLICATE, the record never changed, and the backfill's
+    ``wait_for`` waited out its timeout on every one."""
+    first = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    statuses = {"2026-11-22T12:00:00Z": standing, "2026-11-22T12:05:00Z": "FAILED"}
+    plan = backfill_plan(spec(), first, first + timedelta(minutes=10), statuses, None)
+    assert [key for key, _ in plan.to_run] == ["2026-11-22T12:05:00Z", "2026-11-22T12:10:00Z"]
+
+
+@pytest.mark.parametrize("standing", ["UNCERTAIN", "FENCED"])
+def test_wait_on_a_rerun_of_a_standing_tick_answers_the_record_at_once(standing: str) -> None:
+    """``run --at`` of an UNCERTAIN or FENCED tick leaves the record as it was (the rerun is a
+    duplicate): that record is the answer, as a SUCCEEDED one is, not a wait to the timeout."""
+    record = {"tick": "2026-11-22T12:00:00Z", "status": standing, "retries_left": 0}
+    slept: list[float] = []
+    got = wait_for(lambda *_a, **_k: record, "cleanup", record["tick"], 60, slept.append, record)
+    assert got == record and slept == []

@@ -7,7 +7,7 @@ Each one either returns what to do or raises a domain error the API maps to an H
 * ``run_terms``: run now (a fresh millisecond tick) or run a given tick (``at``: must be a tick of
   the schedule, in the past, inside the history's retention).
 * ``backfill_plan``: every expected tick in a past range, shorter than the retention, that has no
-  SUCCEEDED record.
+  SUCCEEDED, UNCERTAIN or FENCED record (a rerun would leave those as they are).
 * ``never_delivered``: the audit, a dead man's switch. Expected ticks older than ``max_lateness``
   with no record at all, counted only from when the audit first saw the job (with this schedule)
   and outside the job's last pause::
@@ -29,7 +29,7 @@ from vigil.clock import epoch_ms, from_epoch_ms
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
 from vigil.contract.schedule import InvalidSchedule, Schedule
 from vigil.jobs.events import Trigger, tick_key
-from vigil.jobs.model import JobHead, RunStatus
+from vigil.jobs.model import STANDING_STATUSES, JobHead
 
 OPEN_ENDED_MS = epoch_ms(datetime(9999, 12, 31, tzinfo=UTC))
 """``paused_until_ms`` of a pause without ``--until``: one number keeps the claim's condition one."""
@@ -269,7 +269,8 @@ def backfill_plan(
     statuses: Mapping[str, str],
     anchor: datetime | None,
 ) -> BackfillPlan:
-    """Ticks in ``[first, last]`` with no SUCCEEDED record; a rate() job needs an anchor."""
+    """Ticks in ``[first, last]`` a rerun would run (not :data:`STANDING_STATUSES`: SUCCEEDED,
+    UNCERTAIN, FENCED ...); a rate() job needs an anchor."""
     if spec.schedule.needs_anchor and anchor is None:
         raise InvalidRequest("from", "no delivered tick yet to align this rate() schedule on")
     ticks = list(spec.schedule.between(first, last + timedelta(seconds=1), anchor))
@@ -278,7 +279,7 @@ def backfill_plan(
     to_run = [
         (key, statuses.get(key))
         for key in map(tick_key, ticks)
-        if statuses.get(key) != RunStatus.SUCCEEDED.value
+        if statuses.get(key) not in STANDING_STATUSES
     ]
     return BackfillPlan(spec.name, first, last, len(ticks), to_run)
 

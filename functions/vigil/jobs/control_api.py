@@ -258,7 +258,10 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
         head = control.resume(job, caller(), services.clock(), spec.retention)
         return head_json(spec, head, now_ms())
 
-    @app.get("/jobs/<job>/backfill", summary="The ticks a backfill would run (no SUCCEEDED record)")
+    @app.get(
+        "/jobs/<job>/backfill",
+        summary="The ticks a backfill would run (none SUCCEEDED, UNCERTAIN, FENCED)",
+    )
     def get_backfill(
         job: JobName,
         start: Annotated[str, Query(alias="from")],

@@ -29,7 +29,7 @@ from enum import StrEnum
 
 from vigil.clock import epoch_ms
 from vigil.dynamo import Item
-from vigil.jobs.model import FINAL_STATUSES, RERUNNABLE_STATUSES, Overlap, RunStatus
+from vigil.jobs.model import FINAL_STATUSES, STANDING_STATUSES, Overlap, RunStatus
 from vigil.leases import fence_of, lease_is_live
 
 
@@ -88,7 +88,7 @@ def resolve_conflict(
             status = RunStatus(tick_seen["status"])
             # A rerun may take over only what its claim's condition lets it (a retry of the
             # rest would be refused again, to ClaimContention): the rest is a duplicate.
-            if status in FINAL_STATUSES and (not rerun or status not in RERUNNABLE_STATUSES):
+            if status in STANDING_STATUSES or (status in FINAL_STATUSES and not rerun):
                 return Decision(Verdict.DUPLICATE, terms, f"tick already {status.value}")
             if status is RunStatus.RUNNING and lease_is_live(tick_seen, now):
                 if tick_seen.get("lease_holder") == holder:

@@ -47,7 +47,7 @@ class Trigger(StrEnum):
     AT = "at"
     """Run a given scheduled tick again (one recorded MISSED, FAILED, PAUSED or SKIPPED)."""
     BACKFILL = "backfill"
-    """Run a past scheduled tick that has no SUCCEEDED record."""
+    """Run a past scheduled tick a rerun may take (not SUCCEEDED, UNCERTAIN nor FENCED)."""
 
 
 @dataclass(frozen=True)

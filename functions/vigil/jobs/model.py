@@ -50,6 +50,10 @@ rest of :data:`FINAL_STATUSES` stand: SUCCEEDED and UNCERTAIN (settle it instead
 have done the work, and a FENCED tick's data was superseded by a newer run, which a rerun's
 newer token would overwrite."""
 
+STANDING_STATUSES = FINAL_STATUSES - RERUNNABLE_STATUSES
+"""Final ticks a rerun finds as they are (it ends DUPLICATE): a backfill plans none of them, and
+``run --at --wait`` takes the unchanged record as the answer."""
+
 
 class Overlap(StrEnum):
     SKIP = "skip"
