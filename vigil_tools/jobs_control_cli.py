@@ -26,12 +26,14 @@ from vigil.clock import iso_seconds
 from vigil.contract.schedule import Schedule
 from vigil.jobs.control import scheduled_anchor
 from vigil.jobs.events import tick_key
+from vigil.jobs.model import FINAL_STATUSES, RunStatus
 from vigil.jobs.model import STANDING_STATUSES as STANDING
 from vigil_tools.api_client import ApiError
 from vigil_tools.tables import render_table
 
 API_COMMANDS = frozenset({"run", "pause", "resume", "backfill"})
-FINAL = frozenset({"SUCCEEDED", "FAILED", "SKIPPED", "MISSED", "PAUSED", "UNCERTAIN", "FENCED"})
+FINAL = FINAL_STATUSES | {RunStatus.FAILED}
+"""What ``--wait`` stops at: the model's final statuses, and FAILED once no retry is to come."""
 Call = Callable[..., Any]
 """``call(method, path, query=..., body=...)``: one API request; raises on a refusal."""
 
