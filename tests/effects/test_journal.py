@@ -17,6 +17,7 @@ from moto import mock_aws
 from tests.effects.test_takeover import create
 from vigil.clock import ManualClock
 from vigil.effects import Fenced, InvalidEffect, journal
+from vigil.fenced_write import RunRecordSite
 from vigil.jobs.events import Tick, Trigger
 from vigil.jobs.guard import JobGuard, Run
 from vigil.jobs.model import JobSettings, Outcome, RunStatus
@@ -368,3 +369,37 @@ def test_the_same_effect_nested_in_its_own_block_is_a_clear_error_not_uncertain(
     with pytest.raises(InvalidEffect, match="already open"):
         harness.deliver(body)
     assert harness.sent == [] and harness.record().status is RunStatus.FAILED
+
+
+def test_a_forget_batch_of_the_longest_names_stays_inside_dynamodbs_expression_limits() -> None:
+    """:data:`journal.FORGET_BATCH` entries of 100-character names in one request: each
+    expression must stay under DynamoDB's 4 KB (measured: about 1.0 KB REMOVE, 2.3 KB
+    condition), each name placeholder under 255 bytes."""
+    sent: list[dict[str, Any]] = []
+
+    class Client:
+        def update_item(self, **request: Any) -> None:
+            sent.append(request)
+
+    site = RunRecordSite(
+        client=Client(),
+        table="t",
+        key={"name": "o"},
+        token_attribute="generation",
+        token=7,
+        running=None,
+        label="observer o",
+        time_left_s=lambda: 10.0,
+        rolling=True,
+    )
+    names = [f"{i:03d}" + "x" * 97 for i in range(journal.FORGET_BATCH)]
+    full = {
+        n: {"state": "DONE", "at": f"2026-11-22T12:00:{i % 60:02d}.000Z"}
+        for i, n in enumerate(names)
+    }
+    assert journal.Journal(site)._forget_oldest(full)
+    [request] = sent
+    assert len(request["UpdateExpression"]) < 4096
+    assert len(request["ConditionExpression"]) < 4096
+    assert max(len(v.encode()) for v in request["ExpressionAttributeNames"].values()) <= 255
+    assert request["UpdateExpression"].count(",") == journal.FORGET_BATCH - 1
