@@ -570,7 +570,9 @@ _NOT_RESTARTED = {
     ExitCode.UNCERTAIN: (
         "uncertain effect (exit code 4): an earlier generation began the effect the record's "
         "uncertain_effect names and never recorded it done: `vigil observers settle NAME "
-        "--effect EFFECT --done` (or `--not-done`) settles it and restarts the observer"
+        "--effect EFFECT --done` (or `--not-done`) settles it and restarts the observer (a "
+        "record that names no uncertain_effect lost that mark: `vigil observers restart NAME`, "
+        "and the next generation marks it again)"
     ),
 }
 """Exit codes a restart would only repeat: the observer is marked FAILED with the reason."""
