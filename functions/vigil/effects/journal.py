@@ -198,9 +198,7 @@ class Journal:
         for _, name in done:
             update.remove_in(JOURNAL_ATTRIBUTE, name)
             update.condition(f"{update.path(JOURNAL_ATTRIBUTE, name, 'state')} = {finished}")
-        update.condition(update.eq(site.token_attribute, site.token))
-        if site.running is not None:
-            update.condition(update.eq("status", site.running))
+        self._while_held(update)
 
         def forget() -> None:
             try:
@@ -246,9 +244,7 @@ class Journal:
             effect,
             {"state": state.value, "fence": site.token, "at": iso(site.clock()), "mark": mark},
         )
-        update.condition(update.eq(site.token_attribute, site.token))
-        if site.running is not None:
-            update.condition(update.eq("status", site.running))
+        self._while_held(update)
         entry = update.path(JOURNAL_ATTRIBUTE, effect)
         if expected_fence is None:
             update.condition(f"attribute_not_exists({entry})")
@@ -268,6 +264,14 @@ class Journal:
                 return old_item(error) or {}
             raise
         return None
+
+    def _while_held(self, update: Update) -> None:
+        """The write's condition that the record is still this run's: :meth:`_holds`, in
+        DynamoDB's terms."""
+        site = self._site
+        update.condition(update.eq(site.token_attribute, site.token))
+        if site.running is not None:
+            update.condition(update.eq("status", site.running))
 
     def _holds(self, seen: Item) -> bool:
         site = self._site
