@@ -693,11 +693,12 @@ def soak(
     import boto3
     from moto import mock_aws
 
-    from vigil_tools.emulator import moto_memory, moto_speed
+    from vigil_tools.emulator import moto_memory, moto_responses, moto_speed
     from vigil_tools.emulator.template import create_tables, logical_id_of, synthesize
 
     moto_memory.install()
     moto_speed.install()
+    moto_responses.install()
     synth = synth or synthesize()
     with mock_aws():
         client = boto3.client(

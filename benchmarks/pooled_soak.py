@@ -67,6 +67,7 @@ from vigil.observers.model import Status
 from vigil.observers.reconciler import changed_records
 from vigil.observers.rollout import budget
 from vigil.observers.runtime import StopReason
+from vigil_tools.emulator import moto_responses, moto_speed
 from vigil_tools.emulator.ecs import TaskEvents, container_environment
 from vigil_tools.emulator.hosts import EmulatedHost, task_runner
 from vigil_tools.emulator.streams import StreamMapping
@@ -642,7 +643,10 @@ def _working(task: _Task) -> dict[str, int]:
 
 
 def soak(config: Soak) -> Result:
-    """One soak in a fresh moto account."""
+    """One soak in a fresh moto account (moto's DynamoDB writes and answers made cheap, as in the
+    local account: ``vigil_tools.emulator.moto_speed`` and ``moto_responses``)."""
+    moto_speed.install()
+    moto_responses.install()
     with mock_aws():
         try:
             return SoakRun(config).run()

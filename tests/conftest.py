@@ -96,6 +96,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from vigil_tools.emulator import moto_speed
 
     moto_speed.install()  # moto's DynamoDB writes, minus the repeated parsing (its docstring)
+    from vigil_tools.emulator import moto_responses
+
+    moto_responses.install()  # moto's answers, minus asking each field's names again
     from vigil_tools.emulator import model_loader
 
     model_loader.install()  # each test's new boto3 session, without decoding the models again
