@@ -102,6 +102,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from vigil_tools.emulator import model_loader
 
     model_loader.install()  # each test's new boto3 session, without decoding the models again
+    from vigil_tools.emulator import botocore_speed
+
+    botocore_speed.install()  # nor asking again what no session changes (its docstring)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
