@@ -54,9 +54,17 @@ $(SCAN_STAMP): requirements-scan.txt
 
 install: $(STAMP) $(SCAN_STAMP) node_modules/.bin/cdk
 
-## Lint, type-check, then the whole suite (unit, moto integration, CDK assertions, scanners, cdk synth).
-test: install check
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+## Lint, then the whole suite (unit, moto integration, CDK assertions, scanners, cdk synth) with the
+## type check beside it: mypy is one process (~40 s cold) and pytest's workers take whatever core it
+## leaves. Its report follows the suite's; either failing fails the target.
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	@echo "$(BIN)/mypy (beside the suite; its report follows it)"
+	@report=$$(mktemp); $(BIN)/mypy > "$$report" 2>&1 & types=$$!; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder; tests=$$?; \
+	wait $$types; typed=$$?; echo "mypy:"; cat "$$report"; rm -f "$$report"; \
+	exit $$(( tests != 0 || typed != 0 ))
 
 ## The inner loop: the tests not marked slow (no synth, no deployed stack, no scanner, no process).
 ## Test by test across the workers (--dist load): no fast module has a set-up worth keeping whole.
