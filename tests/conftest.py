@@ -163,6 +163,7 @@ builds of the distribution."""
 SLOW_FIXTURES = frozenset(
     {
         "synthesized",  # the app's synth (shared, but ~15 CPU s the first time)
+        "staging",  # a named stage's synth (shared too)
         "vigil_stack",  # the app deployed on the emulator
         "runs_table",  # tables created from the synthesized template ...
         "registry_table",
@@ -293,17 +294,13 @@ def synthesized() -> Any:
 
 
 @pytest.fixture(scope="session")
-def staging(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A named stage's app (``-c stage=staging``), synthesized once per test session: the stages'
-    tests and the scanners share it (about as long as the default's synth)."""
-    from app import build_app
+def staging() -> Any:
+    """A named stage's app (``-c stage=staging``), synthesized once per test run like the default's
+    (shared by its workers): the stages' tests and the scanners read it, from either worker."""
     from tests.helpers.stages import STAGING
-    from vigil.contract.stages import stack_name
-    from vigil_tools.emulator.template import load
+    from vigil_tools.emulator.template import synthesized_app
 
-    outdir = tmp_path_factory.mktemp("staging")
-    build_app(outdir=str(outdir), stage=STAGING).synth()
-    return load(outdir, stack_name(STAGING))
+    return synthesized_app(STAGING)
 
 
 @pytest.fixture
