@@ -25,6 +25,15 @@ from vigil_tools.node import use_installed_node
 # jsii (and every app.py, make or CDK CLI the suite starts) runs the pinned Node of .venv/bin, also
 # when pytest was started without make: before anything loads the CDK (tests/packaging/test_node.py).
 use_installed_node()
+# The CDK's built-in CloudFormation validation (a WebAssembly build of cfn-lint's rules, on by
+# default in every synth) costs ~8 CPU s to start in each process that synthesizes (every worker,
+# the controller's synth) and ~2 s per app template, and it runs in every test's small stack too.
+# The suite proves what it checks without paying that in each process: cfn-lint itself runs on both
+# stages' templates (tests/infra/test_scanners.py), and the CDK CLI's synth, the path a deploy
+# takes, runs the built-in validation and finds nothing (tests/infra/test_cdk_cli.py, whose
+# process gets it back). Also read by the CDK's Node process as jsii starts it: before anything
+# loads the CDK. CDK_VALIDATION=true in the environment turns it on for a run.
+os.environ.setdefault("CDK_VALIDATION", "false")
 
 REGION = "us-east-1"
 TESTS = Path(__file__).parent
