@@ -65,7 +65,6 @@ SYNTH_ENVIRONMENT = ("CDK_CONTEXT_JSON", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REG
 _COMPLETE = ".vigil-synth-complete"
 
 
-@functools.cache
 def synthesized_app(stage: str | None = None) -> Synthesized:
     """The app synthesized once per process, for tests and benchmarks that need its template;
     with ``stage``, that named stage's app (the suite's ``staging`` fixture).
@@ -74,6 +73,11 @@ def synthesized_app(stage: str | None = None) -> Synthesized:
     workers, each of which would otherwise pay ~15 CPU seconds for the same template, or ~5 for
     a second stage's): see :func:`shared_synth`.
     """
+    return _synthesized_app(stage)  # one cache entry per stage, however the caller spells it
+
+
+@functools.cache
+def _synthesized_app(stage: str | None) -> Synthesized:
     shared = os.environ.get(SHARED_SYNTH_ENV)
     return shared_synth(Path(shared), stage=stage) if shared else synthesize(stage=stage)
 
