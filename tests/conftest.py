@@ -25,6 +25,15 @@ from vigil_tools.node import use_installed_node
 # jsii (and every app.py, make or CDK CLI the suite starts) runs the pinned Node of .venv/bin, also
 # when pytest was started without make: before anything loads the CDK (tests/packaging/test_node.py).
 use_installed_node()
+# The CDK's built-in CloudFormation validation (a WebAssembly build of cfn-lint's rules, on by
+# default in every synth) costs ~8 CPU s to start in each process that synthesizes (every worker,
+# the controller's synth) and ~2 s per app template, and it runs in every test's small stack too.
+# The suite proves what it checks without paying that in each process: cfn-lint itself runs on both
+# stages' templates (tests/infra/test_scanners.py), and the CDK CLI's synth, the path a deploy
+# takes, runs the built-in validation and finds nothing (tests/infra/test_cdk_cli.py, whose
+# process gets it back). Also read by the CDK's Node process as jsii starts it: before anything
+# loads the CDK. CDK_VALIDATION=true in the environment turns it on for a run.
+os.environ.setdefault("CDK_VALIDATION", "false")
 
 REGION = "us-east-1"
 TESTS = Path(__file__).parent
@@ -169,6 +178,7 @@ builds of the distribution."""
 SLOW_FIXTURES = frozenset(
     {
         "synthesized",  # the app's synth (shared, but ~15 CPU s the first time)
+        "staging",  # a named stage's synth (shared too)
         "vigil_stack",  # the app deployed on the emulator
         "runs_table",  # tables created from the synthesized template ...
         "registry_table",
@@ -299,17 +309,13 @@ def synthesized() -> Any:
 
 
 @pytest.fixture(scope="session")
-def staging(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A named stage's app (``-c stage=staging``), synthesized once per test session: the stages'
-    tests and the scanners share it (about as long as the default's synth)."""
-    from app import build_app
+def staging() -> Any:
+    """A named stage's app (``-c stage=staging``), synthesized once per test run like the default's
+    (shared by its workers): the stages' tests and the scanners read it, from either worker."""
     from tests.helpers.stages import STAGING
-    from vigil.contract.stages import stack_name
-    from vigil_tools.emulator.template import load
+    from vigil_tools.emulator.template import synthesized_app
 
-    outdir = tmp_path_factory.mktemp("staging")
-    build_app(outdir=str(outdir), stage=STAGING).synth()
-    return load(outdir, stack_name(STAGING))
+    return synthesized_app(STAGING)
 
 
 @pytest.fixture

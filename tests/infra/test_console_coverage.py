@@ -100,9 +100,11 @@ def test_two_vigil_stacks_in_one_account_do_not_share_api_metrics() -> None:
         )
         for stack_name in ("VigilStaging", "VigilProd")
     ]
+    assembly = app.synth()  # once for both (Template.from_stack would synthesize the app per stack)
     names = []
     for stack in stacks:
-        alarms = Template.from_stack(stack).find_resources(
+        template = Template.from_json(assembly.get_stack_by_name(stack.stack_name).template)
+        alarms = template.find_resources(
             "AWS::CloudWatch::Alarm", {"Properties": {"MetricName": "5XXError"}}
         )
         (alarm,) = alarms.values()

@@ -39,31 +39,37 @@ def test_bad_rollout_or_capacity_fails_synth_naming_the_kind_and_parameter(
     assert "ObserverFleet" in str(raised.value) and "ticker" in str(raised.value)
 
 
-def reconciler_env(stack: Stack, fleet: ObserverFleet, name: str) -> Any:
-    template = Template.from_stack(stack)
-    logical = stack.get_logical_id(fleet.reconciler.node.default_child)  # type: ignore[arg-type]
-    function = template.to_json()["Resources"][logical]
-    return stack.resolve(function["Properties"]["Environment"]["Variables"][name])
-
-
-def test_the_reconciler_and_the_api_get_each_kinds_options() -> None:
+@pytest.fixture(scope="module")
+def mixed() -> tuple[Stack, ObserverFleet, Template]:
+    """A fleet of an on-demand kind and a spot kind with its own rollout, synthesized once for the
+    tests that read it (each synth of a fleet costs about a CPU second)."""
     stack, fleet = build(
         kinds={
             "ticker": TICKER,
             "cheap": ObserverKind(TICKER, max_unavailable=25, capacity="spot"),
         }
     )
-    raw = reconciler_env(stack, fleet, PLACEMENTS_ENV)
+    return stack, fleet, Template.from_stack(stack)
+
+
+def function_env(stack: Stack, template: Template, function: Any, name: str) -> Any:
+    logical = stack.get_logical_id(function.node.default_child)
+    variables = template.to_json()["Resources"][logical]["Properties"]["Environment"]["Variables"]
+    return stack.resolve(variables[name])
+
+
+def test_the_reconciler_and_the_api_get_each_kinds_options(
+    mixed: tuple[Stack, ObserverFleet, Template],
+) -> None:
+    stack, fleet, template = mixed
+    raw = function_env(stack, template, fleet.reconciler, PLACEMENTS_ENV)
     text = raw if isinstance(raw, str) else json.dumps(raw)
     parsed = parse_kind_options(_plain(text))
     assert parsed == {
         "ticker": KindOptions(),
         "cheap": KindOptions(max_unavailable=25, capacity=Capacity.SPOT),
     }
-    api = Template.from_stack(stack).to_json()["Resources"][
-        stack.get_logical_id(fleet.api_function.node.default_child)  # type: ignore[arg-type]
-    ]
-    assert PLACEMENTS_ENV in api["Properties"]["Environment"]["Variables"]
+    assert function_env(stack, template, fleet.api_function, PLACEMENTS_ENV) is not None
 
 
 def _plain(text: str) -> str:
@@ -72,11 +78,10 @@ def _plain(text: str) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def test_a_spot_kind_enables_the_fargate_capacity_providers() -> None:
-    stack, _ = build(kinds={"cheap": ObserverKind(TICKER, capacity="spot")})
-    associations = Template.from_stack(stack).find_resources(
-        "AWS::ECS::ClusterCapacityProviderAssociations"
-    )
+def test_a_spot_kind_enables_the_fargate_capacity_providers(
+    mixed: tuple[Stack, ObserverFleet, Template],
+) -> None:
+    associations = mixed[2].find_resources("AWS::ECS::ClusterCapacityProviderAssociations")
     (association,) = associations.values()
     assert set(association["Properties"]["CapacityProviders"]) == {"FARGATE", "FARGATE_SPOT"}
 

@@ -19,6 +19,7 @@ from infra.errors import ConfigurationError
 from infra.observer_fleet import ObserverFleet, ObserverKind
 from infra.scheduled_job import ScheduledJob
 from vigil.contract.effects import WRITES_ENV, WriteKind
+from vigil.contract.tasks import TaskEnv
 from vigil.effects.fence import Grants
 
 JOB = {"handler": "jobs.cleanup.handler", "schedule": "rate(5 minutes)"}
@@ -119,24 +120,14 @@ def test_a_job_gets_exactly_the_declared_writes_and_their_names(template: Templa
             assert statement["Resource"] != "*", statement
 
 
-def test_a_job_without_writes_has_no_grants_environment() -> None:
-    stack = Stack(App(), "Test")
-    ScheduledJob(stack, "Cleanup", **JOB)
-    for function in Template.from_stack(stack).find_resources("AWS::Lambda::Function").values():
-        assert WRITES_ENV not in function["Properties"]["Environment"]["Variables"]
+def test_a_job_without_writes_has_no_grants_environment(template: Template) -> None:
+    (quiet,) = [v for v in variables_of(template) if v.get("VIGIL_JOB_NAME") == "quiet"]
+    assert WRITES_ENV not in quiet
 
 
-def test_a_task_gets_its_declared_writes() -> None:
-    stack = Stack(App(), "Test")
-    BackgroundTask(
-        stack, "SendReceipt", handler="tasks.send_receipt.handler", writes=resources(stack)[:1]
-    )
-    template = Template.from_stack(stack)
-    variables = [
-        f["Properties"]["Environment"]["Variables"]
-        for f in template.find_resources("AWS::Lambda::Function").values()
-    ]
-    assert any(WRITES_ENV in v for v in variables)
+def test_a_task_gets_its_declared_writes(template: Template) -> None:
+    (task,) = [v for v in variables_of(template) if v.get(TaskEnv.NAME) == "send-receipt"]
+    assert WRITES_ENV in task
 
 
 @pytest.mark.parametrize(

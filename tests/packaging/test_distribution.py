@@ -86,8 +86,9 @@ def test_the_vigil_command_runs_from_the_installed_files_only(built: Path) -> No
     assert all("usage: vigil" in text for _, text in report["answers"])
     ours = [f for f in report["files"] if "/vigil/" in f or "/vigil_tools/" in f]
     assert ours and all(f.startswith(str(built / "lib")) for f in ours)
-    # The checkout's own files, not the virtualenv's (in a fresh clone .venv sits inside it).
-    venv = str(Path(sys.prefix).resolve())
+    # The checkout's own files, not the virtualenv's (in a fresh clone .venv sits inside it; in a
+    # git worktree .venv may be a link to another checkout's, its files named through the link).
+    venv = (sys.prefix, str(Path(sys.prefix).resolve()))
     assert not [f for f in report["files"] if f.startswith(str(ROOT)) and not f.startswith(venv)]
 
 

@@ -14,6 +14,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from vigil.contract.stages import stack_name
 from vigil_tools.node import use_installed_node
 from vigil_tools.project import Project, find_project
 
@@ -35,17 +36,24 @@ class Synthesized:
 
 
 def synthesize(
-    outdir: str | Path | None = None, stack: str = STACK_NAME, project: Project | None = None
+    outdir: str | Path | None = None,
+    stack: str = STACK_NAME,
+    project: Project | None = None,
+    stage: str | None = None,
 ) -> Synthesized:
     """Synthesize the project's app.py in-process (jsii needs Node, not the CDK CLI, and no AWS
-    credentials). Without ``project``, the one :func:`find_project` finds."""
+    credentials). Without ``project``, the one :func:`find_project` finds; with ``stage``, that
+    named stage's app (``-c stage=NAME``) and its stack, ``stack`` then unused."""
     use_installed_node()
     (project or find_project()).importable()
     from app import build_app
 
     target = Path(outdir or tempfile.mkdtemp(prefix="vigil-cdk-"))
-    build_app(outdir=str(target)).synth()
-    return load(target, stack)
+    if stage is None:
+        build_app(outdir=str(target)).synth()
+        return load(target, stack)
+    build_app(outdir=str(target), stage=stage).synth()
+    return load(target, stack_name(stage))
 
 
 SHARED_SYNTH_ENV = "VIGIL_SYNTH_DIR"
@@ -57,35 +65,44 @@ SYNTH_ENVIRONMENT = ("CDK_CONTEXT_JSON", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REG
 _COMPLETE = ".vigil-synth-complete"
 
 
-@functools.cache
-def synthesized_app() -> Synthesized:
-    """The app synthesized once per process, for tests and benchmarks that need its template.
+def synthesized_app(stage: str | None = None) -> Synthesized:
+    """The app synthesized once per process, for tests and benchmarks that need its template;
+    with ``stage``, that named stage's app (the suite's ``staging`` fixture).
 
     With ``$VIGIL_SYNTH_DIR`` set, once for every process sharing that folder (the suite's xdist
-    workers, each of which would otherwise pay ~15 CPU seconds for the same template): see
-    :func:`shared_synth`.
+    workers, each of which would otherwise pay ~15 CPU seconds for the same template, or ~5 for
+    a second stage's): see :func:`shared_synth`.
     """
+    return _synthesized_app(stage)  # one cache entry per stage, however the caller spells it
+
+
+@functools.cache
+def _synthesized_app(stage: str | None) -> Synthesized:
     shared = os.environ.get(SHARED_SYNTH_ENV)
-    return shared_synth(Path(shared)) if shared else synthesize()
+    return shared_synth(Path(shared), stage=stage) if shared else synthesize(stage=stage)
 
 
-def shared_synth(folder: Path, project: Project | None = None) -> Synthesized:
-    """The project's app synthesized into ``folder``, once per state of its sources.
+def shared_synth(
+    folder: Path, project: Project | None = None, stage: str | None = None
+) -> Synthesized:
+    """The project's app (of ``stage``) synthesized into ``folder``, once per state of its sources.
 
-    The first process to get the folder's lock synthesizes, into a subfolder named for what the
-    synth reads (:func:`synth_key`); the others wait on the lock, then load that cloud assembly.
-    A subfolder without its completion mark (a process killed mid-synth) is synthesized again.
+    The first process to get the folder's lock synthesizes, into a subfolder named for the stack
+    and what the synth reads (:func:`synth_key`); the others wait on the lock, then load that cloud
+    assembly. A subfolder without its completion mark (a process killed mid-synth) is synthesized
+    again.
     """
     project = project or find_project()
     folder.mkdir(parents=True, exist_ok=True)
-    outdir = folder / f"{STACK_NAME}-{synth_key(project)}"
+    stack = stack_name(stage)
+    outdir = folder / f"{stack}-{synth_key(project)}"
     with (folder / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not (outdir / _COMPLETE).exists():
             shutil.rmtree(outdir, ignore_errors=True)
-            synthesize(outdir, project=project)
+            synthesize(outdir, project=project, stage=stage)
             (outdir / _COMPLETE).touch()
-    return load(outdir)
+    return load(outdir, stack)
 
 
 def synth_key(project: Project) -> str:
