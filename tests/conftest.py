@@ -258,6 +258,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: (item.path not in slow_modules, item.path in synth_modules))
 
 
+ONE_WORKER_PACKAGES = ("tests/integration/demo/",)
+"""Packages whose modules share a package-scoped fixture (the demo's one run): ``make test``
+hands each to one worker whole, or every worker given one of its modules would build it again."""
+
+
+def work_unit(nodeid: str) -> str:
+    """What ``make test`` (``--dist loadscope``) hands to one worker: a test's module (or class),
+    or its whole package when that is one of :data:`ONE_WORKER_PACKAGES`."""
+    for package in ONE_WORKER_PACKAGES:
+        if nodeid.startswith(package):
+            return package
+    return nodeid.rsplit("::", 1)[0]  # pytest-xdist's own loadscope unit
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` with :func:`work_unit`'s units; any other mode as pytest-xdist has it."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return SharedFixtureScopes(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _fast_tests_do_not_synthesize(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch

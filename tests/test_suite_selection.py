@@ -7,7 +7,7 @@ import re
 import shlex
 import tomllib
 
-from tests.conftest import SLOW_DIRECTORIES, TESTS, slow_reason
+from tests.conftest import ONE_WORKER_PACKAGES, SLOW_DIRECTORIES, TESTS, slow_reason, work_unit
 
 ROOT = TESTS.parent
 SELECTING = ("-m", "-k", "--deselect", "--ignore", "--ignore-glob", "--lf", "--last-failed", "-x")
@@ -49,3 +49,12 @@ def test_a_test_is_slow_by_its_folder_its_fixtures_or_its_marker_and_otherwise_f
     for folder in SLOW_DIRECTORIES:
         assert slow_reason(TESTS / folder / "test_x.py", [], marked=False) == f"in tests/{folder}/"
     assert all((TESTS / folder).is_dir() for folder in SLOW_DIRECTORIES)
+
+
+def test_a_package_sharing_a_fixture_is_one_work_unit_and_every_other_module_its_own() -> None:
+    for package in ONE_WORKER_PACKAGES:
+        assert (ROOT / package / "conftest.py").is_file(), package
+        units = {work_unit(f"{package}{module}::test_x") for module in ("test_a.py", "test_b.py")}
+        assert units == {package}
+    assert work_unit("tests/jobs/test_decisions.py::test_x") == "tests/jobs/test_decisions.py"
+    assert work_unit("tests/jobs/test_guard.py::Guard::test_x") == "tests/jobs/test_guard.py::Guard"

@@ -135,14 +135,15 @@ def _dead_letter(account: LocalAccount, job: str, event: Any) -> None:
     account.session.client("sqs").send_message(QueueUrl=queue, MessageBody=json.dumps(record))
 
 
-def test_an_unknown_job_is_a_clear_error(deployed: Any) -> None:
+def test_an_unknown_job_is_a_clear_error(vigil_stack: VigilStack) -> None:
+    """(The deployed stack's catalog, no run in it: ``deployed``'s ticks would only cost time.)"""
     with pytest.raises(jobs_cli.JobsError, match=r"no job 'nope'.*cleanup, daily-report"):
-        vigil_jobs(deployed[0], None, "history", "nope")
+        vigil_jobs(vigil_stack.account, None, "history", "nope")
 
 
-def test_a_stack_that_is_not_deployed_is_a_clear_error(deployed: Any) -> None:
+def test_a_stack_that_is_not_deployed_is_a_clear_error(vigil_stack: VigilStack) -> None:
     with pytest.raises(jobs_cli.JobsError, match="stack 'Other' not found"):
-        vigil_jobs(deployed[0], None, "--stack", "Other", "list")
+        vigil_jobs(vigil_stack.account, None, "--stack", "Other", "list")
 
 
 def test_settling_a_tick_that_is_not_uncertain_is_a_clear_error(deployed: Any) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers.lambdas import deploy_function
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation
-from vigil_tools.local.live import Deliveries, SerialLambda, TaskQueues
+from vigil_tools.local.live import Deliveries, SerialLambda, TaskQueues, ttl_sweep_interval
 
 HANDLER = "down_for_now"
 DEADLINE = 30.0
@@ -125,3 +125,15 @@ def test_the_live_loop_delivers_the_tasks_queues_and_their_one_time_schedules(
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop(module, None)
+
+
+@pytest.mark.parametrize(
+    ("speed", "simulated"),
+    [(1, timedelta(minutes=1)), (12, timedelta(minutes=1)), (120, timedelta(minutes=10))],
+)
+def test_expired_items_are_swept_once_a_simulated_minute_but_never_more_than_every_5_s(
+    speed: float, simulated: timedelta
+) -> None:
+    """At ``--speed 120`` a sweep per simulated minute scanned every table twice a real second."""
+    assert ttl_sweep_interval(speed) == simulated
+    assert ttl_sweep_interval(speed).total_seconds() / speed >= 5

@@ -342,3 +342,18 @@ def test_an_invocation_past_the_timeout_loses_its_answer_and_the_whole_batch_com
     world.run(mapping, VISIBILITY)
     assert sorted(world.fn.bodies()) == ["done", "not-reached"]
     assert peek(world.session, url) == []
+
+
+def test_polls_reuse_one_lambda_client(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each poll asks the function's timeout: it made a client each time (``vigil local up``
+    polls every queue four times a second), costing more than the request."""
+    url, _ = world.queue("q")
+    mapping = world.mapping(url)
+    made: list[str] = []
+    client = world.session.client
+    monkeypatch.setattr(world.session, "client", lambda name: made.append(name) or client(name))
+    for _ in range(3):
+        world.sqs.send_message(QueueUrl=url, MessageBody="a")
+        mapping.deliver(world.fn, world.now)
+    assert world.fn.bodies() == ["a"] * 3
+    assert made == ["lambda"]

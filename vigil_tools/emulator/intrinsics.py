@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -38,14 +39,21 @@ class Resolver:
         return {k: self.resolve(v) for k, v in value.items()}
 
     def _ref(self, name: str) -> str:
+        if name == "AWS::AccountId":
+            return self._account_id
         pseudo = {
             "AWS::Region": self._session.region_name,
             "AWS::Partition": "aws",
             "AWS::URLSuffix": "amazonaws.com",
-            "AWS::AccountId": self._session.client("sts").get_caller_identity()["Account"],
             "AWS::StackName": self._deployed.stack_name,
         }
         return pseudo[name] if name in pseudo else self._deployed.physical_id(name)
+
+    @functools.cached_property
+    def _account_id(self) -> str:
+        """Asked once: a deploy resolves ~100 Refs, and each made an STS client and asked again
+        (about a second of ``vigil local up``'s start, where each request is an HTTP round trip)."""
+        return str(self._session.client("sts").get_caller_identity()["Account"])
 
     def arn(self, logical_id: str) -> str:
         if logical_id not in self._arns:

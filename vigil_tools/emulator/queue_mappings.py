@@ -34,6 +34,7 @@ batches of one poll, and stopping a function at its timeout (it runs to its end,
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -212,10 +213,13 @@ class QueueMapping:
             )
         return invocation
 
+    @functools.cached_property
+    def _lambda(self) -> Any:
+        """One client for every poll (``vigil local up`` polls four times a second)."""
+        return self.session.client("lambda")
+
     def _timeout_s(self) -> int:
-        config = self.session.client("lambda").get_function_configuration(
-            FunctionName=self.mapping["FunctionArn"]
-        )
+        config = self._lambda.get_function_configuration(FunctionName=self.mapping["FunctionArn"])
         return int(config.get("Timeout", 3))
 
     def _receive_batches(self) -> list[list[dict[str, Any]]]:

@@ -18,6 +18,7 @@ observer children or a kind's subprocesses never outlive their container.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -82,8 +83,9 @@ class ContainerProcesses:
     reported: set[str] = field(default_factory=set)
     versions: dict[str, int] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def ecs(self) -> Any:
+        """One client for the loop's every round (a new one each time cost more than the call)."""
         return self.session.client("ecs")
 
     def sync(self) -> None:

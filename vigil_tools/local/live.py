@@ -40,6 +40,17 @@ from vigil_tools.emulator.streams import StreamMapping
 from vigil_tools.emulator.ttl import TtlSweep
 from vigil_tools.local.reload import CodeWatcher
 
+TTL_SWEEP_REAL_SECONDS = 5.0
+"""The expired items' sweep runs at most this often in real time (and at least once a simulated
+minute): at ``--speed 120`` a sweep a simulated minute would scan every table twice a second,
+about a quarter of an idle stack's CPU. AWS deletes within days, usually minutes: a sweep every
+few simulated minutes is as faithful."""
+
+
+def ttl_sweep_interval(speed: float) -> timedelta:
+    """Simulated time between two sweeps of expired items at ``speed``."""
+    return max(timedelta(minutes=1), timedelta(seconds=TTL_SWEEP_REAL_SECONDS * speed))
+
 
 class Stopping(Exception):
     """``vigil local up`` is stopping: a delivery waiting out a retry delay gives up."""
@@ -203,7 +214,7 @@ class Live:
             for r in scheduled_rules(account.session)
         ]
         self._anchor = start
-        self.ttl = TtlSweep.of(account.session)
+        self.ttl = TtlSweep.of(account.session, every=ttl_sweep_interval(clock.speed))
         """Items past their TTL leave the tables, as on AWS (moto never expires them)."""
         self.trim = StreamTrim.of(account.session)
         """Stream records and iterators AWS would no longer hold, or no reader needs, leave."""

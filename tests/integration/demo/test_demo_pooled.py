@@ -3,40 +3,20 @@ simulated clock (no sleeps): packed hosts, a failover resumed from checkpoints, 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from freezegun import freeze_time
-from moto.moto_api import state_manager
 
-from vigil_tools.demo import pooled as demo_pooled
-from vigil_tools.emulator.account import local_account
-from vigil_tools.emulator.template import Synthesized
+from tests.integration.demo.conftest import DemoRun
 
-START = datetime(2026, 11, 23, 7, 0, tzinfo=UTC)
 HEARTBEAT = 30
+"""The demo's host heartbeat interval (seconds)."""
 
 
 @pytest.fixture(scope="module")
-def story(synthesized: Synthesized, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    lines: list[str] = []
-    logs = tmp_path_factory.mktemp("logs")
-    with freeze_time(START) as frozen, local_account(synthesized.outdir) as account:
-        state_manager.set_transition(
-            model_name="ecs::task", transition={"progression": "manual", "times": 10**9}
-        )
-        try:
-            facts = demo_pooled.simulate(
-                account,
-                lambda: datetime.now(UTC),
-                frozen.move_to,
-                out=lines.append,
-                log_dir=logs,
-            )
-        finally:
-            state_manager.unset_transition(model_name="ecs::task")
-    return {"facts": facts, "output": "\n".join(lines), "logs": logs}
+def story(demo_run: DemoRun) -> dict[str, Any]:
+    """The pooled part of the package's one run of the whole demo (conftest.py)."""
+    return demo_run.part("pooled", "Pooled observers")
 
 
 def test_observers_are_packed_on_hosts(story: dict[str, Any]) -> None:

@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
-from vigil_tools.demo import main as demo
-from vigil_tools.emulator.template import Synthesized
+from tests.integration.demo.conftest import DemoRun
 
 
 @pytest.fixture(scope="module")
-def facts(synthesized: Synthesized) -> dict[str, Any]:
-    return demo.simulate(cdk_out=synthesized.outdir)  # the session's synth (`make demo` its own)
+def facts(demo_run: DemoRun) -> dict[str, Any]:
+    return demo_run.facts  # the package's one run of the whole demo (conftest.py)
 
 
 def test_every_tick_ran_exactly_once_or_is_visibly_missed(facts: dict[str, Any]) -> None:
@@ -57,7 +56,7 @@ def test_tasks_act_runs_each_key_once_dead_letters_poison_and_survives_a_timeout
     facts: dict[str, Any],
 ) -> None:
     """The tasks section's figures, read back from the records and the functions' logs (it
-    adds a few seconds to the demo this module already runs once)."""
+    adds a few seconds to the demo this package already runs once)."""
     tasks = facts["tasks"]
     assert tasks["once"]["ids"] == ["o-1"] * 3
     assert (tasks["once"]["status"], tasks["once"]["attempts"]) == ("SUCCEEDED", 1)

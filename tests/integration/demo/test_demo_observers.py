@@ -2,35 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from freezegun import freeze_time
 
-from vigil_tools.demo import observers as demo_observers
-from vigil_tools.emulator.account import local_account
-from vigil_tools.emulator.lambda_runtime import LocalLambda
-from vigil_tools.emulator.template import Synthesized
-
-START = datetime(2026, 11, 23, 6, 50, tzinfo=UTC)
+from tests.integration.demo.conftest import DemoRun
 
 
 @pytest.fixture(scope="module")
-def story(synthesized: Synthesized, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    lines: list[str] = []
-    logs = tmp_path_factory.mktemp("logs")
-    with freeze_time(START) as frozen, local_account(synthesized.outdir) as account:
-        runtime = LocalLambda(
-            account.session, now=lambda: datetime.now(UTC), advance=frozen.tick, log_dir=logs
-        )
-        facts = demo_observers.simulate(account, runtime, frozen, out=lines.append, log_dir=logs)
-    return {
-        "facts": facts,
-        "output": "\n".join(lines),
-        "logs": logs,
-    }
+def story(demo_run: DemoRun) -> dict[str, Any]:
+    """The observers part of the package's one run of the whole demo (conftest.py)."""
+    return demo_run.part("observers", "Observers")
 
 
 def test_the_cli_lists_kinds_and_creates_both_observers(story: dict[str, Any]) -> None:
