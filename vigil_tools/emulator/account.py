@@ -79,7 +79,7 @@ def deploy_account(synth: Synthesized, session: Any, *, quiet: bool = True) -> L
     with _quiet() if quiet else contextlib.nullcontext():
         deployed = deploy(synth, session)
     resolver = Resolver(synth, deployed, session)
-    created = complete(synth, resolver, session)
+    created = complete(synth, resolver)
     capture_events(session)
     counter.counts.clear()
     return LocalAccount(session, synth, deployed, resolver, created, counter)
