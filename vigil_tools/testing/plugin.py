@@ -6,7 +6,8 @@ starting at :data:`START`, and its own Lambda runtime, so every test imports the
 
 moto's data lives in module globals. Between tests the emulator's mock is switched off without
 removing that data, so other tests of the session (which start moto with a reset) see a clean
-account; when one did reset it, the next ``vigil_stack`` deploys again.
+account; when one did reset it, the next ``vigil_stack`` puts the deployed account's data back
+(:mod:`vigil_tools.testing.kept`) rather than deploying again, then empties it as always.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+
+from vigil_tools.testing.kept import KeptAccount
 
 START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)
 """Every test's clock starts here (a Monday, 07:00 in Prague)."""
@@ -32,6 +35,9 @@ class _Session:
         self.synth = synthesized_app()
         self.account: Any = None
 
+    kept: KeptAccount | None = None
+    """moto's data of the deployed account, put back after another test's reset (:mod:`.kept`)."""
+
     def account_for_test(self) -> Any:
         import boto3
 
@@ -42,14 +48,20 @@ class _Session:
             region_name=REGION, aws_access_key_id="local", aws_secret_access_key="local"
         )
         session = boto3.DEFAULT_SESSION
-        if self.account is not None and self._still_deployed(session):
+        deployed = self.account is not None and self._still_deployed(session)
+        if not deployed and self.kept is not None:
+            self.kept.restore()  # another test reset moto: the account back, not a new deploy
+            deployed = self._still_deployed(session)
+        if deployed:
             self.account.session = session
             _empty(self.account)
+            self.kept = KeptAccount.take()
             return self.account
         try:
             self.account = deploy_account(self.synth, session)
         except DeployFailed as refused:  # the resource and moto's reason, not moto's stack
             pytest.fail(str(refused), pytrace=False)
+        self.kept = KeptAccount.take()
         return self.account
 
     def _still_deployed(self, session: Any) -> bool:
