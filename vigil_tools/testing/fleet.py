@@ -62,7 +62,7 @@ class SteppedFleet:
     def of(
         cls, account: LocalAccount, runtime: LocalLambda, now: Callable[[], datetime]
     ) -> SteppedFleet:
-        fleet = DeployedFleet.of(account)
+        fleet = account.once("fleet", lambda: DeployedFleet.of(account))
         stream = StreamMapping.of(account.session, fleet.reconciler)
         ecs = account.session.client("ecs")
         # Tasks of earlier tests on the same deployment are history: no events for them.

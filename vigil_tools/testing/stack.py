@@ -195,12 +195,15 @@ class VigilStack:
             functions_dir=functions_dir,
             log_dir=log_dir,
         )
-        self.catalog = JobsCatalog.from_stack(
-            account.session.client("cloudformation"), account.deployed.stack_name
+        # What the deployment declares is read once per deployment, not once per test.
+        stack = account.deployed.stack_name
+        self.catalog = account.once(
+            "jobs catalog",
+            lambda: JobsCatalog.from_stack(account.session.client("cloudformation"), stack),
         )
         self.fleet = SteppedFleet.of(account, self.runtime, now)
-        self._schedules = deployed_schedules(account.session)
-        self._rules = scheduled_rules(account.session)
+        self._schedules = account.once("schedules", lambda: deployed_schedules(account.session))
+        self._rules = account.once("rules", lambda: scheduled_rules(account.session))
         self._anchor = now()
         self._after: dict[str, datetime] = {}
         """Per schedule or rule: occurrences up to here have fired."""
@@ -210,8 +213,9 @@ class VigilStack:
         self._held: list[HeldRun] = []
         self._ttl = TtlSweep.of(account.session)
         """Items past their TTL leave the tables on the way, as on AWS."""
-        self.tasks_catalog: dict[str, dict[str, Any]] = tasks_catalog(
-            account.session.client("cloudformation"), account.deployed.stack_name
+        self.tasks_catalog: dict[str, dict[str, Any]] = account.once(
+            "tasks catalog",
+            lambda: tasks_catalog(account.session.client("cloudformation"), stack),
         )
         """The stack's ``TasksCatalog`` output: per task, its queues, table, function."""
         self._sqs = own_client(account.session, "sqs")
