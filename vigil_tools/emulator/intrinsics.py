@@ -44,12 +44,12 @@ class Resolver:
             "AWS::Region": lambda: self._session.region_name,
             "AWS::Partition": lambda: "aws",
             "AWS::URLSuffix": lambda: "amazonaws.com",
-            "AWS::AccountId": self._account_id,
+            "AWS::AccountId": self.account_id,
             "AWS::StackName": lambda: self._deployed.stack_name,
         }
         return str(pseudo[name]()) if name in pseudo else self._deployed.physical_id(name)
 
-    def _account_id(self) -> str:
+    def account_id(self) -> str:
         """Asked once per deploy, not once per ``Ref`` (a template holds about a hundred)."""
         if self._account is None:
             self._account = str(self.client("sts").get_caller_identity()["Account"])

@@ -92,6 +92,29 @@ def _empty(account: Any) -> None:
         cluster = account.physical_id(logical_id)
         for arn in ecs.list_tasks(cluster=cluster, desiredStatus="RUNNING")["taskArns"]:
             ecs.stop_task(cluster=cluster, task=arn, reason="vigil_stack: next test")
+    _forget_history(account)
+
+
+def _forget_history(account: Any) -> None:
+    """What moto would otherwise keep of every earlier test, for the rest of the session: the
+    tables' stream records and shard iterators (the next test's stream mapping starts at LATEST)
+    and the stopped ECS tasks (AWS forgets them within the hour). Each look of the next test
+    (its stream mapping's start, every ``ListTasks``) would read all of them again."""
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+    from moto.ecs.models import ecs_backends
+
+    from vigil_tools.emulator.moto_memory import trim_shard
+
+    region, account_id = account.session.region_name, account.resolver.account_id()
+    for table in dynamodb_backends[account_id][region].tables.values():
+        if table.stream_shard is not None:
+            shard = table.stream_shard
+            trim_shard(shard, shard.starting_sequence_number + len(shard.items) - 1)
+    dynamodbstreams_backends[account_id][region].shard_iterators.clear()
+    for tasks in ecs_backends[account_id][region].tasks.values():
+        for arn in [arn for arn, task in tasks.items() if task.desired_status == "STOPPED"]:
+            del tasks[arn]
 
 
 @pytest.fixture(scope="session")
