@@ -101,8 +101,10 @@ def test_a_redrive_after_the_fix_runs_the_tick(
 def test_dead_letters_lists_every_failed_tick_not_just_ten(
     vigil_stack: VigilStack, cleanup_fails: None
 ) -> None:
-    for _ in range(12):
-        vigil_stack.fire("cleanup", at=vigil_stack.now() + timedelta(minutes=5))
+    # 12 ticks delivered a few seconds late (within cleanup's 2 minutes), not 12 five-minute
+    # steps ahead: the clock stands still, so no hour of the app's other schedules runs meanwhile.
+    for late in range(12):
+        vigil_stack.fire("cleanup", at=vigil_stack.now() - timedelta(seconds=5 * late))
     assert len(vigil_stack.history("cleanup")) == 12  # 12 FAILED ticks, retry_attempts=0
 
     assert len(vigil_stack.dead_letters("cleanup")) == 12
@@ -165,7 +167,9 @@ def test_a_kind_that_keeps_crashing_fails_with_its_traceback_in_the_logs(
     _fail_where_the_author_logs(monkeypatch, "tick")  # the ticker's run(ctx) raises
 
     vigil_stack.create_observer("eth-watch", "ticker", {"interval_seconds": 5})
-    vigil_stack.advance(minutes=30)
+    # 5 crashes, 30 + 60 + 120 s of backoff between the restarts: FAILED in the 4th minute (each
+    # minute is a resync step of the app, the test's cost: 6, not 30)
+    vigil_stack.advance(minutes=6)
 
     observer = vigil_stack.observer("eth-watch")
     assert observer.status == "FAILED"
@@ -201,46 +205,6 @@ def test_each_test_starts_empty_at_the_same_time(vigil_stack: VigilStack) -> Non
     assert vigil_stack.history("cleanup") == []
     with pytest.raises(UnknownName):
         vigil_stack.observer("btc-watch")
-
-
-def _undeployable(tmp_path: Path) -> Synthesized:
-    """A template moto refuses: a GlobalTable it skips, and a reference to it."""
-    template = {
-        "Resources": {
-            "RunsTable": {
-                "Type": "AWS::DynamoDB::GlobalTable",
-                "Properties": {"AttributeDefinitions": [], "KeySchema": [], "Replicas": []},
-                "Metadata": {"aws:cdk:path": "Vigil/Runs/Resource"},
-            },
-            "Alerts": {
-                "Type": "AWS::SQS::Queue",
-                "Properties": {"QueueName": {"Fn::GetAtt": ["RunsTable", "Arn"]}},
-            },
-        }
-    }
-    return Synthesized(outdir=tmp_path, template=template, assets={})
-
-
-def test_a_template_moto_cannot_deploy_names_the_resource_and_the_reason(tmp_path: Path) -> None:
-    with mock_aws(), pytest.raises(DeployFailed) as failed:
-        deploy(_undeployable(tmp_path), boto3.Session(region_name="us-east-1"))
-    message = str(failed.value)
-    assert "references undefined resource RunsTable" in message
-    assert (
-        "resource RunsTable (AWS::DynamoDB::GlobalTable, Vigil/Runs/Resource): "
-        "moto's CloudFormation does not support this type"
-    ) in message
-
-
-def test_the_fixture_fails_with_that_message_not_a_stack_trace(tmp_path: Path) -> None:
-    from vigil_tools.testing.plugin import _Session
-
-    session = _Session.__new__(_Session)  # the app's synthesis, replaced by a broken template
-    session.synth, session.account = _undeployable(tmp_path), None
-    with mock_aws(), pytest.raises(pytest.fail.Exception) as failed:
-        session.account_for_test()
-    assert failed.value.pytrace is False
-    assert "resource RunsTable (AWS::DynamoDB::GlobalTable" in str(failed.value)
 
 
 def test_boto3s_default_session_is_given_back_when_a_test_ends(
@@ -414,3 +378,89 @@ def test_a_crash_between_an_effects_intent_and_completion_ends_uncertain_not_a_s
     (tick,) = vigil_stack.history("cleanup")
     assert (tick.status, tick.uncertain_effect) == ("UNCERTAIN", "welcome-email")
     assert sent == [1]  # not a second email
+
+
+# Last in this module: these start moto with a reset, which empties the account every test above
+# shares (the next vigil_stack would deploy the app again, ~5 CPU s).
+
+
+def _undeployable(tmp_path: Path) -> Synthesized:
+    """A template moto refuses: a GlobalTable it skips, and a reference to it."""
+    template = {
+        "Resources": {
+            "RunsTable": {
+                "Type": "AWS::DynamoDB::GlobalTable",
+                "Properties": {"AttributeDefinitions": [], "KeySchema": [], "Replicas": []},
+                "Metadata": {"aws:cdk:path": "Vigil/Runs/Resource"},
+            },
+            "Alerts": {
+                "Type": "AWS::SQS::Queue",
+                "Properties": {"QueueName": {"Fn::GetAtt": ["RunsTable", "Arn"]}},
+            },
+        }
+    }
+    return Synthesized(outdir=tmp_path, template=template, assets={})
+
+
+def test_a_template_moto_cannot_deploy_names_the_resource_and_the_reason(tmp_path: Path) -> None:
+    with mock_aws(), pytest.raises(DeployFailed) as failed:
+        deploy(_undeployable(tmp_path), boto3.Session(region_name="us-east-1"))
+    message = str(failed.value)
+    assert "references undefined resource RunsTable" in message
+    assert (
+        "resource RunsTable (AWS::DynamoDB::GlobalTable, Vigil/Runs/Resource): "
+        "moto's CloudFormation does not support this type"
+    ) in message
+
+
+def test_the_fixture_fails_with_that_message_not_a_stack_trace(tmp_path: Path) -> None:
+    from vigil_tools.testing.plugin import _Session
+
+    session = _Session.__new__(_Session)  # the app's synthesis, replaced by a broken template
+    session.synth, session.account = _undeployable(tmp_path), None
+    with mock_aws(), pytest.raises(pytest.fail.Exception) as failed:
+        session.account_for_test()
+    assert failed.value.pytrace is False
+    assert "resource RunsTable (AWS::DynamoDB::GlobalTable" in str(failed.value)
+
+
+def test_after_another_tests_reset_the_stack_is_back_without_a_deploy_and_leaks_nothing(
+    _vigil_session: Any,
+) -> None:
+    """Another test's ``mock_aws()`` resets moto between two kit tests: the next ``vigil_stack``
+    puts the deployed account back (the same deployment, no second deploy) and empties it; the
+    other test saw none of the kit's data, and the kit sees none of the other test's."""
+    from vigil_tools.testing.plugin import deployed_stack
+
+    with deployed_stack(_vigil_session) as first:
+        first.fire("cleanup")
+        sessions = first.table("Sessions")
+        first.account.session.client("dynamodb").put_item(
+            TableName=sessions, Item={"id": {"S": "left-by-the-first-test"}}
+        )
+        tables = first.account.session.client("dynamodb").list_tables()["TableNames"]
+
+    with mock_aws():  # another test: moto reset, an account of its own
+        other = boto3.client("dynamodb", region_name="us-east-1")
+        assert other.list_tables()["TableNames"] == []
+        other.create_table(
+            TableName="another-tests-table",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        boto3.client("sqs", region_name="us-east-1").create_queue(QueueName="another-tests-queue")
+
+    with deployed_stack(_vigil_session) as second:
+        assert second.account is first.account  # put back, not deployed again
+        dynamodb = second.account.session.client("dynamodb")
+        assert dynamodb.list_tables()["TableNames"] == tables
+        assert dynamodb.scan(TableName=sessions)["Items"] == []
+        assert second.history("cleanup") == []
+        queues = second.account.session.client("sqs").list_queues().get("QueueUrls", [])
+        assert not [q for q in queues if q.endswith("another-tests-queue")]
+        second.fire("cleanup")  # and it runs as deployed
+        assert [t.status for t in second.history("cleanup")] == ["SUCCEEDED"]
+
+    with mock_aws():  # and the test after it sees an empty moto again
+        assert boto3.client("dynamodb", region_name="us-east-1").list_tables()["TableNames"] == []

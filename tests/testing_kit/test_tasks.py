@@ -50,7 +50,7 @@ def test_a_poison_payload_retries_then_lands_in_the_dead_letter_queue(stack: Any
     first = stack.task(RECEIPT, task_id)
     assert (first.status, first.attempts, first.error_type) == ("QUEUED", 1, "InvalidOrder")
 
-    stack.advance(minutes=10)  # 3 retries, 30 s backoff doubling: 30 + 60 + 120 s
+    stack.advance(minutes=5)  # 3 retries, 30 s backoff doubling: 30 + 60 + 120 s, all in 3.5 min
 
     failed = stack.task(RECEIPT, task_id)
     assert failed.status == "FAILED"
@@ -61,7 +61,7 @@ def test_a_poison_payload_retries_then_lands_in_the_dead_letter_queue(stack: Any
 
     redriven = stack.redrive(RECEIPT)  # still poison: back in the dead-letter queue, once
     assert redriven.moved == [task_id]
-    stack.advance(minutes=10)
+    stack.advance(minutes=5)  # its 3 retries again
     again = stack.task(RECEIPT, task_id)
     assert again.status == "FAILED"
     assert again.attempts > failed.attempts
@@ -78,11 +78,13 @@ def test_a_delayed_task_runs_when_its_delay_is_over(stack: Any) -> None:
 
 
 def test_a_start_beyond_fifteen_minutes_goes_through_a_one_time_schedule(stack: Any) -> None:
-    task_id = stack.enqueue(RECEIPT, ORDER, delay=timedelta(hours=1))
+    # A minute beyond SQS's 15: every minute the test's clock passes is a step of the deployed
+    # app (the reconciler's resync), so the shortest start beyond the limit proves it cheapest.
+    task_id = stack.enqueue(RECEIPT, ORDER, delay=timedelta(minutes=16))
     scheduler = stack.account.session.client("scheduler")
     group = stack.tasks_catalog[RECEIPT]["schedule_group"]
     assert len(scheduler.list_schedules(GroupName=group)["Schedules"]) == 1
-    stack.advance(minutes=59)
+    stack.advance(minutes=15)
     assert stack.task(RECEIPT, task_id).status == "QUEUED"
     stack.advance(minutes=2)
     assert stack.task(RECEIPT, task_id).status == "SUCCEEDED"

@@ -7,11 +7,11 @@ import io
 import logging
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import boto3
 from moto import mock_aws
@@ -42,6 +42,9 @@ class RequestCounter:
         return sum(n for key, n in self.counts.items() if key.startswith(f"{service}:"))
 
 
+T = TypeVar("T")
+
+
 @dataclass
 class LocalAccount:
     session: Any
@@ -50,9 +53,18 @@ class LocalAccount:
     resolver: Resolver
     created: dict[str, int]
     requests: RequestCounter
+    derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """What readers derive from this deployment (its catalogs, schedules, rules), read once:
+    the testing kit builds a stack on the same deployment for every test (:meth:`once`)."""
 
     def physical_id(self, logical_id: str) -> str:
         return self.deployed.physical_id(logical_id)
+
+    def once(self, key: str, read: Callable[[], T]) -> T:
+        """``read()`` the first time ``key`` is asked of this deployment; the same answer after."""
+        if key not in self.derived:
+            self.derived[key] = read()
+        return cast(T, self.derived[key])
 
 
 @contextmanager
@@ -81,7 +93,7 @@ def deploy_account(synth: Synthesized, session: Any, *, quiet: bool = True) -> L
     with _quiet() if quiet else contextlib.nullcontext():
         deployed = deploy(synth, session)
     resolver = Resolver(synth, deployed, session)
-    created = complete(synth, resolver, session)
+    created = complete(synth, resolver)
     capture_events(session)
     counter.counts.clear()
     return LocalAccount(session, synth, deployed, resolver, created, counter)

@@ -8,13 +8,18 @@ template and creates them, so the local account holds what a real deploy would.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from vigil_tools.emulator.intrinsics import Resolver
 from vigil_tools.emulator.template import Synthesized
 
+Client = Callable[[str], Any]
 
-def complete(synth: Synthesized, resolver: Resolver, session: Any) -> dict[str, int]:
+
+def complete(synth: Synthesized, resolver: Resolver) -> dict[str, int]:
+    """Create what moto skipped, through the resolver's session and clients (one per service)."""
+    client = resolver.client
     created = {
         "schedule_groups": 0,
         "schedules": 0,
@@ -23,27 +28,27 @@ def complete(synth: Synthesized, resolver: Resolver, session: Any) -> dict[str, 
         "queue_policies": 0,
     }
     for resource in synth.resources("AWS::SQS::QueuePolicy").values():
-        _queue_policy(resolver.resolve(resource["Properties"]), session)
+        _queue_policy(resolver.resolve(resource["Properties"]), client)
         created["queue_policies"] += 1
     for logical_id, resource in synth.resources("AWS::Scheduler::ScheduleGroup").items():
         name = resolver.resolve(resource["Properties"]).get("Name", logical_id)
-        session.client("scheduler").create_schedule_group(Name=name)
+        client("scheduler").create_schedule_group(Name=name)
         created["schedule_groups"] += 1
     for logical_id, resource in synth.resources("AWS::Scheduler::Schedule").items():
-        _schedule(logical_id, resolver.resolve(resource["Properties"]), session)
+        _schedule(logical_id, resolver.resolve(resource["Properties"]), client)
         created["schedules"] += 1
     for resource in synth.resources("AWS::Lambda::EventInvokeConfig").values():
-        _event_invoke_config(resolver.resolve(resource["Properties"]), session)
+        _event_invoke_config(resolver.resolve(resource["Properties"]), client)
         created["event_invoke_configs"] += 1
     for logical_id, resource in synth.resources("AWS::CloudWatch::Alarm").items():
-        _alarm(logical_id, resolver.resolve(resource["Properties"]), session)
+        _alarm(logical_id, resolver.resolve(resource["Properties"]), client)
         created["alarms"] += 1
     return created
 
 
-def _schedule(logical_id: str, props: dict[str, Any], session: Any) -> None:
+def _schedule(logical_id: str, props: dict[str, Any], client: Client) -> None:
     target = props["Target"]
-    session.client("scheduler").create_schedule(
+    client("scheduler").create_schedule(
         Name=props.get("Name", logical_id),
         GroupName=props.get("GroupName", "default"),
         Description=props.get("Description", ""),
@@ -61,7 +66,7 @@ def _schedule(logical_id: str, props: dict[str, Any], session: Any) -> None:
     )
 
 
-def _event_invoke_config(props: dict[str, Any], session: Any) -> None:
+def _event_invoke_config(props: dict[str, Any], client: Client) -> None:
     args: dict[str, Any] = {
         "FunctionName": props["FunctionName"],
         "Qualifier": props.get("Qualifier", "$LATEST"),
@@ -69,18 +74,16 @@ def _event_invoke_config(props: dict[str, Any], session: Any) -> None:
     for key in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds", "DestinationConfig"):
         if key in props:
             args[key] = props[key]
-    session.client("lambda").put_function_event_invoke_config(**args)
+    client("lambda").put_function_event_invoke_config(**args)
 
 
-def _alarm(logical_id: str, props: dict[str, Any], session: Any) -> None:
+def _alarm(logical_id: str, props: dict[str, Any], client: Client) -> None:
     args = {k: v for k, v in props.items() if k != "AlarmName"}
-    session.client("cloudwatch").put_metric_alarm(
-        AlarmName=props.get("AlarmName", logical_id), **args
-    )
+    client("cloudwatch").put_metric_alarm(AlarmName=props.get("AlarmName", logical_id), **args)
 
 
-def _queue_policy(props: dict[str, Any], session: Any) -> None:
+def _queue_policy(props: dict[str, Any], client: Client) -> None:
     for url in props["Queues"]:
-        session.client("sqs").set_queue_attributes(
+        client("sqs").set_queue_attributes(
             QueueUrl=url, Attributes={"Policy": json.dumps(props["PolicyDocument"])}
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +17,8 @@ class Resolver:
         self._deployed = deployed
         self._session = session
         self._arns: dict[str, str] = {}
+        self._account: str | None = None
+        self._clients: dict[str, Any] = {}
 
     def resolve(self, value: Any) -> Any:
         if isinstance(value, list):
@@ -39,21 +40,27 @@ class Resolver:
         return {k: self.resolve(v) for k, v in value.items()}
 
     def _ref(self, name: str) -> str:
-        if name == "AWS::AccountId":
-            return self._account_id
-        pseudo = {
-            "AWS::Region": self._session.region_name,
-            "AWS::Partition": "aws",
-            "AWS::URLSuffix": "amazonaws.com",
-            "AWS::StackName": self._deployed.stack_name,
+        pseudo: dict[str, Callable[[], object]] = {
+            "AWS::Region": lambda: self._session.region_name,
+            "AWS::Partition": lambda: "aws",
+            "AWS::URLSuffix": lambda: "amazonaws.com",
+            "AWS::AccountId": self.account_id,
+            "AWS::StackName": lambda: self._deployed.stack_name,
         }
-        return pseudo[name] if name in pseudo else self._deployed.physical_id(name)
+        return str(pseudo[name]()) if name in pseudo else self._deployed.physical_id(name)
 
-    @functools.cached_property
-    def _account_id(self) -> str:
-        """Asked once: a deploy resolves ~100 Refs, and each made an STS client and asked again
-        (about a second of ``vigil local up``'s start, where each request is an HTTP round trip)."""
-        return str(self._session.client("sts").get_caller_identity()["Account"])
+    def account_id(self) -> str:
+        """Asked once per deploy, not once per ``Ref`` (a template holds about a hundred)."""
+        if self._account is None:
+            self._account = str(self.client("sts").get_caller_identity()["Account"])
+        return self._account
+
+    def client(self, service: str) -> Any:
+        """One client per service for the deploy's requests (its lookups, ``complete``'s creates):
+        a new client costs more than a request."""
+        if service not in self._clients:
+            self._clients[service] = self._session.client(service)
+        return self._clients[service]
 
     def arn(self, logical_id: str) -> str:
         if logical_id not in self._arns:
@@ -63,7 +70,7 @@ class Resolver:
         return self._arns[logical_id]
 
     def _lookup(self, kind: str, physical: str) -> str:
-        client = self._session.client
+        client = self.client
         if kind == "AWS::Lambda::Function":
             return str(
                 client("lambda").get_function(FunctionName=physical)["Configuration"]["FunctionArn"]

@@ -12,7 +12,7 @@ target does, and deletes the schedule when its ``ActionAfterCompletion`` is ``DE
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +28,8 @@ class Schedule:
     time_zone: str
     target_arn: str
     input_template: str
+    arn: str = ""
+    """The schedule's own ARN (a look for one-time schedules need not fetch it again)."""
 
     def render_input(self, scheduled_at: datetime, attempt: int = 1) -> str:
         """The target input with Scheduler's context attributes filled in, as Scheduler does."""
@@ -52,6 +54,7 @@ def deployed_schedules(session: Any) -> list[Schedule]:
                 time_zone=detail.get("ScheduleExpressionTimezone", "UTC"),
                 target_arn=detail["Target"]["Arn"],
                 input_template=detail["Target"].get("Input", "{}"),
+                arn=detail.get("Arn", ""),
             )
         )
     return schedules
@@ -64,13 +67,15 @@ def occurrences(schedule: Schedule, start: datetime, end: datetime) -> Iterator[
     return evaluator.between(start, end, anchor=start if evaluator.needs_anchor else None)
 
 
-def _details(client: Any) -> list[dict[str, Any]]:
-    """Every schedule of every group, whole (ListSchedules' summaries carry no expression)."""
+def _details(client: Any, skip: Collection[str] = ()) -> list[dict[str, Any]]:
+    """Every schedule of every group but those whose ARN is in ``skip``, whole (ListSchedules'
+    summaries carry no expression: each is one GetSchedule more)."""
     found: list[dict[str, Any]] = []
     for page in client.get_paginator("list_schedules").paginate():
         found += [
             client.get_schedule(Name=summary["Name"], GroupName=summary["GroupName"])
             for summary in page["Schedules"]
+            if summary.get("Arn") not in skip
         ]
     return found
 
@@ -92,11 +97,17 @@ class OneTimeSchedule:
     delete_after: bool
 
 
-def one_time_schedules(scheduler: Any) -> list[OneTimeSchedule]:
+def one_time_schedules(
+    scheduler: Any, *, recurring: Collection[Schedule] = ()
+) -> list[OneTimeSchedule]:
     """The enabled ``at(...)`` schedules of every group, soonest first (``scheduler``: a
-    client; the emulator's own, so its look each step is not counted as the app's)."""
+    client; the emulator's own, so its look each step is not counted as the app's).
+
+    ``recurring``: the caller's :func:`deployed_schedules`, which it holds fixed; they are not
+    fetched again on each look (a look the testing kit makes at every step of its clock, where the
+    app's recurring schedules outnumber the one-time ones)."""
     found = []
-    for detail in _details(scheduler):
+    for detail in _details(scheduler, skip={s.arn for s in recurring if s.arn}):
         if not _is_one_time(detail) or detail.get("State", "ENABLED") != "ENABLED":
             continue
         evaluator = ScheduleExpression(

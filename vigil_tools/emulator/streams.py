@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from vigil_tools.emulator.lambda_runtime import Invocation, LocalLambda
@@ -49,6 +50,12 @@ class StreamMapping:
     function: str
     mapping: dict[str, Any]
     _after: dict[str, int | None] = field(default_factory=dict)
+
+    @cached_property
+    def _streams(self) -> Any:
+        """One DynamoDB Streams client for the mapping's life: it is polled after every step
+        of a test's clock, and a new client costs more than the poll."""
+        return self.session.client("dynamodbstreams")
 
     @classmethod
     def of(cls, session: Any, function: str) -> StreamMapping:
@@ -96,8 +103,9 @@ class StreamMapping:
         Each poll opens a fresh iterator after it: moto replaces a table (and its stream shard)
         with a copy when a transaction is cancelled, which strands any iterator kept open.
         """
-        streams = self.session.client("dynamodbstreams")
-        shards = streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
+        shards = self._streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"][
+            "Shards"
+        ]
         for shard in shards:
             self._after[shard["ShardId"]] = None
             if starting_position == "LATEST":

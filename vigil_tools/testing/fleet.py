@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from vigil_tools.emulator.account import LocalAccount
@@ -61,7 +62,7 @@ class SteppedFleet:
     def of(
         cls, account: LocalAccount, runtime: LocalLambda, now: Callable[[], datetime]
     ) -> SteppedFleet:
-        fleet = DeployedFleet.of(account)
+        fleet = account.once("fleet", lambda: DeployedFleet.of(account))
         stream = StreamMapping.of(account.session, fleet.reconciler)
         ecs = account.session.client("ecs")
         # Tasks of earlier tests on the same deployment are history: no events for them.
@@ -72,9 +73,15 @@ class SteppedFleet:
         }
         return cls(account, runtime, fleet, now, stream, reported=earlier)
 
-    @property
+    @cached_property
     def ecs(self) -> Any:
+        """One ECS client for the fleet's life: it looks at ECS after every step of the clock,
+        and a new client costs more than the look."""
         return self.account.session.client("ecs")
+
+    @cached_property
+    def _dynamodb(self) -> Any:
+        return self.account.session.client("dynamodb")
 
     def invoke(self, function: str, event: Any) -> Invocation:
         with warnings.catch_warnings():
@@ -152,7 +159,7 @@ class SteppedFleet:
             runner = task_runner(
                 arn,
                 environment,
-                self.account.session.client("dynamodb"),
+                self._dynamodb,
                 now=self.now,
                 log=self.logs[arn],
             )

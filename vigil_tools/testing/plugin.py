@@ -6,7 +6,8 @@ starting at :data:`START`, and its own Lambda runtime, so every test imports the
 
 moto's data lives in module globals. Between tests the emulator's mock is switched off without
 removing that data, so other tests of the session (which start moto with a reset) see a clean
-account; when one did reset it, the next ``vigil_stack`` deploys again.
+account; when one did reset it, the next ``vigil_stack`` puts the deployed account's data back
+(:mod:`vigil_tools.testing.kept`) rather than deploying again, then empties it as always.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+
+from vigil_tools.testing.kept import KeptAccount
 
 START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)
 """Every test's clock starts here (a Monday, 07:00 in Prague)."""
@@ -32,6 +35,9 @@ class _Session:
         self.synth = synthesized_app()
         self.account: Any = None
 
+    kept: KeptAccount | None = None
+    """moto's data of the deployed account, put back after another test's reset (:mod:`.kept`)."""
+
     def account_for_test(self) -> Any:
         import boto3
 
@@ -42,14 +48,20 @@ class _Session:
             region_name=REGION, aws_access_key_id="local", aws_secret_access_key="local"
         )
         session = boto3.DEFAULT_SESSION
-        if self.account is not None and self._still_deployed(session):
+        deployed = self.account is not None and self._still_deployed(session)
+        if not deployed and self.kept is not None:
+            self.kept.restore()  # another test reset moto: the account back, not a new deploy
+            deployed = self._still_deployed(session)
+        if deployed:
             self.account.session = session
             _empty(self.account)
+            self.kept = KeptAccount.take()
             return self.account
         try:
             self.account = deploy_account(self.synth, session)
         except DeployFailed as refused:  # the resource and moto's reason, not moto's stack
             pytest.fail(str(refused), pytrace=False)
+        self.kept = KeptAccount.take()
         return self.account
 
     def _still_deployed(self, session: Any) -> bool:
@@ -80,6 +92,29 @@ def _empty(account: Any) -> None:
         cluster = account.physical_id(logical_id)
         for arn in ecs.list_tasks(cluster=cluster, desiredStatus="RUNNING")["taskArns"]:
             ecs.stop_task(cluster=cluster, task=arn, reason="vigil_stack: next test")
+    _forget_history(account)
+
+
+def _forget_history(account: Any) -> None:
+    """What moto would otherwise keep of every earlier test, for the rest of the session: the
+    tables' stream records and shard iterators (the next test's stream mapping starts at LATEST)
+    and the stopped ECS tasks (AWS forgets them within the hour). Each look of the next test
+    (its stream mapping's start, every ``ListTasks``) would read all of them again."""
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodbstreams.models import dynamodbstreams_backends
+    from moto.ecs.models import ecs_backends
+
+    from vigil_tools.emulator.moto_memory import trim_shard
+
+    region, account_id = account.session.region_name, account.resolver.account_id()
+    for table in dynamodb_backends[account_id][region].tables.values():
+        if table.stream_shard is not None:
+            shard = table.stream_shard
+            trim_shard(shard, shard.starting_sequence_number + len(shard.items) - 1)
+    dynamodbstreams_backends[account_id][region].shard_iterators.clear()
+    for tasks in ecs_backends[account_id][region].tasks.values():
+        for arn in [arn for arn, task in tasks.items() if task.desired_status == "STOPPED"]:
+            del tasks[arn]
 
 
 @pytest.fixture(scope="session")

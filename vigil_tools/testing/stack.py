@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -195,12 +195,15 @@ class VigilStack:
             functions_dir=functions_dir,
             log_dir=log_dir,
         )
-        self.catalog = JobsCatalog.from_stack(
-            account.session.client("cloudformation"), account.deployed.stack_name
+        # What the deployment declares is read once per deployment, not once per test.
+        stack = account.deployed.stack_name
+        self.catalog = account.once(
+            "jobs catalog",
+            lambda: JobsCatalog.from_stack(account.session.client("cloudformation"), stack),
         )
         self.fleet = SteppedFleet.of(account, self.runtime, now)
-        self._schedules = deployed_schedules(account.session)
-        self._rules = scheduled_rules(account.session)
+        self._schedules = account.once("schedules", lambda: deployed_schedules(account.session))
+        self._rules = account.once("rules", lambda: scheduled_rules(account.session))
         self._anchor = now()
         self._after: dict[str, datetime] = {}
         """Per schedule or rule: occurrences up to here have fired."""
@@ -210,8 +213,9 @@ class VigilStack:
         self._held: list[HeldRun] = []
         self._ttl = TtlSweep.of(account.session)
         """Items past their TTL leave the tables on the way, as on AWS."""
-        self.tasks_catalog: dict[str, dict[str, Any]] = tasks_catalog(
-            account.session.client("cloudformation"), account.deployed.stack_name
+        self.tasks_catalog: dict[str, dict[str, Any]] = account.once(
+            "tasks catalog",
+            lambda: tasks_catalog(account.session.client("cloudformation"), stack),
         )
         """The stack's ``TasksCatalog`` output: per task, its queues, table, function."""
         self._sqs = own_client(account.session, "sqs")
@@ -268,7 +272,7 @@ class VigilStack:
         due = self.fleet.next_due()
         if due is not None and due <= end and (best[1] is None or due < best[0]):
             best = (due, self._step_containers)
-        for once in one_time_schedules(self._scheduler):
+        for once in one_time_schedules(self._scheduler, recurring=self._schedules):
             moment = max(once.due_at, self.now())
             if moment <= end and (best[1] is None or moment < best[0]):
                 best = (moment, self._fire_one_time(once))
@@ -574,7 +578,7 @@ class VigilStack:
                 f"enqueue(copies={copies}, delay={seconds:g} s): a start beyond "
                 f"{MAX_QUEUE_DELAY_S} s is a one-time schedule, which delivers once"
             )
-        client = self._task_client()
+        client = self._task_client
         task_id = str(client.enqueue(task, payload, key=key, delay=delay, group=group))
         if copies > 1:
             self._send_copies(task, task_id, copies - 1, delay_s=int(-(-seconds // 1)))
@@ -606,10 +610,12 @@ class VigilStack:
         """The task's record (``vigil tasks get``): ``vigil.tasks``' ``TaskRecord``, with
         ``status``, ``attempts``, ``result``, ``error_type``, ``error_message``, its times and
         progress. ``TaskNotFound`` (a LookupError) when there is none."""
-        return self._task_client().get(check("task", task, self.tasks_catalog), task_id)
+        return self._task_client.get(check("task", task, self.tasks_catalog), task_id)
 
+    @cached_property
     def _task_client(self) -> Any:
-        """``vigil.tasks``' client on this stack's catalog and the simulated clock."""
+        """``vigil.tasks``' client on this stack's catalog and the simulated clock (one for the
+        stack's life: a test reads its tasks often, and three new clients cost more)."""
         # (until the tasks runtime is merged, mypy finds no typed vigil.tasks on this branch)
         from vigil.tasks.catalog import Catalog  # type: ignore[import-untyped, unused-ignore]
         from vigil.tasks.enqueue import TaskClient  # type: ignore[import-untyped, unused-ignore]
