@@ -13,7 +13,6 @@ fails on raises :class:`BatchFailed` (a local run should never produce one).
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -112,11 +111,6 @@ class StreamMapping:
                 seen = [int(r["dynamodb"]["SequenceNumber"]) for r in self._read(shard["ShardId"])]
                 # Nothing written yet: everything from the start of the shard is new.
                 self._after[shard["ShardId"]] = max(seen) if seen else None
-
-    @functools.cached_property
-    def _streams(self) -> Any:
-        """One client for every poll (``vigil local up`` polls four times a second)."""
-        return self.session.client("dynamodbstreams")
 
     def _read(self, shard: str) -> list[dict[str, Any]]:
         streams = self._streams
