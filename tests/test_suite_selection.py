@@ -19,7 +19,8 @@ def pytest_arguments(target: str) -> list[str]:
     recipe = re.search(rf"^{re.escape(target)}:.*\n((?:\t.*\n)+)", makefile, re.MULTILINE)
     assert recipe, f"no recipe for {target}"
     (line,) = [line for line in recipe[1].splitlines() if "-m pytest" in line]
-    return shlex.split(line.split("-m pytest", 1)[1])
+    command = line.split("-m pytest", 1)[1].split(";", 1)[0]  # to the end of pytest's command
+    return shlex.split(command.removesuffix("\\"))
 
 
 def test_make_test_selects_nothing_so_every_test_runs() -> None:
