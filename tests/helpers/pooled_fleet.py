@@ -55,6 +55,9 @@ class PooledFleet(MotoFleet):
     0, it is gone at once; more, its stop takes longer than a pass."""
     stopping: dict[tuple[str, str, int], int] = field(default_factory=dict)
     """(host id, name, generation) of handed-over children -> heartbeats listed stopping so far."""
+    claimed: set[tuple[str, str, int]] = field(default_factory=set)
+    """(host id, name, generation) whose child's claim succeeded: as the real child
+    (``ObserverRuntime.run``), it claims once when it starts, not again on each heartbeat."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -101,7 +104,11 @@ class PooledFleet(MotoFleet):
         return {h.host_id: h for h in hosts}
 
     def host(self, host_id: str) -> Host:
-        return self.hosts()[host_id]
+        """One host's item (a GetItem, as the host process reads its own; KeyError: none)."""
+        found = HostStore(self.dynamodb, HOSTS_TABLE).get(host_id)
+        if found is None:
+            raise KeyError(host_id)
+        return found
 
     def pooled(self, name: str, **fields: Any) -> Any:
         return self.observer(name, kind=POOLED, **fields)
@@ -109,12 +116,18 @@ class PooledFleet(MotoFleet):
     # The fake host process -------------------------------------------------------------------
 
     def heartbeat(
-        self, host_id: str, *, claim: bool = True, skew: timedelta = timedelta(0)
+        self,
+        host_id: str,
+        *,
+        claim: bool = True,
+        skew: timedelta = timedelta(0),
+        host: Host | None = None,
     ) -> bool:
         """One heartbeat as the host makes it (conditional on its task and a live status); its
         children claim what ``assigned`` hands back. False: refused (a zombie). ``skew``: how
-        far the host's clock is off the reconciler's."""
-        host = self.host(host_id)
+        far the host's clock is off the reconciler's. ``host``: its item as just read (by
+        :meth:`heartbeat_all`'s one scan), else it is read here."""
+        host = host or self.host(host_id)
         running = {
             n: {"generation": g, "state": "running"}
             for n, g in host.assigned.items()
@@ -139,14 +152,17 @@ class PooledFleet(MotoFleet):
             return False
         if claim:
             for name, generation in host.assigned.items():
-                if (host_id, name, generation) not in self.finished:
+                key = (host_id, name, generation)
+                if key not in self.finished and key not in self.claimed:
                     self.claim(name, generation, host_id)
         return True
 
     def heartbeat_all(self) -> None:
+        """Every live host heartbeats: one scan of the hosts table for all of them, as each host
+        process reads only its own item (a scan per host made this O(hosts²) in requests)."""
         for host_id, host in self.hosts().items():
             if host.status in LIVE_HOST_STATUSES and host.task_arn:
-                self.heartbeat(host_id)
+                self.heartbeat(host_id, host=host)
 
     def claim(self, name: str, generation: int, host_id: str) -> bool:
         """The child's claim: RUNNING, conditional on its generation and host."""
@@ -157,9 +173,10 @@ class PooledFleet(MotoFleet):
             self.dynamodb.update_item(
                 TableName=TABLE, Key=to_wire({"name": name}), **update.request()
             )
-            return True
         except self.dynamodb.exceptions.ConditionalCheckFailedException:
             return False
+        self.claimed.add((host_id, name, generation))
+        return True
 
     def host_exit(self, name: str, exit_code: int, reason: str = "exited") -> dict[str, Any]:
         """The host's report of a child's exit (HOST_EXIT), fenced on generation and host; the
