@@ -464,3 +464,37 @@ def test_after_another_tests_reset_the_stack_is_back_without_a_deploy_and_leaks_
 
     with mock_aws():  # and the test after it sees an empty moto again
         assert boto3.client("dynamodb", region_name="us-east-1").list_tables()["TableNames"] == []
+
+
+def test_after_another_tests_reset_the_deployments_objects_read_as_deployed(
+    _vigil_session: Any,
+) -> None:
+    """moto's S3 reset closes every object's buffer and forgets who owns each bucket before it
+    drops the backend: the account put back still serves the deployed assets' bytes, and knows
+    its buckets (CreateBucket of one is the owner's no-op, not an empty bucket in its place)."""
+    from vigil_tools.testing.plugin import deployed_stack
+
+    def objects(stack: VigilStack) -> dict[tuple[str, str], bytes]:
+        s3 = stack.account.session.client("s3")
+        return {
+            (bucket["Name"], item["Key"]): s3.get_object(Bucket=bucket["Name"], Key=item["Key"])[
+                "Body"
+            ].read()
+            for bucket in s3.list_buckets()["Buckets"]
+            for item in s3.list_objects_v2(Bucket=bucket["Name"]).get("Contents", [])
+        }
+
+    with deployed_stack(_vigil_session) as first:
+        deployed = objects(first)
+    assert deployed  # the app's code assets
+
+    with mock_aws():  # another test: moto reset
+        pass
+
+    with deployed_stack(_vigil_session) as second:
+        assert second.account is first.account
+        assert objects(second) == deployed
+        s3 = second.account.session.client("s3")
+        for bucket in {bucket for bucket, _ in deployed}:
+            s3.create_bucket(Bucket=bucket)  # us-east-1: the owner's bucket, as it is
+        assert objects(second) == deployed

@@ -10,6 +10,12 @@ puts the very same data back, where deploying the app again costs several CPU se
 What comes back is the account as the last ``vigil_stack`` test left it, which the plugin then
 empties as it empties it between any two tests; whatever the resetting tests created is dropped,
 and the restored backends are registered again, so the next reset empties them for the test after.
+
+One backend's reset does more than replace its data: S3's closes every object's buffer
+(``FakeKey.dispose``) and forgets its buckets' owners (the ``BackendDict``'s ``bucket_accounts``),
+which would leave the deployed assets' objects unreadable once put back. :meth:`KeptAccount.take`
+makes the kept objects' disposal a no-op (each buffer is freed with its object) and keeps the
+owners, which :meth:`KeptAccount.restore` registers again.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ class _Service:
     """account id -> its ``AccountSpecificBackend``, as the ``BackendDict`` held it."""
     regions: list[tuple[Any, dict[str, Any], dict[str, Any]]]
     """(account backend, region -> backend it held, backend -> the data it held) per account."""
+    owners: dict[str, Any]
+    """S3's bucket name -> (partition, account) as its ``BackendDict`` held them (reset pops them)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +53,11 @@ class KeptAccount:
                     (account, dict(account.items()), {r: b.__dict__ for r, b in account.items()})
                     for account in accounts.values()
                 ]
-                services.append(_Service(backends, accounts, regions))
+                for account in accounts.values():
+                    for backend in account.values():
+                        _hold_objects(backend)
+                owners = dict(getattr(backends, "bucket_accounts", {}))
+                services.append(_Service(backends, accounts, regions, owners))
         return cls(tuple(services))
 
     def restore(self) -> None:
@@ -62,5 +74,25 @@ class KeptAccount:
                         backend.__dict__ = data[region]
                 dict.clear(service.backends)
                 dict.update(service.backends, service.accounts)
+                if service.owners:
+                    service.backends.bucket_accounts.update(service.owners)
                 if service.accounts:
                     BackendDict._instances.append(service.backends)  # type: ignore[misc]
+
+
+def _hold_objects(backend: Any) -> None:
+    """An S3 backend's objects, every version, kept readable through moto's reset (which closes
+    each one's buffer before it drops the backend's data)."""
+    from moto.s3.models import FakeKey, S3Backend
+
+    if not isinstance(backend, S3Backend):
+        return
+    for bucket in backend.buckets.values():
+        for name in list(bucket.keys):
+            for key in bucket.keys.getlist(name):
+                if isinstance(key, FakeKey):
+                    key.dispose = _held  # type: ignore[method-assign]
+
+
+def _held(garbage: bool = False) -> None:
+    """A kept object's ``dispose``: nothing (its buffer closes when the object is collected)."""
