@@ -110,3 +110,18 @@ def test_as_is_leaves_botocore_alone(as_is: None, monkeypatch: pytest.MonkeyPatc
     assert botocore_speed.install() is False
     assert botocore.hooks.accepts_kwargs.__module__ == "botocore.compat"
     assert botocore.regions.EndpointProvider.__module__ == "botocore.endpoint_provider"
+
+
+def test_handlers_made_per_client_are_not_held_past_the_bound(fast: None) -> None:
+    def made(n: int) -> Any:
+        def handler(**kwargs: Any) -> int:
+            return n
+
+        return handler
+
+    emitter = botocore.hooks.HierarchicalEmitter()
+    for n in range(botocore_speed.CACHED_HANDLERS + 50):
+        emitter.register("before-call", made(n))
+    assert botocore_speed._function_accepts_kwargs.cache_info().currsize <= (
+        botocore_speed.CACHED_HANDLERS
+    )

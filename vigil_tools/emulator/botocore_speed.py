@@ -38,6 +38,10 @@ CACHED_PROVIDERS = 256
 """Endpoint providers kept (a leak guard: without the shared loader each client's rule set is a
 new object and never found again)."""
 
+CACHED_HANDLERS = 1024
+"""Handler functions whose answer is kept (a bound: a closure made per client would otherwise be
+held, with what it closes over, for the life of the process)."""
+
 _original: dict[str, Any] = {}
 _aliases: dict[str, str] = {}
 """Event name -> its name under botocore's own alias table (every default ``EventAliaser``'s)."""
@@ -87,7 +91,7 @@ def _accepts_kwargs(handler: Any) -> str | None:
     return answer
 
 
-@functools.cache
+@functools.lru_cache(maxsize=CACHED_HANDLERS)
 def _function_accepts_kwargs(function: types.FunctionType) -> str | None:
     answer: str | None = _original["accepts_kwargs"](function)
     return answer
