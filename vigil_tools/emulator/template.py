@@ -49,11 +49,8 @@ def synthesize(
     from app import build_app
 
     target = Path(outdir or tempfile.mkdtemp(prefix="vigil-cdk-"))
-    if stage is None:
-        build_app(outdir=str(target)).synth()
-        return load(target, stack)
     build_app(outdir=str(target), stage=stage).synth()
-    return load(target, stack_name(stage))
+    return load(target, stack if stage is None else stack_name(stage))
 
 
 SHARED_SYNTH_ENV = "VIGIL_SYNTH_DIR"
