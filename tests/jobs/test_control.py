@@ -75,7 +75,7 @@ class Api:
         headers: dict[str, str] | None = None,
         **query: str,
     ) -> tuple[int, Any]:
-        return send_json(self.app, method, path, body, headers=headers, query=query)
+        return send_json(self.app.resolve, method, path, body, headers=headers, query=query)
 
 
 def spec(name: str = "cleanup", schedule: str = "cron(*/5 * * * ? *)", tz: str = "UTC") -> JobSpec:

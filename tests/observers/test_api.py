@@ -12,10 +12,9 @@ import pytest
 from handlers import observers_api
 from tests.helpers.api_errors import Refusal, check_refusals
 from tests.helpers.observers import IDEMPOTENCY_TABLE, REGISTRY_TABLE, leave_uncertain, scan_all
+from tests.helpers.rest import send_json
 from vigil.observers.api import ApiSettings
 from vigil.settings import SettingsError
-from vigil_tools.api_client import rest_event
-from vigil_tools.lambda_context import LambdaContext
 
 from .test_registry import raw_item
 
@@ -34,17 +33,16 @@ def call(api_env: None) -> Call:
         query: dict[str, str] | None = None,
         caller: str = "arn:aws:iam::123456789012:user/alice",
     ) -> tuple[int, Any]:
-        text = raw if raw is not None else (json.dumps(body) if body is not None else None)
-        event = rest_event(
+        return send_json(
+            observers_api.handler,
             method,
             path,
+            body,
+            raw=raw,
+            headers=headers,
             query=query,
-            headers={"Content-Type": "application/json", **(headers or {})},
-            body=text,
-            caller_arn=caller,
+            caller=caller,
         )
-        answer = observers_api.handler(event, LambdaContext())
-        return int(answer["statusCode"]), json.loads(answer["body"]) if answer["body"] else None
 
     return invoke
 

@@ -36,7 +36,9 @@ class Api:
         raw: str | None = None,
         **query: str,
     ) -> tuple[int, Any]:
-        return send_json(self.app, method, path, body, raw=raw, headers=headers, query=query)
+        return send_json(
+            self.app.resolve, method, path, body, raw=raw, headers=headers, query=query
+        )
 
 
 @pytest.fixture
