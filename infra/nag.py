@@ -25,9 +25,16 @@ PACK = "AwsSolutions::"
 _PART = r"(<[^>]+>|[^:<]+)"
 ARN = f"arn:{_PART}:{{service}}:{_PART}:{_PART}:"
 """The start of an ARN as cdk-nag renders it (partition, region and account literal or tokens)."""
-FUNCTION_ROLE = r"\w*(Function|Reconciler)RoleDefaultPolicy[0-9A-F]{8}"
+FUNCTION_ROLE = r"\w*(Function|Reconciler)Role(DefaultPolicy)?[0-9A-F]{8}"
+"""A function's role: its ``DefaultPolicy`` (the stack's own functions) or the role itself, whose
+policy is inline (``infra.roles.InlineRole``: the jobs' and tasks' functions)."""
+SHARD_FUNCTION_ROLE = r"\w*FunctionRole[0-9A-F]{8}"
+"""A job's or task's function role (its policy inline)."""
 RECONCILER_ROLE = r"\w*ReconcilerRoleDefaultPolicy[0-9A-F]{8}"
 ONE_TIME_SCHEDULES = ARN.format(service="scheduler") + r"schedule/[A-Za-z0-9_.-]+/_[a-z0-9-]+_\*"
+CATALOG_PARTS = ARN.format(service="ssm") + r"parameter/vigil/[A-Za-z0-9-]+/(jobs|tasks|kinds)/\*"
+"""``/vigil/<stack>/<jobs|tasks|kinds>/*``: the parts of one of the stack's catalogs
+(``vigil.catalog``)."""
 """``<group>/_<task>_*`` (``vigil.contract.tasks.schedule_grants``): a task's own schedule names."""
 
 
@@ -129,11 +136,47 @@ WILDCARDS: tuple[Wildcard, ...] = (
         "schedule/STACK-tasks/_TASK_*",
     ),
     Wildcard(
+        SHARD_FUNCTION_ROLE,
+        frozenset({"logs:PutLogEvents"}),
+        ARN.format(service="logs")
+        + r"log-group:<\w+>:log-stream:\?\?\?\?/\?\?/\?\?/[A-Za-z0-9_-]+\[\*",
+        "A job's or task's function logs into its shard's log group, where Lambda names each "
+        "stream by its date and function: its role may put events into its own function's "
+        "streams only",
+        "log-group:SHARD:log-stream:????/??/??/FUNCTION[*",
+    ),
+    Wildcard(
+        r"\w*((JobsControl|TasksApi)Function|Reconciler)RoleDefaultPolicy[0-9A-F]{8}",
+        frozenset({"ssm:GetParameter", "ssm:GetParameters"}),
+        CATALOG_PARTS,
+        "The parts of the stack's catalog of jobs (tasks, the kinds' task definitions), read as one "
+        "path: their number grows with the jobs (tasks, kinds) declared",
+        "parameter/vigil/STACK/jobs/* (tasks/*, kinds/*)",
+    ),
+    Wildcard(
+        r"\w*JobsControlFunctionRoleDefaultPolicy[0-9A-F]{8}",
+        frozenset({"lambda:InvokeFunction"}),
+        ARN.format(service="lambda") + r"function:[A-Za-z0-9-]+_job_\*",
+        "Run now and backfill invoke any of the stack's jobs: their functions are named "
+        "STACK_job_NAME, a prefix no other stack's names have (listing them would pass IAM's "
+        "10,240 characters near a hundred jobs)",
+        "function:STACK_job_*",
+    ),
+    Wildcard(
         r"\w*TasksApiFunctionRoleDefaultPolicy[0-9A-F]{8}",
-        frozenset({"scheduler:DeleteSchedule"}),
-        ONE_TIME_SCHEDULES,
-        "Cancelling a task deletes its pending one-time schedule: the same names as enqueueing",
-        "schedule/STACK-tasks/_TASK_*",
+        frozenset({"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}),
+        ARN.format(service="scheduler") + r"schedule/[A-Za-z0-9_.-]+/\*",
+        "The tasks API enqueues and cancels any of the stack's tasks: one-time schedules in the "
+        "stack's own group of them",
+        "schedule/STACK-tasks/*",
+    ),
+    Wildcard(
+        r"\w*TasksApiFunctionRoleDefaultPolicy[0-9A-F]{8}",
+        frozenset({"iam:PassRole"}),
+        f"arn:{_PART}:iam::{_PART}:" + r"role/vigil/[A-Za-z0-9-]+/[a-z0-9-]+/task-schedules/\*",
+        "A task's one-time schedule sends as that task's scheduler role: the roles under the "
+        "stack's path of them, to Scheduler only (condition iam:PassedToService)",
+        "role/vigil/STACK/REGION/task-schedules/*",
     ),
 )
 """Every wildcard IAM grant Vigil accepts (cdk-nag IAM5, and ``tests/infra/test_iam_wildcards``);
@@ -255,12 +298,27 @@ ACCEPTED: tuple[Accepted, ...] = (
 
 
 def suppress_accepted_findings(stack: Stack) -> None:
+    """Acknowledge the accepted findings of ``stack`` and its nested stacks (the shards)."""
     for construct in stack.node.find_all():
         for accepted in ACCEPTED:
             if accepted.picks(construct):
                 _acknowledge(construct, accepted.rule, accepted.reason)
         if isinstance(construct, iam.CfnPolicy):
-            for rule, reason in _accepted_wildcards(stack, construct):
+            owner = Stack.of(construct)
+            document = owner.resolve(construct.policy_document)
+            for rule, reason in _accepted_wildcards(owner, construct, document):
+                _acknowledge(construct, rule, reason)
+        elif isinstance(construct, iam.CfnRole):
+            owner = Stack.of(construct)
+            policies = owner.resolve(construct.policies) or []
+            statements = [
+                statement
+                for policy in policies
+                for statement in (
+                    policy.get("PolicyDocument") or policy.get("policyDocument") or {}
+                ).get("Statement", [])
+            ]
+            for rule, reason in _accepted_wildcards(owner, construct, {"Statement": statements}):
                 _acknowledge(construct, rule, reason)
 
 
@@ -268,13 +326,13 @@ def _acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
     Validations.of(construct).acknowledge(Acknowledgment(id=PACK + rule, reason=reason))
 
 
-def _accepted_wildcards(stack: Stack, policy: iam.CfnPolicy) -> list[tuple[str, str]]:
-    """IAM5 findings of the policy, named as cdk-nag names them, that every grant behind them
-    is accepted for: a finding names only a resource (or action), so one unaccepted grant on the
-    same ``*`` leaves it unacknowledged."""
-    grants = wildcard_grants(
-        str(stack.resolve(policy.logical_id)), stack.resolve(policy.policy_document)
-    )
+def _accepted_wildcards(
+    stack: Stack, policy: iam.CfnPolicy | iam.CfnRole, document: Mapping[str, Any]
+) -> list[tuple[str, str]]:
+    """IAM5 findings of the policy (or a role's inline policies), named as cdk-nag names them,
+    that every grant behind them is accepted for: a finding names only a resource (or action),
+    so one unaccepted grant on the same ``*`` leaves it unacknowledged."""
+    grants = wildcard_grants(str(stack.resolve(policy.logical_id)), document)
     findings: dict[str, list[Grant]] = {}
     for grant in grants:
         if "*" in grant.resource:

@@ -6,11 +6,14 @@ A malformed event raises before anything is read or written.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from vigil.catalog import STACK_ENV, read_catalog
+from vigil.contract.layout import Catalogued
 from vigil.events import MalformedEvent
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.reconciler import (
@@ -27,7 +30,17 @@ log = logger()
 
 @cache
 def config() -> ReconcilerConfig:
-    return ReconcilerConfig.from_env(os.environ)
+    """Its environment, and the kinds' task definitions from the stack's kinds catalog (read once:
+    a deploy that registers a revision changes the environment, so the container is replaced).
+    ``VIGIL_TASK_DEFINITIONS`` in the environment wins (a stack before the catalogs, tests)."""
+    environ = dict(os.environ)
+    if "VIGIL_TASK_DEFINITIONS" not in environ and environ.get(STACK_ENV):
+        import boto3
+
+        parts = read_catalog(boto3.client("ssm"), environ[STACK_ENV], Catalogued.KINDS)
+        definitions = {kind: entry["task_definition"] for kind, entry in parts.entries.items()}
+        environ["VIGIL_TASK_DEFINITIONS"] = json.dumps(definitions)
+    return ReconcilerConfig.from_env(environ)
 
 
 @cache

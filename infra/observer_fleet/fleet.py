@@ -14,13 +14,16 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.catalogs import Catalog, Filled
 from infra.errors import ConfigurationError
 from infra.observer_fleet import alarms, api, hosts, network, reconciler, registry, tasks
 from infra.observer_fleet.kinds import OWNER, ObserverKind, kind_failing, validate_kinds
 from infra.queues import dead_letter_queue
+from infra.quotas import task_definition_arn
 from infra.removal import data_removal_policy
 from infra.stage import stage_of
 from infra.writes import check_writes
+from vigil.contract.layout import Catalogued
 from vigil.contract.metrics import ObserverMetric
 
 
@@ -148,6 +151,21 @@ class ObserverFleet(Construct):
             for kind, spec in self.kinds.items()
         }
 
+        self.kinds_catalog = Catalog(
+            self,
+            "KindsCatalog",
+            catalogued=Catalogued.KINDS,
+            entries={
+                kind: {
+                    "task_definition": Filled(
+                        definition.task_definition_arn, task_definition_arn(definition.family)
+                    )
+                }
+                for kind, definition in self.task_definitions.items()
+            },
+        )
+        """The kinds' task definitions, for the reconciler (``vigil.catalog``)."""
+
         self.api_function = api.build_api_function(
             self,
             registry=self.table,
@@ -169,6 +187,7 @@ class ObserverFleet(Construct):
             placements_json=self.placements_json,
             cluster=self.cluster,
             task_definitions=self.task_definitions,
+            kinds_catalog=self.kinds_catalog,
             network=self.network,
             observers_dlq=self.observers_dlq,
             failures=self.reconciler_failures,

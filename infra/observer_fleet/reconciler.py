@@ -20,12 +20,14 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.catalogs import Catalog
 from infra.function import vigil_function
 from infra.observer_fleet import hosts as fleet_hosts
 from infra.observer_fleet.network import Network
 from infra.observer_fleet.registry import index_arns
 from infra.observer_fleet.tasks import CONTAINER_NAME
 from vigil.contract.hosts import HOST_EXIT, HOSTS_TABLE_ENV, PLACEMENTS_ENV, WAITING_INDEX
+from vigil.contract.layout import CATALOG_DIGEST_ENV, STACK_ENV
 from vigil.contract.observers import FLEET_INDEX, STOPPED_INDEX, Desired, Status
 
 RECONCILER_TIMEOUT_SECONDS = 180
@@ -51,6 +53,7 @@ def build_reconciler(
     placements_json: str,
     cluster: ecs.Cluster,
     task_definitions: Mapping[str, ecs.FargateTaskDefinition],
+    kinds_catalog: Catalog,
     network: Network,
     observers_dlq: sqs.Queue,
     failures: sqs.Queue,
@@ -58,7 +61,9 @@ def build_reconciler(
     restarts: Restarts,
 ) -> lambda_.Function:
     """The function; ``failures`` keeps the ECS events and ticks it failed on after Lambda's
-    async retries."""
+    async retries. The kinds' task definitions are in the kinds catalog (their ARNs passed
+    Lambda's 4 KB of environment near 20 kinds); the environment keeps each one's revision, so a
+    deploy that registers one replaces the warm containers, as the ARNs in it did."""
     function = vigil_function(
         scope,
         "Reconciler",
@@ -71,8 +76,14 @@ def build_reconciler(
             HOSTS_TABLE_ENV: hosts.table_name,
             PLACEMENTS_ENV: placements_json,
             "VIGIL_CLUSTER_ARN": cluster.cluster_arn,
-            "VIGIL_TASK_DEFINITIONS": Stack.of(scope).to_json_string(
-                {k: d.task_definition_arn for k, d in task_definitions.items()}
+            STACK_ENV: Stack.of(scope).stack_name,
+            CATALOG_DIGEST_ENV: Fn.join(
+                ",",
+                [kinds_catalog.digest]
+                + [
+                    Fn.select(6, Fn.split(":", d.task_definition_arn))
+                    for d in task_definitions.values()
+                ],
             ),
             "VIGIL_CONTAINER_NAME": CONTAINER_NAME,
             "VIGIL_SUBNETS": Fn.join(",", network.subnet_ids),
@@ -87,6 +98,7 @@ def build_reconciler(
             "VIGIL_RESYNC_LEASE_SECONDS": str(RESYNC_LEASE_SECONDS),
         },
     )
+    kinds_catalog.grant_read(function)
     # EventBridge invokes asynchronously: after Lambda's retries a failed event is kept (the
     # destination record holds the event and the error), never only logged.
     function.configure_async_invoke(

@@ -32,7 +32,7 @@ def test_make_cdk_synth_synthesizes_through_the_pinned_cli() -> None:
     installed = json.loads((ROOT / "node_modules" / "aws-cdk" / "package.json").read_text())
     assert installed["version"] == pinned
     template = json.loads((ROOT / "cdk.out" / "Vigil.template.json").read_text())
-    assert {"AlarmTopicArn", "DashboardName", "JobsCatalog"} <= set(template["Outputs"])
+    assert {"AlarmTopicArn", "DashboardName", "CatalogPath"} <= set(template["Outputs"])
     report = json.loads((ROOT / "cdk.out" / "validation-report.json").read_text())
     assert all(p["violations"] == [] for p in report["pluginReports"])
     counters = json.loads((ROOT / "cdk.out" / "performance-counters.json").read_text())["counters"]

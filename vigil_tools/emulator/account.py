@@ -45,6 +45,17 @@ class RequestCounter:
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class Placed:
+    """A deployed resource: its construct path, logical id (in its own stack), template entry and
+    physical id."""
+
+    path: str
+    logical_id: str
+    resource: dict[str, Any]
+    physical_id: str
+
+
 @dataclass
 class LocalAccount:
     session: Any
@@ -58,7 +69,22 @@ class LocalAccount:
     the testing kit builds a stack on the same deployment for every test (:meth:`once`)."""
 
     def physical_id(self, logical_id: str) -> str:
+        """A resource of the stack itself (a nested stack's: :meth:`everywhere`)."""
         return self.deployed.physical_id(logical_id)
+
+    def everywhere(self, resource_type: str) -> list[Placed]:
+        """Every resource of a type in the stack and its nested ones (the shards of jobs and
+        tasks), each with its construct path and physical id."""
+        deployed = dict(self.deployed.stacks())
+        found: list[Placed] = []
+        for path, synth in self.synth.stacks():
+            stack = deployed.get(path)
+            if stack is None:
+                continue
+            for logical_id, resource in synth.resources(resource_type).items():
+                construct = str(resource.get("Metadata", {}).get("aws:cdk:path", logical_id))
+                found.append(Placed(construct, logical_id, resource, stack.physical[logical_id]))
+        return found
 
     def once(self, key: str, read: Callable[[], T]) -> T:
         """``read()`` the first time ``key`` is asked of this deployment; the same answer after."""

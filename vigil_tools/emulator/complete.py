@@ -18,7 +18,22 @@ Client = Callable[[str], Any]
 
 
 def complete(synth: Synthesized, resolver: Resolver) -> dict[str, int]:
-    """Create what moto skipped, through the resolver's session and clients (one per service)."""
+    """Create what moto skipped, in the stack and its nested ones (the shards), through the
+    resolver's session and clients (one per service)."""
+    created = {
+        "schedule_groups": 0,
+        "schedules": 0,
+        "event_invoke_configs": 0,
+        "alarms": 0,
+        "queue_policies": 0,
+    }
+    for template, stack_resolver in resolver.every_stack():
+        for key, count in _complete_one(template, stack_resolver).items():
+            created[key] += count
+    return created
+
+
+def _complete_one(synth: Synthesized, resolver: Resolver) -> dict[str, int]:
     client = resolver.client
     created = {
         "schedule_groups": 0,

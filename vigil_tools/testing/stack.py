@@ -199,7 +199,7 @@ class VigilStack:
         stack = account.deployed.stack_name
         self.catalog = account.once(
             "jobs catalog",
-            lambda: JobsCatalog.from_stack(account.session.client("cloudformation"), stack),
+            lambda: JobsCatalog.from_stack(account.session, stack),
         )
         self.fleet = SteppedFleet.of(account, self.runtime, now)
         self._schedules = account.once("schedules", lambda: deployed_schedules(account.session))
@@ -215,7 +215,7 @@ class VigilStack:
         """Items past their TTL leave the tables on the way, as on AWS."""
         self.tasks_catalog: dict[str, dict[str, Any]] = account.once(
             "tasks catalog",
-            lambda: tasks_catalog(account.session.client("cloudformation"), stack),
+            lambda: tasks_catalog(account.session, stack),
         )
         """The stack's ``TasksCatalog`` output: per task, its queues, table, function."""
         self._sqs = own_client(account.session, "sqs")
