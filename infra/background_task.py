@@ -38,7 +38,7 @@ from infra.scheduled_job import default_name
 from infra.stage import stage_of
 from infra.tasks_table import TasksTable
 from infra.writes import Declared, check_writes, grant_writes, writes_environment
-from vigil.contract.layout import Entity, task_schedule_role_path
+from vigil.contract.layout import CONSTRUCT_FIELD, Entity, task_schedule_role_path
 from vigil.contract.metrics import NAMESPACE, TaskMetric, dimensions
 from vigil.contract.stages import tasks_schedule_group
 from vigil.contract.tasks import (
@@ -155,8 +155,11 @@ class BackgroundTask(Construct):
         layout = Layout.of(scope)
         shard = layout.place(Entity.TASK, checked.name, f"BackgroundTask {construct_id!r}")
         super().__init__(shard, construct_id)
+        self._vigil_layout = layout
         self.shard = shard
         self.task_name = checked.name
+        self.stage = stage_of(self)
+        """The stage its metrics are dimensioned by (read once: a call into the CDK's process)."""
         self.function_name = layout.function_name(Entity.TASK, checked.name)
         self.completion_events = checked.completion_events
         self.ordered = ordered
@@ -320,6 +323,7 @@ class BackgroundTask(Construct):
             ),
             CatalogField.FUNCTION.value: self.function_name,
             CatalogField.COMPLETION_EVENTS.value: self.completion_events.value,
+            CONSTRUCT_FIELD: self.node.id,
         }
 
     def metric(
@@ -332,7 +336,7 @@ class BackgroundTask(Construct):
         return cloudwatch.Metric(
             namespace=NAMESPACE,
             metric_name=str(metric),  # a plain str: jsii would take an Enum for its own
-            dimensions_map=dimensions(stage_of(self), task=self.task_name),
+            dimensions_map=dimensions(self.stage, task=self.task_name),
             statistic=statistic,
             period=Duration.minutes(5),
             label=label,

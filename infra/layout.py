@@ -83,6 +83,9 @@ class Layout:
     @staticmethod
     def of(scope: Construct) -> Layout:
         """The layout of ``scope``'s stack (the outermost: a shard's scope is its parent's)."""
+        known = getattr(scope, "_vigil_layout", None)
+        if known is not None:  # the stack, a shard, a job or task: no call into the CDK's process
+            return known  # type: ignore[no-any-return]
         stack = Stack.of(scope)
         while isinstance(stack, NestedStack):
             stack = Stack.of(stack.node.scope)  # type: ignore[arg-type]
@@ -103,7 +106,7 @@ class Layout:
             raise ConfigurationError(
                 owner,
                 f"{entity.value}_name",
-                f"{name!r} is already {taken.owner}'s: {entity.value} names must be unique in a "
+                f"{name!r} is taken by {taken.owner}: {entity.value} names must be unique in a "
                 "stack (construct ids that differ only in case make the same name; pass "
                 f"{entity.value}_name=...)",
             )
@@ -113,8 +116,8 @@ class Layout:
             raise ConfigurationError(
                 owner,
                 f"{entity.value}_name",
-                f"its function name {function!r} is {clash.owner}'s too (Lambda's 64 characters "
-                "cut both names to the same)",
+                f"its function name {function!r} is {clash.owner}'s as well (Lambda's 64 "
+                "characters cut both names to the same): pick a shorter or another name",
             )
         self.names[(entity, name)] = _Registered(owner)
         self.functions[function] = _Registered(owner)
@@ -123,9 +126,9 @@ class Layout:
     def shard(self, entity: Entity, index: int) -> Shard:
         key = (entity, index)
         if key not in self.shards:
-            self.shards[key] = Shard(
-                self.stack, shard_id(entity, index), entity=entity, index=index
-            )
+            shard = Shard(self.stack, shard_id(entity, index), entity=entity, index=index)
+            shard._vigil_layout = self  # type: ignore[attr-defined]
+            self.shards[key] = shard
         return self.shards[key]
 
     def function_name(self, entity: Entity, name: str) -> str:

@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vigil.contract.alarms import DESCRIPTION_LIMIT
-from vigil.contract.layout import CATALOG_PARAMETER_LIMIT, FUNCTION_NAME_LIMIT
+from vigil.contract.layout import (
+    CATALOG_PARAMETER_LIMIT,
+    FUNCTION_NAME_LIMIT,
+    Entity,
+    function_prefix,
+)
 
 
 @dataclass(frozen=True)
@@ -354,14 +360,26 @@ class _Estimate:
 def problems(templates: list[Template]) -> list[Problem]:
     found: list[Problem] = []
     insights = 0
+    functions: Counter[Entity] = Counter()
+    stack = templates[0].name
     for template in templates:
         found += _stack_problems(template)
         for logical_id, resource in template.resources.items():
             found += _resource_problems(template, logical_id, resource)
             if resource.get("Type") == "AWS::CloudWatch::Alarm" and _is_insights(resource):
                 insights += 1
+            if resource.get("Type") == "AWS::Lambda::Function":
+                name = str(resource.get("Properties", {}).get("FunctionName", ""))
+                functions.update(e for e in Entity if name.startswith(function_prefix(stack, e)))
     if insights > INSIGHTS_ALARMS.limit:
-        found.append(Problem(INSIGHTS_ALARMS, templates[0].name, insights))
+        found.append(Problem(INSIGHTS_ALARMS, stack, insights))
+    # The stack's alarms over every job (task) group by it: one series each, so one contributor
+    # past the query's 500 would go unwatched.
+    found += [
+        Problem(INSIGHTS_SERIES, f"{stack} ({entity.plural})", count)
+        for entity, count in functions.items()
+        if count > INSIGHTS_SERIES.limit
+    ]
     return found
 
 

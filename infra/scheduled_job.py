@@ -32,7 +32,7 @@ from infra.schedule_expressions import (
 from infra.stage import stage_of
 from infra.writes import check_writes, grant_writes, writes_environment
 from vigil.contract.jobs import JOB_PK_PREFIX, SCHEDULER_INPUT_KEY
-from vigil.contract.layout import Entity
+from vigil.contract.layout import CONSTRUCT_FIELD, Entity
 from vigil.contract.metrics import NAMESPACE, JobMetric, dimensions
 
 JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
@@ -137,9 +137,12 @@ class ScheduledJob(Construct):
         layout = Layout.of(scope)
         shard = layout.place(Entity.JOB, checked.name, f"ScheduledJob {construct_id!r}")
         super().__init__(shard, construct_id)
+        self._vigil_layout = layout
         self.shard = shard
         declared = check_writes(_failing(construct_id), writes)
         self.job_name = checked.name
+        self.stage = stage_of(self)
+        """The stage its metrics are dimensioned by (read once: a call into the CDK's process)."""
         self.function_name = layout.function_name(Entity.JOB, checked.name)
         self.schedule_expression = schedule
         self.time_zone = time_zone
@@ -339,6 +342,7 @@ class ScheduledJob(Construct):
         control, the CLI and the kit find it by."""
         return {
             "function": self.function_name,
+            CONSTRUCT_FIELD: self.node.id,
             "failed_runs": Filled(self.failed_runs.queue_url, QUEUE_URL),
             "schedule": self.schedule_expression,
             "time_zone": self.time_zone,
@@ -354,7 +358,7 @@ class ScheduledJob(Construct):
         return cloudwatch.Metric(
             namespace=NAMESPACE,
             metric_name=str(metric),  # a plain str: jsii would take an Enum for its own
-            dimensions_map=dimensions(stage_of(self), job=self.job_name),
+            dimensions_map=dimensions(self.stage, job=self.job_name),
             statistic=statistic,
             period=Duration.minutes(5),
         )

@@ -25,6 +25,7 @@ from tests.helpers.templates import (
     function_role,
     role_statements,
 )
+from vigil.contract.layout import CONSTRUCT_FIELD
 from vigil.contract.tasks import CatalogField, CompletionEvents, TaskEnv
 from vigil_tools.emulator.deploy import _with_queue_names
 from vigil_tools.emulator.template import Synthesized
@@ -167,7 +168,10 @@ def test_the_catalog_and_table_outputs(synthesized: Synthesized) -> None:
     }
     assert set(tasks["entries"]) == set(TASKS)
     for task, entry in tasks["entries"].items():
-        assert set(entry) | set(tasks["shared"]) == {field.value for field in CatalogField}
+        assert set(entry) | set(tasks["shared"]) == {field.value for field in CatalogField} | {
+            CONSTRUCT_FIELD
+        }
+        assert entry[CONSTRUCT_FIELD] == TASKS[task], "what upgrade drain finds old queues by"
         assert entry[CatalogField.ORDERED] is (task == "provision-tenant")
         assert entry[CatalogField.RETENTION_SECONDS] == 30 * 86_400
         assert entry[CatalogField.COMPLETION_EVENTS] == ANNOUNCED[task]

@@ -45,8 +45,14 @@ def _complete_one(synth: Synthesized, resolver: Resolver) -> dict[str, int]:
     for resource in synth.resources("AWS::SQS::QueuePolicy").values():
         _queue_policy(resolver.resolve(resource["Properties"]), client)
         created["queue_policies"] += 1
-    for logical_id, resource in synth.resources("AWS::Scheduler::ScheduleGroup").items():
+    groups = synth.resources("AWS::Scheduler::ScheduleGroup")
+    existing = _schedule_groups(client) if groups else set()
+    for logical_id, resource in groups.items():
         name = resolver.resolve(resource["Properties"]).get("Name", logical_id)
+        if name in existing:
+            # Kept from the stack's previous version (an update, ``update_account``): moto's
+            # create would replace it with an empty group, losing its one-time schedules.
+            continue
         client("scheduler").create_schedule_group(Name=name)
         created["schedule_groups"] += 1
     for logical_id, resource in synth.resources("AWS::Scheduler::Schedule").items():
@@ -59,6 +65,11 @@ def _complete_one(synth: Synthesized, resolver: Resolver) -> dict[str, int]:
         _alarm(logical_id, resolver.resolve(resource["Properties"]), client)
         created["alarms"] += 1
     return created
+
+
+def _schedule_groups(client: Client) -> set[str]:
+    pages = client("scheduler").get_paginator("list_schedule_groups").paginate()
+    return {group["Name"] for page in pages for group in page["ScheduleGroups"]}
 
 
 def _schedule(logical_id: str, props: dict[str, Any], client: Client) -> None:

@@ -53,16 +53,26 @@ class Deployed:
 
 
 def deploy(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) -> Deployed:
+    return apply_template(synth, session, stack_name)
+
+
+def apply_template(
+    synth: Synthesized, session: Any, stack_name: str, *, update: bool = False
+) -> Deployed:
+    """The stack created from ``synth`` (or, ``update``, the deployed one updated to it), as
+    CloudFormation would; :class:`DeployFailed` naming what moto refused."""
     account = session.client("sts").get_caller_identity()["Account"]
     region = session.region_name
-    _bootstrap(session, account, region)
+    if not update:
+        _bootstrap(session, account, region)
     install_nested_stack_outputs()
     _publish_file_assets(synth, session, account, region, stack_name)
     cloudformation = session.client("cloudformation")
+    apply = cloudformation.update_stack if update else cloudformation.create_stack
     with warnings.catch_warnings(record=True) as skipped:
         warnings.simplefilter("always")
         try:
-            cloudformation.create_stack(
+            apply(
                 StackName=stack_name,
                 TemplateBody=json.dumps(deployable(synth.template, session, region, stack_name)),
                 Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
@@ -70,7 +80,8 @@ def deploy(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) ->
         except ClientError as refused:
             unsupported = {str(w.message) for w in skipped}
             raise DeployFailed.of(synth, stack_name, _message(refused), unsupported) from None
-    _check_complete(cloudformation, synth, stack_name, "CREATE_COMPLETE")
+    done = "UPDATE_COMPLETE" if update else "CREATE_COMPLETE"
+    _check_complete(cloudformation, synth, stack_name, done)
     return deployed_stack(cloudformation, stack_name)
 
 

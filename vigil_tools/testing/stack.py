@@ -61,7 +61,9 @@ from vigil_tools.emulator.scheduler import (
     fire_one_time,
     one_time_schedules,
 )
+from vigil_tools.emulator.template import Synthesized
 from vigil_tools.emulator.ttl import TtlSweep
+from vigil_tools.emulator.update import update_account
 from vigil_tools.jobs_cli import JobsCatalog
 from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.project import find_project
@@ -224,6 +226,19 @@ class VigilStack:
         self._queues = QueueMapping.all_of(account.session, sqs=self._sqs)
         self.batches: list[BatchResult] = []
         """Every batch the SQS event source mappings delivered, in order."""
+
+    def upgrade(self, synth: Synthesized) -> VigilStack:
+        """``synth`` deployed over this stack, as ``cdk deploy`` of a new version updates it
+        (``vigil_tools.emulator.update``: what the new template drops but retains stays in the
+        account): a kit on the new deployment, on the same clock, whose observers' containers run
+        on (a deploy does not touch the fleet's tasks)."""
+        account = update_account(self.account, synth)
+        upgraded = VigilStack(
+            account, now=self._now, move_to=self._move_to, log_dir=self.runtime.log_dir
+        )
+        upgraded.fleet = self.fleet
+        self.fleet.account = account
+        return upgraded
 
     # -- time ------------------------------------------------------------------------------------
 

@@ -31,6 +31,9 @@ CATALOG_PARAMETER_LIMIT = 4096
 """SSM's largest standard parameter value (characters): one catalog part at most."""
 CATALOG_SHARED_PART = "stack"
 """The part of a catalog that holds what every entry shares (the tasks' table and group)."""
+CONSTRUCT_FIELD = "construct"
+"""A catalog entry's construct id (``Cleanup``): what the job's resources were named after in the
+one-stack layout, so an upgrade finds the queues it retained (``vigil upgrade drain``)."""
 STACK_ENV = "VIGIL_STACK"
 """The stack whose catalogs a process reads (the stack's own functions get it; so can an
 application in another stack: the catalog's path follows from the stack's name)."""
