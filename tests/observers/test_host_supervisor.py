@@ -731,3 +731,20 @@ def test_given_a_beat_answered_after_the_fence_then_the_children_still_go(
 
     assert signals_at(host, "a") == ["USR1", "KILL"] and host.now == 10.0
     assert host.supervisor.fenced is not None and host.step(0.1) is ExitCode.FENCED
+
+
+def test_given_a_killed_child_not_ended_yet_then_the_host_waits_for_it_instead_of_spinning(
+    host: Host, registry_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SIGKILL is not instant (a process in uninterruptible sleep ends when its I/O does): its
+    # sentinel wakes the host then; a deadline already passed must not make every wait zero
+    placed(host, registry_table, {"a": 1})
+    host.step()
+    child = host.launcher.child("a")
+    monkeypatch.setattr(child, "kill", lambda: child.signals.append("KILL"))
+    assign(host.client, HOSTS_TABLE, "h1", {})
+    host.step(INTERVAL / 2)
+    host.step(STOP_TIMEOUT)
+
+    assert child.signals == ["TERM", "KILL"] and child.exitcode is None
+    assert host.supervisor.next_wake(host.now) > 0

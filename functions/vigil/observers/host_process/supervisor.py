@@ -261,7 +261,12 @@ class HostSupervisor:
 
     def next_wake(self, now: float) -> float:
         """Seconds until the next deadline (a heartbeat, a stop timeout, the lease, a call's)."""
-        due = [s.deadline for s in self._children.values() if s.deadline is not None]
+        # A child already killed is waited for by its sentinel, not polled.
+        due = [
+            s.deadline
+            for s in self._children.values()
+            if s.deadline is not None and s.killed_after is None
+        ]
         if self._fenced is None:
             if self._next_beat is not None and self._beat is None:
                 due.append(self._next_beat)
