@@ -205,8 +205,7 @@ def test_given_the_host_itself_fails_then_its_children_are_killed_and_it_exits_1
     endpoint.server._answer = lambda operation, request: next(answers)
     launcher = Launcher(set())
 
-    code, took = run_host(monkeypatch, endpoint, launcher)
+    code, _ = run_host(monkeypatch, endpoint, launcher)
 
-    assert code == ExitCode.CRASH
+    assert code == ExitCode.CRASH  # not FENCED: it did not wait for its lease to run out
     assert [s for s, _ in launcher.started[0].signals] == ["KILL"]
-    assert took < INTERVAL_S
