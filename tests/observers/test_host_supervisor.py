@@ -29,7 +29,7 @@ from tests.helpers.observers import HOSTS_TABLE, create_hosts_table
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HOST_EXIT, HostStatus
 from vigil.contract.observers import ExitCode
-from vigil.observers.host_process.calls import InlineCalls, Outcome
+from vigil.observers.host_process.calls import Calls, InlineCalls, Outcome
 from vigil.observers.host_process.exits import describe_exit
 from vigil.observers.host_process.heartbeat_store import HeartbeatStore
 from vigil.observers.host_process.plan import ChildView, Plan, plan
@@ -52,6 +52,7 @@ class Host:
         clock: ManualClock,
         slots: int,
         stop_timeout: float = STOP_TIMEOUT,
+        calls: Calls | None = None,
     ) -> None:
         self.client = client
         self.clock = clock
@@ -68,6 +69,7 @@ class Host:
             fence_grace_seconds=1.0,
             monotonic=lambda: self.now,  # the host's clock is the test's
             sleep=self.pauses.append,  # retries pause without sleeping
+            calls=calls,
         )
 
     def step(self, seconds: float = 0.0) -> ExitCode | None:
@@ -80,7 +82,8 @@ class Host:
 
 
 NewHost = Callable[..., Host]
-"""``new_host(slots=5, stop_timeout=60)``: h1's supervisor, h1 already in the hosts table."""
+"""``new_host(slots=5, stop_timeout=60, calls=...)``: h1's supervisor, h1 already in the hosts
+table."""
 
 
 @pytest.fixture
@@ -440,8 +443,8 @@ class ThrottledReports:
 
 
 def throttled(host: Host, failures: int, meanwhile: Any = None) -> ThrottledReports:
-    reports = ThrottledReports(host.supervisor._reports, failures, meanwhile)
-    host.supervisor._reports = reports
+    reports = ThrottledReports(host.supervisor._exits.reports, failures, meanwhile)
+    host.supervisor._exits.reports = reports
     return reports
 
 
@@ -617,9 +620,7 @@ class HangingCalls:
 
 
 def hanging_host(new_host: NewHost, registry_table: str, names: dict[str, int]) -> Host:
-    host = new_host(slots=10)
-    calls = HangingCalls()
-    host.supervisor._calls = calls
+    host = new_host(slots=10, calls=HangingCalls())
     placed(host, registry_table, names)
     host.step()  # accepted, sent at 0: the lease ends at 10
     return host

@@ -197,7 +197,7 @@ def test_a_crash_whose_exit_report_is_throttled_once_still_restarts_the_observer
 ) -> None:
     # issue 19: one throttled exit report used to lose the observer for good
     host_id, host = a_and_b_running(pool)
-    reports = host.supervisor._reports
+    reports = host.supervisor._exits.reports
     calls = []
 
     def throttled_once(*args: object, **kwargs: object) -> bool:
@@ -209,7 +209,7 @@ def test_a_crash_whose_exit_report_is_throttled_once_still_restarts_the_observer
             )
         return bool(reports.report_host_exit(*args, **kwargs))  # type: ignore[arg-type]
 
-    host.supervisor._reports = SimpleNamespace(report_host_exit=throttled_once)  # type: ignore[assignment]
+    host.supervisor._exits.reports = SimpleNamespace(report_host_exit=throttled_once)  # type: ignore[assignment]
     before = pool.item("a")
     host.crash_child("a")
 

@@ -7,6 +7,7 @@
   inside one (today's :class:`~vigil.observers.runtime.ObserverRuntime` for one generation);
 - :mod:`.calls`: the host's own calls (heartbeats, exit reports), run beside its loop so that none
   can hold it up;
+- :mod:`.exit_reports`: each child's end, pending until its report lands;
 - :mod:`.supervisor`: the steppable loop that ties them together;
 - :mod:`.settings` and :mod:`.entry`: the environment and ``python -m vigil.observers.main``.
 """

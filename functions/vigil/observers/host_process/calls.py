@@ -23,6 +23,8 @@ import threading
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
+from vigil.clock import Sleeper
+
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
@@ -94,3 +96,21 @@ class ThreadCalls:
 
         threading.Thread(target=body, name="host-call", daemon=True).start()
         return outcome
+
+
+class Budget:
+    """Time left for a call's retries, counting both the clock and the pauses taken: a test's or
+    the emulator's clock does not move while :func:`~vigil.persist.persist` pauses, so the pauses
+    alone must be able to use the budget up."""
+
+    def __init__(self, seconds: float, monotonic: Callable[[], float], sleep: Sleeper) -> None:
+        self._seconds, self._monotonic, self._sleep = seconds, monotonic, sleep
+        self._start = monotonic()
+        self._slept = 0.0
+
+    def left(self) -> float:
+        return self._seconds - max(self._monotonic() - self._start, self._slept)
+
+    def sleep(self, seconds: float) -> None:
+        self._slept += seconds
+        self._sleep(seconds)

@@ -12,14 +12,9 @@ A step never waits on the network: heartbeats and exit reports are calls that ru
     lease run out? -> fence           plan(assigned) -> stop / start children
     a report that ended: settled, or pending again; start the next pending one
 
-Exit reports must land: a child's end is the only way the manager learns that its generation no
-longer runs (the ``running`` map never lists an exited child). A report goes through
-:func:`vigil.persist.persist` with a short budget; one still not written (a throttle storm, an
-outage) stays pending and is tried again at the next step, until it lands, is
-refused (the observer moved on) or the host is fenced (its observers belong to someone else). A
-host shutting down does not exit while a report is pending. Reports go one at a time, in turn,
-beside the heartbeat: however many are pending and however long they hang, they never delay a
-heartbeat or the lease's check.
+Exit reports must land (:mod:`.exit_reports`): each stays pending until it does, is refused (the
+observer moved on) or the host is fenced; a host shutting down does not exit while one is
+pending. They go one at a time beside the heartbeat, so they never delay it or the lease's check.
 
 The lease: every accepted heartbeat lets the children work for one heartbeat interval from the
 moment the host sent it (the accepted attempt's send, read before the request leaves). The host
@@ -56,7 +51,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from aws_lambda_powertools import Logger
 from botocore.exceptions import BotoCoreError, ClientError
@@ -66,8 +60,9 @@ from vigil.clock import Sleeper
 from vigil.contract.hosts import SlotState
 from vigil.contract.observers import ExitCode
 from vigil.observers.container_client import host_timeouts
-from vigil.observers.host_process.calls import Call, Calls, InlineCalls
+from vigil.observers.host_process.calls import Budget, Call, Calls, InlineCalls
 from vigil.observers.host_process.children import Child, Launcher
+from vigil.observers.host_process.exit_reports import ExitReports, PendingExit, ReportQueue
 from vigil.observers.host_process.exits import describe_exit
 from vigil.observers.host_process.heartbeat_store import (
     Assignment,
@@ -77,7 +72,6 @@ from vigil.observers.host_process.heartbeat_store import (
 )
 from vigil.observers.host_process.plan import ChildView, plan
 from vigil.observers.host_process.settings import DEFAULT_STOP_TIMEOUT_SECONDS
-from vigil.observers.registry import RegistryError
 from vigil.observers.runtime import DEFAULT_FENCE_GRACE_SECONDS
 from vigil.persist import Backoff, OutOfTime, persist
 
@@ -88,23 +82,6 @@ Wait = Callable[[Sequence[int], float], None]
 """Waits up to ``seconds`` for one of the sentinels (a child's exit), a call's end or a signal."""
 BEATS_PER_INTERVAL = 2
 """Heartbeats per heartbeat interval: the lease is one interval, so one beat may be lost."""
-REPORT_BUDGET_SECONDS = 5.0
-"""How long one exit report may retry before it is left pending for a later step."""
-
-
-class ExitReports(Protocol):
-    """Where exits are reported (:class:`~vigil.observers.registry.FencedWrites`)."""
-
-    def report_host_exit(
-        self,
-        name: str,
-        generation: int,
-        *,
-        host: str,
-        exit_code: ExitCode,
-        reason: str,
-        ran_s: float | None = None,
-    ) -> bool: ...
 
 
 @dataclass
@@ -122,17 +99,6 @@ class _Slot:
 
 
 @dataclass(frozen=True)
-class _Exit:
-    """A child's end whose report has not landed yet."""
-
-    generation: int
-    code: ExitCode
-    reason: str
-    ran_s: float
-    """How long it ran, by the host's monotonic clock (the manager's failure count reads it)."""
-
-
-@dataclass(frozen=True)
 class _Beat:
     """An accepted heartbeat: its answer, and when the accepted attempt was sent."""
 
@@ -147,32 +113,6 @@ class _BeatCall:
     """Given up on after this: the lease's fence (or, before the first lease, the next beat)."""
     announces: bool
     """It carries the shutdown (DRAINING): exit reports wait for its answer."""
-
-
-@dataclass(frozen=True)
-class _ReportCall:
-    call: Call[bool]
-    deadline: float
-    name: str
-    exit: _Exit
-
-
-class _Budget:
-    """Time left for retries, counting both the clock and the pauses taken: a test's or the
-    emulator's clock does not move while :func:`~vigil.persist.persist` pauses, so the pauses
-    alone must be able to use the budget up."""
-
-    def __init__(self, seconds: float, monotonic: Callable[[], float], sleep: Sleeper) -> None:
-        self._seconds, self._monotonic, self._sleep = seconds, monotonic, sleep
-        self._start = monotonic()
-        self._slept = 0.0
-
-    def left(self) -> float:
-        return self._seconds - max(self._monotonic() - self._start, self._slept)
-
-    def sleep(self, seconds: float) -> None:
-        self._slept += seconds
-        self._sleep(seconds)
 
 
 class HostSupervisor:
@@ -196,7 +136,6 @@ class HostSupervisor:
         tests and the emulator, whose clock stands still while a call runs."""
         self._heartbeats = heartbeats
         self._launcher = launcher
-        self._reports = reports
         self._slots = slots
         self._interval = heartbeat_seconds
         self._stop_timeout = stop_timeout_seconds
@@ -212,12 +151,16 @@ class HostSupervisor:
         self.logger.append_keys(host=heartbeats.host_id)
         self._children: dict[str, _Slot] = {}
         self._finished: dict[str, int] = {}
-        self._pending: dict[str, _Exit] = {}
-        """Exits whose report has not landed yet, by observer name."""
+        self._exits = ReportQueue(
+            reports,
+            host_id=heartbeats.host_id,
+            calls=self._calls,
+            backoff=self._backoff,
+            logger=self.logger,
+            monotonic=monotonic,
+            sleep=sleep,
+        )
         self._beat: _BeatCall | None = None
-        self._report: _ReportCall | None = None
-        self._last_reported = ""
-        """The observer whose report was started last: the next goes to the one after it."""
         self._assigned: dict[str, int] = {}
         self._next_beat: float | None = None
         self._lease_end: float | None = None
@@ -242,7 +185,7 @@ class HostSupervisor:
     @property
     def pending_reports(self) -> dict[str, int]:
         """Observer name -> generation of exits whose report has not landed yet."""
-        return {name: exit.generation for name, exit in self._pending.items()}
+        return {name: exit.generation for name, exit in self._exits.pending.items()}
 
     @property
     def lease_end(self) -> float | None:
@@ -274,8 +217,8 @@ class HostSupervisor:
                 due.append(self._lease_end - self._fence_lead)
             if self._beat is not None:
                 due.append(self._beat.deadline)
-            if self._report is not None:
-                due.append(self._report.deadline)
+            if self._exits.deadline is not None:
+                due.append(self._exits.deadline)
         return max(0.0, min(due, default=now + self._interval) - now)
 
     def run(self, wait: Wait) -> ExitCode:
@@ -325,8 +268,10 @@ class HostSupervisor:
             self._start(name, generation, now)
         if step.no_slot:
             self.logger.warning("assigned beyond the host's slots", extra={"waiting": step.no_slot})
-        self._step_reports(now)
-        if not accepting and not self._children and not self._pending:
+        fence = None if self._lease_end is None else self._lease_end - self._fence_lead
+        announcing = self._beat is not None and self._beat.announces
+        self._exits.step(now, fence=fence, paused=announcing)
+        if not accepting and not self._children and not self._exits.pending:
             code = ExitCode.FENCED if self._fenced is not None else ExitCode.CLEAN
             self.logger.info("host exiting", extra={"exit_code": int(code)})
             return code
@@ -358,7 +303,7 @@ class HostSupervisor:
         deadline = (
             self._next_beat if self._lease_end is None else self._lease_end - self._fence_lead
         )
-        budget = _Budget(deadline - now, self._monotonic, self._sleep)
+        budget = Budget(deadline - now, self._monotonic, self._sleep)
         base = self._monotonic()
 
         def attempt() -> _Beat:
@@ -417,14 +362,13 @@ class HostSupervisor:
         self.logger.error("host fenced: stopping every observer", extra={"reason": why})
         self._fenced = why
         self._assigned = {}
-        self._beat = self._report = None  # given up on: nothing more is waited for
+        self._beat = None  # given up on: nothing more is waited for
         self._kill_at = now + self._fence_grace
         if self._lease_end is not None:
             self._kill_at = min(self._kill_at, max(now, self._lease_end))
-        if self._pending:
-            # Its observers belong to someone else now: it writes nothing more.
-            self.logger.warning("exit reports dropped", extra={"observers": sorted(self._pending)})
-            self._pending.clear()
+        dropped = self._exits.drop()  # its observers belong to someone else: it writes nothing
+        if dropped:
+            self.logger.warning("exit reports dropped", extra={"observers": dropped})
 
     # -- children ---------------------------------------------------------------------------------
 
@@ -438,7 +382,7 @@ class HostSupervisor:
             reason = f"host could not start it: {type(error).__name__}: {error}"
             self.logger.error("cannot start a child", extra={"observer": name, "error": reason})
             self._finished[name] = generation
-            self._pending[name] = _Exit(generation, ExitCode.CRASH, reason, 0.0)
+            self._exits.pending[name] = PendingExit(generation, ExitCode.CRASH, reason, 0.0)
             return
         self._children[name] = _Slot(child, started=now)
         self.logger.info("child started", extra={"observer": name, "generation": generation})
@@ -481,86 +425,5 @@ class HostSupervisor:
             self.logger.info("child exited", extra={**extra, "reason": reason})
             if self._fenced is None:
                 # A fenced host's observers belong to someone else now: it writes nothing.
-                self._pending[name] = _Exit(generation, code, reason, max(0.0, now - slot.started))
-
-    # -- exit reports -----------------------------------------------------------------------------
-
-    def _step_reports(self, now: float) -> None:
-        """Land the report in flight, then start the next pending one, each at most once per
-        step, while they land at once (inline) and time is left before the lease's fence."""
-        tried: set[str] = set()
-        while self._land_report(now):
-            if self._fenced is not None or (self._beat is not None and self._beat.announces):
-                return
-            waiting = sorted(name for name in self._pending if name not in tried)
-            if not waiting:
-                return
-            name = next((n for n in waiting if n > self._last_reported), waiting[0])
-            if not self._start_report(name, now):
-                return
-            tried.add(name)
-
-    def _start_report(self, name: str, now: float) -> bool:
-        """One fenced write, retried through transient faults until its deadline; False when
-        no time is left before the lease's fence."""
-        deadline = now + REPORT_BUDGET_SECONDS
-        if self._lease_end is not None:
-            deadline = min(deadline, self._lease_end - self._fence_lead)
-        if deadline <= now:
-            return False
-        exit = self._pending[name]
-        budget = _Budget(deadline - now, self._monotonic, self._sleep)
-
-        def write() -> bool:
-            return self._reports.report_host_exit(
-                name,
-                exit.generation,
-                host=self._heartbeats.host_id,
-                exit_code=exit.code,
-                reason=exit.reason,
-                ran_s=exit.ran_s,
-            )
-
-        self._last_reported = name
-        call = self._calls.start(
-            lambda: persist(
-                write, time_left_s=budget.left, sleep=budget.sleep, backoff=self._backoff
-            )
-        )
-        self._report = _ReportCall(call, deadline, name, exit)
-        return True
-
-    def _land_report(self, now: float) -> bool:
-        """Settle the report in flight if it has ended (or its deadline has passed): True once
-        none is in flight."""
-        flight = self._report
-        if flight is None:
-            return True
-        if not flight.call.done():
-            if now < flight.deadline:
-                return False
-            self._report = None
-            self._not_written(flight, "unanswered by its deadline")
-            return True
-        self._report = None
-        extra = {"observer": flight.name, "generation": flight.exit.generation}
-        try:
-            written = flight.call.result()
-        except (ClientError, BotoCoreError, OutOfTime) as error:
-            self._not_written(flight, str(error))
-            return True
-        except RegistryError as refused:
-            written = False
-            extra["why"] = str(refused)
-        if not written:
-            self.logger.info("exit report refused: the observer moved on", extra=extra)
-        if self._pending.get(flight.name) == flight.exit:
-            del self._pending[flight.name]
-        return True
-
-    def _not_written(self, flight: _ReportCall, why: str) -> None:
-        """It stays pending: tried again at the next step (after any other pending one)."""
-        self.logger.warning(
-            "exit report not written yet",
-            extra={"observer": flight.name, "generation": flight.exit.generation, "error": why},
-        )
+                ran = max(0.0, now - slot.started)
+                self._exits.pending[name] = PendingExit(generation, code, reason, ran)
