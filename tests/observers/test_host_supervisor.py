@@ -619,8 +619,10 @@ class HangingCalls:
         return self.held[-1]
 
 
-def hanging_host(new_host: NewHost, registry_table: str, names: dict[str, int]) -> Host:
-    host = new_host(slots=10, calls=HangingCalls())
+def hanging_host(
+    new_host: NewHost, registry_table: str, names: dict[str, int], stop_timeout: float = 5.0
+) -> Host:
+    host = new_host(slots=10, calls=HangingCalls(), stop_timeout=stop_timeout)
     placed(host, registry_table, names)
     host.step()  # accepted, sent at 0: the lease ends at 10
     return host
@@ -749,3 +751,24 @@ def test_given_a_killed_child_not_ended_yet_then_the_host_waits_for_it_instead_o
 
     assert child.signals == ["TERM", "KILL"] and child.exitcode is None
     assert host.supervisor.next_wake(host.now) > 0
+
+
+def test_given_half_the_lease_spent_without_a_renewal_then_no_child_is_started(
+    new_host: NewHost, registry_table: str
+) -> None:
+    # A start may block for seconds (after the forkserver died, the next one imports its
+    # preloads before it forks): with no renewal in sight it could run into the fence
+    host = hanging_host(new_host, registry_table, {"a": 1}, stop_timeout=60)
+    place(host.client, registry_table, "a", 2, "h1")
+    assign(host.client, HOSTS_TABLE, "h1", {"a": 2})
+    host.step(INTERVAL / 2)  # accepted at 5 (lease to 15): generation 1 is told to stop
+    calls_of(host).hang = "request"  # nothing is answered from here on
+    host.step(INTERVAL / 2)  # the beat at 10 hangs: 5 s of lease left
+    host.launcher.child("a").exitcode = 0
+
+    host.step(0.5)
+
+    assert host.launcher.pairs() == [("a", 1)]  # generation 2 waits for a renewed lease
+    for _ in range(8):
+        host.step(0.5)
+    assert host.supervisor.fenced is not None and host.launcher.pairs() == [("a", 1)]

@@ -264,7 +264,7 @@ class HostSupervisor:
         for name in step.stop if self._fenced is None else ():
             why = "host shutting down" if self._shutdown else "no longer assigned"
             self._stop_child(name, now, why)
-        for name, generation in step.start:
+        for name, generation in step.start if self._may_start(now) else ():
             self._start(name, generation, now)
         if step.no_slot:
             self.logger.warning("assigned beyond the host's slots", extra={"waiting": step.no_slot})
@@ -386,6 +386,14 @@ class HostSupervisor:
             return
         self._children[name] = _Slot(child, started=now)
         self.logger.info("child started", extra={"observer": name, "generation": generation})
+
+    def _may_start(self, now: float) -> bool:
+        """A child starts only with half an interval of lease left: a start may block for
+        seconds (after the forkserver died, the next one imports its preloads before it forks)
+        and must not run into the fence. Children are assigned by an accepted beat, which
+        leaves a whole interval, so a healthy host never waits for this."""
+        left = self._lease_left(now)
+        return left is not None and left >= self._interval / BEATS_PER_INTERVAL
 
     def _stop_child(self, name: str, now: float, why: str) -> None:
         slot = self._children[name]
