@@ -887,10 +887,24 @@ def config(argv: Sequence[str] | None = None) -> Soak:
     )
 
 
+SECTION_INTRO = (
+    "`python -m benchmarks.pooled_soak`: the example app's pooled kind under seeded faults on the "
+    "simulated clock, the reconciler and the real host supervisor on moto with emulated children; "
+    '"working" is read from the children, never from the registry (the faults and what each '
+    "figure means: the module's docstring)."
+)
+
+
+def section(lines: Sequence[str]) -> str:
+    """The ``make bench`` section's text from a soak's :meth:`Result.lines`."""
+    first, *figures = lines
+    return "\n".join([SECTION_INTRO, "", first + ":", "", *figures])
+
+
 def run(quick: bool = False) -> str:
     """The ``make bench`` section: the full soak (one hour with ``quick``)."""
     result = soak(Soak(hours=1.0) if quick else Soak())
-    return "\n".join(result.lines())
+    return section(result.lines())
 
 
 def main(argv: Sequence[str] | None = None) -> None:
