@@ -182,7 +182,7 @@ class Story:
     # -- reading back --------------------------------------------------------------------------------
 
     def registry(self) -> ObserverRegistry:
-        return ObserverRegistry(self.account.session.client("dynamodb"), self.fleet.registry_table)
+        return ObserverRegistry(self.account.session.client("dynamodb"), self.fleet.registry)
 
     def count(self, name: str) -> int | None:
         checkpoint = self.registry().get(name).checkpoint

@@ -39,7 +39,7 @@ from vigil.clock import iso_seconds
 from vigil.contract.journal import JOURNAL_ATTRIBUTE
 from vigil.contract.schedule import Schedule as Evaluator
 from vigil.contract.tasks import ENVELOPE_KEY, MAX_QUEUE_DELAY_S, REASON_ATTRIBUTE, CatalogField
-from vigil.dynamo import from_wire, to_wire
+from vigil.dynamo import from_wire
 from vigil.effects.journal import journal_entries
 from vigil.events import MalformedEvent
 from vigil.jobs.events import parse_tick
@@ -738,11 +738,14 @@ class VigilStack:
     def _journal(self, name: str) -> dict[str, Any]:
         item = self.account.session.client("dynamodb").get_item(
             TableName=self.fleet.fleet.registry_table,
-            Key=to_wire({"name": name}),
+            Key=self._registry().key(name),
             ProjectionExpression="#e",
             ExpressionAttributeNames={"#e": JOURNAL_ATTRIBUTE},
         )
         return journal_entries(from_wire(item.get("Item")))
+
+    def _registry(self) -> ObserverRegistry:
+        return ObserverRegistry(self.account.session.client("dynamodb"), self.fleet.fleet.registry)
 
     def observer_logs(self, name: str) -> str:
         """What the observer's containers wrote (JSON lines), every generation, oldest first."""
@@ -754,11 +757,8 @@ class VigilStack:
         return "".join(self.fleet.logs[c.task_arn].getvalue() for c in containers)
 
     def _known_observer(self, name: str) -> Any:
-        registry = ObserverRegistry(
-            self.account.session.client("dynamodb"), self.fleet.fleet.registry_table
-        )
         try:
-            return registry.get(name)
+            return self._registry().get(name)
         except ObserverNotFound:
             names = [o["name"] for o in self._api.list()]
             raise UnknownName("observer", name, names) from None

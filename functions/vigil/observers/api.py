@@ -70,8 +70,10 @@ from vigil.observers.registry import (
     ObserverCommands,
     ObserverExists,
     ObserverNotFound,
+    RegistryRef,
     VersionConflict,
 )
+from vigil.observers.registry.layout import registry_ref
 from vigil.settings import Environment
 from vigil.settle import NotSettleable
 
@@ -96,7 +98,7 @@ class NothingToRebalance(Exception):
 class ApiSettings:
     """The API function's environment, read and validated once."""
 
-    table: str
+    table: RegistryRef
     idempotency_table: str
     kinds: dict[str, str]
     max_observers: int
@@ -110,7 +112,7 @@ class ApiSettings:
         read = Environment(environ)
         return cls(
             **read.gather(
-                table=lambda: read.text("VIGIL_OBSERVERS_TABLE"),
+                table=lambda: registry_ref(read),
                 idempotency_table=lambda: read.text("VIGIL_IDEMPOTENCY_TABLE"),
                 kinds=lambda: read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
                 max_observers=lambda: read.integer("VIGIL_MAX_OBSERVERS", minimum=1),

@@ -25,6 +25,7 @@ from vigil.contract.hosts import (
     WAITING_SORT,
 )
 from vigil.contract.observers import (
+    LEGACY_ATTRIBUTE,
     STATUS_REASON,
     STOPPED_ATTRIBUTE,
     STOPPED_INDEX,
@@ -63,6 +64,8 @@ from vigil.observers.model import (
     from_item,
     is_observer_item,
 )
+from vigil.observers.registry.layout import RegistryRef
+from vigil.observers.registry.table import RegistryTable
 
 MAX_ATTEMPTS = 4
 
@@ -86,6 +89,7 @@ def record_from_item(item: Mapping[str, Any]) -> Record:
             else None,
             start_attempts=int(item.get("start_attempts", 0)),
             capacity=item.get(OBSERVER_CAPACITY),
+            legacy=bool(item.get(LEGACY_ATTRIBUTE)),
         ),
         pooled=_pooled(item),
     )
@@ -115,15 +119,33 @@ class FleetStore:
     def __init__(
         self,
         client: Any,
-        table: str,
+        table: str | RegistryRef,
         *,
         index: str = FLEET_INDEX,
         pooled_kinds: frozenset[str] = frozenset(),
     ) -> None:
         self._client = client
-        self._table = table
+        self._keys = RegistryTable(client, table)
+        """Every key the store makes (an observer's kind found from its name's claim when an
+        ECS event names only the observer, remembered from every record read)."""
+        self._ref = self._keys.ref
+        self._table = self._ref.table
         self._index = index
         self._pooled = pooled_kinds
+
+    @property
+    def ref(self) -> RegistryRef:
+        return self._ref
+
+    def _key(self, name: str) -> dict[str, Any] | None:
+        """The observer's key; None when no observer has the name."""
+        kind = self._keys.kind_of(name)
+        return None if kind is None else self._ref.key(kind, name)
+
+    def _read(self, item: Mapping[str, Any]) -> Record:
+        record = record_from_item(item)
+        self._keys.remember(record.name, record.observer.kind)
+        return record
 
     # Reads ---------------------------------------------------------------------------------------
 
@@ -142,7 +164,7 @@ class FleetStore:
             for raw in response.get("Items") or []:
                 item = from_wire(raw)
                 assert item is not None
-                yield record_from_item(item)
+                yield self._read(item)
             last = response.get("LastEvaluatedKey")
             if not last:
                 return
@@ -155,18 +177,21 @@ class FleetStore:
             "TableName": self._table,
             "IndexName": STOPPED_INDEX,
             "KeyConditionExpression": "#p = :p",
-            "ProjectionExpression": "#name, #status",
+            "ProjectionExpression": "#name, #status, #kind",
             "ExpressionAttributeNames": {
                 "#p": STOPPED_ATTRIBUTE,
                 "#name": "name",
                 "#status": "status",
+                "#kind": "kind",
             },
             "ExpressionAttributeValues": to_wire({":p": FLEET_PARTITION}),
         }
-        return {
-            str(item["name"]): Status(item.get("status", Status.STOPPED))
-            for item in paginate(self._client.query, request)
-        }
+        found: dict[str, Status] = {}
+        for item in paginate(self._client.query, request):
+            name = str(item["name"])
+            self._keys.remember(name, str(item.get("kind", "")))
+            found[name] = Status(item.get("status", Status.STOPPED))
+        return found
 
     def relist(self, name: str, status: Status) -> bool:
         """Put a record in the index its ``status`` belongs to (:func:`status_fields`): one
@@ -177,10 +202,11 @@ class FleetStore:
         fields, unlisted = status_fields(status)
         update = Update().set_all(fields).remove(*unlisted)
         update.condition(update.eq("status", status.value))
+        key = self._key(name)
+        if key is None:
+            return False
         try:
-            self._client.update_item(
-                TableName=self._table, Key=to_wire({"name": name}), **update.request()
-            )
+            self._client.update_item(TableName=self._table, Key=key, **update.request())
         except ClientError as error:
             if not is_condition_failure(error):
                 raise
@@ -198,17 +224,19 @@ class FleetStore:
             "ExpressionAttributeNames": {"#w": WAITING_ATTRIBUTE},
             "ExpressionAttributeValues": to_wire({":kind": kind}),
         }
-        return {
-            str(item["name"]): from_epoch_ms(int(item[WAITING_SORT]))
-            for item in paginate(self._client.query, request)
-        }
+        waiting: dict[str, datetime] = {}
+        for item in paginate(self._client.query, request):
+            self._keys.remember(str(item["name"]), kind)
+            waiting[str(item["name"])] = from_epoch_ms(int(item[WAITING_SORT]))
+        return waiting
 
     def get(self, name: str) -> Record | None:
-        response = self._client.get_item(
-            TableName=self._table, Key=to_wire({"name": name}), ConsistentRead=True
-        )
+        key = self._key(name)
+        if key is None:
+            return None
+        response = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
         item = from_wire(response.get("Item"))
-        return record_from_item(item) if item is not None and is_observer_item(item) else None
+        return self._read(item) if item is not None and is_observer_item(item) else None
 
     # Transitions ---------------------------------------------------------------------------------
 
@@ -362,10 +390,13 @@ class FleetStore:
         """One write conditional on ``version = expected``, which it advances by one."""
         update.set_all({"version": expected + 1, "updated_at": iso(now)})
         update.condition(update.eq("version", expected))
+        key = self._key(name)
+        if key is None:
+            raise Conflict(None)  # no observer has the name (any more): as a record gone
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key=to_wire({"name": name}),
+                Key=key,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 **update.request(),
             )
@@ -374,7 +405,7 @@ class FleetStore:
                 raise
             old: Item | None = old_item(error)
             raise Conflict(
-                record_from_item(old) if old is not None and is_observer_item(old) else None
+                self._read(old) if old is not None and is_observer_item(old) else None
             ) from error
 
 

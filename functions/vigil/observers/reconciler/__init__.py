@@ -201,7 +201,7 @@ def build_reconciler(
             capacities={k: config.options(k).capacity for k in config.task_definitions},
         ),
         notices=Notices(session.client("sqs"), config.dlq_url),
-        leases=LeaseTable(dynamodb, config.table, clock),
+        leases=LeaseTable(dynamodb, config.table.table, clock),
         settings=config.decision_settings(),
         clock=clock,
         metric=metric,

@@ -9,12 +9,13 @@ from datetime import timedelta
 from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV
 from vigil.observers import decisions as d
 from vigil.observers.kind_options import KindOptions, parse_kind_options
+from vigil.observers.registry.layout import RegistryRef, registry_ref
 from vigil.settings import Environment
 
 
 @dataclass(frozen=True)
 class ReconcilerConfig:
-    table: str
+    table: RegistryRef
     cluster_arn: str
     task_definitions: dict[str, str]
     container_name: str
@@ -43,7 +44,7 @@ class ReconcilerConfig:
         read = Environment(env)
         return cls(
             **read.gather(
-                table=lambda: read.text("VIGIL_OBSERVERS_TABLE"),
+                table=lambda: registry_ref(read),
                 cluster_arn=lambda: read.text("VIGIL_CLUSTER_ARN"),
                 task_definitions=lambda: read.mapping("VIGIL_TASK_DEFINITIONS"),
                 container_name=lambda: read.text("VIGIL_CONTAINER_NAME"),
