@@ -100,13 +100,15 @@ class ObserverFleet(Construct):
         data_policy = removal_policy or data_removal_policy(self)
         self.log_retention = log_retention
         self.table = registry.build_registry(self, data_policy, pooled=bool(self.pooled_kinds))
-        self.legacy_table = (
-            registry.build_legacy_registry(self, data_policy, pooled=bool(self.pooled_kinds))
-            if registry.legacy_registry_wanted(self)
-            else None
+        self.name_keyed_table = registry.build_legacy_registry(
+            self, data_policy, pooled=bool(self.pooled_kinds)
         )
-        """The name-keyed registry of an earlier deployment, while it moves over (context
-        ``legacyRegistry=true``): ``vigil observers migrate`` says when it can go."""
+        """The registry keyed by name of deployments from before it was keyed by kind, kept in
+        the stack as they made it (empty in a stack that never had one): a deploy that left out
+        ``legacyRegistry=true`` takes it out of nothing, and the next one with it migrates."""
+        self.legacy_table = self.name_keyed_table if registry.legacy_registry_wanted(self) else None
+        """That table while its observers move over (context ``legacyRegistry=true``): wired to
+        the reconciler and the task roles; ``vigil observers migrate`` says when it can go."""
         self.idempotency_table = registry.build_idempotency_table(self, data_policy)
         self.hosts_table = hosts.build_hosts_table(self, data_policy)
         self.observers_dlq = dead_letter_queue(self, "ObserversDlq")

@@ -1,7 +1,7 @@
 """The registry: one DynamoDB item per observer, keyed by kind and name, its stream (what wakes
-the reconciler) and its sparse indexes; the API's idempotency table beside it; and, while a
-deployment from before the registry was keyed by kind moves over (context ``legacyRegistry``),
-its name-keyed registry, left exactly as that deployment made it."""
+the reconciler) and its sparse indexes; the API's idempotency table beside it; and the registry
+keyed by name of deployments from before, left in the stack exactly as they made it (empty in a
+new stack), which the reconciler migrates under context ``legacyRegistry``."""
 
 from __future__ import annotations
 
@@ -28,11 +28,12 @@ from vigil.contract.observers import (
 
 LEGACY_REGISTRY_CONTEXT = "legacyRegistry"
 """``-c legacyRegistry=true``: the upgrade of a deployment from before the registry was keyed by
-kind. Its name-keyed registry stays in the stack as it was (construct ``Registry``), with its
-stream to the reconciler (which copies every observer into the registry keyed by kind and follows
-the generations still writing the old table until a rollout hands them over) and the grants its
-running containers write with; ``vigil observers migrate`` says when none is left, and the next
-deploy without the context drops it from the stack (the table itself is retained)."""
+kind. Its registry keyed by name (construct ``Registry``, in every stack as that deployment made
+it) gets its stream to the reconciler, which copies every observer into the registry keyed by
+kind and follows the generations still writing the old table until a rollout hands them over, and
+the task roles keep the grants their running containers write with; ``vigil observers migrate``
+says when none is left, and the next deploy without the context drops the wiring and the grants
+(the table stays in the stack, unwired: a deploy that forgot the context loses nothing)."""
 
 
 LEGACY_FLEET_INDEX_PROJECTION = (
@@ -96,9 +97,9 @@ def build_registry(
 def build_legacy_registry(
     scope: Construct, removal_policy: RemovalPolicy, *, pooled: bool
 ) -> dynamodb.Table:
-    """The name-keyed registry of a deployment from before the registry was keyed by kind,
-    exactly as it declared it (same construct, same properties: CloudFormation changes nothing
-    on it), while its observers move over (``LEGACY_REGISTRY_CONTEXT``)."""
+    """The registry keyed by name of deployments from before the registry was keyed by kind,
+    exactly as they declared it (same construct, same properties: CloudFormation changes nothing
+    on it; empty in a new stack): what the upgrade migrates (``LEGACY_REGISTRY_CONTEXT``)."""
     return _registry(
         scope,
         "Registry",

@@ -111,6 +111,9 @@ LEGACY_ATTRIBUTE = "legacy_registry"
 writes that table (it was started before the migration). The reconciler replays those writes here
 and, when it starts the next generation, carries the old record's checkpoint and journal over and
 fences the old record in the same transaction; the next generation has no mark."""
+LEGACY_VERSION = "legacy_version"
+"""Beside ``LEGACY_ATTRIBUTE``: the old record's version as last copied or replayed here (a take-over
+carries over what the old container wrote after it)."""
 TRACKING_ATTRIBUTES = (
     "task_version",
     "task_status",
@@ -119,6 +122,7 @@ TRACKING_ATTRIBUTES = (
     OBSERVER_TASK_DEFINITION,
     OBSERVER_CAPACITY,
     LEGACY_ATTRIBUTE,
+    LEGACY_VERSION,
 )
 """The reconciler's own fields on each item (the task definition and capacity its current task was
 started with are projected so a rollout pass finds outdated observers without reading items)."""

@@ -26,6 +26,7 @@ from vigil.contract.hosts import (
 )
 from vigil.contract.observers import (
     LEGACY_ATTRIBUTE,
+    LEGACY_VERSION,
     STATUS_REASON,
     STOPPED_ATTRIBUTE,
     STOPPED_INDEX,
@@ -34,6 +35,7 @@ from vigil.contract.observers import (
 from vigil.dynamo import (
     Item,
     Update,
+    cancellation_reasons,
     from_wire,
     is_condition_failure,
     old_item,
@@ -56,6 +58,7 @@ from vigil.observers.decisions import (
     Tracking,
     Write,
 )
+from vigil.observers.migration import LegacyRegistry, take_over_update
 from vigil.observers.model import (
     FLEET_INDEX,
     FLEET_PARTITION,
@@ -90,6 +93,7 @@ def record_from_item(item: Mapping[str, Any]) -> Record:
             start_attempts=int(item.get("start_attempts", 0)),
             capacity=item.get(OBSERVER_CAPACITY),
             legacy=bool(item.get(LEGACY_ATTRIBUTE)),
+            legacy_version=int(item[LEGACY_VERSION]) if LEGACY_VERSION in item else None,
         ),
         pooled=_pooled(item),
     )
@@ -123,8 +127,12 @@ class FleetStore:
         *,
         index: str = FLEET_INDEX,
         pooled_kinds: frozenset[str] = frozenset(),
+        legacy: LegacyRegistry | None = None,
     ) -> None:
         self._client = client
+        self._legacy = legacy
+        """The name-keyed registry being migrated: a marked observer's next generation fences
+        its old record (:mod:`vigil.observers.migration`)."""
         self._keys = RegistryTable(client, table)
         """Every key the store makes (an observer's kind found from its name's claim when an
         ECS event names only the observer, remembered from every record read)."""
@@ -244,7 +252,44 @@ class FleetStore:
         """Write one decided transition, conditional on the record's version."""
         pooled = record.observer.kind in self._pooled
         update = _transition(record, write, now, seen, pooled=pooled)
+        if isinstance(write, StartTask) and record.tracking.legacy:
+            self._take_over(record, write.generation, update, now)
+            return
         self._update(record.name, record.observer.version, update, now)
+
+    def _take_over(self, record: Record, generation: int, update: Update, now: datetime) -> None:
+        """The next generation of an observer whose running one writes the name-keyed registry:
+        what that container wrote since the last replay comes over, the mark goes, and its old
+        record is fenced, in one transaction (:mod:`vigil.observers.migration`). With the old
+        table retired (no grant reaches it any more) only the mark goes."""
+        old = self._legacy.get(record.name) if self._legacy is not None else None
+        take_over_update(update, old, record.tracking.legacy_version)
+        if old is None or self._legacy is None:
+            self._update(record.name, record.observer.version, update, now)
+            return
+        if int(old.get("generation", 0)) >= generation:
+            # The old side started a generation the copy does not show yet (its writer ran on
+            # during the deploy): decide again once the replay has brought it.
+            raise Conflict(self.get(record.name))
+        expected = record.observer.version
+        update.set_all({"version": expected + 1, "updated_at": iso(now)})
+        update.condition(update.eq("version", expected))
+        key = self._ref.key(record.observer.kind, record.name)
+        mine = {"TableName": self._table, "Key": key, **update.request()}
+        mine["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        fence = self._legacy.fence(old, generation)
+        try:
+            self._client.transact_write_items(TransactItems=[{"Update": mine}, fence])
+        except ClientError as error:
+            reasons = cancellation_reasons(error)
+            if reasons is None:
+                raise
+            (code, current), _ = reasons
+            if code == "ConditionalCheckFailed":
+                raise Conflict(
+                    self._read(current) if current and is_observer_item(current) else None
+                ) from error
+            raise Conflict(self.get(record.name)) from error  # the old record moved: again
 
     def record_placed(
         self,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV
+from vigil.contract.observers import LEGACY_REGISTRY_TABLE_ENV
 from vigil.observers import decisions as d
 from vigil.observers.kind_options import KindOptions, parse_kind_options
 from vigil.observers.registry.layout import RegistryRef, registry_ref
@@ -34,6 +35,8 @@ class ReconcilerConfig:
     """Per kind: placement, rollout budget and capacity (a kind not named gets the defaults:
     dedicated, on-demand)."""
     hosts_table: str = ""
+    legacy_table: str = ""
+    """A name-keyed registry this deployment migrates from (``-c legacyRegistry=true``)."""
 
     def options(self, kind: str) -> KindOptions:
         return self.kind_options.get(kind, KindOptions())
@@ -75,6 +78,7 @@ class ReconcilerConfig:
                     PLACEMENTS_ENV, parse_kind_options, dict[str, KindOptions]()
                 ),
                 hosts_table=lambda: read.text(HOSTS_TABLE_ENV, ""),
+                legacy_table=lambda: read.text(LEGACY_REGISTRY_TABLE_ENV, ""),
             )
         )
 

@@ -33,7 +33,6 @@ from vigil.contract.observers import (
 from vigil.dynamo import (
     Item,
     Update,
-    any_of,
     batch_get,
     cancellation_reasons,
     error_code,
@@ -62,7 +61,7 @@ from vigil.observers.registry.errors import (
     VersionConflict,
 )
 from vigil.observers.registry.layout import RegistryRef
-from vigil.observers.registry.table import RegistryTable
+from vigil.observers.registry.table import RegistryTable, count_update, put_new
 from vigil.settle import NotSettleable, verdict
 
 MAX_PAGE = 100
@@ -261,11 +260,11 @@ class ObserverCommands(RegistryTable):
             created_at=now,
             updated_at=now,
         )
-        puts = [self._put_new(to_item(observer))]
+        puts = [put_new(self._table, to_item(observer))]
         if self._ref.by_kind:
             # Its name's claim: names stay unique across kinds, and a name finds its kind.
             claim = {"kind": NAMES_PARTITION, "name": name, NAMED_KIND: kind}
-            puts.append(self._put_new(claim))
+            puts.append(put_new(self._table, claim))
         try:
             self._client.transact_write_items(TransactItems=[*puts, self._count_update(+1)])
         except ClientError as error:
@@ -279,18 +278,6 @@ class ObserverCommands(RegistryTable):
             raise
         self._kinds[name] = kind
         return observer
-
-    def _put_new(self, item: dict[str, Any]) -> dict[str, Any]:
-        """A transaction's Put of an item that must not exist yet."""
-        return {
-            "Put": {
-                "TableName": self._table,
-                "Item": to_wire(item),
-                "ConditionExpression": "attribute_not_exists(#name)",
-                "ExpressionAttributeNames": {"#name": "name"},
-                "ReturnValuesOnConditionCheckFailure": "NONE",
-            }
-        }
 
     def request_stop(self, name: str) -> Observer:
         """Desired STOPPED. With a live task the status becomes STOPPING until the reconciler
@@ -380,15 +367,7 @@ class ObserverCommands(RegistryTable):
 
     def _count_update(self, delta: int) -> dict[str, Any]:
         """Move the fleet's active count; an increase is refused at the maximum."""
-        update = Update().add("active", delta)
-        extra: dict[str, Any] = {}
-        if delta > 0 and self._max is not None:
-            below = update.lt("active", self._max - delta + 1)
-            update.condition(any_of(update.absent("active"), below))
-            extra["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        counter = to_wire(self._ref.special(FLEET_COUNTER_KEY))
-        request = {"TableName": self._table, "Key": counter, **update.request()}
-        return {"Update": request | extra}
+        return count_update(self._ref, delta, self._max)
 
     def _fleet_full(self, counter: Item | None) -> FleetFull:
         assert self._max is not None

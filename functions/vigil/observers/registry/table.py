@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from vigil.clock import Clock, system_clock
-from vigil.contract.observers import NAMED_KIND
-from vigil.dynamo import Item, from_wire
+from vigil.contract.observers import FLEET_COUNTER_KEY, NAMED_KIND
+from vigil.dynamo import Item, Update, any_of, from_wire, to_wire
 from vigil.observers.model import Observer, from_item
 from vigil.observers.registry.errors import ObserverNotFound
 from vigil.observers.registry.layout import RegistryRef
+
+
+def put_new(table: str, item: Mapping[str, Any]) -> dict[str, Any]:
+    """A transaction's Put of a registry item that must not exist yet (an observer, a name's
+    claim: both have a ``name``)."""
+    return {
+        "Put": {
+            "TableName": table,
+            "Item": to_wire(item),
+            "ConditionExpression": "attribute_not_exists(#name)",
+            "ExpressionAttributeNames": {"#name": "name"},
+        }
+    }
+
+
+def count_update(ref: RegistryRef, delta: int, maximum: int | None = None) -> dict[str, Any]:
+    """A transaction's move of the fleet's ``active`` count; with ``maximum``, an increase is
+    refused there (the old count comes back: ALL_OLD)."""
+    update = Update().add("active", delta)
+    extra: dict[str, Any] = {}
+    if delta > 0 and maximum is not None:
+        below = update.lt("active", maximum - delta + 1)
+        update.condition(any_of(update.absent("active"), below))
+        extra["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    counter = to_wire(ref.special(FLEET_COUNTER_KEY))
+    return {"Update": {"TableName": ref.table, "Key": counter, **update.request()} | extra}
 
 
 def as_ref(table: str | RegistryRef) -> RegistryRef:
@@ -31,6 +58,10 @@ class RegistryTable:
     @property
     def ref(self) -> RegistryRef:
         return self._ref
+
+    @property
+    def client(self) -> Any:
+        return self._client
 
     def remember(self, name: str, kind: str) -> None:
         """A name's kind, as a record read showed it (the reconciler reads many)."""
