@@ -239,3 +239,19 @@ def test_what_is_no_observer_in_the_old_stream_is_not_replayed(
     ):
         migration.replay(new, old)
     assert list(tables.scan(TableName=NEW)["Items"]) == before
+
+
+def test_a_copy_cut_short_is_finished_by_the_next_counting_each_observer_once(
+    tables: Any, old: ObserverRegistry, migration: Migration, clock: ManualClock
+) -> None:
+    for name in ("a", "b", "c"):
+        running(old, tables, name, "ticker", 1)
+    # The first invocation copied one observer, then Lambda ended it (no marker written)
+    migration.adopt(dict(item(tables, OLD_REF, "", "a")))
+    with pytest.raises(RegistryMigrating):
+        MigrationGate(tables, NEW_REF, OLD).check()
+    # The next one copies the rest; the one already here is neither copied again nor counted
+    fresh = Migration(tables, NEW_REF, LegacyRegistry(tables, OLD), clock=clock)
+    assert fresh.ensure().copied == 3
+    assert counter(tables) == 3
+    assert sorted(o.name for o in ObserverRegistry(tables, NEW_REF).iter_all()) == ["a", "b", "c"]

@@ -54,6 +54,7 @@ STEP = timedelta(seconds=10)
 @pytest.fixture
 def old_stack(tmp_path: Path) -> Iterator[VigilStack]:
     """main's app deployed on a fresh emulator, on a simulated clock."""
+    default_session = boto3.DEFAULT_SESSION
     with mock_aws(), freeze_time(START) as frozen:
         state_manager.set_transition(
             model_name="ecs::task", transition={"progression": "manual", "times": 10**9}
@@ -69,6 +70,7 @@ def old_stack(tmp_path: Path) -> Iterator[VigilStack]:
             stack.close()
             stack.fleet.kill_all()
             state_manager.unset_transition(model_name="ecs::task")
+            boto3.DEFAULT_SESSION = default_session
 
 
 def running(stack: VigilStack) -> dict[str, set[int]]:

@@ -109,8 +109,11 @@ class Progress:
     """The migration marker (``MIGRATION_KEY``): what the copy did, and when."""
 
     copied: int
+    """The old table's observers that are in the registry keyed by kind (copied by this copy or
+    an earlier one that did not finish)."""
     done_at: datetime | None
     conflicts: tuple[str, ...] = ()
+    """Names not copied: another kind's observer has the name here."""
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any] | None) -> Progress | None:
@@ -173,33 +176,38 @@ class Migration:
         self._table = registry.table
         self.legacy = legacy
         self._clock = clock
-        self._done = False
+        self._done: Progress | None = None
+        """The copy's progress once done (then no more reads in this process)."""
 
     # The copy -----------------------------------------------------------------------------------
 
     def ensure(self) -> Progress:
         """Copy every observer not copied yet, unless the marker says it was done (then only that
-        one read, and none at all once this process has seen it done)."""
-        if self._done:
-            return Progress(0, None)
+        one read, and none at all once this process has seen it done). Two invocations copying
+        at once copy each observer once (each copy is conditional) and record the same."""
+        if self._done is not None:
+            return self._done
         progress = read_progress(self._client, self._registry)
         if progress is not None and progress.done_at is not None:
-            self._done = True
+            self._done = progress
             return progress
-        copied, conflicts = 0, []
+        copied, conflicts = 0, set()
         for record in self.legacy.records():
             outcome = self.adopt(record)
-            copied += outcome is Adoption.COPIED
             if outcome is Adoption.CONFLICT:
-                conflicts.append(str(record["name"]))
-        done = Progress(copied, self._clock(), tuple(conflicts))
-        marker = {**self._registry.special(MIGRATION_KEY), "copied": copied}
-        marker |= {"done_at": iso(done.done_at or self._clock()), "from": self.legacy.table}
+                conflicts.add(str(record["name"]))
+            else:
+                copied += 1  # here now, copied by this pass or an earlier (or concurrent) one
+        now = self._clock()
+        update = Update().set_all(
+            {"copied": copied, "done_at": iso(now), "from": self.legacy.table}
+        )
         if conflicts:
-            marker["conflicts"] = set(conflicts)
-        self._client.put_item(TableName=self._table, Item=to_wire(marker))
-        self._done = True
-        return done
+            update.add("conflicts", conflicts)  # beside any a replay added meanwhile
+        key = to_wire(self._registry.special(MIGRATION_KEY))
+        self._client.update_item(TableName=self._table, Key=key, **update.request())
+        self._done = read_progress(self._client, self._registry)
+        return self._done or Progress(copied, now, tuple(sorted(conflicts)))
 
     def adopt(self, record: Mapping[str, Any]) -> Adoption:
         """One old record here as it stands, marked, with its name's claim (and counted when it
