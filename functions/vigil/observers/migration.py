@@ -101,7 +101,8 @@ class Adoption(StrEnum):
     PRESENT = "present"
     """Already here (copied before, or by a concurrent pass)."""
     CONFLICT = "conflict"
-    """The name is taken here by an observer of another kind: left in the old table only."""
+    """The name is taken here by an observer of another kind (or the old record has no kind):
+    left in the old table only, named on the marker."""
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,9 @@ class Migration:
         """One old record here as it stands, marked, with its name's claim (and counted when it
         is wanted running), if neither is here yet: one transaction."""
         name, kind = str(record["name"]), str(record.get("kind") or "")
+        if not kind:  # no kind to key it by (no API ever wrote such a record): for a person
+            self._conflict(name)
+            return Adoption.CONFLICT
         item = {k: v for k, v in record.items() if k != REGISTRY_KEY}
         item |= {"kind": kind, "name": name, LEGACY_ATTRIBUTE: True}
         item[LEGACY_VERSION] = int(record.get("version", 0))
