@@ -162,7 +162,9 @@ def run(size: Size | None = None, *, deploy: bool = True) -> str:
         *(
             [
                 f"Deployed on the emulator (in-process moto, `vigil_tools.emulator`): "
-                f"{deployed[2]} resources in {deployed[0]:.0f} s wall, the process's peak RSS "
+                f"{deployed[2]} resources created by moto's CloudFormation (the types it skips, "
+                "schedules and alarms among them, then by the emulator) in "
+                f"{deployed[0]:.0f} s wall, the process's peak RSS "
                 f"{deployed[1]:.0f} MB after it."
             ]
             if deployed
