@@ -16,7 +16,7 @@ from vigil.contract.hosts import HOST_EXIT
 from vigil.dynamo import from_wire
 from vigil.observers import decisions as d
 from vigil.observers.fleet_store import Conflict, FleetStore, record_from_item
-from vigil.observers.model import is_observer_item
+from vigil.observers.model import UnreadableRecord, is_observer_item, skipped
 from vigil.observers.reconciler.executor import Executor, Settler
 from vigil.observers.reconciler.hosts import HostManager
 from vigil.observers.reconciler.report import PassReport
@@ -73,7 +73,11 @@ class StreamPass:
             self.settler.executor.placer.begin()  # this invocation's view of the hosts
         for picture in records:
             report.observers += 1
-            current = self.store.get(picture.name)
+            try:
+                current = self.store.get(picture.name)
+            except UnreadableRecord as error:
+                report.unreadable(error)  # (the resync counts it too, each minute)
+                continue
             stale = _moved_past(picture, current)
             if stale is not None or current is None:
                 report.note(picture.name, stale or d.Ignore("the record is gone"))
@@ -111,7 +115,10 @@ def changed_records(stream_records: Iterable[Mapping[str, Any]]) -> list[d.Recor
             continue
         old = from_wire(change.get("OldImage"))
         if needs_attention(new, old):
-            wanted.append(record_from_item(new))
+            try:
+                wanted.append(record_from_item(new))
+            except UnreadableRecord as error:
+                skipped(error)  # the resync counts it each minute while it is there
     return wanted
 
 
