@@ -17,6 +17,7 @@ from vigil.observers.model import Status, to_item
 from vigil.observers.reconciler import changed_records
 from vigil.observers.reconciler.hosts import sweep_due
 from vigil.observers.registry import ObserverRegistry
+from vigil.observers.registry.table import RegistryTable
 
 ROGUE = "rogue"
 
@@ -102,3 +103,16 @@ def test_given_items_a_rogue_kind_wrote_when_listing_then_every_observer_is_list
     listed = [(o.name, o.kind, o.status) for o in registry.iter_all()]
 
     assert listed == [("a-good", KIND, Status.PENDING), ("b-good", KIND, Status.STOPPED)]
+
+
+def test_given_a_name_read_with_two_kinds_when_its_kind_is_asked_then_its_claim_answers(
+    fleet: MotoFleet,
+) -> None:
+    fleet.put(fleet.observer("good"))
+    table = RegistryTable(fleet.dynamodb, TABLE)
+    for kind in (ROGUE, KIND, ROGUE):  # whichever item is read first
+        table.remember("good", kind)
+
+    assert table.kind_of("good") == KIND
+    table.remember("good", ROGUE)
+    assert table.kind_of("good") == KIND
