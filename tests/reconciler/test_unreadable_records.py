@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from handlers.reconciler import dispatch
-from tests.helpers.moto_fleet import KIND, TABLE, MotoFleet, stream
+from tests.helpers.moto_fleet import KIND, TABLE, MotoFleet, stream, task_event
 from vigil.contract.observers import CONTAINER_UPDATE_ATTRIBUTES
 from vigil.dynamo import to_wire
 from vigil.observers.model import Status, to_item
@@ -116,3 +116,56 @@ def test_given_a_name_read_with_two_kinds_when_its_kind_is_asked_then_its_claim_
     assert table.kind_of("good") == KIND
     table.remember("good", ROGUE)
     assert table.kind_of("good") == KIND
+
+
+class RogueAtTheWrite:
+    """The registry's client, but the rogue kind rewrites its observer's record (a status that is
+    none, the version moved on) just before the reconciler's first write of it lands."""
+
+    def __init__(self, fleet: MotoFleet, name: str) -> None:
+        self._fleet, self._name, self.done = fleet, name, False
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._fleet.dynamodb, attribute)
+
+    def _first(self, names: set[str]) -> None:
+        if self._name in names and not self.done:
+            self.done = True
+            rogue_write(self._fleet, self._name, {"status": "HACKED", "version": 50})
+
+    def update_item(self, **request: Any) -> Any:
+        self._first({str(request["Key"]["name"]["S"])})
+        return self._fleet.dynamodb.update_item(**request)
+
+    def transact_write_items(self, **request: Any) -> Any:
+        keys = [next(iter(action.values())).get("Key") or {} for action in request["TransactItems"]]
+        self._first({str(key.get("name", {}).get("S")) for key in keys})
+        return self._fleet.dynamodb.transact_write_items(**request)
+
+
+def test_given_a_record_made_unreadable_under_a_write_when_resyncing_then_the_pass_goes_on(
+    fleet: MotoFleet,
+) -> None:
+    """The reconciler's conditional write loses to the rogue's, and the record it gets back (to
+    decide again from) is unreadable: that observer is skipped, the others decided."""
+    fleet.put_many([fleet.observer("a-bad", kind=ROGUE), fleet.observer("b-good")])
+    client = RogueAtTheWrite(fleet, "a-bad")
+
+    report = fleet.reconciler(dynamodb=client).resync("pass")
+
+    assert client.done and report is not None and report.errors == 1
+    assert fleet.item("b-good")["status"] == "STARTING"
+
+
+def test_given_an_unreadable_record_when_its_task_event_comes_then_skipped_not_failed(
+    fleet: MotoFleet,
+) -> None:
+    """A failed invocation would have the event redelivered into the same item, then dead-lettered."""
+    fleet.put(fleet.observer("bad", kind=ROGUE, status=Status.RUNNING, generation=1))
+    rogue_write(fleet, "bad", {"status": "HACKED"})
+    arn = fleet.run_observer_task("bad", 1)
+    event = task_event(fleet, arn, name="bad", generation=1, last_status="STOPPED", version=3)
+
+    answer = dispatch(event, "r1", fleet.reconciler(), fleet.cluster_arn)
+
+    assert answer["pass"] == "event"

@@ -41,16 +41,23 @@ class EventPass:
         if task.observer is None:
             report.note("?", d.Ignore(f"task {task.arn} carries no observer marks"))
             return report
-        record = self.store.get(task.observer)
+        try:
+            return self._decide(task.observer, task, report)
+        except UnreadableRecord as error:  # redelivering the event would meet it again
+            report.unreadable(error)
+            return report
+
+    def _decide(self, name: str, task: d.TaskState, report: PassReport) -> PassReport:
+        record = self.store.get(name)
         for _ in range(MAX_DECISION_ROUNDS):
             plan = d.decide_event(record, task, self.clock(), self.settings)
             try:
-                self.executor.carry_out(task.observer, record, plan, seen=task, report=report)
+                self.executor.carry_out(name, record, plan, seen=task, report=report)
                 return report
             except Conflict as conflict:
                 report.conflicts += 1
                 record = conflict.current
-        raise RuntimeError(f"{task.observer}: record kept changing; the event will be redelivered")
+        raise RuntimeError(f"{name}: record kept changing; the event will be redelivered")
 
 
 @dataclass(frozen=True, kw_only=True)

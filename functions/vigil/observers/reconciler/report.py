@@ -57,9 +57,12 @@ class PassReport:
 @contextmanager
 def isolated(name: str, report: PassReport) -> Iterator[None]:
     """One observer's AWS error (a throttle, a timeout, a denied call) is logged and counted, and
-    the pass goes on with the next observer; the next pass looks at this one again."""
+    the pass goes on with the next observer; the next pass looks at this one again. So does a
+    record made unreadable under the pass (a lost write's answer no writer of ours made)."""
     try:
         yield
+    except UnreadableRecord as error:
+        report.unreadable(error)
     except (ClientError, BotoCoreError) as error:
         report.errors += 1
         logger().warning(
