@@ -18,6 +18,7 @@ from moto import mock_aws
 from vigil.contract.effects import FENCE_ATTRIBUTE, S3_FENCE_METADATA, WRITES_ENV
 from vigil.effects import Effects, Fenced, NotGranted, RunFence, deduplication_id
 from vigil.effects.fence import Grants
+from vigil.fenced_write import Halt
 from vigil.jobs.guard import Run
 from vigil.tasks.guard import TaskRun
 
@@ -312,7 +313,9 @@ def test_job_task_and_observer_runs_hand_out_their_fence(
 
     ctx = ObserverContext.__new__(ObserverContext)  # only what ``fenced`` reads
     ctx.name, ctx.generation = "tick", 3
-    ctx._runtime = SimpleNamespace(environ={WRITES_ENV: json.dumps({"tables": {"Items": TABLE}})})  # type: ignore[assignment]
+    ctx._runtime = SimpleNamespace(  # type: ignore[assignment]
+        environ={WRITES_ENV: json.dumps({"tables": {"Items": TABLE}})}, halt=Halt()
+    )
     assert ctx.fenced.fence == RunFence("observer:tick", 3, "observer:tick")
 
 

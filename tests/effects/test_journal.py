@@ -403,3 +403,64 @@ def test_a_forget_batch_of_the_longest_names_stays_inside_dynamodbs_expression_l
     assert len(request["ConditionExpression"]) < 4096
     assert max(len(v.encode()) for v in request["ExpressionAttributeNames"].values()) <= 255
     assert request["UpdateExpression"].count(",") == journal.FORGET_BATCH - 1
+
+
+# -- a body that catches Exception (issue 33) ----------------------------------------------------
+
+
+def looping(harness: Harness, skipped: list[str], *, crash: str | None = None) -> Any:
+    """A per-item loop that logs what fails and goes on (``except Exception``): ``crash`` dies
+    after sending to that user, inside the block, on the first attempt."""
+
+    def body(run: Run) -> None:
+        for user in ("ann", "bob"):
+            try:
+                with run.once(f"welcome:{user}") as first:
+                    if first:
+                        harness.send(run)
+                        if user == crash and run.attempt == 1:
+                            raise Crash(f"died after sending to {user}")
+            except Exception as error:
+                skipped.append(f"{user}: {type(error).__name__}")
+
+    return body
+
+
+def test_an_uncertain_effect_caught_by_the_body_still_ends_the_tick_uncertain(
+    harness: Harness,
+) -> None:
+    """An earlier run began the effect and never finished it; the retry's loop catches the
+    ``Uncertain`` and goes on: the tick still ends UNCERTAIN on it, counted, for a person."""
+
+    def crash_mid_loop(run: Run) -> None:
+        with run.once("welcome:ann") as first:
+            if first:
+                harness.send(run)
+                raise Crash("died after sending to ann")
+
+    with pytest.raises(Crash):
+        harness.deliver(crash_mid_loop)
+    harness.clock.advance(1)
+    skipped: list[str] = []
+    result = harness.deliver(looping(harness, skipped))
+
+    assert result.outcome is Outcome.UNCERTAIN and "welcome:ann" in result.reason
+    record = harness.record()
+    assert (record.status, record.uncertain_effect) == (RunStatus.UNCERTAIN, "welcome:ann")
+    assert skipped == ["ann: Uncertain"] and len(harness.sent) == 2  # ann once, then bob
+
+
+def test_a_block_that_raised_inside_a_caught_loop_ends_the_tick_uncertain_on_it(
+    harness: Harness,
+) -> None:
+    """The run's own block raised after its intent (the email may have left) and the loop went
+    on: a tick that ended SUCCEEDED would leave that intent for nobody to settle."""
+    skipped: list[str] = []
+    result = harness.deliver(looping(harness, skipped, crash="ann"))
+
+    assert result.outcome is Outcome.UNCERTAIN and "welcome:ann" in result.reason
+    record = harness.record()
+    assert (record.status, record.uncertain_effect) == (RunStatus.UNCERTAIN, "welcome:ann")
+    entries = {name: entry["state"] for name, entry in (record.effects or {}).items()}
+    assert entries == {"welcome:ann": "INTENT", "welcome:bob": "DONE"}
+    assert skipped == ["ann: Crash"]

@@ -125,3 +125,36 @@ def test_settled_done_the_task_succeeded_and_bad_settlements_change_nothing(
     with pytest.raises(NotSettleable, match="is SUCCEEDED, not UNCERTAIN"):
         store.settle(PLAIN, "o-3", "receipt-email", done=False, now=stack.clock())
     assert sent == [1]
+
+
+def test_an_uncertain_effect_the_body_catches_still_ends_the_task_uncertain(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """The retry's body catches ``Uncertain`` (a per-item loop that logs and goes on) and
+    returns: the task still ends UNCERTAIN on the effect, not SUCCEEDED."""
+    sent: list[int] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> str:
+        try:
+            with run.once("receipt-email") as first:
+                if first:
+                    sent.append(run.attempt)
+                    if run.attempt == 1:
+                        raise SystemError("died after sending, before the completion")
+        except SystemError:
+            raise  # the first attempt dies (a retry comes)
+        except Exception:
+            pass  # the retry's loop logs and goes on
+        return "done"
+
+    client = stack.client()
+    client.enqueue(PLAIN, {}, key="o-9")
+    batch = records(stack.messages(stack.catalog.spec(PLAIN).queue_url))
+    handler = make_handler(body, retries=2, backoff=timedelta(seconds=10))
+    assert invoke(handler, batch) == [batch[0]["messageId"]]
+    stack.clock.advance(timedelta(seconds=11))
+    assert invoke(handler, batch) == []
+
+    record = client.get(PLAIN, "o-9")
+    assert (record.status, record.uncertain_effect) == (TaskStatus.UNCERTAIN, "receipt-email")
+    assert sent == [1]

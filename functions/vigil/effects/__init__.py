@@ -28,6 +28,7 @@ from vigil.effects.journal import InvalidEffect, Journal, JournalFull, Uncertain
 from vigil.effects.messages import FencedEvents, FencedQueues, SentEffects, deduplication_id
 from vigil.effects.objects import FencedObjects
 from vigil.effects.table import FencedTable
+from vigil.fenced_write import Halt
 
 __all__ = [
     "Effects",
@@ -67,12 +68,16 @@ class Effects:
         fence: RunFence,
         grants: Grants,
         client: Callable[[str], Any] | None = None,
+        *,
+        halt: Halt | None = None,
     ) -> None:
         self.fence = fence
         self._grants = grants
         self._client = client or clients_of(os.environ)
         self._clients: dict[str, Any] = {}
         self._sent = SentEffects()  # one run's sends, across its queues' and buses' writers
+        self.halt = halt if halt is not None else Halt()
+        """Where a refused write is noted, for the guard, whatever the body does with it."""
 
     @classmethod
     def from_env(
@@ -80,8 +85,11 @@ class Effects:
         fence: RunFence,
         env: Mapping[str, str] = os.environ,
         client: Callable[[str], Any] | None = None,
+        *,
+        halt: Halt | None = None,
     ) -> Effects:
-        return cls(fence, Grants.from_env(env, who=fence.scope), client or clients_of(env))
+        grants = Grants.from_env(env, who=fence.scope)
+        return cls(fence, grants, client or clients_of(env), halt=halt)
 
     def _aws(self, service: str) -> Any:
         if service not in self._clients:
@@ -93,20 +101,22 @@ class Effects:
 
     def table(self, name: str) -> FencedTable:
         physical = self._grants.resolve(WriteKind.TABLES, name)
-        return FencedTable(self._aws("dynamodb"), physical, self.fence)
+        return FencedTable(self._aws("dynamodb"), physical, self.fence, self.halt)
 
     @property
     def s3(self) -> FencedObjects:
-        return FencedObjects(self._aws("s3"), self._resolver(WriteKind.BUCKETS), self.fence)
+        return FencedObjects(
+            self._aws("s3"), self._resolver(WriteKind.BUCKETS), self.fence, self.halt
+        )
 
     @property
     def sqs(self) -> FencedQueues:
         return FencedQueues(
-            self._aws("sqs"), self._resolver(WriteKind.QUEUES), self.fence, self._sent
+            self._aws("sqs"), self._resolver(WriteKind.QUEUES), self.fence, self.halt, self._sent
         )
 
     @property
     def events(self) -> FencedEvents:
         return FencedEvents(
-            self._aws("events"), self._resolver(WriteKind.BUSES), self.fence, self._sent
+            self._aws("events"), self._resolver(WriteKind.BUSES), self.fence, self.halt, self._sent
         )

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vigil.contract.effects import FENCE_DIGITS, WRITES_ENV, WriteKind
+from vigil.fenced_write import Halt
 
 
 class Fenced(Exception):
@@ -139,9 +140,25 @@ class Grants:
 
 class GrantedWriter:
     """What each fenced writer of granted resources holds: the AWS client, the grants' resolver
-    (alias, name or URL -> the granted physical name, or :class:`NotGranted`) and the fence."""
+    (alias, name or URL -> the granted physical name, or :class:`NotGranted`), the fence, and the
+    run's halt (where a refusal is noted for the guard, whatever the body does with it)."""
 
-    def __init__(self, client: Any, resolve: Callable[[str], str], fence: RunFence) -> None:
+    def __init__(
+        self, client: Any, resolve: Callable[[str], str], fence: RunFence, halt: Halt
+    ) -> None:
         self._client = client
         self._resolve = resolve
         self._fence = fence
+        self._halt = halt
+
+    def _refused(self, resource: str, newer: str | None) -> Fenced:
+        """The :class:`Fenced` to raise, noted on the run's halt."""
+        return refused(self._halt, resource, self._fence, newer)
+
+
+def refused(halt: Halt, resource: str, fence: RunFence, newer: str | None) -> Fenced:
+    """A refusal of ``fence``'s write to ``resource`` (``newer``: the fence found there),
+    noted on ``halt`` before it is raised."""
+    error = Fenced(resource, fence.value, newer)
+    halt.note(error)
+    return error

@@ -53,7 +53,7 @@ import re
 import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
@@ -61,7 +61,7 @@ from vigil.clock import iso
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, EffectState
 from vigil.dynamo import Item, Update, is_condition_failure, old_item, to_wire
 from vigil.effects.fence import Fenced
-from vigil.fenced_write import RunRecordSite
+from vigil.fenced_write import Halt, RunRecordSite
 from vigil.persist import persist
 
 EFFECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
@@ -72,6 +72,7 @@ FORGET_BATCH = 100
 """Finished effects a full rolling journal (an observer's) forgets at once, oldest first: one
 request per batch, its REMOVE and conditions well inside DynamoDB's 4 KB expression limits."""
 MARK_CHARS = 12
+T = TypeVar("T")
 
 
 class InvalidEffect(ValueError):
@@ -112,10 +113,13 @@ this run's still-open block from one that raised, so a nested repeat is caught h
 
 
 class Journal:
-    """The effects journal of one run, on its own record (:class:`RunRecordSite`)."""
+    """The effects journal of one run, on its own record (:class:`RunRecordSite`); what ends
+    the run (``Uncertain``, ``Fenced``, a block that raised after its intent) is noted on the
+    run's :class:`~vigil.fenced_write.Halt`, so a body that catches it cannot hide it."""
 
-    def __init__(self, site: RunRecordSite) -> None:
+    def __init__(self, site: RunRecordSite, halt: Halt | None = None) -> None:
         self._site = site
+        self._halt = halt if halt is not None else Halt()
 
     @contextmanager
     def once(self, effect: str, check: Check | None = None) -> Iterator[bool]:
@@ -131,12 +135,29 @@ class Journal:
         _OPEN.add(block)
         try:
             mark = secrets.token_hex(MARK_CHARS // 2)
-            first = self._begin(effect, check, mark)
-            yield first
+            first = self._noted(lambda: self._begin(effect, check, mark))
+            try:
+                yield first
+            except BaseException as error:
+                self._halt.note(error)
+                if first:
+                    self._halt.note_unfinished(effect, error)
+                raise
             if first:
-                self._write(effect, EffectState.DONE, mark, expected_fence=self._site.token)
+                self._noted(
+                    lambda: self._write(
+                        effect, EffectState.DONE, mark, expected_fence=self._site.token
+                    )
+                )
         finally:
             _OPEN.discard(block)
+
+    def _noted(self, step: Callable[[], T]) -> T:
+        try:
+            return step()
+        except BaseException as error:
+            self._halt.note(error)
+            raise
 
     def _block(self, effect: str) -> tuple[str, str, int, str]:
         site = self._site

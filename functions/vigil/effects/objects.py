@@ -63,7 +63,7 @@ class FencedObjects(GrantedWriter):
             raise
         found = (head.get("Metadata") or {}).get(S3_FENCE_METADATA)
         if self._fence.superseded_by(found):
-            raise Fenced(resource, self._fence.value, found)
+            raise self._refused(resource, found)
         return {"IfMatch": head["ETag"]}
 
 

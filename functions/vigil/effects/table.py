@@ -20,7 +20,8 @@ from botocore.exceptions import ClientError
 
 from vigil.contract.effects import FENCE_ATTRIBUTE
 from vigil.dynamo import is_condition_failure, old_item
-from vigil.effects.fence import Fenced, RunFence
+from vigil.effects.fence import RunFence, refused
+from vigil.fenced_write import Halt
 
 NAME = "#vigil_fence"
 VALUE = ":vigil_fence"
@@ -42,10 +43,11 @@ class FencedTable:
     """The write half of a DynamoDB client for one granted table (the client's own arguments,
     without ``TableName``, in its wire format)."""
 
-    def __init__(self, client: Any, table: str, fence: RunFence) -> None:
+    def __init__(self, client: Any, table: str, fence: RunFence, halt: Halt) -> None:
         self._client = client
         self.table = table
         self._fence = fence
+        self._halt = halt
 
     def put_item(self, **request: Any) -> dict[str, Any]:
         item = dict(request.pop("Item"))
@@ -71,7 +73,9 @@ class FencedTable:
                 raise
             found = (old_item(error) or {}).get(FENCE_ATTRIBUTE)
             if self._fence.superseded_by(found):
-                raise Fenced(f"table {self.table} {what}", self._fence.value, found) from None
+                raise refused(
+                    self._halt, f"table {self.table} {what}", self._fence, found
+                ) from None
             raise
 
 
