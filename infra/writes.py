@@ -79,9 +79,11 @@ def grant_writes(grantee: iam.IGrantable, declared: Sequence[Declared]) -> None:
             )
         elif one.kind is WriteKind.BUCKETS:
             # HeadObject is s3:GetObject; without s3:ListBucket a missing key answers 403, not 404.
+            # A put of the bytes already there is a one-part upload (s3:PutObject covers its
+            # create, part and completion), aborted when its completion loses a race.
             grantee.grant_principal.add_to_principal_policy(
                 iam.PolicyStatement(
-                    actions=["s3:GetObject", "s3:PutObject"],
+                    actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
                     resources=[resource.arn_for_objects("*")],
                 )
             )

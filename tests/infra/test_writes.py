@@ -110,7 +110,8 @@ def test_a_job_gets_exactly_the_declared_writes_and_their_names(template: Templa
     policy = statements(template, "CleanupFunctionRoleDefaultPolicy")
     actions = [s["Action"] for s in policy]
     assert ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"] in actions
-    assert ["s3:GetObject", "s3:PutObject"] in actions and "s3:ListBucket" in actions
+    objects = ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"]
+    assert objects in actions and "s3:ListBucket" in actions
     assert "events:PutEvents" in actions
     for statement in policy:  # the writes' grants: no wildcard action, no "*" resource
         listed = statement["Action"]

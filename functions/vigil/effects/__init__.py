@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from vigil.contract.effects import WriteKind
-from vigil.effects.fence import Fenced, Grants, NotGranted, RunFence
+from vigil.effects.fence import FenceContention, Fenced, Grants, NotGranted, RunFence
 from vigil.effects.journal import InvalidEffect, Journal, JournalFull, Uncertain
 from vigil.effects.messages import FencedEvents, FencedQueues, SentEffects, deduplication_id
 from vigil.effects.objects import FencedObjects
@@ -32,6 +32,7 @@ from vigil.fenced_write import Halt
 
 __all__ = [
     "Effects",
+    "FenceContention",
     "Fenced",
     "FencedTable",
     "Grants",

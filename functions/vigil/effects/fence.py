@@ -33,10 +33,11 @@ from vigil.fenced_write import Halt
 
 
 class Fenced(Exception):
-    """A newer run of the same scope wrote the resource: this run's write changed nothing.
+    """A newer run of the same scope wrote the resource (or holds the run's claim): this run's
+    write changed nothing.
 
-    ``token`` is this run's fence, ``newer`` the fence found on the resource (None when a
-    conditional write kept losing to concurrent writers and what won is unknown)."""
+    ``token`` is this run's fence, ``newer`` the fence (or token) found (None when the record
+    that would say is gone)."""
 
     def __init__(self, resource: str, token: str, newer: str | None) -> None:
         found = f"written by {newer}" if newer is not None else "changed under every attempt"
@@ -44,6 +45,12 @@ class Fenced(Exception):
         self.resource = resource
         self.token = token
         self.newer = newer
+
+
+class FenceContention(RuntimeError):
+    """A conditional write kept losing to concurrent writers that are not newer runs of this
+    scope (another job, a person, an unfenced writer): contention, not supersession. It fails
+    the run like any error (retried, dead-lettered, alarmed), rather than ending it FENCED."""
 
 
 class NotGranted(PermissionError):
