@@ -17,9 +17,12 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock, Sleeper, system_clock
+
+if TYPE_CHECKING:
+    from vigil.dynamo import Update
 
 
 def refused_write(error: BaseException) -> bool:
@@ -115,6 +118,21 @@ class RunRecordSite:
     forgets its oldest finished effects to make room, instead of refusing the new one."""
     clock: Clock = system_clock
     sleep: Sleeper = time.sleep
+
+    def holds(self, seen: Mapping[str, Any] | None) -> bool:
+        """Whether ``seen`` (the record as read, plain values) is still this run's."""
+        if seen is None:
+            return False
+        running = self.running is None or seen.get("status") == self.running
+        return seen.get(self.token_attribute) == self.token and running
+
+    def while_held(self, update: Update) -> Update:
+        """``update`` conditional on the record still being this run's: :meth:`holds`, in
+        DynamoDB's terms."""
+        update.condition(update.eq(self.token_attribute, self.token))
+        if self.running is not None:
+            update.condition(update.eq("status", self.running))
+        return update
 
 
 def once(

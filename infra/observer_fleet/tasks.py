@@ -99,7 +99,7 @@ def build_task_role(
     )
     if spec.pooled:
         grant_own_hosts(role, hosts, kind)
-    grant_writes(role, writes)
+    grant_writes(role, writes, claims=registry)
     return role
 
 

@@ -314,7 +314,9 @@ def test_job_task_and_observer_runs_hand_out_their_fence(
     ctx = ObserverContext.__new__(ObserverContext)  # only what ``fenced`` reads
     ctx.name, ctx.generation = "tick", 3
     ctx._runtime = SimpleNamespace(  # type: ignore[assignment]
-        environ={WRITES_ENV: json.dumps({"tables": {"Items": TABLE}})}, halt=Halt()
+        environ={WRITES_ENV: json.dumps({"tables": {"Items": TABLE}})},
+        halt=Halt(),
+        record_site=lambda: None,
     )
     assert ctx.fenced.fence == RunFence("observer:tick", 3, "observer:tick")
 

@@ -15,6 +15,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from tests.helpers.tables import create_table as create
 from vigil.clock import ManualClock
 from vigil.contract.effects import WRITES_ENV
 from vigil.effects import Fenced
@@ -24,18 +25,6 @@ from vigil.jobs.model import JobSettings, Outcome, RunStatus
 from vigil.jobs.store import RunStore
 
 TICK = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
-
-
-def create(client: Any, name: str, *keys: str) -> None:
-    client.create_table(
-        TableName=name,
-        KeySchema=[
-            {"AttributeName": k, "KeyType": t}
-            for k, t in zip(keys, ("HASH", "RANGE"), strict=False)
-        ],
-        AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in keys],
-        BillingMode="PAY_PER_REQUEST",
-    )
 
 
 @contextmanager

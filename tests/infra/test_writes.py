@@ -187,3 +187,23 @@ def test_a_kms_encrypted_table_or_bucket_also_grants_its_key(template: Template)
     on_key = [s for s in found if str(s["Resource"]).startswith("{'Fn::GetAtt': ['Key")]
     actions = {a for s in on_key for a in s["Action"]}
     assert {"kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey*"} <= actions, found
+
+
+def test_strict_writes_may_read_the_runs_own_claim_and_only_its_own(template: Template) -> None:
+    """``run.fenced.strict`` reads the run's claim (GetItem) or checks it in the write's
+    transaction (ConditionCheckItem): granted on the run's own items only, and only to a run
+    that declares writes."""
+    check = ["dynamodb:GetItem", "dynamodb:ConditionCheckItem"]
+
+    def claim_grants(role_prefix: str) -> list[dict[str, Any]]:
+        return [s for s in statements(template, role_prefix) if s["Action"] == check]
+
+    (job,) = claim_grants("CleanupFunctionRoleDefaultPolicy")
+    assert job["Condition"] == {
+        "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["JOB#cleanup"]}
+    }
+    (task,) = claim_grants("SendReceiptFunctionRoleDefaultPolicy")
+    assert task["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"] == [
+        "TASK#send-receipt"
+    ]
+    assert claim_grants("QuietFunctionRoleDefaultPolicy") == []

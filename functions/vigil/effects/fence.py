@@ -147,16 +147,24 @@ class Grants:
 
 class GrantedWriter:
     """What each fenced writer of granted resources holds: the AWS client, the grants' resolver
-    (alias, name or URL -> the granted physical name, or :class:`NotGranted`), the fence, and the
-    run's halt (where a refusal is noted for the guard, whatever the body does with it)."""
+    (alias, name or URL -> the granted physical name, or :class:`NotGranted`), the fence, the
+    run's halt (where a refusal is noted for the guard, whatever the body does with it) and, for
+    a strict writer, the check of the run's claim made right before each request."""
 
     def __init__(
-        self, client: Any, resolve: Callable[[str], str], fence: RunFence, halt: Halt
+        self,
+        client: Any,
+        resolve: Callable[[str], str],
+        fence: RunFence,
+        halt: Halt,
+        check_claim: Callable[[], None] | None = None,
     ) -> None:
         self._client = client
         self._resolve = resolve
         self._fence = fence
         self._halt = halt
+        self._check_claim = check_claim or (lambda: None)
+        """Strict (``run.fenced.strict``): reads the run's claim, ``Fenced`` if it moved on."""
 
     def _refused(self, resource: str, newer: str | None) -> Fenced:
         """The :class:`Fenced` to raise, noted on the run's halt."""

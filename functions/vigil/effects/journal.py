@@ -177,7 +177,7 @@ class Journal:
             return True
         journal = seen.get(JOURNAL_ATTRIBUTE) or {}
         entry = journal.get(effect)
-        if not self._holds(seen):
+        if not self._site.holds(seen):
             raise self._fenced(seen)
         if entry is None and may_forget and self._site.rolling and self._forget_oldest(journal):
             return self._begin(effect, check, mark, may_forget=False)
@@ -219,7 +219,7 @@ class Journal:
         for _, name in done:
             update.remove_in(JOURNAL_ATTRIBUTE, name)
             update.condition(f"{update.path(JOURNAL_ATTRIBUTE, name, 'state')} = {finished}")
-        self._while_held(update)
+        self._site.while_held(update)
 
         def forget() -> None:
             try:
@@ -265,7 +265,7 @@ class Journal:
             effect,
             {"state": state.value, "fence": site.token, "at": iso(site.clock()), "mark": mark},
         )
-        self._while_held(update)
+        self._site.while_held(update)
         entry = update.path(JOURNAL_ATTRIBUTE, effect)
         if expected_fence is None:
             update.condition(f"attribute_not_exists({entry})")
@@ -286,24 +286,11 @@ class Journal:
             raise
         return None
 
-    def _while_held(self, update: Update) -> None:
-        """The write's condition that the record is still this run's: :meth:`_holds`, in
-        DynamoDB's terms."""
-        site = self._site
-        update.condition(update.eq(site.token_attribute, site.token))
-        if site.running is not None:
-            update.condition(update.eq("status", site.running))
-
-    def _holds(self, seen: Item) -> bool:
-        site = self._site
-        running = site.running is None or seen.get("status") == site.running
-        return seen.get(site.token_attribute) == site.token and running
-
     def _landed(self, seen: Item, effect: str, state: EffectState, mark: str) -> bool:
         """A refusal that shows this very write, applied by a try whose answer was lost."""
         entry = (seen.get(JOURNAL_ATTRIBUTE) or {}).get(effect) or {}
         return (
-            self._holds(seen)
+            self._site.holds(seen)
             and entry.get("fence") == self._site.token
             and entry.get("state") == state.value
             and entry.get("mark") == mark

@@ -84,8 +84,9 @@ class _Sender(GrantedWriter):
         fence: RunFence,
         halt: Halt,
         sent: SentEffects,
+        check_claim: Callable[[], None] | None = None,
     ) -> None:
-        super().__init__(client, resolve, fence, halt)
+        super().__init__(client, resolve, fence, halt, check_claim)
         self._sent = sent
 
 
@@ -120,6 +121,7 @@ class FencedQueues(_Sender):
         if url.endswith(".fifo"):
             request.setdefault("MessageGroupId", deduplication_id(self._fence, "")[:64])
             request["MessageDeduplicationId"] = deduplication_id(self._fence, name)
+        self._check_claim()
         answer = dict(
             self._client.send_message(
                 QueueUrl=url, MessageBody=MessageBody, MessageAttributes=attributes, **request
@@ -146,6 +148,7 @@ class FencedEvents(_Sender):
         identity = {"run": self._fence.unit, "effect": _effect_name(effect)}
         accepted = self._sent.check(bus, effect, [Source, DetailType, Detail, entry])
         detail = {**Detail, EVENT_DETAIL_KEY: {**identity, "fence": self._fence.value}}
+        self._check_claim()
         answer = self._client.put_events(
             Entries=[
                 {

@@ -75,6 +75,7 @@ class FencedObjects(GrantedWriter):
         for _ in range(MAX_ROUNDS):
             condition = self._condition(bucket, Key, resource)
             put = self._one_part if forms.unchanged_by_a_put(condition) else self._single
+            self._check_claim()
             rewind()
             try:
                 return put(target, condition)

@@ -69,6 +69,8 @@ class Run:
     record: RunRecordSite | None = None
     """The tick's record, where ``run.once`` journals effects (None: no journal, e.g. a test's
     hand-made run)."""
+    claim: RunRecordSite | None = None
+    """The job's newest claim (its ``HEAD``), which ``run.fenced.strict`` checks."""
     halt: Halt = field(default_factory=Halt, repr=False, compare=False)
     """What the effects raised that ends the run, kept whatever the body did with it."""
 
@@ -82,7 +84,7 @@ class Run:
         from vigil.effects import Effects, RunFence
 
         fence = RunFence.of_job(self.job, self.tick, self.fencing_token)
-        return Effects.from_env(fence, halt=self.halt)
+        return Effects.from_env(fence, halt=self.halt, claim=self.claim)
 
     def once(
         self, effect: str, check: Callable[[], bool] | None = None
@@ -273,6 +275,9 @@ class JobGuard:
             tick=claim.tick,
             record=self._store.record_site(
                 claim.job, claim.tick, claim.token, lambda: remaining_ms() / 1000, self._clock
+            ),
+            claim=self._store.claim_site(
+                claim.job, claim.token, lambda: remaining_ms() / 1000, self._clock
             ),
         )
         started = self._clock()

@@ -405,6 +405,24 @@ class RunStore:
             sleep=self._sleep,
         )
 
+    def claim_site(
+        self, job: str, token: int, time_left_s: Callable[[], float], clock: Clock
+    ) -> RunRecordSite:
+        """What ``run.fenced.strict`` checks: the job's ``HEAD``, whose fence every claim of any
+        of the job's ticks advances, so it is still this run's until a newer run claims."""
+        return RunRecordSite(
+            client=self._client,
+            table=self._table,
+            key={"pk": job_pk(job), "sk": HEAD_SK},
+            token_attribute="fence",
+            token=token,
+            running=None,
+            label=f"job {job}'s newest claim",
+            time_left_s=time_left_s,
+            clock=clock,
+            sleep=self._sleep,
+        )
+
     def settle(self, job: str, tick: str, effect: str, *, done: bool, now: datetime) -> RunRecord:
         """An operator's verdict on an UNCERTAIN tick's effect, in one conditional UpdateItem
         (the tick must be UNCERTAIN on that very effect, else :class:`NotSettleable` and nothing

@@ -173,6 +173,7 @@ class ObserverContext:
             RunFence.of_observer(self.name, self.generation),
             self._runtime.environ,
             halt=self._runtime.halt,
+            claim=self._runtime.record_site(),
         )
 
     def once(

@@ -77,7 +77,8 @@ class TaskRun:
     remaining_ms: Callable[[], int] = field(repr=False)
     report: Callable[[int, str | None], bool] = field(repr=False)
     record: RunRecordSite | None = field(default=None, repr=False)
-    """The task's record, where ``run.once`` journals effects."""
+    """The task's record, where ``run.once`` journals effects (and the claim
+    ``run.fenced.strict`` checks: its token, still RUNNING)."""
     halt: Halt = field(default_factory=Halt, repr=False, compare=False)
     """What the effects raised that ends the run, kept whatever the body did with it."""
 
@@ -91,7 +92,7 @@ class TaskRun:
         from vigil.effects import Effects, RunFence
 
         fence = RunFence.of_task(self.task, self.id, self.fencing_token)
-        return Effects.from_env(fence, halt=self.halt)
+        return Effects.from_env(fence, halt=self.halt, claim=self.record)
 
     def once(
         self, effect: str, check: Callable[[], bool] | None = None
