@@ -213,3 +213,25 @@ def test_an_uncertain_effect_the_observer_catches_still_stops_it_uncertain(
     assert replacement.run() is ExitCode.UNCERTAIN
     assert stored.raw()[UNCERTAIN_EFFECT_ATTRIBUTE] == "page:incident-7"
     assert sent == [1]
+
+
+def test_a_replaced_generations_strict_write_is_refused_though_its_successor_wrote_nothing(
+    observer: ObserverRegistry,
+    stored: StoredObserver,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ctx.fenced.strict`` checks the generation on the observer's record in the same request:
+    once the reconciler started generation 2, generation 1's write is refused (the plain writer,
+    which compares only with the item's last writer, still lands)."""
+    written: list[str] = []
+
+    def replaced_then_writes(ctx: ObserverContext) -> None:
+        stored.start(2)
+        for how, counts in (("plain", ctx.fenced), ("strict", ctx.fenced.strict)):
+            counts.table("TickerCounts").put_item(Item={"observer": {"S": f"obs-{how}"}})
+            written.append(how)
+
+    install(monkeypatch, replaced_then_writes)
+    assert generation(observer, stored, clock, 1).runtime.run() is ExitCode.FENCED
+    assert written == ["plain"]

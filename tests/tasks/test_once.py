@@ -3,18 +3,22 @@ again by the retry; the task ends UNCERTAIN (final: the message is deleted, noth
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from tests.helpers.tables import create_table
 from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
+from vigil.contract.effects import WRITES_ENV
 from vigil.contract.tasks import TaskStatus
+from vigil.dynamo import to_wire
 from vigil.settle import NotSettleable
 from vigil.tasks import TaskRun
 from vigil.tasks.envelope import parse
-from vigil.tasks.store import TaskStore
+from vigil.tasks.store import TaskStore, task_key
 
 
 def test_a_crash_between_intent_and_completion_ends_uncertain_not_a_second_send(
@@ -158,3 +162,31 @@ def test_an_uncertain_effect_the_body_catches_still_ends_the_task_uncertain(
     record = client.get(PLAIN, "o-9")
     assert (record.status, record.uncertain_effect) == (TaskStatus.UNCERTAIN, "receipt-email")
     assert sent == [1]
+
+
+def test_a_strict_write_of_an_attempt_a_newer_one_claimed_is_refused_and_left_to_it(
+    stack: Stack, make_handler: HandlerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run.fenced.strict`` checks the task's record (its token, still RUNNING) in the write's
+    own request: a newer attempt's claim refuses it although that attempt wrote nothing there
+    (the plain writer lands); the attempt ends FENCED, its message left to the newer one."""
+    create_table(stack.dynamodb, "receipts", "id")
+    monkeypatch.setenv(WRITES_ENV, json.dumps({"tables": {"Receipts": "receipts"}}))
+    written: list[str] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> None:
+        stack.dynamodb.update_item(  # a newer attempt claims the task meanwhile
+            TableName=stack.table,
+            Key=to_wire(task_key(PLAIN, run.id)),
+            UpdateExpression="SET #t = #t + :one",
+            ExpressionAttributeNames={"#t": "token"},
+            ExpressionAttributeValues={":one": {"N": "1"}},
+        )
+        for how, writers in (("plain", run.fenced), ("strict", run.fenced.strict)):
+            writers.table("Receipts").put_item(Item={"id": {"S": f"{run.id}-{how}"}})
+            written.append(how)
+
+    stack.client().enqueue(PLAIN, {}, key="o-s")
+    batch = records(stack.messages(stack.catalog.spec(PLAIN).queue_url))
+    assert invoke(make_handler(body), batch) == [batch[0]["messageId"]]  # kept, not deleted
+    assert written == ["plain"]
