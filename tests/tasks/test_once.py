@@ -13,6 +13,7 @@ from tests.helpers.tables import create_table
 from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
 from vigil.contract.effects import WRITES_ENV
+from vigil.contract.journal import Verdict
 from vigil.contract.tasks import TaskStatus
 from vigil.dynamo import to_wire
 from vigil.settle import NotSettleable
@@ -104,12 +105,34 @@ def test_settled_not_done_a_redrive_runs_the_task_and_its_effect_again(
     assert invoke(handler, [record_of(redriven, "m-early")]) != []  # not settled: kept, not run
 
     store = TaskStore(stack.dynamodb, stack.table)
-    settled = store.settle(PLAIN, "o-3", "receipt-email", done=False, now=stack.clock())
+    settled = store.settle(
+        PLAIN, "o-3", "receipt-email", verdict=Verdict.NOT_DONE, now=stack.clock()
+    )
     assert settled.status is TaskStatus.FAILED and "redrive" in (settled.error_message or "")
 
     assert invoke(handler, [record_of(redriven, "m-r1")]) == []
     assert stack.client().get(PLAIN, "o-3").status is TaskStatus.SUCCEEDED
     assert sent == [1, 3]
+
+
+def test_settled_done_rerun_a_redrive_runs_the_rest_of_the_task_without_the_effect(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    sent: list[int] = []
+    handler = _uncertain(stack, make_handler, sent)
+    (dead,) = stack.dead_letters()
+    redriven = parse(dead["Body"]).redrive().body()
+
+    store = TaskStore(stack.dynamodb, stack.table)
+    settled = store.settle(
+        PLAIN, "o-3", "receipt-email", verdict=Verdict.DONE_RERUN, now=stack.clock()
+    )
+    assert settled.status is TaskStatus.FAILED and "redrive" in (settled.error_message or "")
+    assert (settled.effects or {})["receipt-email"]["state"] == "DONE"
+
+    assert invoke(handler, [record_of(redriven, "m-r1")]) == []
+    assert stack.client().get(PLAIN, "o-3").status is TaskStatus.SUCCEEDED
+    assert sent == [1]  # the receipt is not sent again
 
 
 def test_settled_done_the_task_succeeded_and_bad_settlements_change_nothing(
@@ -120,14 +143,14 @@ def test_settled_done_the_task_succeeded_and_bad_settlements_change_nothing(
     store = TaskStore(stack.dynamodb, stack.table)
     before = stack.client().get(PLAIN, "o-3")
     with pytest.raises(NotSettleable, match="on effect 'receipt-email', not UNCERTAIN on 'x'"):
-        store.settle(PLAIN, "o-3", "x", done=True, now=stack.clock())
+        store.settle(PLAIN, "o-3", "x", verdict=Verdict.DONE, now=stack.clock())
     assert stack.client().get(PLAIN, "o-3") == before
 
-    settled = store.settle(PLAIN, "o-3", "receipt-email", done=True, now=stack.clock())
+    settled = store.settle(PLAIN, "o-3", "receipt-email", verdict=Verdict.DONE, now=stack.clock())
     assert settled.status is TaskStatus.SUCCEEDED
     assert (settled.effects or {})["receipt-email"]["state"] == "DONE"
     with pytest.raises(NotSettleable, match="is SUCCEEDED, not UNCERTAIN"):
-        store.settle(PLAIN, "o-3", "receipt-email", done=False, now=stack.clock())
+        store.settle(PLAIN, "o-3", "receipt-email", verdict=Verdict.NOT_DONE, now=stack.clock())
     assert sent == [1]
 
 
