@@ -9,13 +9,13 @@ fails the condition (412), as does a delete (404 ``NoSuchKey``), and the read st
 
 The ETag reflects the object's bytes, not its metadata: a put of the very bytes the object holds
 would leave it as a superseded run read it, and that run's ``If-Match`` put would land over it.
-So such a put changes the object's form instead (AWS documents the ETag of a one-part multipart
-upload as the MD5 of the part's MD5 with ``-1``, not the bytes' MD5): the bytes already there as
-a single put are written as a one-part upload (create, part, complete: 3 requests where the put
-was 1), the bytes already there as a one-part upload as a single put. What no S3 condition can
-see remains: an object brought back to the very ETag a superseded run read while it was stalled
-(A, then B, then A again; or the same bytes twice over, single then one-part then single). See
-the effects guide for what is and is not guaranteed.
+So such a put changes the object's form instead (AWS documents a multipart upload's ETag as not
+the bytes' MD5: it is the MD5 of the parts' MD5s, ending in ``-1`` for one part): the bytes
+already there as a single put are written as a one-part upload (create, part, complete: 3
+requests where the put was 1), the bytes already there as a one-part upload as a single put.
+What no S3 condition can see remains: an object brought back to the very ETag a superseded run
+read while it was stalled (A, then B, then A again; or the same bytes twice over, single then
+one-part then single). See the effects guide for what is and is not guaranteed.
 
 Lost races to writers that are not newer runs of this scope (another job, a person) are
 contention: retried up to :data:`MAX_ROUNDS` times, then :class:`FenceContention`, which fails
