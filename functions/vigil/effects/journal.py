@@ -198,8 +198,11 @@ class Journal:
                 f"{self._site.label}: check of effect {effect!r} answered {happened!r}, not "
                 "True (it happened) or False (it did not): the intent is kept, nothing sent"
             )
-        state = EffectState.DONE if happened else EffectState.INTENT
-        self._write(effect, state, mark, expected_fence=int(entry.get("fence", 0)))
+        earlier = int(entry.get("fence", 0))
+        if happened:  # the earlier run did it: the entry keeps naming that run
+            self._write(effect, EffectState.DONE, mark, expected_fence=earlier, doer=earlier)
+        else:  # taken over: this run does it
+            self._write(effect, EffectState.INTENT, mark, expected_fence=earlier)
         return not happened
 
     def _forget_oldest(self, journal: Item) -> bool:
@@ -235,35 +238,57 @@ class Journal:
         persist(forget, time_left_s=site.time_left_s, sleep=site.sleep)
         return True
 
-    def _write(self, effect: str, state: EffectState, mark: str, *, expected_fence: int) -> None:
-        seen = self._persist(effect, state, mark, expected_fence=expected_fence)
-        if seen is not None and not self._landed(seen, effect, state, mark):
+    def _write(
+        self,
+        effect: str,
+        state: EffectState,
+        mark: str,
+        *,
+        expected_fence: int,
+        doer: int | None = None,
+    ) -> None:
+        seen = self._persist(effect, state, mark, expected_fence=expected_fence, doer=doer)
+        if seen is not None and not self._landed(seen, effect, state, mark, doer):
             raise self._fenced(seen)
 
     def _persist(
-        self, effect: str, state: EffectState, mark: str, *, expected_fence: int | None
+        self,
+        effect: str,
+        state: EffectState,
+        mark: str,
+        *,
+        expected_fence: int | None,
+        doer: int | None = None,
     ) -> Item | None:
         """:meth:`_try`, retried through transient faults: a try that landed unanswered is
         refused on its repeat, which :meth:`_landed` recognises by the block's mark."""
         return persist(
-            lambda: self._try(effect, state, mark, expected_fence=expected_fence),
+            lambda: self._try(effect, state, mark, expected_fence=expected_fence, doer=doer),
             time_left_s=self._site.time_left_s,
             sleep=self._site.sleep,
         )
 
     def _try(
-        self, effect: str, state: EffectState, mark: str, *, expected_fence: int | None
+        self,
+        effect: str,
+        state: EffectState,
+        mark: str,
+        *,
+        expected_fence: int | None,
+        doer: int | None = None,
     ) -> Item | None:
         """One conditional write of the entry: None if applied, else the record that refused it.
 
         ``expected_fence`` None: the entry must be absent (a first intent) and the journal not
         full; else the entry must still be the one of that fence (this run's own, or the
-        earlier run's it takes over)."""
+        earlier run's it takes over). ``doer``: the token the entry names as the run that did
+        the effect (default this run's; an earlier run's when a ``check`` says it did it)."""
         site = self._site
+        fence = site.token if doer is None else doer
         update = Update().set_in(
             JOURNAL_ATTRIBUTE,
             effect,
-            {"state": state.value, "fence": site.token, "at": iso(site.clock()), "mark": mark},
+            {"state": state.value, "fence": fence, "at": iso(site.clock()), "mark": mark},
         )
         self._site.while_held(update)
         entry = update.path(JOURNAL_ATTRIBUTE, effect)
@@ -271,8 +296,8 @@ class Journal:
             update.condition(f"attribute_not_exists({entry})")
             update.condition(update.size_lt(JOURNAL_ATTRIBUTE, MAX_EFFECTS))
         else:
-            fence = update.path(JOURNAL_ATTRIBUTE, effect, "fence")
-            update.condition(f"{fence} = {update.value(expected_fence)}")
+            found = update.path(JOURNAL_ATTRIBUTE, effect, "fence")
+            update.condition(f"{found} = {update.value(expected_fence)}")
         try:
             site.client.update_item(
                 TableName=site.table,
@@ -286,12 +311,14 @@ class Journal:
             raise
         return None
 
-    def _landed(self, seen: Item, effect: str, state: EffectState, mark: str) -> bool:
+    def _landed(
+        self, seen: Item, effect: str, state: EffectState, mark: str, doer: int | None = None
+    ) -> bool:
         """A refusal that shows this very write, applied by a try whose answer was lost."""
         entry = (seen.get(JOURNAL_ATTRIBUTE) or {}).get(effect) or {}
         return (
             self._site.holds(seen)
-            and entry.get("fence") == self._site.token
+            and entry.get("fence") == (self._site.token if doer is None else doer)
             and entry.get("state") == state.value
             and entry.get("mark") == mark
         )
