@@ -93,6 +93,7 @@ class Kill:
         self, made: Callable[[BaseClient, str, dict[str, Any]], Any]
     ) -> Callable[[BaseClient, str, dict[str, Any]], Any]:
         """``made`` (botocore's request), killing the invocation where ``at`` says."""
+
         def request(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
             if not in_invocation():
                 return made(client, operation, params)
