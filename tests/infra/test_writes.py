@@ -207,3 +207,7 @@ def test_strict_writes_may_read_the_runs_own_claim_and_only_its_own(template: Te
         "TASK#send-receipt"
     ]
     assert claim_grants("QuietFunctionRoleDefaultPolicy") == []
+    (observer,) = claim_grants("ObserversTaskRoleTicker")  # the registry, keyed by kind
+    assert observer["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["ticker"]
+    assert observer["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
+    assert claim_grants("ObserversTaskRoleQuiet") == []
