@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.hosts import OBSERVER_HOST, OBSERVER_TASK_DEFINITION
-from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE
+from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE, Verdict
 from vigil.contract.observers import (
     FLEET_ATTRIBUTE,
     FLEET_COUNTER_KEY,
@@ -64,7 +64,7 @@ from vigil.observers.registry.errors import (
 )
 from vigil.observers.registry.layout import RegistryRef
 from vigil.observers.registry.table import RegistryTable, count_update, put_new
-from vigil.settle import NotSettleable, verdict
+from vigil.settle import NotSettleable, journal_verdict
 
 MAX_PAGE = 100
 """BatchGetItem's limit, and small enough that 100 configs of 32 KB fit in a Lambda response."""
@@ -308,10 +308,11 @@ class ObserverCommands(RegistryTable):
         or STOPPED observer (which takes a place in the fleet again)."""
         return self._read_modify_write(name, _restart)
 
-    def request_settle(self, name: str, effect: str, *, done: bool) -> Observer:
+    def request_settle(self, name: str, effect: str, *, verdict: Verdict) -> Observer:
         """An operator's verdict on the effect ``ctx.once`` stopped the observer UNCERTAIN on,
-        and the observer back: the journal's side of :func:`vigil.settle.verdict` (done: the
-        next generation skips the effect; not done: it does it again), ``uncertain_*`` cleared,
+        and the observer back: the journal's side of :func:`vigil.settle.journal_verdict` (done,
+        or done and rerun, alike here: the next generation runs the observer's code again and
+        skips the effect; not done: it does it again), ``uncertain_*`` cleared,
         and a restart's re-arming, in the one conditional write a restart makes. Refused
         (:class:`NotSettleable`, nothing changed) unless the record is uncertain on ``effect``
         at the generation first read (a word about that generation's record), with no live
@@ -328,9 +329,9 @@ class ObserverCommands(RegistryTable):
             return replace(
                 restart,
                 removes=(*restart.removes, UNCERTAIN_REASON),
-                also=lambda update: verdict(update, effect, done=done, now=now).condition(
-                    update.eq("generation", first[0])
-                ),
+                also=lambda update: journal_verdict(
+                    update, effect, verdict=verdict, now=now
+                ).condition(update.eq("generation", first[0])),
             )
 
         return self._read_modify_write(name, change)
