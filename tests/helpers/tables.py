@@ -5,20 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 
-def create_pk_sk_table(dynamodb: Any, name: str, **extra: Any) -> str:
-    """An on-demand table keyed like Vigil's own (``pk`` string, ``sk`` string); ``extra`` goes
-    to CreateTable as it is (a stream specification, say)."""
+def create_table(dynamodb: Any, name: str, *keys: str, **extra: Any) -> str:
+    """An on-demand table keyed by string attributes (a partition key, and a sort key when a
+    second is given); ``extra`` goes to CreateTable as it is (a stream specification, say)."""
     dynamodb.create_table(
         TableName=name,
         KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
+            {"AttributeName": key, "KeyType": kind}
+            for key, kind in zip(keys, ("HASH", "RANGE"), strict=False)
         ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"} for key in keys],
         BillingMode="PAY_PER_REQUEST",
         **extra,
     )
     return name
+
+
+def create_pk_sk_table(dynamodb: Any, name: str, **extra: Any) -> str:
+    """An on-demand table keyed like Vigil's own (``pk`` string, ``sk`` string)."""
+    return create_table(dynamodb, name, "pk", "sk", **extra)
