@@ -46,8 +46,8 @@ class Removal:
 
 REMOVALS: dict[str, Removal] = {
     "AWS::DynamoDB::Table": Removal(
-        "DynamoDB tables (job history, observer registry and hosts, idempotency answers, task "
-        "records, the app's own)",
+        "DynamoDB tables (job history, observer registry and hosts, the older registry keyed by "
+        "name, idempotency answers, task records, the app's own)",
         "`aws dynamodb delete-table --table-name NAME`",
     ),
     "AWS::SQS::Queue": Removal(

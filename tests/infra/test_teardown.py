@@ -73,7 +73,7 @@ def test_a_rolled_back_first_deploy_leaves_only_api_gateways_logging_role(
 
 def test_data_outlives_a_destroy_a_removal_and_a_replacement(app: Synthesized) -> None:
     data = {k: r for k, r in app.template["Resources"].items() if r["Type"] in DATA}
-    assert len(data) == 20  # 7 tables and 13 queues
+    assert len(data) == 21  # 8 tables (the registry keyed by name among them) and 13 queues
     for logical_id, resource in data.items():
         assert resource["DeletionPolicy"] == "RetainExceptOnCreate", logical_id
         assert resource["UpdateReplacePolicy"] == "Retain", logical_id
@@ -91,7 +91,7 @@ def test_the_deploying_guide_lists_what_stays(synthesized: Synthesized) -> None:
     block = text.split(START, 1)[1].split(END, 1)[0].strip()
     rendered = teardown_markdown(synthesized.template)
     assert block == rendered, f"paste between the markers:\n{rendered}"
-    assert "| 7 | 0 |" in rendered and "| 13 | 0 |" in rendered  # tables, queues
+    assert "| 8 | 0 |" in rendered and "| 13 | 0 |" in rendered  # tables, queues
 
 
 def resource(policy: str | None, kind: str = "AWS::SQS::Queue") -> dict[str, Any]:
