@@ -64,7 +64,9 @@ def install() -> None:
             region_name=region_name,
         )
 
-    def table_in_place(cls: Any, original_resource: Any, cloudformation_json: Any, **_: Any) -> Any:
+    def table_in_place(
+        cls: Any, /, original_resource: Any, cloudformation_json: Any, **_: Any
+    ) -> Any:
         properties = cloudformation_json["Properties"]
         unmodelled = table_changes(original_resource, properties)
         if unmodelled:
