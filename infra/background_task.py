@@ -23,7 +23,7 @@ from constructs import Construct
 from infra.errors import ConfigurationError
 from infra.function import check_function, vigil_function, whole_seconds
 from infra.queues import DLQ_RETENTION_DAYS, check_retention, dead_letter_queue, vigil_queue
-from infra.removal import data_removal_policy
+from infra.removal import FIXED_NAME_REMOVAL
 from infra.scheduled_job import default_name
 from infra.stage import stage_of
 from infra.tasks_table import TasksTable
@@ -467,6 +467,7 @@ def _shared_schedule_group(scope: Construct) -> str:
             stack,
             "TaskSchedules",
             schedule_group_name=name,
-            removal_policy=data_removal_policy(stack),
+            # Its pending schedules send as the tasks' scheduler roles, which go with the stack.
+            removal_policy=FIXED_NAME_REMOVAL,
         )
     return name

@@ -21,6 +21,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import IConstruct
 
+from infra.errors import ConfigurationError
+from vigil.contract.tasks import LEGACY_SCHEDULE_DIGEST
+
 PACK = "AwsSolutions::"
 _PART = r"(<[^>]+>|[^:<]+)"
 ARN = f"arn:{_PART}:{{service}}:{_PART}:{_PART}:"
@@ -29,6 +32,13 @@ FUNCTION_ROLE = r"\w*(Function|Reconciler)RoleDefaultPolicy[0-9A-F]{8}"
 RECONCILER_ROLE = r"\w*ReconcilerRoleDefaultPolicy[0-9A-F]{8}"
 ONE_TIME_SCHEDULES = ARN.format(service="scheduler") + r"schedule/[A-Za-z0-9_.-]+/_[a-z0-9-]+_\*"
 """``<group>/_<task>_*`` (``vigil.contract.tasks.schedule_grants``): a task's own schedule names."""
+LEGACY_ONE_TIME_SCHEDULES = (
+    ARN.format(service="scheduler")
+    + r"schedule/[A-Za-z0-9_.-]+/[a-z0-9-]+-"
+    + r"\?" * LEGACY_SCHEDULE_DIGEST
+)
+"""``<group>/<task[:23]>-`` and a ``?`` per digest character: a task's names from before the
+delimiter (``vigil.contract.tasks.legacy_schedule_name_pattern``)."""
 
 
 @dataclass(frozen=True)
@@ -60,11 +70,21 @@ class Wildcard:
 
 @dataclass(frozen=True)
 class Grant:
-    """One action on one resource, allowed by one policy (``policy``: its logical id)."""
+    """One action on one resource, allowed by one policy (``policy``: its logical id).
+
+    A statement's ``NotAction`` is one grant whose action is ``NotAction[a,b]`` (every action but
+    these), its ``NotResource`` one whose resource is ``NotResource[r,s]``: no entry of
+    :data:`WILDCARDS` names such an action or matches such a resource, so either is unexplained.
+    """
 
     policy: str
     action: str
     resource: str
+
+    @property
+    def broad(self) -> bool:
+        """Allowed on more than it names: a ``*`` or ``?`` pattern, ``NotAction`` or ``NotResource``."""
+        return any(_is_pattern(part) for part in (self.action, self.resource))
 
 
 WILDCARDS: tuple[Wildcard, ...] = (
@@ -135,23 +155,111 @@ WILDCARDS: tuple[Wildcard, ...] = (
         "Cancelling a task deletes its pending one-time schedule: the same names as enqueueing",
         "schedule/STACK-tasks/_TASK_*",
     ),
+    Wildcard(
+        r"\w*TasksApiFunctionRoleDefaultPolicy[0-9A-F]{8}",
+        frozenset({"scheduler:DeleteSchedule"}),
+        LEGACY_ONE_TIME_SCHEDULES,
+        "A schedule still pending under a name from before the delimiter (the task's first 23 "
+        f"characters, a dash, {LEGACY_SCHEDULE_DIGEST} hex digits) is cancelled too: one ? per "
+        "digit, so only names of exactly that length",
+        f"schedule/STACK-tasks/TASK[:23]-{'?' * LEGACY_SCHEDULE_DIGEST}",
+    ),
 )
 """Every wildcard IAM grant Vigil accepts (cdk-nag IAM5, and ``tests/infra/test_iam_wildcards``);
 any other fails the synth. The deploying guide's list is rendered from it
 (:func:`wildcards_markdown`)."""
 
 
+NOT_ACTION = "NotAction"
+NOT_RESOURCE = "NotResource"
+
+
 def wildcard_grants(policy: str, document: Mapping[str, Any]) -> list[Grant]:
-    """Each action x resource of the document's Allow statements where either holds a ``*``."""
+    """Each action x resource of the document's Allow statements that is :attr:`Grant.broad`.
+
+    ``*`` and ``?`` are IAM's wildcards in actions and resources alike; a statement's
+    ``NotAction`` allows every other action and its ``NotResource`` every other resource, so each
+    is a wildcard too (cdk-nag, checkov and cfn-lint read neither).
+    """
     grants = []
     for statement in document.get("Statement", []):
         if statement.get("Effect") != "Allow":
             continue
-        for action in _listed(statement.get("Action", [])):
-            for resource in map(_render, _listed(statement.get("Resource", []))):
-                if "*" in resource or "*" in action:
-                    grants.append(Grant(policy, action, resource))
+        for action in _actions(statement):
+            for resource in _resources(statement):
+                grant = Grant(policy, action, resource)
+                if grant.broad:
+                    grants.append(grant)
     return grants
+
+
+def _actions(statement: Mapping[str, Any]) -> list[str]:
+    if NOT_ACTION in statement:
+        return [_negated(NOT_ACTION, map(str, _listed(statement[NOT_ACTION])))]
+    return [str(action) for action in _listed(statement.get("Action", []))]
+
+
+def _resources(statement: Mapping[str, Any]) -> list[str]:
+    if NOT_RESOURCE in statement:
+        return [_negated(NOT_RESOURCE, map(_render, _listed(statement[NOT_RESOURCE])))]
+    return [_render(resource) for resource in _listed(statement.get("Resource", []))]
+
+
+def _negated(element: str, values: Iterable[str]) -> str:
+    return f"{element}[{','.join(sorted(values))}]"
+
+
+def _is_pattern(text: str) -> bool:
+    return "*" in text or "?" in text or text.startswith((f"{NOT_ACTION}[", f"{NOT_RESOURCE}["))
+
+
+def policy_grants(stack: Stack) -> dict[str, list[Grant]]:
+    """Construct path -> the broad grants of each IAM policy the stack declares: policies,
+    managed policies and roles' inline policies, each grant under its resource's logical id."""
+    found: dict[str, list[Grant]] = {}
+    for construct in stack.node.find_all():
+        if isinstance(construct, iam.CfnPolicy | iam.CfnManagedPolicy):
+            documents = [construct.policy_document]
+        elif isinstance(construct, iam.CfnRole):
+            documents = [p["policyDocument"] for p in stack.resolve(construct.policies) or []]
+        else:
+            continue
+        logical_id = str(stack.resolve(construct.logical_id))
+        grants = [
+            grant
+            for document in documents
+            for grant in wildcard_grants(logical_id, stack.resolve(document))
+        ]
+        if grants:
+            found[construct.node.path] = grants
+    return found
+
+
+def refuse_unaccepted_grants(stack: Stack) -> None:
+    """Fail the synth on any broad grant no :data:`WILDCARDS` entry accepts, naming the construct.
+
+    cdk-nag's IAM5 reads a statement's ``Action`` and ``Resource`` for ``*`` only: a ``NotResource``
+    (``iam:CreateUser`` on every user but one), a ``NotAction`` or a ``?`` pattern passed it, and
+    checkov and cfn-lint too. This check reads them all (:func:`wildcard_grants`).
+    """
+    refused = {
+        path: unaccepted
+        for path, grants in policy_grants(stack).items()
+        if (unaccepted := unexplained(grants))
+    }
+    if not refused:
+        return
+    lines = [
+        f"{path}: allows {grant.action} on {grant.resource}"
+        for path, grants in refused.items()
+        for grant in grants
+    ]
+    raise ConfigurationError(
+        ", ".join(refused),
+        "IAM policy",
+        "a broad grant (a * or ? pattern, NotAction or NotResource) that no entry of "
+        "infra.nag.WILDCARDS accepts, with its reason: " + "; ".join(lines),
+    )
 
 
 def unexplained(grants: Iterable[Grant]) -> list[Grant]:

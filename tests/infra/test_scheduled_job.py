@@ -105,7 +105,7 @@ def test_the_runs_table_has_ttl_point_in_time_recovery_and_the_jobs_index(
             "GlobalSecondaryIndexes": [Match.object_like({"IndexName": "jobs-index"})],
         },
     )
-    template.has_resource("AWS::DynamoDB::Table", {"DeletionPolicy": "Retain"})
+    template.has_resource("AWS::DynamoDB::Table", {"DeletionPolicy": "RetainExceptOnCreate"})
 
 
 def test_each_job_may_only_update_its_own_items(synthesized: Synthesized) -> None:

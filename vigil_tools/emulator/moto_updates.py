@@ -1,4 +1,4 @@
-"""Two narrow workarounds that let moto's (5.2.1) CloudFormation update a deployed stack as AWS does
+"""Three narrow workarounds that let moto's (5.2.1) CloudFormation update a deployed stack as AWS does
 (:func:`vigil_tools.emulator.deploy.update`, the upgrade tests).
 
 * A Lambda function's update re-checks its layers: the emulator records the Powertools layer's ARN
@@ -9,6 +9,10 @@
   definitions as they are (``Environment``, ``Name``...), where its create remaps them to the
   API's camelCase first: the new revision had no ``environment`` a reader could find. The update
   remaps them the same way.
+* moto cannot update a DynamoDB table at all (its update left no resource, and the next reference
+  to the table failed "undefined resource"). AWS changes ``DeletionProtectionEnabled`` in place
+  (no interruption, data kept): so does the emulator. A change it does not model (key schema,
+  indexes, stream) is refused, naming the table, rather than done halfway.
 
 ``tests/upgrade/test_registry_upgrade.py`` deploys today's template over an older one, and back to
 the default, through them.
@@ -22,11 +26,12 @@ _installed: list[bool] = []
 
 
 def install() -> None:
-    """Apply both (once; idempotent)."""
+    """Apply all three (once; idempotent)."""
     if _installed:
         return
     from moto.awslambda.models import LambdaFunction, lambda_backends
     from moto.core.utils import pascal_to_camelcase, remap_nested_keys
+    from moto.dynamodb.models.table import Table
     from moto.ecs.models import TaskDefinition
 
     def layers(function: Any, arns: list[str]) -> list[dict[str, Any]]:
@@ -59,6 +64,37 @@ def install() -> None:
             region_name=region_name,
         )
 
+    def table_in_place(
+        cls: Any, /, original_resource: Any, cloudformation_json: Any, **_: Any
+    ) -> Any:
+        properties = cloudformation_json["Properties"]
+        unmodelled = table_changes(original_resource, properties)
+        if unmodelled:
+            raise ValueError(
+                f"the emulator updates table {original_resource.name} only in place, and "
+                f"{', '.join(unmodelled)} changed"
+            )
+        original_resource.deletion_protection_enabled = bool(
+            properties.get("DeletionProtectionEnabled", False)
+        )
+        return original_resource
+
     LambdaFunction._get_layers_data = layers  # type: ignore[method-assign,assignment]
     TaskDefinition.update_from_cloudformation_json = classmethod(remapped)  # type: ignore[assignment]
+    Table.update_from_cloudformation_json = classmethod(table_in_place)  # type: ignore[assignment]
     _installed.append(True)
+
+
+def table_changes(table: Any, properties: dict[str, Any]) -> list[str]:
+    """What of a table's template ``properties`` differs from the moto ``table`` and the emulator's
+    in-place update does not apply: its key schema, its global indexes' keys, its stream's view."""
+    changed = []
+    if properties.get("KeySchema") != table.schema:
+        changed.append("KeySchema")
+    indexes = {i["IndexName"]: i["KeySchema"] for i in properties.get("GlobalSecondaryIndexes", [])}
+    if indexes != {i.name: i.schema for i in table.global_indexes}:
+        changed.append("GlobalSecondaryIndexes")
+    view = (properties.get("StreamSpecification") or {}).get("StreamViewType")
+    if view != (table.stream_specification or {}).get("StreamViewType"):
+        changed.append("StreamSpecification")
+    return changed
