@@ -169,6 +169,8 @@ class TaskMetric(StrEnum):
     the task is UNCERTAIN until ``vigil tasks settle``."""
     EVENT_UNSENT = "TaskEventUnsent"
     """A completion event PutEvents did not take before the invocation's time ran out."""
+    PROGRESS_DROPPED = "TaskProgressDropped"
+    """A ``run.progress`` note DynamoDB kept throttling: dropped, the run went on."""
 
 
 METRIC_UNITS: dict[str, str] = {

@@ -47,6 +47,10 @@ class EnvelopeField(StrEnum):
     GROUP = "group"
     REDRIVEN = "redriven"
     """True on a message an operator moved back from the dead-letter queue."""
+    REDRIVE_ID = "redrive_id"
+    """The redrive operation that moved it back (one id per ``vigil tasks redrive``): a
+    redrive takes a FAILED record once; a copy of its message meeting FAILED again (its run
+    failed, and the message came back) is a DUPLICATE, not a second budget."""
     REQUEST = "request"
     """The digest of the request enqueued under a caller's key (the API's ``Idempotency-Key``),
     also kept on the record: a message of another request under the same key (two requests
@@ -69,6 +73,11 @@ class TaskStatus(StrEnum):
 REQUEST_ATTRIBUTE = EnvelopeField.REQUEST.value
 """The task record's copy of the request digest (:attr:`EnvelopeField.REQUEST`): the same key
 with another request is refused (``KeyReused``, 422), not taken for a retry."""
+
+REDRIVES_ATTRIBUTE = "redrives"
+"""The task record's string set of the redrive operations (:attr:`EnvelopeField.REDRIVE_ID`)
+whose messages took it: each gives the task its retries afresh once, however often its message
+comes back."""
 
 FINAL_STATUSES = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.UNCERTAIN}

@@ -36,12 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from vigil import telemetry
 from vigil.clock import Clock, Sleeper, iso, system_clock
+from vigil.contract.metrics import TaskMetric
 from vigil.contract.tasks import TaskStatus
 from vigil.dynamo import truncate
 from vigil.fenced_write import RunRecordSite, once, refused_write, uncertain_effect
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.leases import next_token
-from vigil.persist import OutOfTime, persist
+from vigil.persist import Backoff, OutOfTime, persist
 from vigil.tasks.completion import completion_entry, send_completion
 from vigil.tasks.decisions import (
     FinalFailure,
@@ -63,6 +64,11 @@ if TYPE_CHECKING:
     from vigil.effects import Effects
 
 MAX_CLAIM_ATTEMPTS = 4
+PROGRESS_BUDGET_S = 2.0
+"""How long a throttled progress note is retried before it is dropped (``ProgressDropped``)."""
+CLAIM_BACKOFF = Backoff(reserve_s=0.0)
+"""A throttled claim is retried while a run could still start (``_claim_time_left`` keeps the
+lease margin back already)."""
 
 
 @dataclass(frozen=True)
@@ -234,33 +240,48 @@ class TaskGuard:
         # This delivery: the invocation and the message (two copies of a key in one batch are
         # two holders), so a claim that meets its own earlier try knows it (Verdict.OWN).
         holder = f"{holder}/{message.message_id}"
+        redrive = envelope.redrive_operation(message.message_id)
         for _ in range(MAX_CLAIM_ATTEMPTS):
             now = self._clock()
             token = next_token(now, floor)
-            answer = self._store.claim(
-                Claim(
-                    task=envelope.task,
-                    id=envelope.id,
-                    token=token,
-                    now=now,
-                    lease_until=lease_until(now, remaining_ms(), self.settings.lease_margin),
-                    holder=holder,
-                    expires_at=now + self.settings.retention,
-                    enqueued_at=envelope.enqueued_at,
-                    due_at=envelope.due_at,
-                    group=envelope.group,
-                    redriven=envelope.redriven,
-                    message_id=message.message_id,
-                    request=envelope.request,
-                )
+            claim = Claim(
+                task=envelope.task,
+                id=envelope.id,
+                token=token,
+                now=now,
+                lease_until=lease_until(now, remaining_ms(), self.settings.lease_margin),
+                holder=holder,
+                expires_at=now + self.settings.retention,
+                enqueued_at=envelope.enqueued_at,
+                due_at=envelope.due_at,
+                group=envelope.group,
+                redrive=redrive,
+                message_id=message.message_id,
+                request=envelope.request,
             )
+            try:
+                # The same request on every try: one that DynamoDB applied but whose answer was
+                # lost (then throttled, or timed out) is met by its retry as this claim's own.
+                answer = persist(
+                    functools.partial(self._store.claim, claim),
+                    time_left_s=self._claim_time_left(remaining_ms),
+                    sleep=self._sleep,
+                    backoff=CLAIM_BACKOFF,
+                )
+            except OutOfTime as out_of_time:
+                # Nothing ran. Visible again at once; if the claim did land, its lease holds
+                # the task until it ends, then the next delivery takes it as a crashed attempt.
+                self._come_back(message, 0)
+                return Delivery(
+                    Outcome.DEFERRED, envelope.id, reason=f"claim not written: {out_of_time}"
+                )
             if isinstance(answer, Claimed):
                 return answer
             decision = resolve_claim(
                 answer.seen,
                 now=now,
                 token=token,
-                redriven=envelope.redriven,
+                redrive=redrive,
                 message_id=message.message_id,
                 holder=holder,
                 request=envelope.request,
@@ -276,6 +297,11 @@ class TaskGuard:
                 return Delivery(Outcome.BUSY, envelope.id, reason=decision.reason)
             floor = decision.token_floor
         raise ClaimContention(f"{envelope.task} {envelope.id}: the record kept changing")
+
+    def _claim_time_left(self, remaining_ms: Callable[[], int]) -> Callable[[], float]:
+        """A claim is retried only while a run could still start: up to the lease margin."""
+        margin_s = self.settings.lease_margin.total_seconds()
+        return lambda: remaining_ms() / 1000 - margin_s
 
     # Run ----------------------------------------------------------------------------------------
 
@@ -299,9 +325,7 @@ class TaskGuard:
             fencing_token=token,
             enqueued_at=enqueued,
             remaining_ms=remaining_ms,
-            report=lambda percent, note: self._store.progress(
-                envelope.task, envelope.id, token, percent, note
-            ),
+            report=functools.partial(self._progress, envelope, token, remaining_ms),
             record=self._store.record_site(
                 envelope.task,
                 envelope.id,
@@ -387,6 +411,40 @@ class TaskGuard:
             queue_wait_ms=wait_ms if attempt == 1 else None,
             event_unsent=delivery.event_unsent,
         )
+
+    def _progress(
+        self,
+        envelope: Envelope,
+        token: int,
+        remaining_ms: Callable[[], int],
+        percent: int,
+        note: str | None,
+    ) -> bool:
+        """``run.progress``: False when fenced out. A note is not worth a retry of the whole
+        task: a throttled one is retried for at most ``PROGRESS_BUDGET_S`` (within the run's
+        time), then dropped and counted, and the run goes on."""
+        slept = [0.0]
+
+        def pause(seconds: float) -> None:
+            slept[0] += seconds
+            self._sleep(seconds)
+
+        margin_s = self.settings.lease_margin.total_seconds()
+        try:
+            return persist(
+                lambda: self._store.progress(envelope.task, envelope.id, token, percent, note),
+                time_left_s=lambda: min(
+                    PROGRESS_BUDGET_S - slept[0], remaining_ms() / 1000 - margin_s
+                ),
+                sleep=pause,
+                backoff=CLAIM_BACKOFF,
+            )
+        except OutOfTime as out_of_time:
+            telemetry.metrics().add_metric(name=TaskMetric.PROGRESS_DROPPED, unit="Count", value=1)
+            telemetry.logger().warning(
+                "progress note dropped", extra={"percent": percent, "reason": str(out_of_time)}
+            )
+            return True
 
     # Finish -------------------------------------------------------------------------------------
 

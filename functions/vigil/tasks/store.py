@@ -5,8 +5,8 @@ conditional single-item requests only, so a task costs at most three write units
 
 * ``put_queued`` (enqueue): PutItem, only if no record exists (the key's once-only promise);
 * ``claim``: one UpdateItem that creates a missing record, or takes a QUEUED one, a RUNNING one
-  whose lease ran out, or (a redrive) a FAILED one; refused, it hands back the record it saw
-  (ALL_OLD), so a duplicate costs that single request;
+  whose lease ran out, or (a redrive operation not yet spent on it) a FAILED one; refused, it
+  hands back the record it saw (ALL_OLD), so a duplicate costs that single request;
 * ``finish``: one UpdateItem fenced by the claim's token; refused, the record it hands back tells
   a run fenced out from a run whose own earlier try landed.
 
@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
-from vigil.contract.tasks import PK_PREFIX, REQUEST_ATTRIBUTE, TaskStatus
+from vigil.contract.tasks import PK_PREFIX, REDRIVES_ATTRIBUTE, REQUEST_ATTRIBUTE, TaskStatus
 from vigil.dynamo import (
     Item,
     Update,
@@ -145,7 +145,9 @@ class Claim:
     enqueued_at: str
     due_at: str | None = None
     group: str | None = None
-    redriven: bool = False
+    redrive: str | None = None
+    """The redrive operation of the claiming message (``Envelope.redrive_operation``): it may
+    take a FAILED record (or a waiting retry) once, then it is spent on the record."""
     message_id: str = ""
     """The claiming message: the one that holds a retry may take it before its backoff ends."""
     request: str | None = None
@@ -278,31 +280,30 @@ class TaskStore:
             update.set_default("due_at", claim.due_at)
         if claim.group:
             update.set_default("group", claim.group)
-        if claim.redriven:
-            update.set("redriven", True)
         if claim.request:
             update.set_default(REQUEST_ATTRIBUTE, claim.request)
         update.remove("progress", "progress_note", *RETRY_ATTRIBUTES)
-        queued = update.eq("status", TaskStatus.QUEUED.value)
-        if not claim.redriven:  # an operator's redrive may run a waiting retry at once
-            queued = all_of(
-                queued,
-                any_of(
-                    update.absent("retry_at"),
-                    update.le("retry_at", iso(claim.now)),
-                    update.eq("retry_message", claim.message_id),
-                ),
-            )
-        takeable = [
-            update.absent("pk"),
-            queued,
+        # A waiting retry is its own message's, once its backoff ends; a redrive not yet spent
+        # on this record may run it at once (it is spent by doing so).
+        waiting_over = [
+            update.absent("retry_at"),
+            update.le("retry_at", iso(claim.now)),
+            update.eq("retry_message", claim.message_id),
+        ]
+        takeable = [update.absent("pk")]
+        if claim.redrive:
+            update.set("redriven", True)
+            update.add(REDRIVES_ATTRIBUTE, {claim.redrive})
+            unspent = update.lacks(REDRIVES_ATTRIBUTE, claim.redrive)
+            waiting_over.append(unspent)
+            takeable.append(all_of(update.eq("status", TaskStatus.FAILED.value), unspent))
+        takeable += [
+            all_of(update.eq("status", TaskStatus.QUEUED.value), any_of(*waiting_over)),
             all_of(
                 update.eq("status", TaskStatus.RUNNING.value),
                 update.lt("lease_until", iso(claim.now)),
             ),
         ]
-        if claim.redriven:
-            takeable.append(update.eq("status", TaskStatus.FAILED.value))
         update.condition(any_of(*takeable))
         update.condition(any_of(update.absent("token"), update.lt("token", claim.token)))
         if claim.request:
