@@ -46,7 +46,8 @@ def test_one_task_costs_three_write_units_and_a_duplicate_one_request(
     assert counts.failures == 0
     assert counts.enqueue == {"SQS SendMessage": 1, "DynamoDB PutItem": 1, "WRU": 1}
     assert counts.first == {"DynamoDB UpdateItem": 2, "WRU": 2} | events
-    assert counts.duplicate == {"DynamoDB UpdateItem": 1, "WRU": 1}
+    # the same message back (its batch timed out): the outbox re-sends an announced event
+    assert counts.duplicate == {"DynamoDB UpdateItem": 1, "WRU": 1} | events
     assert counts.source == {"SQS ReceiveMessage": 1, "SQS DeleteMessageBatch": 1}
 
 

@@ -79,6 +79,18 @@ REDRIVES_ATTRIBUTE = "redrives"
 whose messages took it: each gives the task its retries afresh once, however often its message
 comes back."""
 
+OUTBOX_ATTRIBUTE = "event_id"
+"""On a final record whose outcome is announced: the completion event's id (``detail.event_id``),
+written by the finish itself. The event is built from the record alone, so the delivery that
+finished the task and any later re-send (its message back: the invocation died before
+PutEvents) send the very same event."""
+FINISHED_BY_ATTRIBUTE = "finished_by"
+"""The message whose run wrote the final outcome: only its redelivery re-sends the event."""
+
+RESULT_REF_ATTRIBUTE = "result_ref"
+"""A result too big to keep on the record (over ``RESULT_INLINE_BYTES``): where it is stored
+(``s3://bucket/key``), read back by ``get`` (the API, the CLI) and carried by the event."""
+
 FINAL_STATUSES = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.UNCERTAIN}
 )

@@ -172,8 +172,18 @@ def _report(delivery: Delivery) -> None:
         )
     if delivery.event_unsent:
         metrics.add_metric(name=TaskMetric.EVENT_UNSENT, unit="Count", value=1)
-    log = logger.warning if delivery.outcome in _WORTH_A_WARNING else logger.info
+    worth_a_warning = delivery.outcome in _WORTH_A_WARNING or delivery.announce_pending
+    log = logger.warning if worth_a_warning else logger.info
     log(
         f"task {delivery.outcome.value.lower()}",
-        extra={"id": delivery.task_id, "attempt": delivery.attempt, "reason": delivery.reason},
+        extra={
+            "id": delivery.task_id,
+            "attempt": delivery.attempt,
+            "reason": delivery.reason,
+            **(
+                {"event": "not sent yet: the message comes back to send it"}
+                if delivery.announce_pending
+                else {}
+            ),
+        },
     )

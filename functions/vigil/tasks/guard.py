@@ -25,7 +25,6 @@ deleted too early could lose a task.
 from __future__ import annotations
 
 import functools
-import json
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
@@ -35,15 +34,15 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from vigil import telemetry
-from vigil.clock import Clock, Sleeper, iso, system_clock
+from vigil.clock import Clock, Sleeper, system_clock
 from vigil.contract.metrics import TaskMetric
-from vigil.contract.tasks import TaskStatus
+from vigil.contract.tasks import TaskStatus, max_receive_count
 from vigil.dynamo import truncate
 from vigil.fenced_write import RunRecordSite, once, refused_write, uncertain_effect
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.leases import next_token
 from vigil.persist import Backoff, OutOfTime, persist
-from vigil.tasks.completion import completion_entry, send_completion
+from vigil.tasks.completion import completion_entry, event_id, owes_event, send_completion
 from vigil.tasks.decisions import (
     FinalFailure,
     Verdict,
@@ -64,6 +63,9 @@ if TYPE_CHECKING:
     from vigil.effects import Effects
 
 MAX_CLAIM_ATTEMPTS = 4
+EVENT_RETRY_S = 60
+"""A completion event PutEvents kept refusing: its message comes back this much later to send
+it (the invocation's own retries are spent by then)."""
 PROGRESS_BUDGET_S = 2.0
 """How long a throttled progress note is retried before it is dropped (``ProgressDropped``)."""
 CLAIM_BACKOFF = Backoff(reserve_s=0.0)
@@ -124,6 +126,8 @@ class Message:
     receipt_handle: str
     body: str
     group: str | None = None
+    receive_count: int = 1
+    """SQS's ``ApproximateReceiveCount``: how often the message was handed out, this time too."""
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Message:
@@ -133,6 +137,7 @@ class Message:
             receipt_handle=str(record.get("receiptHandle", "")),
             body=str(record.get("body", "")),
             group=attributes.get("MessageGroupId"),
+            receive_count=_count(attributes.get("ApproximateReceiveCount")),
         )
 
 
@@ -177,10 +182,13 @@ class Delivery:
     duration_ms: int | None = None
     queue_wait_ms: int | None = None
     event_unsent: bool = False
+    """Its completion event was given up (the message had no receive left to send it)."""
+    announce_pending: bool = False
+    """Its completion event is not sent yet: the message is kept, and comes back to send it."""
 
     @property
     def delete(self) -> bool:
-        return self.outcome in DELETED
+        return self.outcome in DELETED and not self.announce_pending
 
 
 class ClaimContention(RuntimeError):
@@ -289,7 +297,13 @@ class TaskGuard:
             if decision.verdict is Verdict.OWN and answer.seen is not None:
                 return Claimed(answer.seen)
             if decision.verdict is Verdict.DUPLICATE:
-                return Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
+                duplicate = Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
+                if answer.seen is None or not owes_event(answer.seen, message.message_id):
+                    return duplicate
+                # The message that finished it, back: its invocation may have died before the
+                # event went out. Sent again, the same event (built from the record alone).
+                again = replace(duplicate, reason=f"{decision.reason}; completion event re-sent")
+                return self._announce(message, answer.seen, again, self._time_left(remaining_ms))
             if decision.verdict is Verdict.CANCELLED:
                 return Delivery(Outcome.CANCELLED, envelope.id, reason=decision.reason)
             if decision.verdict is Verdict.BUSY:
@@ -371,6 +385,8 @@ class TaskGuard:
             expires_at=finished + self.settings.retention,
             duration_ms=int((finished - started).total_seconds() * 1000),
             result=None if isinstance(encoded, FinalFailure) else encoded,
+            enqueued_at=str(record.get("enqueued_at") or envelope.enqueued_at),
+            message_id=message.message_id,
         )
         if uncertain is not None:
             # An earlier attempt began the effect and never recorded it done: final, not retried
@@ -400,6 +416,10 @@ class TaskGuard:
                 retry_in_s=failure.delay_s if retry else 0,
                 retry_message=message.message_id if retry else None,
             )
+        if self.settings.completion_events.announces(outcome.status):
+            outcome = replace(
+                outcome, event_id=event_id(outcome.task, outcome.id, token, outcome.status)
+            )
         wait_ms = max(0, int((started - waited_from).total_seconds() * 1000))
         delivery = self._conclude(message, envelope, outcome, remaining_ms, how="ran")
         return Delivery(
@@ -410,6 +430,7 @@ class TaskGuard:
             duration_ms=outcome.duration_ms,
             queue_wait_ms=wait_ms if attempt == 1 else None,
             event_unsent=delivery.event_unsent,
+            announce_pending=delivery.announce_pending,
         )
 
     def _progress(
@@ -498,10 +519,13 @@ class TaskGuard:
                 outcome.attempt,
                 f"attempt {outcome.attempt} failed ({error}); retry in {outcome.retry_in_s} s",
             )
-        unsent = not self._announce(envelope, outcome, time_left_s)
         final = _FINAL_OUTCOME.get(outcome.status, Outcome.FAILED)
-        reason = error if final is Outcome.FAILED else how
-        return Delivery(final, envelope.id, outcome.attempt, reason, event_unsent=unsent)
+        done = Delivery(
+            final, envelope.id, outcome.attempt, error if final is Outcome.FAILED else how
+        )
+        if outcome.event_id is None:
+            return done
+        return self._announce(message, outcome.recorded(), done, time_left_s)
 
     def _dead_letter(
         self, message: Message, reason: str, time_left_s: Callable[[], float]
@@ -521,29 +545,26 @@ class TaskGuard:
         return None
 
     def _announce(
-        self, envelope: Envelope, outcome: TaskFinish, time_left_s: Callable[[], float]
-    ) -> bool:
-        """The completion event, if the task announces this outcome; False: not sent in time."""
-        if not self.settings.completion_events.announces(outcome.status):
-            return True
-        entry = completion_entry(
-            task=outcome.task,
-            task_id=outcome.id,
-            status=outcome.status,
-            attempts=outcome.attempt,
-            enqueued_at=envelope.enqueued_at,
-            finished_at=iso(outcome.at),
-            bus=self.settings.event_bus,
-            result=encode_result_back(outcome.result),
-            error_type=outcome.error_type,
-            error_message=outcome.error_message,
-        )
+        self,
+        message: Message,
+        record: Mapping[str, Any],
+        delivery: Delivery,
+        time_left_s: Callable[[], float],
+    ) -> Delivery:
+        """Send the completion event ``record`` owes (:mod:`vigil.tasks.completion`). Not sent
+        in time: the message is kept and comes back to send it, unless its receives are spent
+        (then given up: ``event_unsent``, counted and alarmed)."""
+        entry = completion_entry(record, self.settings.event_bus)
         try:
             send_completion(self._events, entry, time_left_s=time_left_s, sleep=self._sleep)
         except Exception:
             telemetry.logger().exception("completion event not sent")
-            return False
-        return True
+        else:
+            return delivery
+        if message.receive_count >= max_receive_count(self.settings.retries):
+            return replace(delivery, event_unsent=True)
+        self._come_back(message, EVENT_RETRY_S)
+        return replace(delivery, announce_pending=True)
 
     # Messages that are not tasks ----------------------------------------------------------------
 
@@ -591,6 +612,8 @@ _FINAL_OUTCOME = {
 }
 
 
-def encode_result_back(result: str | None) -> Any:
-    """The result as the body returned it (the record keeps it as JSON text)."""
-    return json.loads(result) if result is not None else None
+def _count(raw: Any) -> int:
+    try:
+        return max(1, int(raw))
+    except (TypeError, ValueError):
+        return 1

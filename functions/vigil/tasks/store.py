@@ -29,7 +29,15 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
-from vigil.contract.tasks import PK_PREFIX, REDRIVES_ATTRIBUTE, REQUEST_ATTRIBUTE, TaskStatus
+from vigil.contract.tasks import (
+    FINISHED_BY_ATTRIBUTE,
+    OUTBOX_ATTRIBUTE,
+    PK_PREFIX,
+    REDRIVES_ATTRIBUTE,
+    REQUEST_ATTRIBUTE,
+    RESULT_REF_ATTRIBUTE,
+    TaskStatus,
+)
 from vigil.dynamo import (
     Item,
     Update,
@@ -46,6 +54,8 @@ from vigil.settle import settlement, write_settlement
 from vigil.tasks.errors import InvalidTask, NotCancellable
 
 LEASE_ATTRIBUTES = ("lease_until", "holder")
+OUTCOME_ATTRIBUTES = (OUTBOX_ATTRIBUTE, FINISHED_BY_ATTRIBUTE, RESULT_REF_ATTRIBUTE)
+"""What a final outcome leaves that the next run (a redrive's) must not inherit."""
 RETRY_ATTRIBUTES = ("retry_at", "retry_message")
 """A QUEUED record waiting for its retry: when the backoff ends, and the message that holds the
 retry (SQS hands it back then). Until then no other message of the key may take the record."""
@@ -187,6 +197,36 @@ class TaskFinish:
     retry_message: str | None = None
     uncertain_effect: str | None = None
     """UNCERTAIN: the effect an earlier attempt began and never recorded done."""
+    enqueued_at: str | None = None
+    """The record's (what the completion event says)."""
+    message_id: str = ""
+    """The message whose run this is (``finished_by`` on a final record)."""
+    event_id: str | None = None
+    """An announced outcome: its completion event's id, written with it (the outbox)."""
+    result_ref: str | None = None
+    """A result stored out of the record (``s3://...``), instead of ``result``."""
+
+    def recorded(self) -> Item:
+        """The record's fields this finish leaves, as a read of the record returns them: what
+        the completion event is built from, here and at any later re-send."""
+        item: Item = {
+            "task": self.task,
+            "id": self.id,
+            "status": self.status.value,
+            "attempts": self.attempt,
+            "enqueued_at": self.enqueued_at,
+            "finished_at": iso(self.at),
+            "token": self.token,
+        }
+        optional = {
+            "result": self.result,
+            RESULT_REF_ATTRIBUTE: self.result_ref,
+            "error_type": self.error_type,
+            "error_message": (self.error_message or "") if self.error_type is not None else None,
+            OUTBOX_ATTRIBUTE: self.event_id,
+            FINISHED_BY_ATTRIBUTE: self.message_id or None,
+        }
+        return item | {k: v for k, v in optional.items() if v is not None}
 
     @property
     def run(self) -> tuple[str, str]:
@@ -282,7 +322,7 @@ class TaskStore:
             update.set_default("group", claim.group)
         if claim.request:
             update.set_default(REQUEST_ATTRIBUTE, claim.request)
-        update.remove("progress", "progress_note", *RETRY_ATTRIBUTES)
+        update.remove("progress", "progress_note", *RETRY_ATTRIBUTES, *OUTCOME_ATTRIBUTES)
         # A waiting retry is its own message's, once its backoff ends; a redrive not yet spent
         # on this record may run it at once (it is spent by doing so).
         waiting_over = [
@@ -336,6 +376,9 @@ class TaskStore:
         update.set("duration_ms", outcome.duration_ms)
         if outcome.final:
             update.set("finished_at", iso(outcome.at))
+            update.set(FINISHED_BY_ATTRIBUTE, outcome.message_id)
+            if outcome.event_id:
+                update.set(OUTBOX_ATTRIBUTE, outcome.event_id)
         if outcome.status is TaskStatus.FAILED:
             # Only an operator's redrive takes a FAILED record, and it gets the retries afresh:
             # its attempts count from here, whichever message (the redrive's or a plain copy of
@@ -346,6 +389,8 @@ class TaskStore:
             update.set("retry_message", outcome.retry_message or "")
         if outcome.result is not None:
             update.set("result", outcome.result)
+        if outcome.result_ref is not None:
+            update.set(RESULT_REF_ATTRIBUTE, outcome.result_ref)
         if outcome.uncertain_effect:
             update.set(UNCERTAIN_EFFECT_ATTRIBUTE, outcome.uncertain_effect)
         if outcome.error_type is not None:
