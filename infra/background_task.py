@@ -268,6 +268,8 @@ class BackgroundTask(Construct):
             CatalogField.SCHEDULE_GROUP.value: self.schedule_group_name,
             CatalogField.FUNCTION.value: self.function.function_name,
             CatalogField.COMPLETION_EVENTS.value: self.completion_events.value,
+            CatalogField.VISIBILITY_TIMEOUT_SECONDS.value: self.visibility_timeout_seconds,
+            CatalogField.MAX_QUEUE_AGE_SECONDS.value: self.max_queue_age_seconds,
         }
 
     def metric(

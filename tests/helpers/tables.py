@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 
-def create_pk_sk_table(dynamodb: Any, name: str, **extra: Any) -> str:
-    """An on-demand table keyed like Vigil's own (``pk`` string, ``sk`` string); ``extra`` goes
-    to CreateTable as it is (a stream specification, say)."""
+def create_pk_sk_table(
+    dynamodb: Any, name: str, *, keyed: tuple[str, ...] = (), **extra: Any
+) -> str:
+    """An on-demand table keyed like Vigil's own (``pk`` string, ``sk`` string); ``keyed``: more
+    string attributes an index keys on; ``extra`` goes to CreateTable as it is (a stream
+    specification, an index)."""
     dynamodb.create_table(
         TableName=name,
         KeySchema=[
@@ -15,10 +18,31 @@ def create_pk_sk_table(dynamodb: Any, name: str, **extra: Any) -> str:
             {"AttributeName": "sk", "KeyType": "RANGE"},
         ],
         AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": attribute, "AttributeType": "S"} for attribute in ("pk", "sk", *keyed)
         ],
         BillingMode="PAY_PER_REQUEST",
         **extra,
     )
     return name
+
+
+def create_tasks_table(dynamodb: Any, name: str = "vigil-tasks") -> str:
+    """The tasks table as ``TasksTable`` declares it: pk/sk and the sparse ``retries`` index
+    (``tests/infra`` checks the synthesized one is this)."""
+    from vigil.contract.tasks import RETRIES_INDEX, RETRY_AT_ATTRIBUTE
+
+    return create_pk_sk_table(
+        dynamodb,
+        name,
+        keyed=(RETRY_AT_ATTRIBUTE,),
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": RETRIES_INDEX,
+                "KeySchema": [
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": RETRY_AT_ATTRIBUTE, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+    )

@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from tests.conftest import REGION
-from tests.helpers.tables import create_pk_sk_table
+from tests.helpers.tables import create_tasks_table
 from tests.helpers.tasks import Counting, Stack, build_stack
 from vigil.clock import ManualClock
 from vigil.tasks import task
@@ -22,7 +22,7 @@ def stack(dynamodb: Any, clock: ManualClock) -> Stack:
     events = boto3.client("events", region_name=REGION)
     scheduler = boto3.client("scheduler", region_name=REGION)
     scheduler.create_schedule_group(Name="vigil-tasks")
-    table = create_pk_sk_table(dynamodb, "vigil-tasks")
+    table = create_tasks_table(dynamodb)
     return build_stack(dynamodb, sqs, events, scheduler, clock, table)
 
 

@@ -70,6 +70,14 @@ class TaskStatus(StrEnum):
     retried, alarmed, for a person to settle (``vigil tasks settle``)."""
 
 
+RETRIES_INDEX = "retries"
+"""The tasks table's sparse index of the records waiting for a retry: ``pk`` and ``retry_at``
+(keys only). A record is in it only between the finish that sets its retry and the claim that
+takes it, so the clean path never writes it; the stranded-tasks audit reads it."""
+RETRY_AT_ATTRIBUTE = "retry_at"
+AUDIT_EVENT_KEY = "vigil-tasks-audit"
+"""The tasks API function's input from its audit schedule (``{"vigil-tasks-audit": true}``)."""
+
 REQUEST_ATTRIBUTE = EnvelopeField.REQUEST.value
 """The task record's copy of the request digest (:attr:`EnvelopeField.REQUEST`): the same key
 with another request is refused (``KeyReused``, 422), not taken for a retry."""
@@ -138,6 +146,11 @@ class CatalogField(StrEnum):
     COMPLETION_EVENTS = "completion_events"
     """Which outcomes the task announces on EventBridge (:class:`CompletionEvents`): what an
     application's rule can expect to hear."""
+    VISIBILITY_TIMEOUT_SECONDS = "visibility_timeout_seconds"
+    """The queue's visibility timeout: how late a retry's message may come back when setting
+    its backoff failed (the stranded-tasks audit's bound)."""
+    MAX_QUEUE_AGE_SECONDS = "max_queue_age_seconds"
+    """How long a message may wait before the queue-age alarm: the rest of the audit's bound."""
 
 
 MAX_QUEUE_DELAY_S = 900

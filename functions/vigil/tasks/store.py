@@ -20,7 +20,7 @@ import binascii
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -36,6 +36,8 @@ from vigil.contract.tasks import (
     REDRIVES_ATTRIBUTE,
     REQUEST_ATTRIBUTE,
     RESULT_REF_ATTRIBUTE,
+    RETRIES_INDEX,
+    RETRY_AT_ATTRIBUTE,
     TaskStatus,
 )
 from vigil.dynamo import (
@@ -56,7 +58,7 @@ from vigil.tasks.errors import InvalidTask, NotCancellable
 LEASE_ATTRIBUTES = ("lease_until", "holder")
 OUTCOME_ATTRIBUTES = (OUTBOX_ATTRIBUTE, FINISHED_BY_ATTRIBUTE, RESULT_REF_ATTRIBUTE)
 """What a final outcome leaves that the next run (a redrive's) must not inherit."""
-RETRY_ATTRIBUTES = ("retry_at", "retry_message")
+RETRY_ATTRIBUTES = (RETRY_AT_ATTRIBUTE, "retry_message")
 """A QUEUED record waiting for its retry: when the backoff ends, and the message that holds the
 retry (SQS hands it back then). Until then no other message of the key may take the record."""
 BUDGET_FROM = "budget_from"
@@ -537,6 +539,21 @@ class TaskStore:
             "ExpressionAttributeValues": wire({":pk": f"{PK_PREFIX}{task}"}),
         }
         return Counter(TaskStatus(item["status"]) for item in paginate(self._client.query, request))
+
+    def waiting_retries(self, task: str, due_before: datetime) -> Iterator[str]:
+        """The ids of ``task``'s records whose retry was due before ``due_before``, from the
+        sparse ``retries`` index (eventually consistent: read each record before judging it)."""
+        request = {
+            "TableName": self._table,
+            "IndexName": RETRIES_INDEX,
+            "KeyConditionExpression": "#pk = :pk AND #at < :before",
+            "ExpressionAttributeNames": {"#pk": "pk", "#at": RETRY_AT_ATTRIBUTE},
+            "ExpressionAttributeValues": wire(
+                {":pk": f"{PK_PREFIX}{task}", ":before": iso(due_before)}
+            ),
+        }
+        for item in paginate(self._client.query, request):
+            yield str(item["sk"])
 
     def get(self, task: str, task_id: str) -> TaskRecord | None:
         item = self.item(task, task_id)
