@@ -57,6 +57,8 @@ class TasksApi(Construct):
             },
         )
         grant_tasks(self.function, tasks, manage=True)
+        if tasks:
+            tasks[0].results.grant_read(self.function, [task.task_name for task in tasks])
         self._add_routes(api)
         self.audit = TasksAudit(
             self,

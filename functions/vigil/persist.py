@@ -106,7 +106,8 @@ class Backoff:
     """Time kept back after the last pause: the write itself, and what the caller does after."""
 
     def pause(self, retry: int, draw: float) -> float:
-        return draw * min(self.cap_s, self.base_s * 2.0**retry)
+        # The exponent is capped too: past the cap it changes nothing, and 2.0**1024 overflows.
+        return draw * min(self.cap_s, self.base_s * 2.0 ** min(retry, 64))
 
 
 DEFAULT_BACKOFF = Backoff()

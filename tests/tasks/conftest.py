@@ -23,7 +23,12 @@ def stack(dynamodb: Any, clock: ManualClock) -> Stack:
     scheduler = boto3.client("scheduler", region_name=REGION)
     scheduler.create_schedule_group(Name="vigil-tasks")
     table = create_tasks_table(dynamodb)
-    return build_stack(dynamodb, sqs, events, scheduler, clock, table)
+    built = build_stack(dynamodb, sqs, events, scheduler, clock, table)
+    built.s3 = boto3.client("s3", region_name=REGION)
+    built.results_bucket = (
+        built.s3.create_bucket(Bucket="vigil-task-results") and "vigil-task-results"
+    )
+    return built
 
 
 HandlerFactory = Callable[..., Any]
@@ -38,12 +43,14 @@ def make_handler(stack: Stack) -> HandlerFactory:
         dynamodb = overrides.pop("dynamodb", None) or Counting(stack.dynamodb)
         sqs = overrides.pop("sqs", None) or Counting(stack.sqs)
         events = overrides.pop("events", None) or Counting(stack.events)
+        s3 = overrides.pop("s3", None) or stack.s3
         handler = task(
             body,
             settings=stack.settings(task_name, **overrides),
             dynamodb=dynamodb,
             sqs=sqs,
             events=events,
+            s3=s3,
             clock=stack.clock,
             sleep=lambda seconds: stack.clock.advance(seconds),
         )

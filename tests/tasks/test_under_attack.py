@@ -233,18 +233,21 @@ def _succeeds_announcing(
     stack: Stack, make_handler: HandlerFactory, events: EventBridge, left_after_s: int = 60
 ) -> tuple[Any, list[dict[str, Any]], Any]:
     """``o-1`` enqueued, a handler announcing all, its batch, and the invocation's time left
-    (60 s, then ``left_after_s`` once the body has run)."""
+    on the test's clock (a minute, then ``left_after_s`` from when the body ends)."""
     stack.client().enqueue(PLAIN, {}, key="o-1")
     batch = records(stack.messages(url(stack)))
-    remaining = [60_000]
+    deadline = [stack.clock() + timedelta(minutes=1)]
 
     def time_goes(run: TaskRun) -> None:
-        remaining[0] = left_after_s * 1000
+        deadline[0] = stack.clock() + timedelta(seconds=left_after_s)
+
+    def remaining() -> int:
+        return max(0, int((deadline[0] - stack.clock()).total_seconds() * 1000))
 
     handler = make_handler(
         Body(during=time_goes), completion_events=CompletionEvents.ALL, events=events
     )
-    return handler, batch, lambda: remaining[0]
+    return handler, batch, remaining
 
 
 def test_a_success_whose_invocation_dies_before_putevents_is_announced_by_its_redelivery(
@@ -285,7 +288,7 @@ def test_an_event_eventbridge_refuses_in_time_keeps_its_message_and_is_sent_when
 
     events.throttle = 0
     stack.clock.advance(timedelta(minutes=1))
-    assert invoke(handler, batch) == []
+    assert invoke(handler, batch) == []  # back a minute later: sent
     assert len(events.sent) == 1 and events.sent[0] == events.asked[0]
 
 
@@ -299,3 +302,75 @@ def test_an_event_that_cannot_be_sent_before_its_message_runs_out_of_receives_is
     assert invoke(handler, last, remaining) == []  # no receive left: given up, counted
     (metrics,) = [m for m in emf(capsys.readouterr().out) if "TaskEventUnsent" in m]
     assert metrics["TaskEventUnsent"] == [1.0] and events.sent == []
+
+
+def _item(stack: Stack, task_id: str) -> dict[str, Any]:
+    key = {"pk": {"S": f"TASK#{PLAIN}"}, "sk": {"S": task_id}}
+    return dict(stack.dynamodb.get_item(TableName=stack.table, Key=key)["Item"])
+
+
+def test_a_big_result_is_kept_out_of_the_record_and_read_back_by_get(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """A 60 KB result made the record 60 KB: 60 write units at the finish, 59 more for each
+    later duplicate (a refused claim is billed by the item it read). It goes to the results
+    bucket; the record keeps where, and stays under 1 KB."""
+    stack.client().enqueue(PLAIN, {}, key="big")
+    stack.client().enqueue(PLAIN, {}, key="small")
+    blob = {"rows": ["x" * 100] * 600}
+    events = EventBridge(stack.events)
+    handler = make_handler(
+        lambda run, payload: blob if run.id == "big" else {"ok": 1},
+        results_bucket=stack.results_bucket,
+        completion_events=CompletionEvents.ALL,
+        events=events,
+    )
+    assert invoke(handler, records(stack.messages(url(stack)))) == []
+
+    item = _item(stack, "big")
+    assert "result" not in item and item["result_ref"]["S"].startswith("s3://vigil-task-results/")
+    assert len(json.dumps(item)) < 1024
+    assert stack.client().get(PLAIN, "big").result == blob  # read back transparently
+    assert stack.client().get(PLAIN, "small").result == {"ok": 1}  # small ones stay inline
+    assert "result_ref" not in _item(stack, "small")
+    detail = {json.loads(e["Detail"])["id"]: json.loads(e["Detail"]) for e in events.sent}
+    assert (
+        detail["big"]["result_ref"] == item["result_ref"]["S"] and detail["big"]["result"] is None
+    )
+
+
+class S3Throttled(Delegating):
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.down = True
+
+    def put_object(self, **kwargs: Any) -> Any:
+        if self.down:
+            raise throttled("PutObject", "SlowDown", 503)
+        return self._client.put_object(**kwargs)
+
+
+def test_a_big_result_the_bucket_refuses_till_time_runs_out_is_remembered_not_lost(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    stack.client().enqueue(PLAIN, {}, key="big")
+    batch = records(stack.messages(url(stack)))
+    s3 = S3Throttled(stack.s3)
+    deadline = [stack.clock() + timedelta(minutes=1)]
+    runs = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        runs.append(run.attempt)
+        deadline[0] = stack.clock() + timedelta(seconds=8)  # the body took most of the time
+        return {"blob": "y" * 5000}
+
+    def remaining() -> int:
+        return max(0, int((deadline[0] - stack.clock()).total_seconds() * 1000))
+
+    handler = make_handler(body, results_bucket=stack.results_bucket, s3=s3)
+    assert invoke(handler, batch, remaining) == [batch[0]["messageId"]]
+    assert stack.client().get(PLAIN, "big").status is TaskStatus.RUNNING
+    s3.down = False
+    assert invoke(handler, batch) == []  # the same container: its outcome written, not rerun
+    done = stack.client().get(PLAIN, "big")
+    assert (done.status, done.result, runs) == (TaskStatus.SUCCEEDED, {"blob": "y" * 5000}, [1])

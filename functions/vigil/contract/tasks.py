@@ -120,6 +120,9 @@ class TaskEnv(StrEnum):
     """How long a record (and so a key's once-only promise) is kept after its last write."""
     LEASE_MARGIN_SECONDS = "VIGIL_TASK_LEASE_MARGIN_SECONDS"
     EVENT_BUS = "VIGIL_EVENT_BUS"
+    RESULTS_BUCKET = "VIGIL_TASK_RESULTS_BUCKET"
+    """The stack's results bucket: a result over ``RESULT_INLINE_BYTES`` is stored there, the
+    record keeps its location (unset: every result stays on the record)."""
     COMPLETION_EVENTS = "VIGIL_TASK_COMPLETION_EVENTS"
     """Which outcomes send a completion event (:class:`CompletionEvents`). The function's own
     copy of the catalog's ``completion_events``: the function cannot read ``TasksCatalog``,
@@ -158,7 +161,13 @@ MAX_QUEUE_DELAY_S = 900
 MAX_MESSAGE_BYTES = 262_144
 """SQS's largest message (256 KiB): a bigger envelope is refused by ``enqueue``."""
 MAX_RESULT_BYTES = 65_536
-"""The largest result a task record keeps (JSON); a bigger one fails the run, plainly."""
+"""The largest result a task may return (JSON); a bigger one fails the run, plainly."""
+RESULT_INLINE_BYTES = 4_096
+"""The largest result kept on the record itself; a bigger one goes to the stack's results bucket
+and the record keeps where (``result_ref``). A record over 1 KB costs a write unit per KB at the
+finish and again at every refused claim after it (a duplicate), each $0.625 per million; an S3
+PUT costs $5 per million, as much as 8. At 4 KiB the finish alone costs 5 write units and each
+later duplicate 5 more: past it, the bucket is the cheaper place, and the record stays ~1 KB."""
 
 RECEIVES_THAT_RUN_NOTHING = 10
 """Room in a task queue's redrive policy for receives that run nothing: a message deferred near

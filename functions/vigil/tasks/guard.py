@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from vigil import telemetry
 from vigil.clock import Clock, Sleeper, system_clock
 from vigil.contract.metrics import TaskMetric
-from vigil.contract.tasks import TaskStatus, max_receive_count
+from vigil.contract.tasks import RESULT_INLINE_BYTES, TaskStatus, max_receive_count
 from vigil.dynamo import truncate
 from vigil.fenced_write import RunRecordSite, once, refused_write, uncertain_effect
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
@@ -56,6 +56,7 @@ from vigil.tasks.decisions import (
 from vigil.tasks.envelope import Envelope, parse
 from vigil.tasks.errors import MalformedTask, TaskFenced
 from vigil.tasks.queues import TaskQueue
+from vigil.tasks.results import ResultStore
 from vigil.tasks.settings import TaskSettings
 from vigil.tasks.store import BUDGET_FROM, Claim, Claimed, TaskFinish, TaskStore
 
@@ -209,11 +210,13 @@ class TaskGuard:
         *,
         sleep: Sleeper = time.sleep,
         unfinished: Unfinished[TaskFinish] | None = None,
+        results: ResultStore | None = None,
     ) -> None:
         self.settings = settings
         self._store = store
         self._queue = queue
         self._events = events
+        self._results = results
         self._clock = clock
         self._sleep = sleep
         self.unfinished = unfinished if unfinished is not None else Unfinished[TaskFinish]()
@@ -485,6 +488,13 @@ class TaskGuard:
         fail after it, the task would be in neither place. The other way round, the worst is a
         second copy in the dead-letter queue, which a redrive runs at most once (the key)."""
         time_left_s = self._time_left(remaining_ms)
+        if self._results is not None and len((outcome.result or "").encode()) > RESULT_INLINE_BYTES:
+            try:
+                outcome = self._store_result(outcome, time_left_s)
+            except OutOfTime as out_of_time:
+                self.unfinished.remember(message.message_id, outcome)
+                why = f"result not stored: {out_of_time}"
+                return Delivery(Outcome.UNRECORDED, envelope.id, outcome.attempt, why)
         error = f"{outcome.error_type}: {outcome.error_message}" if outcome.error_type else ""
         if outcome.status in _DEAD_LETTERED and how != "remembered":
             # UNCERTAIN too: once settled not done, ``vigil tasks redrive`` runs it from there.
@@ -526,6 +536,18 @@ class TaskGuard:
         if outcome.event_id is None:
             return done
         return self._announce(message, outcome.recorded(), done, time_left_s)
+
+    def _store_result(self, outcome: TaskFinish, time_left_s: Callable[[], float]) -> TaskFinish:
+        """A result too big for the record, in the results bucket; the record keeps where."""
+        assert self._results is not None and outcome.result is not None
+        ref = persist(
+            functools.partial(
+                self._results.put, outcome.task, outcome.id, outcome.token, outcome.result
+            ),
+            time_left_s=time_left_s,
+            sleep=self._sleep,
+        )
+        return replace(outcome, result=None, result_ref=ref)
 
     def _dead_letter(
         self, message: Message, reason: str, time_left_s: Callable[[], float]

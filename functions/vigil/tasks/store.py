@@ -97,6 +97,8 @@ class TaskRecord:
     """UNCERTAIN: the effect found begun and never recorded done."""
     effects: dict[str, Any] | None = None
     """``run.once``'s journal: effect -> {state, fence, at}."""
+    result_ref: str | None = None
+    """A result too big for the record: where it is stored (``get`` reads it into ``result``)."""
 
     @classmethod
     def from_item(cls, item: Item) -> TaskRecord:
@@ -119,6 +121,7 @@ class TaskRecord:
             token=int(item["token"]) if "token" in item else None,
             uncertain_effect=item.get(UNCERTAIN_EFFECT_ATTRIBUTE),
             effects=item.get(JOURNAL_ATTRIBUTE) or None,
+            result_ref=item.get(RESULT_REF_ATTRIBUTE),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -139,6 +142,7 @@ class TaskRecord:
             "group": self.group,
             **({"uncertain_effect": self.uncertain_effect} if self.uncertain_effect else {}),
             **({"effects": self.effects} if self.effects else {}),
+            **({RESULT_REF_ATTRIBUTE: self.result_ref} if self.result_ref else {}),
         }
 
 
