@@ -1014,11 +1014,33 @@ BENCH_TASKS = 10_000
 
 def run(tasks: int = BENCH_TASKS, seeds: Sequence[int] = SEEDS) -> str:
     """The benchmarks page's table: the soak at ``tasks`` with each seed, then the broken guard
-    and moto's FIFO as it is."""
+    and moto's FIFO queues as they are."""
     reports = [soak(tasks=tasks, seed=seed) for seed in seeds]
     broken = soak(tasks=min(tasks, 1_000), seed=seeds[0], broken_guard=True)
     as_moto = soak(tasks=min(tasks, 2_000), seed=seeds[0], fifo_fixed=False)
-    return table([*reports, broken, as_moto])
+    return page([*reports, broken, as_moto])
+
+
+def page(reports: Sequence[Report]) -> str:
+    """The table and what it ran."""
+    return table(reports) + "\n\n" + NOTES
+
+
+NOTES = (
+    f"Every fault on ({', '.join(FAULTS)}) at the rates of `RATES` (per write, per run, per "
+    f"message: a throttle past botocore's retries on {RATES['throttle']:.1%} of writes, a kill "
+    f"at {RATES['kill']:.1%} of the function's requests and before {RATES['kill-event']:.0%} of "
+    f"PutEvents, ...); two tasks, {1 - ORDERED_SHARE:.0%} on a standard queue and "
+    f"{ORDERED_SHARE:.0%} on a FIFO queue in {GROUPS} groups (in bursts of 1 to 4 steps), "
+    f"retries {RETRIES}, every outcome announced; fates: "
+    + ", ".join(f"{fate} {share:.0%}" for fate, share in FATES.items())
+    + ". The operator redrives both dead-letter queues twice, then the stranded-tasks audit runs. "
+    "`python -m benchmarks.tasks_soak --tasks N --seed S [--faults a,b] [--broken-guard] "
+    "[--fifo-as-moto]` reruns one. The broken guard's claim takes any record (its condition "
+    "replaced by one that always holds): the soak catches it by its second bodies and runs "
+    "beyond the budget. \"moto's FIFO as it is\" runs without the emulator's FIFO fixes: "
+    "its out-of-order runs are the kit's false results that the fixes remove."
+)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,16 @@ Flow of one message (the decorator hands each message of a batch here)::
                                       key has none); deleted
     an outcome this container could not record for this message? -> write it first
     near the deadline? -> not claimed; reported failed, visible again at once
-    claim (1 UpdateItem) --refused--> resolve_claim: OWN (its own earlier try landed: run it),
-                                      DUPLICATE / CANCELLED (deleted, 1 request;
-                                      a copy during a retry's backoff is a DUPLICATE too),
-                                      BUSY (back when the holder's lease ends), RETRY
+    claim (1 UpdateItem, retried through throttles as the same request)
+        --refused--> resolve_claim: OWN (its own earlier try landed: run it),
+                     DUPLICATE / CANCELLED (deleted, 1 request; a copy during a retry's
+                     backoff, or of a redrive already spent on the record, is a DUPLICATE;
+                     the message that finished the task sends its event again),
+                     BUSY (back when the holder's lease ends), RETRY
     claimed past the retries (the earlier attempts crashed) -> FAILED RunCrashed, not run
-    run the body -> finish (1 UpdateItem fenced by the token, through persist)
-        SUCCEEDED -> completion event; deleted
+    run the body -> a result over 4 KiB to the results bucket -> finish (1 UpdateItem fenced by
+    the token, through persist; an announced outcome writes its event's id: the outbox)
+        SUCCEEDED -> completion event; deleted (not sent in time: kept, comes back to send it)
         failed, retries left -> QUEUED with the error; back after the backoff
         failed, none left -> dead-letter queue with the error, then FAILED; event; deleted
         fenced (a newer delivery took it over) -> nothing recorded; left to the newer one
