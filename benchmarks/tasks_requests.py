@@ -456,7 +456,7 @@ PATHS = (
         "duplicate after: its message again",
         {},
         "its message delivered again once the task ended (its batch timed out after the finish, "
-        "or its delete failed): a announced outcome's event is sent again",
+        "or its delete failed): an announced outcome's event is sent again",
     ),
     PathSpec(
         "duplicate during",
