@@ -541,7 +541,8 @@ def test_given_the_container_when_it_builds_its_client_then_calls_cannot_outlast
     config = call["config"]
     assert call["service"] == "dynamodb"
     assert (config.connect_timeout, config.read_timeout) == (2, read_timeout)
-    assert config.retries == {"mode": "standard", "max_attempts": 2}
+    # three tries (botocore's client setting max_attempts would count retries: said plainly)
+    assert config.retries == {"mode": "standard", "total_max_attempts": 3}
 
 
 def test_a_handed_over_container_checkpoints_and_exits_clean_on_sigterm(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import suppress
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 from vigil.clock import epoch_ms, from_epoch_ms, iso
 from vigil.contract.hosts import (
     HOST_EXIT,
+    HOST_EXIT_RAN_MS,
     OBSERVER_CAPACITY,
     OBSERVER_HOST,
     OBSERVER_TASK_DEFINITION,
@@ -99,11 +100,13 @@ def _pooled(item: Mapping[str, Any]) -> Pooled:
     if isinstance(raw, Mapping) and raw.get("generation") is not None:
         code = raw.get("exit_code")
         at = raw.get("at_ms")
+        ran = raw.get(HOST_EXIT_RAN_MS)
         host_exit = HostExit(
             generation=int(raw["generation"]),
             exit_code=int(code) if code is not None else None,
             reason=raw.get("reason"),
             at=from_epoch_ms(int(at)) if at is not None else None,
+            ran=timedelta(milliseconds=int(ran)) if ran is not None else None,
         )
     return Pooled(
         host=item.get(OBSERVER_HOST),

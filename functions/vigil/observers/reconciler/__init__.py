@@ -155,7 +155,7 @@ def assemble(
         events=EventPass(
             store=store, executor=executor, settings=settings, clock=clock, hosts=manager
         ),
-        changes=StreamPass(settler=settler),
+        changes=StreamPass(store=store, settler=settler),
         resyncs=ResyncPass(
             store=store,
             ecs=ecs,

@@ -190,19 +190,36 @@ class Placer:
     def take_off(self, record: d.Record, *, handover: bool = False) -> None:
         """The host stops the observer's child at its next heartbeat (the child checkpoints).
         Without ``handover`` it leaves the host for good: an earlier hand-over of it is
-        forgotten too (nothing then counts it as in flight)."""
+        forgotten too (nothing then counts it as in flight). Only the record's generation (or
+        an older one) leaves: a later generation the host holds is not the record's to stop."""
         host = self.host(record.pooled.host)
-        self._unassign(host, record.name, handover=handover, forget=not handover)
+        self._unassign(
+            host,
+            record.name,
+            handover=handover,
+            forget=not handover,
+            upto=record.observer.generation,
+        )
 
     def _unassign(
-        self, host: Host | None, name: str, *, handover: bool = False, forget: bool = False
+        self,
+        host: Host | None,
+        name: str,
+        *,
+        handover: bool = False,
+        forget: bool = False,
+        upto: int | None = None,
     ) -> None:
         """``forget``: also when only ``handover`` still names it (else that entry stays, so
-        the gauges see the next generation as the hand-over's until it runs)."""
+        the gauges see the next generation as the hand-over's until it runs). ``upto``: leave
+        it alone where the host holds a later generation than that."""
         for _ in range(MAX_DECISION_ROUNDS):
             if host is None or (
                 name not in host.assigned and not (forget and name in host.handover)
             ):
+                return
+            held = max(host.assigned.get(name, 0), host.handover.get(name, 0))
+            if upto is not None and held > upto:
                 return
             try:
                 self.book.put(self.hosts.unassign(host, name, handover=handover))

@@ -16,7 +16,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Sleeper, epoch_ms, iso
-from vigil.contract.hosts import HOST_EXIT, OBSERVER_HOST
+from vigil.contract.hosts import HOST_EXIT, HOST_EXIT_RAN_MS, OBSERVER_HOST
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.observers import UNCERTAIN_REASON, ExitCode, status_fields
 from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, truncate
@@ -131,18 +131,29 @@ class FencedWrites(RegistryTable):
         self._update(name, generation, update)
 
     def report_host_exit(
-        self, name: str, generation: int, *, host: str, exit_code: ExitCode, reason: str
+        self,
+        name: str,
+        generation: int,
+        *,
+        host: str,
+        exit_code: ExitCode,
+        reason: str,
+        ran_s: float | None = None,
     ) -> bool:
         """A pooled observer's host records how its child process ended (``HOST_EXIT``), which the
         reconciler reads as it reads a dedicated task's STOPPED event. Fenced by generation and
-        host: False (nothing written) when the observer has moved on, which is no error."""
+        host: False (nothing written) when the observer has moved on, which is no error.
+        ``ran_s``: how long the child ran, by the host's monotonic clock (``ran_ms``: the
+        reconciler's failure count reads it instead of comparing the host's clock with its own)."""
         now = self._clock()
-        report = {
+        report: dict[str, Any] = {
             "generation": generation,
             "exit_code": int(exit_code),
             "reason": truncate(reason),
             "at_ms": epoch_ms(now),
         }
+        if ran_s is not None:
+            report[HOST_EXIT_RAN_MS] = round(ran_s * 1000)
         update = Update().set_all({HOST_EXIT: report, "updated_at": iso(now)})
         try:
             self._update(name, generation, update.increment("version"), host=host)
