@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from botocore.exceptions import ClientError, ReadTimeoutError
+from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
 
 from benchmarks.chaos_soak import (
     Killed,
@@ -475,12 +475,20 @@ class TasksSoak:
 
     def _canceller(self, task: str, key: str) -> Callable[[], None]:
         def cancel() -> None:
+            asked = self.clock()
             try:
                 record = self.app.cancel(task, key)
-            except (NotCancellable, ClientError):
-                return  # started already (or the cancel was throttled: the application gives up)
+            except NotCancellable:
+                return  # started already
+            except (ClientError, BotoCoreError):
+                # throttled (nothing written), or applied with its answer lost: the application
+                # reads the record to know which
+                try:
+                    record = self.app.get(task, key)
+                except LookupError:
+                    return
             if record.status is TaskStatus.CANCELLED:
-                self.ledger.cancelled_at.setdefault(key, self.clock())
+                self.ledger.cancelled_at.setdefault(key, asked)
 
         return cancel
 
