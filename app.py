@@ -161,14 +161,19 @@ def cdk_json_context() -> dict[str, Any]:
     return {**context, "aws:cdk:enable-path-metadata": True}
 
 
-def build_app(outdir: str | None = None, stage: str | None = None) -> App:
+def build_app(
+    outdir: str | None = None, stage: str | None = None, context: dict[str, Any] | None = None
+) -> App:
     """The app for one stage: ``stage`` here, or ``-c stage=NAME`` from the CDK CLI, or none (the
-    stack ``Vigil`` as it was before stages). A stage name that does not fit raises InvalidStage."""
+    stack ``Vigil`` as it was before stages). A stage name that does not fit raises InvalidStage.
+    ``context``: more, as ``-c KEY=VALUE`` gives it (``legacyRegistry``)."""
     # Under the CDK CLI, CDK_CONTEXT_JSON already carries cdk.json's context (and -c options).
-    context = None if "CDK_CONTEXT_JSON" in os.environ else cdk_json_context()
-    app = App(outdir=outdir or os.environ.get("CDK_OUTDIR", "cdk.out"), context=context)
+    base = None if "CDK_CONTEXT_JSON" in os.environ else cdk_json_context()
+    app = App(outdir=outdir or os.environ.get("CDK_OUTDIR", "cdk.out"), context=base)
     if stage is not None:
         app.node.set_context(STAGE_CONTEXT, stage)
+    for key, value in (context or {}).items():
+        app.node.set_context(key, value)
     account = os.environ.get("CDK_DEFAULT_ACCOUNT")
     region = os.environ.get("CDK_DEFAULT_REGION", "us-east-1")
     stack = VigilStack(

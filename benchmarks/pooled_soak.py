@@ -525,7 +525,7 @@ class SoakRun:
             if self.clock() < task.starts_at:
                 continue
             environment = {
-                "VIGIL_OBSERVERS_TABLE": TABLE,
+                "VIGIL_REGISTRY_TABLE": TABLE,
                 "VIGIL_OBSERVER_KINDS": KINDS,
                 "VIGIL_HEARTBEAT_SECONDS": str(self.soak.heartbeat_s),
                 HOSTS_TABLE_ENV: HOSTS_TABLE,

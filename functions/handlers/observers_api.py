@@ -15,7 +15,7 @@ from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from vigil import telemetry
-from vigil.observers.api import ApiSettings, Services, build_app
+from vigil.observers.api import ApiSettings, MigrationGate, Services, build_app
 from vigil.observers.host_fleet.store import HostStore
 from vigil.observers.rebalance_requests import RebalanceRequests
 from vigil.observers.registry import ObserverCommands
@@ -44,6 +44,9 @@ def app() -> APIGatewayRestResolver:
                 placements=settings.placements,
                 rebalance=RebalanceRequests(client, settings.hosts_table)
                 if settings.hosts_table
+                else None,
+                migration=MigrationGate(client, settings.table, settings.legacy_table)
+                if settings.legacy_table
                 else None,
             )
         )

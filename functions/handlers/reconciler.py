@@ -60,6 +60,7 @@ def dispatch(
             not isinstance(r, dict) or r.get("eventSource") != "aws:dynamodb" for r in records
         ):
             raise MalformedEvent("Records must be DynamoDB stream records")
+        records = target.replay_legacy(records)  # an upgrade's old registry: onto its copies
         report = target.on_records(changed_records(records))
         _log_actions(report)
         log.info("stream pass", extra={"observers": report.observers, "started": report.started})

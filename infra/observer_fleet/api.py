@@ -25,7 +25,12 @@ from infra.management_api import (
 from infra.observer_fleet import hosts as fleet_hosts
 from infra.observer_fleet.registry import index_arns
 from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV
-from vigil.contract.observers import FLEET_INDEX, STOPPED_INDEX
+from vigil.contract.observers import (
+    FLEET_INDEX,
+    LEGACY_REGISTRY_TABLE_ENV,
+    REGISTRY_TABLE_ENV,
+    STOPPED_INDEX,
+)
 
 
 def build_api_function(
@@ -39,8 +44,11 @@ def build_api_function(
     pooled: Sequence[str],
     max_observers: int,
     heartbeat_seconds: int,
+    legacy: dynamodb.Table | None = None,
 ) -> lambda_.Function:
-    """The function behind ``/observers`` and ``/hosts``, with the grants its routes use."""
+    """The function behind ``/observers`` and ``/hosts``, with the grants its routes use.
+    ``legacy``: a name-keyed registry being migrated (the API answers 503 until the reconciler
+    has copied it; it reads nothing of it)."""
     function = vigil_function(
         scope,
         "ApiFunction",
@@ -48,7 +56,8 @@ def build_api_function(
         description="Vigil observers management API",
         timeout=Duration.seconds(API_GATEWAY_TIMEOUT_SECONDS),
         environment={
-            "VIGIL_OBSERVERS_TABLE": registry.table_name,
+            REGISTRY_TABLE_ENV: registry.table_name,
+            **({LEGACY_REGISTRY_TABLE_ENV: legacy.table_name} if legacy is not None else {}),
             "VIGIL_IDEMPOTENCY_TABLE": idempotency.table_name,
             "VIGIL_OBSERVER_KINDS": kinds_json,
             "VIGIL_MAX_OBSERVERS": str(max_observers),

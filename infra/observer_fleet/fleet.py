@@ -100,6 +100,15 @@ class ObserverFleet(Construct):
         data_policy = removal_policy or data_removal_policy(self)
         self.log_retention = log_retention
         self.table = registry.build_registry(self, data_policy, pooled=bool(self.pooled_kinds))
+        self.name_keyed_table = registry.build_legacy_registry(
+            self, data_policy, pooled=bool(self.pooled_kinds)
+        )
+        """The registry keyed by name of deployments from before it was keyed by kind, kept in
+        the stack as they made it (empty in a stack that never had one): a deploy that left out
+        ``legacyRegistry=true`` takes it out of nothing, and the next one with it migrates."""
+        self.legacy_table = self.name_keyed_table if registry.legacy_registry_wanted(self) else None
+        """That table while its observers move over (context ``legacyRegistry=true``): wired to
+        the reconciler and the task roles; ``vigil observers migrate`` says when it can go."""
         self.idempotency_table = registry.build_idempotency_table(self, data_policy)
         self.hosts_table = hosts.build_hosts_table(self, data_policy)
         self.observers_dlq = dead_letter_queue(self, "ObserversDlq")
@@ -126,6 +135,7 @@ class ObserverFleet(Construct):
                 registry=self.table,
                 hosts=self.hosts_table,
                 writes=self.kind_writes[kind],
+                legacy=self.legacy_table,
             )
             for kind, spec in self.kinds.items()
         }
@@ -158,6 +168,7 @@ class ObserverFleet(Construct):
             pooled=self.pooled_kinds,
             max_observers=self.max_observers,
             heartbeat_seconds=self.heartbeat_seconds,
+            legacy=self.legacy_table,
         )
         self.api, self.api_access_logs = api.build_rest_api(
             self, self.api_function, self.log_retention
@@ -174,6 +185,7 @@ class ObserverFleet(Construct):
             failures=self.reconciler_failures,
             heartbeat_seconds=self.heartbeat_seconds,
             restarts=reconciler.Restarts(failure_threshold, backoff_base, backoff_cap),
+            legacy=self.legacy_table,
         )
         reconciler.grant_reconciler(
             self.reconciler,
@@ -184,6 +196,7 @@ class ObserverFleet(Construct):
             task_definitions=self.task_definitions,
             passed_roles=[*self.task_roles.values(), self.execution_role],
             observers_dlq=self.observers_dlq,
+            legacy=self.legacy_table,
         )
         triggers = reconciler.build_triggers(
             self,
@@ -192,6 +205,7 @@ class ObserverFleet(Construct):
             cluster=self.cluster,
             events_dlq=self.events_dlq,
             stream_dlq=self.stream_dlq,
+            legacy=self.legacy_table,
         )
         self.task_events_rule = triggers.task_events
         self.resync_rule = triggers.resync

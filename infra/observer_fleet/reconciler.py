@@ -26,7 +26,16 @@ from infra.observer_fleet.network import Network
 from infra.observer_fleet.registry import index_arns
 from infra.observer_fleet.tasks import CONTAINER_NAME
 from vigil.contract.hosts import HOST_EXIT, HOSTS_TABLE_ENV, PLACEMENTS_ENV, WAITING_INDEX
-from vigil.contract.observers import FLEET_INDEX, STOPPED_INDEX, Desired, Status
+from vigil.contract.observers import (
+    FLEET_ATTRIBUTE,
+    FLEET_INDEX,
+    LEGACY_REGISTRY_TABLE_ENV,
+    REGISTRY_TABLE_ENV,
+    STOPPED_ATTRIBUTE,
+    STOPPED_INDEX,
+    Desired,
+    Status,
+)
 
 RECONCILER_TIMEOUT_SECONDS = 180
 RESYNC_LEASE_SECONDS = RECONCILER_TIMEOUT_SECONDS + 60
@@ -56,9 +65,10 @@ def build_reconciler(
     failures: sqs.Queue,
     heartbeat_seconds: int,
     restarts: Restarts,
+    legacy: dynamodb.Table | None = None,
 ) -> lambda_.Function:
     """The function; ``failures`` keeps the ECS events and ticks it failed on after Lambda's
-    async retries."""
+    async retries; ``legacy``: a name-keyed registry it migrates (``legacyRegistry``)."""
     function = vigil_function(
         scope,
         "Reconciler",
@@ -67,7 +77,8 @@ def build_reconciler(
         timeout=Duration.seconds(RECONCILER_TIMEOUT_SECONDS),
         memory_size=1024,
         environment={
-            "VIGIL_OBSERVERS_TABLE": registry.table_name,
+            REGISTRY_TABLE_ENV: registry.table_name,
+            **({LEGACY_REGISTRY_TABLE_ENV: legacy.table_name} if legacy is not None else {}),
             HOSTS_TABLE_ENV: hosts.table_name,
             PLACEMENTS_ENV: placements_json,
             "VIGIL_CLUSTER_ARN": cluster.cluster_arn,
@@ -107,8 +118,11 @@ def grant_reconciler(
     task_definitions: Mapping[str, ecs.FargateTaskDefinition],
     passed_roles: list[iam.IRole],
     observers_dlq: sqs.Queue,
+    legacy: dynamodb.Table | None = None,
 ) -> None:
-    """Least privilege: this fleet's table, task definitions, cluster, roles and queue."""
+    """Least privilege: this fleet's table, task definitions, cluster, roles and queue; and a
+    name-keyed registry being migrated: read whole (the copy), its records fenced one by one
+    as their generations end."""
     stack = Stack.of(function)
     indexes = [FLEET_INDEX, STOPPED_INDEX, *([WAITING_INDEX] if pooled else [])]
     function.add_to_role_policy(
@@ -117,6 +131,17 @@ def grant_reconciler(
             resources=[registry.table_arn, *index_arns(registry, *indexes)],
         )
     )
+    if legacy is not None:
+        # The copy puts each observer (and its name's claim) that is not there yet.
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[registry.table_arn])
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:Scan", "dynamodb:UpdateItem"],
+                resources=[legacy.table_arn],
+            )
+        )
     fleet_hosts.grant_reconciler(function, hosts)
     families = [
         stack.format_arn(service="ecs", resource="task-definition", resource_name=f"{d.family}:*")
@@ -171,8 +196,10 @@ def build_triggers(
     cluster: ecs.Cluster,
     events_dlq: sqs.Queue,
     stream_dlq: sqs.Queue,
+    legacy: dynamodb.Table | None = None,
 ) -> Triggers:
-    """ECS task state changes of the cluster, the minute resync, the registry's stream."""
+    """ECS task state changes of the cluster, the minute resync, the registry's stream (and a
+    name-keyed registry's being migrated: every write of its observers, to replay)."""
     target_options: dict[str, Any] = {
         "dead_letter_queue": events_dlq,
         "retry_attempts": 4,
@@ -203,20 +230,38 @@ def build_triggers(
             )
         ],
     )
-    function.add_event_source(
-        event_sources.DynamoEventSource(
-            registry,
-            starting_position=lambda_.StartingPosition.LATEST,
-            batch_size=50,
-            max_batching_window=Duration.seconds(1),
-            bisect_batch_on_error=True,
-            retry_attempts=5,
-            max_record_age=STREAM_MAX_RECORD_AGE,
-            on_failure=event_sources.SqsDlq(stream_dlq),
-            filters=stream_filters(),
+    for table, filters in (
+        (registry, stream_filters()),
+        *([(legacy, legacy_stream_filters())] if legacy is not None else []),
+    ):
+        function.add_event_source(
+            event_sources.DynamoEventSource(
+                table,
+                starting_position=lambda_.StartingPosition.LATEST,
+                batch_size=50,
+                max_batching_window=Duration.seconds(1),
+                bisect_batch_on_error=True,
+                retry_attempts=5,
+                max_record_age=STREAM_MAX_RECORD_AGE,
+                on_failure=event_sources.SqsDlq(stream_dlq),
+                filters=filters,
+            )
         )
-    )
     return Triggers(task_events, resync)
+
+
+def legacy_stream_filters() -> list[dict[str, Any]]:
+    """Every write of an observer in a name-keyed registry being migrated (heartbeats too: its
+    running generations' liveness is replayed into the registry keyed by kind); not the
+    counter's or the lease's."""
+    return [
+        dict(
+            lambda_.FilterCriteria.filter(
+                {"dynamodb": {"NewImage": {attribute: {"S": [{"exists": True}]}}}}
+            )
+        )
+        for attribute in (FLEET_ATTRIBUTE, STOPPED_ATTRIBUTE)
+    ]
 
 
 def stream_filters() -> list[dict[str, Any]]:

@@ -100,7 +100,7 @@ def test_each_kind_has_a_task_definition_with_container_memory(
         assert container["StopTimeout"] == 30
         sizes.add((props["Cpu"], props["Memory"]))
         env = {e["Name"] for e in container["Environment"]}
-        assert {"VIGIL_OBSERVERS_TABLE", "VIGIL_OBSERVER_KINDS", "VIGIL_HEARTBEAT_SECONDS"} <= env
+        assert {"VIGIL_REGISTRY_TABLE", "VIGIL_OBSERVER_KINDS", "VIGIL_HEARTBEAT_SECONDS"} <= env
         assert {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"} <= env
     assert sizes == {("256", "512"), ("1024", "2048")}
 
@@ -117,7 +117,11 @@ def test_the_registry_table_and_its_index(built: tuple[Template, ObserverFleet, 
     template.has_resource_properties(
         "AWS::DynamoDB::Table",
         {
-            "KeySchema": [{"AttributeName": "name", "KeyType": "HASH"}],
+            # Keyed by kind: a kind's task role is held to its partition (dynamodb:LeadingKeys)
+            "KeySchema": [
+                {"AttributeName": "kind", "KeyType": "HASH"},
+                {"AttributeName": "name", "KeyType": "RANGE"},
+            ],
             "StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"},
             "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
             "GlobalSecondaryIndexes": [

@@ -23,7 +23,8 @@ from vigil.contract.observers import (
     CONDITION_ONLY,
     CONTAINER_UPDATE_ATTRIBUTES,
     RECONCILER_OWNED,
-    REGISTRY_KEY,
+    REGISTRY_PARTITION,
+    REGISTRY_SORT,
 )
 
 POOLED = ObserverKind(
@@ -172,18 +173,26 @@ def test_a_kind_s_task_role_reaches_only_its_own_hosts(
                 "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [host_id_pattern(kind)]},
                 "Null": {"dynamodb:LeadingKeys": "false"},
             }
-        # The registry's grant reaches every item (its key is the observer's name, which does not
-        # begin with its kind: the README's "Least privilege"), but its writes only the
-        # attributes a container writes or compares (tests/observers/test_registry_access.py).
+        # The registry's grants reach the kind's own partition only (reads and writes), and its
+        # writes only the attributes a container writes or compares
+        # (tests/observers/test_registry_access.py); tests/infra/test_kind_roles.py evaluates
+        # them against every other kind's keys.
         on_registry = {s["Action"]: s for s in own if registry in json.dumps(s["Resource"])}
         assert set(on_registry) == {"dynamodb:GetItem", "dynamodb:UpdateItem"}, kind
-        assert "Condition" not in on_registry["dynamodb:GetItem"]
+        own_partition = {
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [kind]},
+            "Null": {"dynamodb:LeadingKeys": "false"},
+        }
+        assert on_registry["dynamodb:GetItem"]["Condition"] == own_partition
         write = on_registry["dynamodb:UpdateItem"]["Condition"]
+        assert write["ForAllValues:StringLike"] == own_partition["ForAllValues:StringLike"]
         allowed = write["ForAllValues:StringEquals"]["dynamodb:Attributes"]
-        assert allowed == list(CONTAINER_UPDATE_ATTRIBUTES) and REGISTRY_KEY in allowed
-        assert write["Null"] == {"dynamodb:Attributes": "false"}
-        assert not set(allowed) & {"config", "kind", "task_arn", "restart_generation"}
-        assert not set(allowed) & (set(RECONCILER_OWNED) - set(CONDITION_ONLY))
+        assert allowed == list(CONTAINER_UPDATE_ATTRIBUTES)
+        assert {REGISTRY_PARTITION, REGISTRY_SORT} <= set(allowed)
+        assert write["Null"] == {"dynamodb:Attributes": "false", "dynamodb:LeadingKeys": "false"}
+        assert not set(allowed) & {"config", "task_arn", "restart_generation"}
+        keys = {REGISTRY_PARTITION, REGISTRY_SORT}
+        assert not set(allowed) - keys & (set(RECONCILER_OWNED) - set(CONDITION_ONLY))
 
 
 def test_the_default_headroom_is_half_a_host() -> None:

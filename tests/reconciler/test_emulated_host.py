@@ -38,7 +38,7 @@ def boot(pool: PooledFleet, host_id: str) -> EmulatedHost:
     host = pool.host(host_id)
     assert host.task_arn is not None
     environment = {
-        "VIGIL_OBSERVERS_TABLE": TABLE,
+        "VIGIL_REGISTRY_TABLE": TABLE,
         "VIGIL_OBSERVER_KINDS": json.dumps({POOLED: "observers.ticker.run"}),
         "VIGIL_HEARTBEAT_SECONDS": "30",
         HOSTS_TABLE_ENV: HOSTS_TABLE,

@@ -2,14 +2,18 @@
 
 moto answers CREATE_COMPLETE for AWS::Scheduler::Schedule, AWS::Scheduler::ScheduleGroup,
 AWS::Lambda::EventInvokeConfig and AWS::CloudWatch::Alarm without creating anything. The emulator reads those resources from the same
-template and creates them, so the local account holds what a real deploy would.
+template and creates them, so the local account holds what a real deploy would; after a later
+deploy of the stack, again: what exists already is updated to the template's.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from vigil_tools.emulator.intrinsics import Resolver
 from vigil_tools.emulator.template import Synthesized
@@ -32,8 +36,8 @@ def complete(synth: Synthesized, resolver: Resolver) -> dict[str, int]:
         created["queue_policies"] += 1
     for logical_id, resource in synth.resources("AWS::Scheduler::ScheduleGroup").items():
         name = resolver.resolve(resource["Properties"]).get("Name", logical_id)
-        client("scheduler").create_schedule_group(Name=name)
-        created["schedule_groups"] += 1
+        if not _exists(partial(client("scheduler").create_schedule_group, Name=name)):
+            created["schedule_groups"] += 1
     for logical_id, resource in synth.resources("AWS::Scheduler::Schedule").items():
         _schedule(logical_id, resolver.resolve(resource["Properties"]), client)
         created["schedules"] += 1
@@ -46,9 +50,28 @@ def complete(synth: Synthesized, resolver: Resolver) -> dict[str, int]:
     return created
 
 
+def _exists(create: Callable[[], Any]) -> bool:
+    """Run ``create``; True when it was there already (a later deploy of the same stack)."""
+    try:
+        create()
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ConflictException":
+            raise
+        return True
+    return False
+
+
 def _schedule(logical_id: str, props: dict[str, Any], client: Client) -> None:
+    """Created, or updated to the template's when a later deploy finds it."""
+    scheduler = client("scheduler")
+    args = _schedule_args(logical_id, props)
+    if _exists(partial(scheduler.create_schedule, **args)):
+        scheduler.update_schedule(**args)
+
+
+def _schedule_args(logical_id: str, props: dict[str, Any]) -> dict[str, Any]:
     target = props["Target"]
-    client("scheduler").create_schedule(
+    return dict(
         Name=props.get("Name", logical_id),
         GroupName=props.get("GroupName", "default"),
         Description=props.get("Description", ""),

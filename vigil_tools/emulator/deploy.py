@@ -1,5 +1,6 @@
 """Deploy a synthesized stack onto the emulator the way ``cdk deploy`` would: bootstrap, publish
-file assets, create the CloudFormation stack, and report its physical resources."""
+file assets, create the CloudFormation stack (or update it with a newer template), and report its
+physical resources."""
 
 from __future__ import annotations
 
@@ -39,12 +40,30 @@ def deploy(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) ->
     account = session.client("sts").get_caller_identity()["Account"]
     region = session.region_name
     _bootstrap(session, account, region)
+    return _apply(synth, session, stack_name, "create_stack", "CREATE_COMPLETE")
+
+
+def update(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) -> Deployed:
+    """Deploy ``synth`` over the stack an earlier :func:`deploy` created, as ``cdk deploy`` of a
+    new version does: CloudFormation adds, changes and removes resources; data in tables it keeps
+    stays. Resources moto's CloudFormation skips are not changed (``complete`` creates them)."""
+    from vigil_tools.emulator.moto_updates import install
+
+    install()
+    return _apply(synth, session, stack_name, "update_stack", "UPDATE_COMPLETE")
+
+
+def _apply(
+    synth: Synthesized, session: Any, stack_name: str, operation: str, complete: str
+) -> Deployed:
+    account = session.client("sts").get_caller_identity()["Account"]
+    region = session.region_name
     _publish_file_assets(synth, session, account, region)
     cloudformation = session.client("cloudformation")
     with warnings.catch_warnings(record=True) as skipped:
         warnings.simplefilter("always")
         try:
-            cloudformation.create_stack(
+            getattr(cloudformation, operation)(
                 StackName=stack_name,
                 TemplateBody=json.dumps(
                     _with_fifo_queue_names(
@@ -57,7 +76,7 @@ def deploy(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) ->
             unsupported = {str(w.message) for w in skipped}
             raise DeployFailed.of(synth, stack_name, _message(refused), unsupported) from None
     stack = cloudformation.describe_stacks(StackName=stack_name)["Stacks"][0]
-    if stack["StackStatus"] != "CREATE_COMPLETE":
+    if stack["StackStatus"] != complete:
         failed = [
             f"{e['LogicalResourceId']}: {e.get('ResourceStatusReason', e['ResourceStatus'])}"
             for e in cloudformation.describe_stack_events(StackName=stack_name)["StackEvents"]

@@ -75,6 +75,11 @@ class Tracking:
     """RunTask calls that failed for the current generation (drives the retry backoff)."""
     capacity: str | None = None
     """The capacity (``Capacity``) the current task got."""
+    legacy: bool = False
+    """Its current generation's container writes the name-keyed registry it was copied from
+    (``LEGACY_ATTRIBUTE``): a rollout hands it over whatever it runs."""
+    legacy_version: int | None = None
+    """The old record's version as last copied or replayed (``LEGACY_VERSION``)."""
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,14 @@ from vigil.observers.host_fleet.store import HostConflict, HostStore
 from vigil.observers.kind_options import KindOptionsMap
 from vigil.observers.reconciler.report import MetricSink, no_metrics
 from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
+from vigil.observers.registry.layout import Layout, RegistryRef
 from vigil.telemetry import ObserverMetric
+
+
+def legacy_host(host: Host, registry: RegistryRef) -> bool:
+    """A host started before the registry was keyed by kind (its children write the name-keyed
+    registry), seen by a reconciler of the registry keyed by kind."""
+    return registry.by_kind and host.registry != Layout.BY_KIND.value
 
 
 def random_host_id(kind: str) -> str:
@@ -97,8 +104,15 @@ class Placer:
     # Placement ------------------------------------------------------------------------------------
 
     def choose(self, kind: str, prefer: str | None, name: str | None = None) -> Host:
-        found = choose_host(self.all_hosts().values(), kind, prefer, name)
+        ours = (h for h in self.all_hosts().values() if self.ours(h))
+        found = choose_host(ours, kind, prefer, name)
         return found if found is not None else self.start_host(kind)
+
+    def ours(self, host: Host) -> bool:
+        """Whether the host's children write the registry this reconciler keeps. One started
+        before the registry was keyed by kind writes the old one: it takes no new observer (its
+        own are handed over by the rollout, :func:`legacy_host`)."""
+        return not legacy_host(host, self.store.ref)
 
     def start_host(self, kind: str) -> Host:
         """A new host: its item first (STARTING), then RunTask; a failed RunTask is kept on the
@@ -106,7 +120,12 @@ class Placer:
         placement = self.placements[kind]
         definition = self.ecs.task_definition(kind) or ""
         host = self.hosts.create(
-            self.new_host_id(kind), kind, placement.slots_per_host, definition, self.clock()
+            self.new_host_id(kind),
+            kind,
+            placement.slots_per_host,
+            definition,
+            self.clock(),
+            registry=Layout.BY_KIND.value if self.store.ref.by_kind else None,
         )
         return self.run_host(self.book.put(host))
 

@@ -3,7 +3,8 @@
 Every write is fenced by ``generation``: the reconciler bumps the generation when it replaces a
 task, and from then on every write of the old container fails, which is how it learns it was
 replaced. The writes still bump ``version`` so that the read-modify-write writers (operators, the
-reconciler) see the change.
+reconciler) see the change. A container's writes and reads name keys of its own kind's partition
+only (``RegistryRef.kind``): its role reaches no other.
 """
 
 from __future__ import annotations
@@ -30,8 +31,14 @@ from vigil.observers.model import (
     is_observer_item,
     validate_checkpoint,
 )
-from vigil.observers.registry.errors import Fenced, GivenUp, PlacedElsewhere, StopRequested
-from vigil.observers.registry.table import RegistryTable, key
+from vigil.observers.registry.errors import (
+    Fenced,
+    GivenUp,
+    ObserverNotFound,
+    PlacedElsewhere,
+    StopRequested,
+)
+from vigil.observers.registry.table import RegistryTable
 
 
 class FencedWrites(RegistryTable):
@@ -82,10 +89,13 @@ class FencedWrites(RegistryTable):
     ) -> RunRecordSite:
         """Where ``ctx.once`` journals effects: the observer's record, while ``generation`` holds
         it (any status: a stopping generation may still finish an effect)."""
+        kind = self.kind_of(name)
+        if kind is None:
+            raise ObserverNotFound(name)
         return RunRecordSite(
             client=self._client,
             table=self._table,
-            key={"name": name},
+            key=self._ref.plain_key(kind, name),
             token_attribute="generation",
             token=generation,
             running=None,
@@ -176,11 +186,14 @@ class FencedWrites(RegistryTable):
         update.condition(update.eq("generation", generation))
         if host is not None:
             update.condition(update.eq(OBSERVER_HOST, host))
+        kind = self.kind_of(name)
+        if kind is None:
+            raise Fenced(name, generation, None)  # no record of that name: as a record gone
         try:
             return dict(
                 self._client.update_item(
                     TableName=self._table,
-                    Key=key(name),
+                    Key=self._ref.key(kind, name),
                     ReturnValues=return_values,
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                     **update.request(),
