@@ -9,6 +9,11 @@
   definitions as they are (``Environment``, ``Name``...), where its create remaps them to the
   API's camelCase first: the new revision had no ``environment`` a reader could find. The update
   remaps them the same way.
+* A DynamoDB table has no update at all: its resource became None and every ``Fn::GetAtt`` of it
+  failed ("references undefined resource"), so a deployed tasks table could not gain its
+  ``retries`` index. The update adds and deletes global secondary indexes and takes the new
+  attribute definitions, as UpdateTable does, and keeps the table and its items; other property
+  changes are not applied.
 
 ``tests/upgrade/test_registry_upgrade.py`` deploys today's template over an older one, and back to
 the default, through them.
@@ -22,11 +27,13 @@ _installed: list[bool] = []
 
 
 def install() -> None:
-    """Apply both (once; idempotent)."""
+    """Apply all three (once; idempotent)."""
     if _installed:
         return
     from moto.awslambda.models import LambdaFunction, lambda_backends
     from moto.core.utils import pascal_to_camelcase, remap_nested_keys
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.table import Table
     from moto.ecs.models import TaskDefinition
 
     def layers(function: Any, arns: list[str]) -> list[dict[str, Any]]:
@@ -59,6 +66,32 @@ def install() -> None:
             region_name=region_name,
         )
 
+    def table_updated(
+        cls: Any,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+    ) -> Any:
+        properties = cloudformation_json["Properties"]
+        wanted = {i["IndexName"]: i for i in properties.get("GlobalSecondaryIndexes", [])}
+        have = {i.name for i in original_resource.global_indexes}
+        changes = [{"Delete": {"IndexName": name}} for name in sorted(have - set(wanted))]
+        changes += [{"Create": wanted[name]} for name in sorted(set(wanted) - have)]
+        backend = dynamodb_backends[account_id][region_name]
+        return backend.update_table(
+            name=original_resource.name,
+            attr_definitions=properties.get("AttributeDefinitions", []),
+            global_index=changes,
+            throughput={},
+            billing_mode="",
+            stream_spec={},
+            deletion_protection_enabled=None,
+            warm_throughput=None,
+        )
+
     LambdaFunction._get_layers_data = layers  # type: ignore[method-assign,assignment]
     TaskDefinition.update_from_cloudformation_json = classmethod(remapped)  # type: ignore[assignment]
+    Table.update_from_cloudformation_json = classmethod(table_updated)  # type: ignore[assignment]
     _installed.append(True)
