@@ -3,12 +3,24 @@
 Requests are counted from botocore's ``before-call`` events on moto, a plain write beside the
 same write fenced; a refused write counts too. The import cost: the modules a job that never names
 ``run.fenced`` loads (none of :mod:`vigil.effects`), and the one-off import on first use.
+
+The strict writers (``run.fenced.strict``) beside the plain ones, through the real jobs guard (its
+claim is the job's ``HEAD`` a real claim wrote): requests counted the same way, and the capacity
+units each request costs by AWS's rules applied to the sizes of the items as written here (moto
+reports no capacity for a transaction, and half a unit for a strongly consistent read): a write
+1 unit per KB of the larger of the item before and after; every item of a transaction, its
+``ConditionCheck`` included, 2 write units per KB (AWS's transaction capacity rule; a standalone
+``ConditionCheck`` measured at 2 write units against real DynamoDB by the dynamodb-conformance
+suite); a strongly consistent read 1 read unit per 4 KB.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,7 +30,9 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from benchmarks.host_memory import _wire_size as item_size
 from benchmarks.import_time import ROOT, _median_ms
+from tests.helpers.tables import create_table
 from vigil.clock import ManualClock
 from vigil.contract.effects import WRITES_ENV
 from vigil.effects import Effects, Fenced, RunFence
@@ -26,9 +40,10 @@ from vigil.effects.fence import Grants
 from vigil.jobs.events import Tick
 from vigil.jobs.guard import JobGuard, Run
 from vigil.jobs.model import JobSettings
-from vigil.jobs.store import RunStore
+from vigil.jobs.store import HEAD_SK, RunStore, job_pk
 
 TABLE, BUCKET = "bench-items", "bench-objects"
+STRICT_TABLE = "strict-items"
 
 
 class Requests:
@@ -55,12 +70,7 @@ class Requests:
 def _rows() -> list[tuple[str, int, int]]:
     requests = Requests()
     ddb, s3, sqs = (requests.client(s) for s in ("dynamodb", "s3", "sqs"))
-    ddb.create_table(
-        TableName=TABLE,
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_table(ddb, TABLE, "id")
     s3.create_bucket(Bucket=BUCKET)
     fifo = sqs.create_queue(QueueName="bench.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     grants = Grants.from_env(
@@ -109,6 +119,11 @@ def _rows() -> list[tuple[str, int, int]]:
             requests.of(lambda: run.s3.put_object(Bucket="B", Key="new", Body=b"y")),
         ),
         (
+            "S3 put_object (the bytes the object already holds)",
+            requests.of(lambda: s3.put_object(Bucket=BUCKET, Key="new-plain", Body=b"y")),
+            requests.of(lambda: run.s3.put_object(Bucket="B", Key="new", Body=b"y")),
+        ),
+        (
             "SQS send_message (FIFO)",
             requests.of(
                 lambda: sqs.send_message(
@@ -126,14 +141,7 @@ def _journal_rows() -> list[tuple[str, int, int]]:
     from the intent's refusal, no read)."""
     requests = Requests()
     ddb = requests.client("dynamodb")
-    ddb.create_table(
-        TableName="bench-runs",
-        KeySchema=[
-            {"AttributeName": k, "KeyType": t} for k, t in (("pk", "HASH"), ("sk", "RANGE"))
-        ],
-        AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in ("pk", "sk")],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_table(ddb, "bench-runs", "pk", "sk")
     clock = ManualClock(datetime(2026, 11, 25, 12, 0, tzinfo=UTC))
     store = RunStore(ddb, "bench-runs")
     guard = JobGuard(JobSettings(job="bench", table="bench-runs"), store, clock)
@@ -167,6 +175,86 @@ def _journal_rows() -> list[tuple[str, int, int]]:
     ]
 
 
+def _write_units(*sizes: int, transactional: bool = False) -> int:
+    return sum(math.ceil(max(size, 1) / 1024) * (2 if transactional else 1) for size in sizes)
+
+
+def _strict_rows() -> list[tuple[str, str, str]]:
+    """Each write plain and strict, by a job run the guard claimed: requests and units."""
+    requests = Requests()
+    ddb, sqs = requests.client("dynamodb"), requests.client("sqs")
+    create_table(ddb, "strict-runs", "pk", "sk")
+    create_table(ddb, STRICT_TABLE, "id")
+    queue = sqs.create_queue(QueueName="strict-mail")["QueueUrl"]
+    requests.client("s3").create_bucket(Bucket="strict-objects")
+    granted = {"tables": {"T": STRICT_TABLE}, "queues": {"Q": queue}}
+    granted["buckets"] = {"B": "strict-objects"}
+    grants = Grants.from_env({WRITES_ENV: json.dumps(granted)}, "bench")
+    clock = ManualClock(datetime(2026, 11, 25, 12, 0, tzinfo=UTC))
+    guard = JobGuard(
+        JobSettings(job="bench", table="strict-runs"), RunStore(ddb, "strict-runs"), clock
+    )
+    rows: list[tuple[str, str, str]] = []
+
+    def stored(table: str, key: dict[str, Any]) -> dict[str, Any]:
+        return dict(ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item", {}))
+
+    def body(run: Run) -> None:
+        plain = Effects(run.fenced.fence, grants, requests.client)
+        strict = Effects(run.fenced.fence, grants, requests.client, claim=run.claim).strict
+        key = {"id": {"S": "k"}}
+        head = item_size(
+            stored("strict-runs", {"pk": {"S": job_pk("bench")}, "sk": {"S": HEAD_SK}})
+        )
+        for label, write in (
+            ("put_item", lambda e: e.table("T").put_item(Item={**key, "v": {"S": "x" * 100}})),
+            (
+                "update_item",
+                lambda e: e.table("T").update_item(
+                    Key=key,
+                    UpdateExpression="SET n = :n",
+                    ExpressionAttributeValues={":n": {"N": "1"}},
+                ),
+            ),
+        ):
+            before = item_size(stored(STRICT_TABLE, key))
+            count = requests.of(functools.partial(write, plain))
+            size = max(before, item_size(stored(STRICT_TABLE, key)))
+            strict_count = requests.of(functools.partial(write, strict))
+            rows.append(
+                (
+                    f"DynamoDB {label} ({size} B item; the claim checked: {head} B)",
+                    f"{count} request, {_write_units(size)} WRU",
+                    f"{strict_count} request, {_write_units(size, head, transactional=True)} WRU",
+                )
+            )
+        bodies = (f"report {n}".encode() for n in itertools.count())
+        for label, send in (
+            (
+                "SQS send_message",
+                lambda e: e.sqs.send_message(QueueUrl="Q", MessageBody="x", effect="e"),
+            ),
+            (
+                "S3 put_object (overwrite)",
+                lambda e: e.s3.put_object(Bucket="B", Key="k", Body=next(bodies)),
+            ),
+        ):
+            requests.of(functools.partial(send, plain))  # the S3 object exists: an overwrite next
+            count = requests.of(functools.partial(send, plain))
+            strict_count = requests.of(functools.partial(send, strict))
+            rows.append(
+                (
+                    f"{label} (the claim read first, strongly consistent)",
+                    f"{count} request{'s' if count > 1 else ''}",
+                    f"{strict_count} requests (+1 GetItem, {math.ceil(head / 4096)} RRU)",
+                )
+            )
+
+    tick = Tick(job="bench", scheduled_at=clock(), source="scheduler")
+    guard.execute(tick, body, remaining_ms=lambda: 60_000, holder="h")
+    return rows
+
+
 LOADED = (
     "import sys, jobs.cleanup, vigil.jobs.decorator, vigil.tasks.decorator; "
     "print(len([m for m in sys.modules if m.startswith('vigil.effects')]))"
@@ -177,6 +265,7 @@ def run() -> str:
     with mock_aws():
         rows = _rows()
         journal = _journal_rows()
+        strict = _strict_rows()
     loaded = subprocess.run(
         [sys.executable, "-c", LOADED],
         env={"PYTHONPATH": str(ROOT / "functions"), "AWS_DEFAULT_REGION": "us-east-1"},
@@ -201,6 +290,15 @@ def run() -> str:
         "| Journal (`run.once`) | DynamoDB requests without | with | added |",
         "|---|---:|---:|---:|",
         *(f"| {name} | {plain} | {used} | +{used - plain} |" for name, plain, used in journal),
+        "",
+        "| Each write, plain and strict | `run.fenced` | `run.fenced.strict` |",
+        "|---|---|---|",
+        *(f"| {name} | {plain} | {strict_one} |" for name, plain, strict_one in strict),
+        "",
+        "WRU: write request units (on demand; the same count of capacity units when "
+        "provisioned), RRU: read request units, by AWS's rules on the sizes written here "
+        "(see the benchmark's docstring); DynamoDB on demand prices a million WRU at $0.625 "
+        "and a million RRU at $0.125 (2025 list prices, us-east-1).",
     ]
     return "\n".join(lines)
 

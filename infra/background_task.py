@@ -188,7 +188,12 @@ class BackgroundTask(Construct):
                 **writes_environment(self, checked.writes),
             },
         )
-        grant_writes(self.function, checked.writes)
+        grant_writes(
+            self.function,
+            checked.writes,
+            claims=self.table,
+            claim_conditions=_leading_keys([self]),
+        )
         self.function.add_event_source(
             event_sources.SqsEventSource(
                 self.queue,

@@ -161,7 +161,12 @@ class ScheduledJob(Construct):
             self.function.add_environment(variable, str(seconds))
         for variable, value in writes_environment(self, declared).items():
             self.function.add_environment(variable, value)
-        grant_writes(self.function, declared)
+        grant_writes(
+            self.function,
+            declared,
+            claims=self.runs_table,
+            claim_conditions=self._own_items(),
+        )
         self._warn_if_retries_arrive_too_late(checked.timeout, max_lateness, retry_attempts)
         if never_fires_again(schedule, time_zone):
             Annotations.of(self).add_warning_v2(
@@ -278,11 +283,13 @@ class ScheduledJob(Construct):
             iam.PolicyStatement(
                 actions=["dynamodb:UpdateItem"],
                 resources=[self.runs_table.table_arn],
-                conditions={
-                    "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"JOB#{self.job_name}"]}
-                },
+                conditions=self._own_items(),
             )
         )
+
+    def _own_items(self) -> dict[str, Any]:
+        """The condition that keeps a grant on the runs table to this job's own items."""
+        return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"JOB#{self.job_name}"]}}
 
     def _build_schedule(
         self,

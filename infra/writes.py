@@ -9,7 +9,7 @@ resource before a request, with an error naming what was granted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,10 +63,27 @@ def check_writes(fail: Fail, writes: Sequence[Any]) -> list[Declared]:
     return declared
 
 
-def grant_writes(grantee: iam.IGrantable, declared: Sequence[Declared]) -> None:
+def grant_writes(
+    grantee: iam.IGrantable,
+    declared: Sequence[Declared],
+    *,
+    claims: Any,
+    claim_conditions: Mapping[str, Any] | None = None,
+) -> None:
     """Exactly the actions each fenced writer makes, on each declared resource only (and, for a
     table or bucket under a customer-managed key, that key's encrypt and decrypt: without it
-    the first put is AccessDenied; a queue's grant includes its key already)."""
+    the first put is AccessDenied; a queue's grant includes its key already); and, when anything
+    is declared, the read of the run's own claim ``run.fenced.strict`` makes (a ``GetItem``, or a
+    ``ConditionCheck`` inside the write's transaction) on ``claims``, the table that holds it,
+    under ``claim_conditions`` (the run's own partition)."""
+    if declared:
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:ConditionCheckItem"],
+                resources=[claims.table_arn],
+                conditions=dict(claim_conditions) if claim_conditions else None,
+            )
+        )
     for one in declared:
         resource = one.resource
         key = getattr(resource, "encryption_key", None)
@@ -79,9 +96,11 @@ def grant_writes(grantee: iam.IGrantable, declared: Sequence[Declared]) -> None:
             )
         elif one.kind is WriteKind.BUCKETS:
             # HeadObject is s3:GetObject; without s3:ListBucket a missing key answers 403, not 404.
+            # A put of the bytes already there is a one-part upload (s3:PutObject covers its
+            # create, part and completion), aborted when its completion loses a race.
             grantee.grant_principal.add_to_principal_policy(
                 iam.PolicyStatement(
-                    actions=["s3:GetObject", "s3:PutObject"],
+                    actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
                     resources=[resource.arn_for_objects("*")],
                 )
             )

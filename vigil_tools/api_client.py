@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from vigil.contract.journal import Verdict
 from vigil_tools.lambda_context import LambdaContext
 
 _REGION_IN_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.amazonaws\.com")
@@ -209,8 +210,8 @@ class ObserversClient:
     def restart(self, name: str) -> dict[str, Any]:
         return dict(self._call("POST", f"/observers/{_segment(name)}/restart"))
 
-    def settle(self, name: str, effect: str, *, done: bool) -> dict[str, Any]:
-        body = {"effect": effect, "outcome": "done" if done else "not_done"}
+    def settle(self, name: str, effect: str, *, verdict: Verdict) -> dict[str, Any]:
+        body = {"effect": effect, "outcome": Verdict(verdict).value}
         return dict(self._call("POST", f"/observers/{_segment(name)}/settle", body=body))
 
     def migration(self) -> dict[str, Any]:

@@ -4,7 +4,7 @@
     vigil observers create NAME --kind K [--config JSON|@file] [--idempotency-key K]
     vigil observers list [--status S]
     vigil observers get NAME | stop NAME | restart NAME
-    vigil observers settle NAME --effect E --done|--not-done   (an UNCERTAIN ctx.once effect)
+    vigil observers settle NAME --effect E --done|--done-rerun|--not-done   (an UNCERTAIN ctx.once effect)
     vigil observers rebalance KIND [--max N]                   (a pooled kind: even its hosts' load)
     vigil hosts list [--kind K]                                   (pooled kinds' hosts)
     vigil jobs list | history JOB | redrive JOB | next JOB       (see vigil_tools/jobs_cli.py)
@@ -44,7 +44,7 @@ from vigil_tools.api_client import (
     Unreachable,
 )
 from vigil_tools.local import up as local_up
-from vigil_tools.settle_cli import add_settle
+from vigil_tools.settle_cli import add_settle, flags, verdict_of
 from vigil_tools.stacks import StackNotFound, stage_api_url
 from vigil_tools.tables import render_table
 
@@ -103,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         "name",
         None,
         done="it happened: the next generation skips it",
+        done_rerun="the same as --done for an observer: its next generation always runs its "
+        "code again, skipping the effect",
         not_done="it did not: the next generation does it",
     )
     rebalance = commands.add_parser("rebalance", help="even a pooled kind's load over its hosts")
@@ -270,7 +272,7 @@ def _run(client: ObserversClient, args: argparse.Namespace, config: dict[str, An
         case "restart":
             return client.restart(args.name)
         case "settle":
-            return client.settle(args.name, args.effect, done=args.done)
+            return client.settle(args.name, args.effect, verdict=verdict_of(args))
         case "rebalance":
             return client.rebalance(args.kind, args.max_moves)
         case "migrate":
@@ -385,14 +387,14 @@ def _to_settle(observer: Mapping[str, Any]) -> str:
         return ""
     return (
         f"\n\nUNCERTAIN on effect {effect!r}: find out whether it happened, then "
-        f"`vigil observers settle {observer['name']} --effect {effect} --done|--not-done`"
+        f"`vigil observers settle {observer['name']} --effect {effect} {flags()}`"
     )
 
 
 def _settled(args: argparse.Namespace, observer: Mapping[str, Any]) -> str:
     """What the settlement did, and what to watch next."""
     name = observer["name"]
-    if args.done:
+    if verdict_of(args).happened:
         said = f"effect {args.effect!r} recorded done: the next generation skips it"
     else:
         said = f"effect {args.effect!r} cleared: the next generation does it again"

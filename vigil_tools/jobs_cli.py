@@ -4,7 +4,7 @@
     vigil jobs history JOB [--limit 20]
     vigil jobs redrive JOB [--limit 100]
     vigil jobs next JOB [-n 5]
-    vigil jobs settle JOB TICK --effect NAME --done|--not-done
+    vigil jobs settle JOB TICK --effect NAME --done|--done-rerun|--not-done
     vigil jobs run | pause | resume | backfill ...   (through the API: tools/jobs_control_cli.py)
 
 These talk to AWS directly with the usual credential chain (read the runs table, read and delete
@@ -32,7 +32,7 @@ from vigil.settle import NotSettleable
 from vigil_tools import jobs_control_cli
 from vigil_tools.direct_cli import add_group, add_redrive, positive
 from vigil_tools.redrive import Answer, Redriven, one_at_a_time, redrive_job
-from vigil_tools.settle_cli import add_settle
+from vigil_tools.settle_cli import add_settle, verdict_of
 from vigil_tools.stacks import StackNotFound, stack_of, stack_outputs
 from vigil_tools.tables import render_table
 
@@ -88,8 +88,11 @@ def add_parser(groups: Any) -> None:
         commands,
         "job",
         "tick",
-        done="it happened: the tick SUCCEEDED",
-        not_done="it did not: the tick is FAILED, to run again",
+        done="it happened: the tick SUCCEEDED (the rest of the body does not run)",
+        done_rerun="it happened, and the rest must run: the tick is FAILED, for `vigil jobs "
+        "run JOB --at TICK` to run the body again, skipping the effect",
+        not_done="it did not: the tick is FAILED, for `vigil jobs run JOB --at TICK` to run "
+        "it again, effect and all",
     )
     jobs_control_cli.add_commands(commands, positive)
 
@@ -129,7 +132,7 @@ def run(
     if args.command == "settle":
         try:
             settled = store.settle(
-                args.job, args.tick, args.effect, done=args.done, now=datetime.now(UTC)
+                args.job, args.tick, args.effect, verdict=verdict_of(args), now=datetime.now(UTC)
             )
         except NotSettleable as refused:
             raise JobsError(str(refused)) from None

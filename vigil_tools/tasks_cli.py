@@ -5,7 +5,7 @@
     vigil tasks list TASK [--status FAILED] [--limit 50] [--next TOKEN]
     vigil tasks cancel TASK ID
     vigil tasks redrive TASK [--limit 100]
-    vigil tasks settle TASK ID --effect NAME --done|--not-done
+    vigil tasks settle TASK ID --effect NAME --done|--done-rerun|--not-done
 
 Like ``vigil jobs``, these talk to AWS directly with the usual credential chain: the stack's
 ``TasksCatalog`` output says where each task's queue and records are, and ``vigil.tasks`` does the
@@ -28,7 +28,7 @@ from vigil.tasks.queues import TaskQueue
 from vigil.tasks.redrive import redrive
 from vigil.tasks.store import TaskRecord, TaskStore
 from vigil_tools.direct_cli import add_group, add_redrive, positive
-from vigil_tools.settle_cli import add_settle
+from vigil_tools.settle_cli import add_settle, verdict_of
 from vigil_tools.stacks import StackNotFound, stack_of, stack_outputs
 from vigil_tools.tables import render_table
 
@@ -89,8 +89,10 @@ def add_parser(groups: Any) -> None:
         commands,
         "task",
         "id",
-        done="it happened: the task SUCCEEDED",
-        not_done="it did not: FAILED, for `vigil tasks redrive`",
+        done="it happened: the task SUCCEEDED (the rest of the body does not run)",
+        done_rerun="it happened, and the rest must run: FAILED, for `vigil tasks redrive` to "
+        "run the body again, skipping the effect",
+        not_done="it did not: FAILED, for `vigil tasks redrive` to run it again, effect and all",
     )
 
 
@@ -137,7 +139,7 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
         store = TaskStore(session.client("dynamodb"), spec.table)
         try:
             settled = store.settle(
-                spec.name, args.id, args.effect, done=args.done, now=datetime.now(UTC)
+                spec.name, args.id, args.effect, verdict=verdict_of(args), now=datetime.now(UTC)
             )
         except NotSettleable as refused:
             raise TasksError(str(refused)) from None

@@ -4,6 +4,10 @@ The guards (jobs, tasks) and the observer runtime treat a refused fenced write a
 superseded, not as a crash, and an effect found begun but not known finished as UNCERTAIN; they
 must not load the effects for a run that never used them (if the module is not loaded, no write
 went through it and no effect was journalled).
+
+A body may catch what the effects raised (a per-item loop around ``run.once`` that logs and goes
+on): the run's :class:`Halt` keeps it, noted where it was raised, so the guard ends the run
+UNCERTAIN or FENCED whatever the body did with the exception.
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock, Sleeper, system_clock
+
+if TYPE_CHECKING:
+    from vigil.dynamo import Update
 
 
 def refused_write(error: BaseException) -> bool:
@@ -30,6 +37,65 @@ def uncertain_effect(error: BaseException) -> str | None:
     if effects is not None and isinstance(error, effects.Uncertain):
         return str(error.effect)
     return None
+
+
+class Halt:
+    """What must end a run, noted where the effects raised it rather than where the body let it
+    go: the first ``Uncertain`` (an effect an earlier run left unfinished), the first
+    ``Fenced`` (a newer run wrote first), and the first block of ``run.once`` that raised after
+    its intent (the effect's fate unknown, which only matters if the body then returns).
+
+    The guard asks :meth:`stop` once the body is over: an UNCERTAIN effect outranks a refused
+    write (a person must settle it; a superseded run's outcome is refused on its own anyway)."""
+
+    def __init__(self) -> None:
+        self.uncertain: BaseException | None = None
+        self.fenced: BaseException | None = None
+        self.unfinished: tuple[str, BaseException] | None = None
+
+    def note(self, error: BaseException) -> None:
+        """Keep ``error`` if it is one that ends the run (a first of its kind); else nothing."""
+        if self.uncertain is None and uncertain_effect(error) is not None:
+            self.uncertain = error
+        elif self.fenced is None and refused_write(error):
+            self.fenced = error
+
+    def note_unfinished(self, effect: str, error: BaseException) -> None:
+        """A block of ``run.once`` for ``effect`` raised ``error`` after recording its intent."""
+        if self.unfinished is None and uncertain_effect(error) is None:
+            self.unfinished = (effect, error)
+
+    def stop(self, *, returned: bool) -> BaseException | None:
+        """What ends the run: an ``Uncertain`` (or, when the body ``returned``, an unfinished
+        block's :class:`UnfinishedEffect`), else a ``Fenced``, else None. A body that raised
+        leaves an unfinished block to its retry, which finds the intent (``check`` or
+        UNCERTAIN)."""
+        if self.uncertain is not None:
+            return self.uncertain
+        if returned and self.unfinished is not None and self.fenced is None:
+            effect, error = self.unfinished
+            return UnfinishedEffect(effect, error)
+        return self.fenced
+
+
+class UnfinishedEffect(Exception):
+    """The body returned after one of its own ``run.once`` blocks raised (and was caught): the
+    effect's intent is recorded, its completion never will be, so the run ends UNCERTAIN on it."""
+
+    def __init__(self, effect: str, error: BaseException) -> None:
+        super().__init__(
+            f"effect {effect!r}: its block raised {type(error).__name__} ({error}) after the "
+            "intent was recorded, and the body went on: whether it happened is unknown; settle it"
+        )
+        self.effect = effect
+
+
+def stopped_on(error: BaseException) -> str | None:
+    """The effect a run stops UNCERTAIN on, from what :meth:`Halt.stop` returned (or the body
+    raised): an earlier run's unfinished effect, or the run's own unfinished block."""
+    if isinstance(error, UnfinishedEffect):
+        return error.effect
+    return uncertain_effect(error)
 
 
 @dataclass(frozen=True)
@@ -53,14 +119,32 @@ class RunRecordSite:
     clock: Clock = system_clock
     sleep: Sleeper = time.sleep
 
+    def holds(self, seen: Mapping[str, Any] | None) -> bool:
+        """Whether ``seen`` (the record as read, plain values) is still this run's."""
+        if seen is None:
+            return False
+        running = self.running is None or seen.get("status") == self.running
+        return seen.get(self.token_attribute) == self.token and running
+
+    def while_held(self, update: Update) -> Update:
+        """``update`` conditional on the record still being this run's: :meth:`holds`, in
+        DynamoDB's terms."""
+        update.condition(update.eq(self.token_attribute, self.token))
+        if self.running is not None:
+            update.condition(update.eq("status", self.running))
+        return update
+
 
 def once(
-    record: RunRecordSite | None, effect: str, check: Callable[[], bool] | None
+    record: RunRecordSite | None,
+    effect: str,
+    check: Callable[[], bool] | None,
+    halt: Halt | None = None,
 ) -> AbstractContextManager[bool]:
-    """``run.once`` of a job or task run (:mod:`vigil.effects.journal`): the journal is loaded
-    on first use, like ``run.fenced``."""
+    """``run.once`` of a job, task or observer run (:mod:`vigil.effects.journal`): the journal is
+    loaded on first use, like ``run.fenced``; what it raises is noted on the run's ``halt``."""
     from vigil.effects import Journal
 
     if record is None:
         raise RuntimeError("this run has no record to journal effects on")
-    return Journal(record).once(effect, check)
+    return Journal(record, halt).once(effect, check)

@@ -3,11 +3,13 @@ conditional update ``vigil jobs settle``, ``vigil tasks settle`` and ``vigil obs
 write on the record that holds the journal.
 
 The record must be uncertain on that very effect (else the update is refused and nothing
-changes). Done: the journal records the completion (``settled``, fence 0: no run wrote it), so
-the next run skips it. Not done: the intent is cleared, so the next run does it. A job's or
-task's record then takes ``done_status`` or ``failed_status`` (:func:`settlement`); an
-observer's record is re-armed by the registry's restart instead
-(``ObserverCommands.request_settle``), both on top of :func:`verdict`.
+changes). Done (:class:`~vigil.contract.journal.Verdict`: ``done`` or ``done_rerun``): the
+journal records the completion (``settled``, fence 0: no run wrote it), so the next run skips it.
+Not done: the intent is cleared, so the next run does it. A job's or task's record then takes
+``done_status`` (done: the run ends there) or ``failed_status`` (done_rerun, not_done: it runs
+again, through its usual rerun) (:func:`settlement`); an observer's record is re-armed by the
+registry's restart instead (``ObserverCommands.request_settle``: its next generation runs its code
+again whatever the verdict), both on top of :func:`journal_verdict`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import iso
-from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE, EffectState
+from vigil.contract.journal import (
+    JOURNAL_ATTRIBUTE,
+    UNCERTAIN_EFFECT_ATTRIBUTE,
+    EffectState,
+    Verdict,
+)
 from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, to_wire
 
 
@@ -31,10 +38,10 @@ UNCERTAIN = "UNCERTAIN"
 """The status both jobs' and tasks' records take (``RunStatus`` / ``TaskStatus``)."""
 
 
-def verdict(update: Update, effect: str, *, done: bool, now: datetime) -> Update:
-    """The journal's side of a settlement, alike on every record: the entry DONE (done) or
-    gone (not done), ``uncertain_effect`` removed, on condition that it names ``effect``."""
-    if done:
+def journal_verdict(update: Update, effect: str, *, verdict: Verdict, now: datetime) -> Update:
+    """The journal's side of a settlement, alike on every record: the entry DONE (it happened)
+    or gone (not done), ``uncertain_effect`` removed, on condition that it names ``effect``."""
+    if verdict.happened:
         entry = {"state": EffectState.DONE.value, "fence": 0, "at": iso(now), "settled": True}
         update.set_in(JOURNAL_ATTRIBUTE, effect, entry)
     else:
@@ -44,18 +51,26 @@ def verdict(update: Update, effect: str, *, done: bool, now: datetime) -> Update
 
 
 def settlement(
-    effect: str, *, done: bool, now: datetime, done_status: str, failed_status: str, again: str
+    effect: str,
+    *,
+    verdict: Verdict,
+    now: datetime,
+    done_status: str,
+    failed_status: str,
+    again: str,
 ) -> Update:
-    """A job's tick or a task: :func:`verdict`, and the record UNCERTAIN -> ``done_status`` or
-    ``failed_status`` (with ``again``: how it runs again)."""
-    update = verdict(Update().set("finished_at", iso(now)), effect, done=done, now=now)
-    if done:
+    """A job's tick or a task: :func:`journal_verdict`, and the record UNCERTAIN -> ``done_status``
+    (done) or ``failed_status`` (done_rerun, not_done: with ``again``, how it runs again)."""
+    update = Update().set("finished_at", iso(now))
+    journal_verdict(update, effect, verdict=verdict, now=now)
+    if verdict is Verdict.DONE:
         update.set("status", done_status)
         update.remove("error_type", "error_message")
     else:
+        said = "done: the rest of the body still to run" if verdict.happened else "not done"
         update.set("status", failed_status)
         update.set("error_type", "Settled")
-        update.set("error_message", f"effect {effect!r} settled not done: {again}")
+        update.set("error_message", f"effect {effect!r} settled {said}: {again}")
     return update.condition(update.eq("status", UNCERTAIN))
 
 

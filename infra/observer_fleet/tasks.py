@@ -122,7 +122,8 @@ def build_task_role(
         )
     if spec.pooled:
         grant_own_hosts(role, hosts, kind)
-    grant_writes(role, writes)
+    # run.fenced.strict checks the generation on the observer's own record: its kind's partition.
+    grant_writes(role, writes, claims=registry, claim_conditions=own)
     return role
 
 

@@ -16,8 +16,9 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from vigil.contract.effects import FENCE_ATTRIBUTE, S3_FENCE_METADATA, WRITES_ENV
-from vigil.effects import Effects, Fenced, NotGranted, RunFence, deduplication_id
+from vigil.effects import Effects, FenceContention, Fenced, NotGranted, RunFence, deduplication_id
 from vigil.effects.fence import Grants
+from vigil.fenced_write import Halt
 from vigil.jobs.guard import Run
 from vigil.tasks.guard import TaskRun
 
@@ -312,7 +313,11 @@ def test_job_task_and_observer_runs_hand_out_their_fence(
 
     ctx = ObserverContext.__new__(ObserverContext)  # only what ``fenced`` reads
     ctx.name, ctx.generation = "tick", 3
-    ctx._runtime = SimpleNamespace(environ={WRITES_ENV: json.dumps({"tables": {"Items": TABLE}})})  # type: ignore[assignment]
+    ctx._runtime = SimpleNamespace(  # type: ignore[assignment]
+        environ={WRITES_ENV: json.dumps({"tables": {"Items": TABLE}})},
+        halt=Halt(),
+        record_site=lambda: None,
+    )
     assert ctx.fenced.fence == RunFence("observer:tick", 3, "observer:tick")
 
 
@@ -459,3 +464,156 @@ def test_a_long_runs_memory_of_its_sends_is_bounded(monkeypatch: pytest.MonkeyPa
     sent.check("q", "alert:0", "another body")  # forgotten: not refused
     with pytest.raises(ValueError, match="already sent"):
         sent.check("q", "alert:4", "another body")
+
+
+# -- S3 races (issue 33) -------------------------------------------------------------------------
+
+
+def racing(bucket: Any, between: Any, times: int = 1) -> None:
+    """Run ``between()`` after each of the fenced put's heads, ``times`` times at most: a write
+    (or a delete) that lands between the head and the put."""
+    real_condition = bucket._condition
+    raced: list[int] = []
+
+    def head_then_race(*args: Any) -> Any:
+        condition = real_condition(*args)
+        if len(raced) < times:
+            raced.append(1)
+            between()
+        return condition
+
+    bucket._condition = head_then_race
+
+
+def body_of(key: str) -> bytes:
+    return bytes(boto3.client("s3").get_object(Bucket=BUCKET, Key=key)["Body"].read())
+
+
+def test_s3_a_successor_writing_the_same_bytes_still_fences_the_zombies_put_out(
+    world: dict[str, str],
+) -> None:
+    """The ETag reflects the bytes, not the metadata the fence is in: a successor's put of the
+    bytes already there leaves it as the zombie read it. The successor's put changes it all the
+    same, so the zombie's If-Match put fails and its next head finds the newer fence."""
+    older, zombie, successor = effects(world, 50), effects(world, 100), effects(world, 200)
+    older.s3.put_object(Bucket=BUCKET, Key="status.json", Body=b'{"ok": true}')
+    bucket = zombie.s3
+    racing(
+        bucket,
+        lambda: successor.s3.put_object(Bucket=BUCKET, Key="status.json", Body=b'{"ok": true}'),
+    )
+
+    with pytest.raises(Fenced) as refused:
+        bucket.put_object(Bucket=BUCKET, Key="status.json", Body=b'{"ok": false}')
+
+    assert refused.value.newer == successor.fence.value
+    assert body_of("status.json") == b'{"ok": true}'
+    head = boto3.client("s3").head_object(Bucket=BUCKET, Key="status.json")
+    assert head["Metadata"][S3_FENCE_METADATA] == successor.fence.value
+
+
+def test_s3_same_bytes_written_again_and_again_keeps_the_object_and_its_newest_fence(
+    world: dict[str, str],
+) -> None:
+    """The same bytes from run after run: each put lands (the object as it was, the newest
+    fence on it), whatever form the previous one left."""
+    for token in (100, 200, 300):
+        effects(world, token).s3.put_object(Bucket=BUCKET, Key="same", Body=b"same bytes")
+        head = boto3.client("s3").head_object(Bucket=BUCKET, Key="same")
+        assert head["Metadata"][S3_FENCE_METADATA] == RunFence.of_job("cleanup", "t1", token).value
+    assert body_of("same") == b"same bytes"
+
+
+def test_s3_a_delete_between_the_head_and_the_put_starts_over_not_fails(
+    world: dict[str, str],
+) -> None:
+    """If-Match on an object deleted meanwhile answers 404 NoSuchKey: the object is gone, not
+    changed by a newer run; the put starts over (and creates it, If-None-Match)."""
+    effects(world, 50).s3.put_object(Bucket=BUCKET, Key="r.csv", Body=b"old")
+    ours = effects(world, 100)
+    bucket = ours.s3
+    racing(bucket, lambda: boto3.client("s3").delete_object(Bucket=BUCKET, Key="r.csv"))
+
+    bucket.put_object(Bucket=BUCKET, Key="r.csv", Body=b"ours")
+
+    assert body_of("r.csv") == b"ours"
+
+
+def test_s3_lost_races_to_another_writer_are_contention_retried_not_a_superseded_run(
+    world: dict[str, str],
+) -> None:
+    """Another job writing the same object between every head and put is contention: no newer
+    run of this job wrote there, so not ``Fenced`` (not retried, not alarmed) but
+    :class:`FenceContention`, which fails the run for its retry (and its alarm)."""
+    ours, other = effects(world, 100), effects(world, 900, job="another-job")
+    bucket = ours.s3
+    writes = iter(range(100))
+    racing(
+        bucket,
+        lambda: other.s3.put_object(Bucket=BUCKET, Key="k", Body=f"{next(writes)}".encode()),
+        times=100,
+    )
+
+    with pytest.raises(FenceContention, match="another writer") as lost:
+        bucket.put_object(Bucket=BUCKET, Key="k", Body=b"ours")
+
+    assert not isinstance(lost.value, Fenced)
+    assert body_of("k") != b"ours"
+    assert ours.halt.stop(returned=True) is None  # not noted as superseded
+
+
+def test_s3_one_lost_race_to_another_writer_is_retried_and_lands(world: dict[str, str]) -> None:
+    ours, other = effects(world, 100), effects(world, 900, job="another-job")
+    bucket = ours.s3
+    racing(bucket, lambda: other.s3.put_object(Bucket=BUCKET, Key="k", Body=b"theirs"), times=2)
+
+    bucket.put_object(Bucket=BUCKET, Key="k", Body=b"ours")
+
+    assert body_of("k") == b"ours"
+
+
+def s3_checks_completions(client: Any) -> None:
+    """What AWS does and moto 5.2.1 does not: ``CompleteMultipartUpload`` honours ``If-Match``
+    (412 when the object's ETag is no longer the one given), checked as the request is sent."""
+
+    def check(request: Any, **_: Any) -> None:
+        expected = request.headers.get("If-Match")
+        if expected is None:
+            return
+        expected = expected.decode() if isinstance(expected, bytes) else expected
+        key = request.url.split("?")[0].rsplit("/", 1)[-1]  # the tests' keys have no "/"
+        head = boto3.client("s3").head_object(Bucket=BUCKET, Key=key)
+        if head["ETag"] != expected:
+            raise ClientError(
+                {"Error": {"Code": "PreconditionFailed", "Message": "a pre-condition failed"}},
+                "CompleteMultipartUpload",
+            )
+
+    client.meta.events.register("before-send.s3.CompleteMultipartUpload", check)
+
+
+def test_s3_a_same_bytes_put_that_loses_its_race_at_completion_starts_over(
+    world: dict[str, str],
+) -> None:
+    """The one-part upload is completed on the ETag the head read: another writer's put in
+    between refuses it (the upload aborted), and the next round puts the bytes whole."""
+    counted = Counted()
+    effects(world, 50).s3.put_object(Bucket=BUCKET, Key="k", Body=b"same")
+    ours, other = effects(world, 100, counted), effects(world, 900, job="another-job")
+    s3_checks_completions(ours._aws("s3"))
+    bucket = ours.s3
+    racing(bucket, lambda: other.s3.put_object(Bucket=BUCKET, Key="k", Body=b"theirs"))
+
+    bucket.put_object(Bucket=BUCKET, Key="k", Body=io.BytesIO(b"same"))
+
+    assert body_of("k") == b"same"
+    assert counted.calls == [
+        "HeadObject",
+        "CreateMultipartUpload",
+        "UploadPart",
+        "CompleteMultipartUpload",
+        "AbortMultipartUpload",
+        "HeadObject",
+        "PutObject",
+    ]
+    assert boto3.client("s3").list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []

@@ -16,6 +16,7 @@ from moto import mock_aws
 
 from tests.effects.test_takeover import create
 from vigil.clock import ManualClock
+from vigil.contract.journal import Verdict
 from vigil.effects import Fenced, InvalidEffect, journal
 from vigil.fenced_write import RunRecordSite
 from vigil.jobs.events import Tick, Trigger
@@ -40,6 +41,7 @@ class Harness:
         self.guard = JobGuard(settings, self.store, clock, sleep=lambda s: None)
         self.tick = Tick(job="welcome", scheduled_at=TICK, source="scheduler")
         self.sent: list[int] = []
+        self.rest: list[int] = []
 
     def deliver(self, body: Any, holder: str = "a") -> Any:
         return self.guard.execute(self.tick, body, remaining_ms=lambda: 10_000, holder=holder)
@@ -142,7 +144,10 @@ def test_a_check_settles_an_unfinished_effect_in_the_run(
     body = harness.crash_after_sending(check)
     assert harness.deliver(body).outcome is Outcome.SUCCEEDED
     assert checked == [happened] and len(harness.sent) == sends
-    assert (harness.record().effects or {})["welcome-email"]["state"] == "DONE"
+    entry = (harness.record().effects or {})["welcome-email"]
+    # The entry names the run that did the effect: the first when the check says it happened
+    # (the jobs soak compares it with its ledger), the retry when it did it again.
+    assert (entry["state"], entry["fence"]) == ("DONE", harness.sent[-1])
 
 
 def test_a_superseded_run_cannot_journal_an_intent(harness: Harness) -> None:
@@ -183,7 +188,8 @@ def test_a_bad_effect_name_is_refused_before_any_request(harness: Harness, name:
 
 
 def uncertain(harness: Harness) -> None:
-    """A tick left UNCERTAIN on ``welcome-email``: sent, then a crash before the completion."""
+    """A tick left UNCERTAIN on ``welcome-email``: sent, then a crash before the completion;
+    what the body does after the effect is counted in ``harness.rest``."""
 
     def body(run: Run) -> None:
         with run.once("welcome-email") as first:
@@ -191,6 +197,7 @@ def uncertain(harness: Harness) -> None:
                 harness.send(run)
                 if len(harness.sent) == 1:
                     raise Crash("died after sending")
+        harness.rest.append(run.attempt)
 
     with pytest.raises(Crash):
         harness.deliver(body)
@@ -202,7 +209,7 @@ def uncertain(harness: Harness) -> None:
 def test_settled_done_records_the_completion_and_the_tick_succeeded(harness: Harness) -> None:
     uncertain(harness)
     settled = harness.store.settle(
-        "welcome", harness.tick.key, "welcome-email", done=True, now=harness.clock()
+        "welcome", harness.tick.key, "welcome-email", verdict=Verdict.DONE, now=harness.clock()
     )
     assert settled.status is RunStatus.SUCCEEDED and "settled" in (settled.detail or "")
     assert (settled.effects or {})["welcome-email"]["state"] == "DONE"
@@ -210,13 +217,25 @@ def test_settled_done_records_the_completion_and_the_tick_succeeded(harness: Har
     assert len(harness.sent) == 1
 
 
-def test_settled_not_done_clears_the_intent_and_a_rerun_sends_it(harness: Harness) -> None:
+@pytest.mark.parametrize(
+    ("verdict", "entry", "sends"),
+    [(Verdict.NOT_DONE, None, 2), (Verdict.DONE_RERUN, "DONE", 1)],
+    ids=["not-done: a rerun sends it", "done-rerun: a rerun runs the rest, not the effect"],
+)
+def test_settled_for_a_rerun_the_tick_is_failed_and_the_operators_rerun_runs_it(
+    harness: Harness, verdict: Verdict, entry: str | None, sends: int
+) -> None:
+    """Not done: the intent cleared, the rerun sends it. Done, rerun ("it happened, run the
+    rest"): the journal says DONE and the tick is left FAILED, so the operator's rerun (``vigil
+    jobs run --at``) runs the body again, skipping the effect, where a rerun of a tick settled
+    done would be a DUPLICATE and the rest never run."""
     uncertain(harness)
     settled = harness.store.settle(
-        "welcome", harness.tick.key, "welcome-email", done=False, now=harness.clock()
+        "welcome", harness.tick.key, "welcome-email", verdict=verdict, now=harness.clock()
     )
-    assert settled.status is RunStatus.FAILED
-    assert "welcome-email" not in (settled.effects or {})
+    assert settled.status is RunStatus.FAILED and "vigil jobs run" in (settled.error_message or "")
+    assert ((settled.effects or {}).get("welcome-email") or {}).get("state") == entry
+
     harness.clock.advance(1)
     rerun = replace(harness.tick, trigger=Trigger.AT)
     result = harness.guard.execute(
@@ -225,8 +244,9 @@ def test_settled_not_done_clears_the_intent_and_a_rerun_sends_it(harness: Harnes
         remaining_ms=lambda: 10_000,
         holder="operator",
     )
+
     assert result.outcome is Outcome.SUCCEEDED
-    assert len(harness.sent) == 2
+    assert len(harness.sent) == sends and harness.rest == [3]
 
 
 @pytest.mark.parametrize("effect", ["receipt-email", "welcome-email"])
@@ -235,13 +255,19 @@ def test_settling_what_is_not_uncertain_on_that_effect_changes_nothing(
 ) -> None:
     uncertain(harness)
     if effect == "welcome-email":  # settled once already: no longer UNCERTAIN
-        harness.store.settle("welcome", harness.tick.key, effect, done=True, now=harness.clock())
+        harness.store.settle(
+            "welcome", harness.tick.key, effect, verdict=Verdict.DONE, now=harness.clock()
+        )
     before = harness.record()
     with pytest.raises(NotSettleable, match="nothing changed"):
-        harness.store.settle("welcome", harness.tick.key, effect, done=False, now=harness.clock())
+        harness.store.settle(
+            "welcome", harness.tick.key, effect, verdict=Verdict.NOT_DONE, now=harness.clock()
+        )
     assert harness.record() == before
     with pytest.raises(NotSettleable, match="no such record"):
-        harness.store.settle("welcome", "2026-01-01T00:00:00Z", effect, done=True, now=TICK)
+        harness.store.settle(
+            "welcome", "2026-01-01T00:00:00Z", effect, verdict=Verdict.DONE, now=TICK
+        )
 
 
 # -- adversarial review (issue 17) -------------------------------------------------------------
@@ -403,3 +429,64 @@ def test_a_forget_batch_of_the_longest_names_stays_inside_dynamodbs_expression_l
     assert len(request["ConditionExpression"]) < 4096
     assert max(len(v.encode()) for v in request["ExpressionAttributeNames"].values()) <= 255
     assert request["UpdateExpression"].count(",") == journal.FORGET_BATCH - 1
+
+
+# -- a body that catches Exception (issue 33) ----------------------------------------------------
+
+
+def looping(harness: Harness, skipped: list[str], *, crash: str | None = None) -> Any:
+    """A per-item loop that logs what fails and goes on (``except Exception``): ``crash`` dies
+    after sending to that user, inside the block, on the first attempt."""
+
+    def body(run: Run) -> None:
+        for user in ("ann", "bob"):
+            try:
+                with run.once(f"welcome:{user}") as first:
+                    if first:
+                        harness.send(run)
+                        if user == crash and run.attempt == 1:
+                            raise Crash(f"died after sending to {user}")
+            except Exception as error:
+                skipped.append(f"{user}: {type(error).__name__}")
+
+    return body
+
+
+def test_an_uncertain_effect_caught_by_the_body_still_ends_the_tick_uncertain(
+    harness: Harness,
+) -> None:
+    """An earlier run began the effect and never finished it; the retry's loop catches the
+    ``Uncertain`` and goes on: the tick still ends UNCERTAIN on it, counted, for a person."""
+
+    def crash_mid_loop(run: Run) -> None:
+        with run.once("welcome:ann") as first:
+            if first:
+                harness.send(run)
+                raise Crash("died after sending to ann")
+
+    with pytest.raises(Crash):
+        harness.deliver(crash_mid_loop)
+    harness.clock.advance(1)
+    skipped: list[str] = []
+    result = harness.deliver(looping(harness, skipped))
+
+    assert result.outcome is Outcome.UNCERTAIN and "welcome:ann" in result.reason
+    record = harness.record()
+    assert (record.status, record.uncertain_effect) == (RunStatus.UNCERTAIN, "welcome:ann")
+    assert skipped == ["ann: Uncertain"] and len(harness.sent) == 2  # ann once, then bob
+
+
+def test_a_block_that_raised_inside_a_caught_loop_ends_the_tick_uncertain_on_it(
+    harness: Harness,
+) -> None:
+    """The run's own block raised after its intent (the email may have left) and the loop went
+    on: a tick that ended SUCCEEDED would leave that intent for nobody to settle."""
+    skipped: list[str] = []
+    result = harness.deliver(looping(harness, skipped, crash="ann"))
+
+    assert result.outcome is Outcome.UNCERTAIN and "welcome:ann" in result.reason
+    record = harness.record()
+    assert (record.status, record.uncertain_effect) == (RunStatus.UNCERTAIN, "welcome:ann")
+    entries = {name: entry["state"] for name, entry in (record.effects or {}).items()}
+    assert entries == {"welcome:ann": "INTENT", "welcome:bob": "DONE"}
+    assert skipped == ["ann: Crash"]

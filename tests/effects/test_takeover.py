@@ -4,6 +4,7 @@ successor's value."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from tests.helpers.tables import create_table as create
 from vigil.clock import ManualClock
 from vigil.contract.effects import WRITES_ENV
 from vigil.effects import Fenced
@@ -23,18 +25,6 @@ from vigil.jobs.model import JobSettings, Outcome, RunStatus
 from vigil.jobs.store import RunStore
 
 TICK = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
-
-
-def create(client: Any, name: str, *keys: str) -> None:
-    client.create_table(
-        TableName=name,
-        KeySchema=[
-            {"AttributeName": k, "KeyType": t}
-            for k, t in zip(keys, ("HASH", "RANGE"), strict=False)
-        ],
-        AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in keys],
-        BillingMode="PAY_PER_REQUEST",
-    )
 
 
 @contextmanager
@@ -87,12 +77,14 @@ def test_a_zombies_late_write_is_refused_after_its_successors(
         assert refused[0].newer is not None and refused[0].newer > refused[0].token
 
 
+@pytest.mark.parametrize("swallowed", [False, True], ids=["raised", "caught-by-the-body"])
 def test_a_hung_runs_write_refused_after_a_later_ticks_ends_its_own_tick_fenced_not_failed(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, swallowed: bool
 ) -> None:
     """No run took the hung run's own tick over, so its record is its own to finish: FENCED
     (superseded: a retry would claim a newer token still and write over its successor), not
-    FAILED, raised, retried and dead-lettered."""
+    FAILED, raised, retried and dead-lettered. Nor SUCCEEDED when a "best effort" body catches
+    the ``Fenced`` and returns: nothing else would say it was superseded."""
     clock = ManualClock(TICK)
     with cleanup_job(monkeypatch, clock) as (client, store, guard):
         first = Tick(job="cleanup", scheduled_at=TICK, source="scheduler")
@@ -107,7 +99,10 @@ def test_a_hung_runs_write_refused_after_a_later_ticks_ends_its_own_tick_fenced_
             clock.advance(360)  # frozen past its lease; the next tick runs meanwhile
             done = guard.execute(later, write, remaining_ms=lambda: 60_000, holder="b")
             assert done.outcome is Outcome.SUCCEEDED
-            write(run)
+            if not swallowed:
+                write(run)
+            with contextlib.suppress(Exception):  # "logged and ignored": the body returns
+                write(run)
 
         late = guard.execute(first, hung, remaining_ms=lambda: 10_000, holder="a")
 

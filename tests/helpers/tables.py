@@ -5,25 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 
-def create_pk_sk_table(
-    dynamodb: Any, name: str, *, keyed: tuple[str, ...] = (), **extra: Any
+def create_table(
+    dynamodb: Any, name: str, *keys: str, keyed: tuple[str, ...] = (), **extra: Any
 ) -> str:
-    """An on-demand table keyed like Vigil's own (``pk`` string, ``sk`` string); ``keyed``: more
-    string attributes an index keys on; ``extra`` goes to CreateTable as it is (a stream
-    specification, an index)."""
+    """An on-demand table keyed by string attributes (a partition key, and a sort key when a
+    second is given); ``keyed``: more string attributes an index keys on; ``extra`` goes to
+    CreateTable as it is (a stream specification, an index)."""
     dynamodb.create_table(
         TableName=name,
         KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
+            {"AttributeName": key, "KeyType": kind}
+            for key, kind in zip(keys, ("HASH", "RANGE"), strict=False)
         ],
         AttributeDefinitions=[
-            {"AttributeName": attribute, "AttributeType": "S"} for attribute in ("pk", "sk", *keyed)
+            {"AttributeName": key, "AttributeType": "S"} for key in (*keys, *keyed)
         ],
         BillingMode="PAY_PER_REQUEST",
         **extra,
     )
     return name
+
+
+def create_pk_sk_table(
+    dynamodb: Any, name: str, *, keyed: tuple[str, ...] = (), **extra: Any
+) -> str:
+    """An on-demand table keyed like Vigil's own (``pk`` string, ``sk`` string)."""
+    return create_table(dynamodb, name, "pk", "sk", keyed=keyed, **extra)
 
 
 def create_tasks_table(dynamodb: Any, name: str = "vigil-tasks") -> str:

@@ -134,9 +134,13 @@ def test_each_job_may_only_update_its_own_items(synthesized: Synthesized) -> Non
             s for s in statements if "dynamodb" in json.dumps(s["Action"]) and s not in dynamo
         ]
         assert all("Sessions" in json.dumps(s["Resource"]) for s in others)
+        # A job that declares writes may also read its own claim for run.fenced.strict (a
+        # GetItem, or a ConditionCheck in its write's transaction): the same items only.
+        strict = ["dynamodb:ConditionCheckItem", "dynamodb:GetItem"]
+        action: Any = [*strict, "dynamodb:UpdateItem"] if others else "dynamodb:UpdateItem"
         assert dynamo == [
             {
-                "Action": "dynamodb:UpdateItem",
+                "Action": action,
                 "Condition": {
                     "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"JOB#{job}"]}
                 },

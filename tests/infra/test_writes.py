@@ -110,7 +110,8 @@ def test_a_job_gets_exactly_the_declared_writes_and_their_names(template: Templa
     policy = statements(template, "CleanupFunctionRoleDefaultPolicy")
     actions = [s["Action"] for s in policy]
     assert ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"] in actions
-    assert ["s3:GetObject", "s3:PutObject"] in actions and "s3:ListBucket" in actions
+    objects = ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"]
+    assert objects in actions and "s3:ListBucket" in actions
     assert "events:PutEvents" in actions
     for statement in policy:  # the writes' grants: no wildcard action, no "*" resource
         listed = statement["Action"]
@@ -186,3 +187,27 @@ def test_a_kms_encrypted_table_or_bucket_also_grants_its_key(template: Template)
     on_key = [s for s in found if str(s["Resource"]).startswith("{'Fn::GetAtt': ['Key")]
     actions = {a for s in on_key for a in s["Action"]}
     assert {"kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey*"} <= actions, found
+
+
+def test_strict_writes_may_read_the_runs_own_claim_and_only_its_own(template: Template) -> None:
+    """``run.fenced.strict`` reads the run's claim (GetItem) or checks it in the write's
+    transaction (ConditionCheckItem): granted on the run's own items only, and only to a run
+    that declares writes."""
+    check = ["dynamodb:GetItem", "dynamodb:ConditionCheckItem"]
+
+    def claim_grants(role_prefix: str) -> list[dict[str, Any]]:
+        return [s for s in statements(template, role_prefix) if s["Action"] == check]
+
+    (job,) = claim_grants("CleanupFunctionRoleDefaultPolicy")
+    assert job["Condition"] == {
+        "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["JOB#cleanup"]}
+    }
+    (task,) = claim_grants("SendReceiptFunctionRoleDefaultPolicy")
+    assert task["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"] == [
+        "TASK#send-receipt"
+    ]
+    assert claim_grants("QuietFunctionRoleDefaultPolicy") == []
+    (observer,) = claim_grants("ObserversTaskRoleTicker")  # the registry, keyed by kind
+    assert observer["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["ticker"]
+    assert observer["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}
+    assert claim_grants("ObserversTaskRoleQuiet") == []

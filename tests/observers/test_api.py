@@ -19,6 +19,7 @@ from tests.helpers.observers import (
     scan_all,
 )
 from tests.helpers.rest import send_json
+from vigil.contract.journal import Verdict
 from vigil.observers.api import ApiSettings
 from vigil.settings import SettingsError
 
@@ -446,7 +447,9 @@ def uncertain(call: Call, dynamodb: Any) -> str:
     return "btc"
 
 
-@pytest.mark.parametrize(("outcome", "entry"), [("done", "DONE"), ("not_done", None)])
+@pytest.mark.parametrize(
+    ("outcome", "entry"), [("done", "DONE"), ("done_rerun", "DONE"), ("not_done", None)]
+)
 def test_given_an_uncertain_observer_when_settled_then_the_journal_takes_it_and_it_restarts(
     call: Call, dynamodb: Any, uncertain: str, outcome: str, entry: str | None
 ) -> None:
@@ -541,7 +544,7 @@ def test_given_a_generation_that_moved_on_meanwhile_when_settled_then_409_nothin
 
     registry.get = get_then_move_on
     with pytest.raises(NotSettleable, match="from generation 1 to 2 meanwhile"):
-        registry.request_settle("sol", "page:x", done=True)
+        registry.request_settle("sol", "page:x", verdict=Verdict.DONE)
     assert reads == [1, 2]
     assert registry.get("sol").uncertain_effect == "page:x"
 

@@ -106,9 +106,10 @@ def test_given_a_refused_request_when_run_then_exit_1_and_the_api_reason(
         (("observers", "list", "--status", "asleep"), "invalid choice"),
         (("observers", "create", "x"), "--kind"),
         (("observers",), "required"),
-        (("observers", "settle", "btc", "--effect", "e"), "--done --not-done"),
+        (("observers", "settle", "btc", "--effect", "e"), "--done --done-rerun --not-done"),
         (("observers", "settle", "btc", "--done"), "--effect"),
         (("observers", "settle", "btc", "--effect", "e", "--done", "--not-done"), "not allowed"),
+        (("observers", "settle", "btc", "--effect", "e", "--done-rerun", "--done"), "not allowed"),
     ],
 )
 def test_given_bad_input_when_run_then_exit_2_without_calling_the_api(
@@ -235,7 +236,7 @@ def test_given_an_uncertain_observer_when_an_operator_settles_it_then_each_step_
     code, out, _ = vigil("observers", "get", "btc")
     assert "uncertain_effect" in out and "never recorded done" in out
     assert out.rstrip().endswith(
-        "`vigil observers settle btc --effect page:incident-7 --done|--not-done`"
+        "`vigil observers settle btc --effect page:incident-7 --done|--done-rerun|--not-done`"
     )
 
     code, out, err = vigil("observers", "settle", "btc", "--effect", "page:x", "--done")

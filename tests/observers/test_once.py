@@ -3,6 +3,7 @@ across generations (the same discipline as ``run.once``, :mod:`vigil.effects.jou
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -190,3 +191,48 @@ def test_a_full_observer_journal_of_unfinished_effects_is_still_refused(
     )
     with pytest.raises(journal.JournalFull), journal.Journal(site).once("e2"):
         pass
+
+
+def test_an_uncertain_effect_the_observer_catches_still_stops_it_uncertain(
+    observer: ObserverRegistry,
+    stored: StoredObserver,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The replacement's loop catches ``Uncertain`` and returns: the observer still stops
+    UNCERTAIN (marked, exit 4), not CLEAN with an intent nobody settles."""
+    sent: list[int] = []
+    install(monkeypatch, paging(sent, crash_first=True))
+    assert generation(observer, stored, clock, 1).runtime.run() is ExitCode.CRASH
+
+    def swallowing(ctx: ObserverContext) -> None:
+        with contextlib.suppress(Exception):
+            paging(sent)(ctx)
+
+    install(monkeypatch, swallowing)
+    replacement = generation(observer, stored, clock, 2).runtime
+    assert replacement.run() is ExitCode.UNCERTAIN
+    assert stored.raw()[UNCERTAIN_EFFECT_ATTRIBUTE] == "page:incident-7"
+    assert sent == [1]
+
+
+def test_a_replaced_generations_strict_write_is_refused_though_its_successor_wrote_nothing(
+    observer: ObserverRegistry,
+    stored: StoredObserver,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ctx.fenced.strict`` checks the generation on the observer's record in the same request:
+    once the reconciler started generation 2, generation 1's write is refused (the plain writer,
+    which compares only with the item's last writer, still lands)."""
+    written: list[str] = []
+
+    def replaced_then_writes(ctx: ObserverContext) -> None:
+        stored.start(2)
+        for how, counts in (("plain", ctx.fenced), ("strict", ctx.fenced.strict)):
+            counts.table("TickerCounts").put_item(Item={"observer": {"S": f"obs-{how}"}})
+            written.append(how)
+
+    install(monkeypatch, replaced_then_writes)
+    assert generation(observer, stored, clock, 1).runtime.run() is ExitCode.FENCED
+    assert written == ["plain"]

@@ -53,7 +53,7 @@ def test_an_effect_settled_done_is_not_done_again_by_the_next_generation(
 ) -> None:
     _left_uncertain(vigil_stack, pages)
 
-    observer = vigil_stack.settle_observer("watch", "page:incident-7", done=True)
+    observer = vigil_stack.settle_observer("watch", "page:incident-7", "done")
 
     assert (observer.status, observer.generation) == ("RUNNING", 3)
     assert (observer.uncertain_effect, observer.uncertain_reason) == (None, None)
@@ -61,7 +61,7 @@ def test_an_effect_settled_done_is_not_done_again_by_the_next_generation(
     assert observer.effects["page:incident-7"]["settled"] is True
     assert pages.read_text().split() == ["1"]  # no second page
     with pytest.raises(ApiError) as again:
-        vigil_stack.settle_observer("watch", "page:incident-7", done=True)
+        vigil_stack.settle_observer("watch", "page:incident-7", "done")
     assert (again.value.status, again.value.code) == (409, "not_settleable")
 
 
@@ -70,7 +70,7 @@ def test_an_effect_settled_not_done_is_done_again_exactly_once(
 ) -> None:
     _left_uncertain(vigil_stack, pages)
 
-    observer = vigil_stack.settle_observer("watch", "page:incident-7", done=False)
+    observer = vigil_stack.settle_observer("watch", "page:incident-7", "not_done")
 
     assert (observer.status, observer.generation) == ("RUNNING", 3)
     assert observer.effects["page:incident-7"]["state"] == "DONE"

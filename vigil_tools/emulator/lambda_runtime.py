@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -29,6 +30,40 @@ from vigil_tools.project import find_project
 
 LAMBDA_RETRY_DELAYS = (timedelta(minutes=1), timedelta(minutes=2))
 """Lambda waits about one, then two minutes between asynchronous attempts."""
+KILLED = "Runtime.ExitError"
+"""What Lambda reports for an invocation whose process died (killed, out of memory)."""
+
+
+class InvocationKilled(BaseException):
+    """The function's process died in the middle of an invocation: nothing after that point
+    runs and nothing more reaches AWS (an ``except Exception`` cannot stop it, as nothing stops
+    a SIGKILL). Lambda reports it (:data:`KILLED`) and retries an asynchronous invocation."""
+
+
+class _Invocations(threading.local):
+    """Per thread: whether it is inside an invocation, and why that invocation was killed."""
+
+    inside: bool = False
+    killed: str | None = None
+
+
+_current = _Invocations()
+
+
+def in_invocation() -> bool:
+    """Whether the calling thread runs a function's invocation now."""
+    return _current.inside
+
+
+def killed_invocation() -> str | None:
+    """Why the calling thread's invocation was killed (its process is dead), else None."""
+    return _current.killed if _current.inside else None
+
+
+def kill_invocation(why: str) -> InvocationKilled:
+    """Kill the calling thread's invocation: what to raise (every later request of it fails)."""
+    _current.killed = why
+    return InvocationKilled(why)
 
 
 @dataclass
@@ -101,8 +136,14 @@ class LocalLambda:
         )
         with self._container(config):
             handler = self._handler(config["Handler"], _revision(config))
+            outer = (_current.inside, _current.killed)
+            _current.inside, _current.killed = True, None
             try:
                 return Invocation(ok=True, payload=handler(json.loads(json.dumps(event)), context))
+            except InvocationKilled as killed:
+                return Invocation(
+                    ok=False, error_type=KILLED, error_message=str(killed), exception=killed
+                )
             except Exception as error:
                 return Invocation(
                     ok=False,
@@ -110,6 +151,8 @@ class LocalLambda:
                     error_message=str(error),
                     exception=error,
                 )
+            finally:
+                _current.inside, _current.killed = outer
 
     @contextmanager
     def concurrently(self, function: str) -> Iterator[None]:

@@ -43,6 +43,7 @@ from functools import partial
 from typing import Any
 
 from vigil_tools.emulator.lambda_runtime import Invocation
+from vigil_tools.sqs_event import lambda_attribute
 
 Invoke = Callable[[str, Any], Invocation]
 Runner = Callable[[Sequence[Callable[[], Invocation]]], list[Invocation]]
@@ -255,7 +256,7 @@ class QueueMapping:
             "body": message["Body"],
             "attributes": dict(message.get("Attributes") or {}),
             "messageAttributes": {
-                name: _attribute(value)
+                name: lambda_attribute(value)
                 for name, value in (message.get("MessageAttributes") or {}).items()
             },
             "md5OfBody": message.get("MD5OfBody", ""),
@@ -316,20 +317,6 @@ def batch_item_failures(answer: Any, ids: Sequence[str]) -> tuple[tuple[str, ...
             return tuple(ids), f"batchItemFailures names {identifier!r}, not a message of the batch"
         failed.append(identifier)
     return tuple(failed), None
-
-
-def _attribute(value: dict[str, Any]) -> dict[str, Any]:
-    """A message attribute as Lambda's event spells it (camel case, list fields present)."""
-    shaped: dict[str, Any] = {
-        "stringListValues": [],
-        "binaryListValues": [],
-        "dataType": value.get("DataType", "String"),
-    }
-    if "StringValue" in value:
-        shaped["stringValue"] = value["StringValue"]
-    if "BinaryValue" in value:
-        shaped["binaryValue"] = value["BinaryValue"]
-    return shaped
 
 
 def _receivable_at(message: Any) -> datetime:

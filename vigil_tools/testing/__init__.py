@@ -8,7 +8,17 @@ driven on a simulated clock through the same functions, reconciler and container
 or moto.
 """
 
+from vigil_tools.testing.kill import Kill, KillAt
 from vigil_tools.testing.names import UnknownName
 from vigil_tools.testing.stack import DeadLetter, HeldRun, ObserverState, Tick, VigilStack
 
-__all__ = ["DeadLetter", "HeldRun", "ObserverState", "Tick", "UnknownName", "VigilStack"]
+__all__ = [
+    "DeadLetter",
+    "HeldRun",
+    "Kill",
+    "KillAt",
+    "ObserverState",
+    "Tick",
+    "UnknownName",
+    "VigilStack",
+]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property, partial
@@ -36,13 +36,14 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from vigil.clock import iso_seconds
-from vigil.contract.journal import JOURNAL_ATTRIBUTE
+from vigil.contract.journal import JOURNAL_ATTRIBUTE, Verdict
 from vigil.contract.schedule import Schedule as Evaluator
 from vigil.contract.tasks import ENVELOPE_KEY, MAX_QUEUE_DELAY_S, REASON_ATTRIBUTE, CatalogField
 from vigil.dynamo import from_wire
 from vigil.effects.journal import journal_entries
 from vigil.events import MalformedEvent
-from vigil.jobs.events import parse_tick
+from vigil.jobs.control import RunTerms
+from vigil.jobs.events import Trigger, parse_tick
 from vigil.jobs.store import RunStore
 from vigil.observers.registry import ObserverNotFound, ObserverRegistry
 from vigil_tools.api_client import ApiError, InProcessTransport, ObserversClient
@@ -71,6 +72,7 @@ from vigil_tools.tasks_catalog import tasks_catalog
 from vigil_tools.testing.fleet import SteppedFleet
 from vigil_tools.testing.hold import Parked
 from vigil_tools.testing.interleave import Turns
+from vigil_tools.testing.kill import Kill, KillAt, killing
 from vigil_tools.testing.names import UnknownName, check
 from vigil_tools.testing.tracebacks import format_author, reraise
 
@@ -93,6 +95,8 @@ class Tick:
     """The author's traceback of the last failed attempt this stack saw, or None."""
     uncertain_effect: str | None = None
     """UNCERTAIN: the ``run.once`` effect an earlier run began and never recorded done."""
+    effects: dict[str, Any] = field(default_factory=dict)
+    """``run.once``'s journal on the tick's record: effect -> ``{state, fence, at}``."""
 
 
 class HeldRun:
@@ -448,6 +452,46 @@ class VigilStack:
         self._held.append(held)
         return held
 
+    def run(self, job: str, at: str | datetime) -> AsyncInvocation:
+        """What ``vigil jobs run JOB --at TICK`` does: the tick delivered again as an operator's
+        rerun (its event as the jobs API sends it), through the guard: it claims a FAILED,
+        MISSED, SKIPPED or PAUSED tick (or one whose run's lease ran out) and runs it; any other
+        is a DUPLICATE."""
+        spec = self.catalog.job(check("job", job, self.catalog.jobs))
+        moment = datetime.fromisoformat(_tick_key(at).replace("Z", "+00:00"))
+        terms = RunTerms(job, moment, Trigger.AT, requested_by="vigil_stack", overlap=None)
+        return self._invoke_async(spec["function"], terms.event(), moment)
+
+    def settle_job(
+        self, job: str, tick: str | datetime, effect: str, outcome: Verdict | str
+    ) -> Tick:
+        """``vigil jobs settle JOB TICK --effect E --done|--done-rerun|--not-done`` (``outcome``
+        ``"done"``, ``"done_rerun"`` or ``"not_done"``): the tick's record as it is after; a
+        tick that is not UNCERTAIN on ``effect`` raises ``NotSettleable`` (nothing changed).
+        ``done_rerun`` and ``not_done`` leave it FAILED, for :meth:`run` to run again."""
+        check("job", job, self.catalog.jobs)
+        key = _tick_key(tick)
+        store = RunStore(self.account.session.client("dynamodb"), self.catalog.runs_table)
+        store.settle(job, key, effect, verdict=_verdict(outcome), now=self.now())
+        return next(t for t in self.history(job) if t.tick == key)
+
+    def settle_task(self, task: str, task_id: str, effect: str, outcome: Verdict | str) -> Any:
+        """``vigil tasks settle TASK ID --effect E --done|--done-rerun|--not-done``: the task's
+        record as it is after (``done_rerun`` and ``not_done`` leave it FAILED, for
+        :meth:`redrive` to run it again from its dead-letter queue)."""
+        from vigil.tasks.store import TaskStore
+
+        spec = self.tasks_catalog[check("task", task, self.tasks_catalog)]
+        store = TaskStore(self.account.session.client("dynamodb"), spec[CatalogField.TABLE])
+        return store.settle(task, task_id, effect, verdict=_verdict(outcome), now=self.now())
+
+    def kill(self, at: KillAt) -> AbstractContextManager[Kill]:
+        """``with vigil_stack.kill(KillAt("SendMessage")) as kill:``: the first invocation that
+        makes that request dies there, after AWS applied it (or before it left: ``applied=
+        False``), as a killed process does: nothing more of it runs or reaches AWS, Lambda
+        retries it (:mod:`.kill`). ``kill.fired`` says whether it happened."""
+        return killing(at)
+
     def close(self) -> None:
         """The end of a test: runs still held are let go, so no thread waits for ever."""
         for held in self._held:
@@ -484,6 +528,7 @@ class VigilStack:
                     detail=record.detail,
                     traceback=format_author(failure) if failure else None,
                     uncertain_effect=record.uncertain_effect,
+                    effects=dict(record.effects or {}),
                 )
             )
         return ticks
@@ -725,12 +770,13 @@ class VigilStack:
         self.fleet.settle()
         return self.observer(name)
 
-    def settle_observer(self, name: str, effect: str, *, done: bool) -> ObserverState:
-        """``vigil observers settle NAME --effect E --done|--not-done``: the journal takes the
-        verdict and the reconciler starts the next generation (a refusal raises the API's
-        ``ApiError``, ``not_settleable``)."""
+    def settle_observer(self, name: str, effect: str, outcome: Verdict | str) -> ObserverState:
+        """``vigil observers settle NAME --effect E --done|--done-rerun|--not-done`` (``outcome``
+        ``"done"``, ``"done_rerun"`` or ``"not_done"``): the journal takes the verdict and the
+        reconciler starts the next generation (a refusal raises the API's ``ApiError``,
+        ``not_settleable``)."""
         self._known_observer(name)
-        self._api.settle(name, effect, done=done)
+        self._api.settle(name, effect, verdict=_verdict(outcome))
         self.fleet.settle()
         return self.observer(name)
 
@@ -844,6 +890,15 @@ def _names(body: str) -> tuple[str, str] | None:
         return None
 
 
+def _verdict(outcome: Verdict | str) -> Verdict:
+    try:
+        return Verdict(outcome)
+    except ValueError:
+        raise ValueError(
+            f"outcome {outcome!r}: one of {', '.join(repr(v.value) for v in Verdict)}"
+        ) from None
+
+
 def _tick_key(moment: str | datetime) -> str:
     if isinstance(moment, str):
         return moment
@@ -874,6 +929,8 @@ __all__ = [
     "ApiError",
     "DeadLetter",
     "HeldRun",
+    "Kill",
+    "KillAt",
     "ObserverState",
     "TaskDeadLetter",
     "Tick",

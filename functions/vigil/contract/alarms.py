@@ -293,7 +293,8 @@ ALARMS: dict[Alarm, AlarmSpec] = {
         ObserverMetric.PASS_ERRORS,
         "Sum",
         1,
-        "The resync keeps skipping observers after AWS errors of their own.",
+        "The resync keeps skipping observers after AWS errors of their own, or registry items "
+        "no writer of Vigil's makes.",
         periods=STUCK_PASSES,
     ),
     Alarm.STOP_NOT_COMPLETED: AlarmSpec(

@@ -18,19 +18,23 @@ How fences are ordered (within one job, one task, one observer): :mod:`vigil.eff
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from vigil.contract.effects import WriteKind
-from vigil.effects.fence import Fenced, Grants, NotGranted, RunFence
+from vigil.effects.claim import Claim
+from vigil.effects.fence import FenceContention, Fenced, Grants, NotGranted, RunFence
 from vigil.effects.journal import InvalidEffect, Journal, JournalFull, Uncertain
 from vigil.effects.messages import FencedEvents, FencedQueues, SentEffects, deduplication_id
 from vigil.effects.objects import FencedObjects
 from vigil.effects.table import FencedTable
+from vigil.fenced_write import Halt, RunRecordSite
 
 __all__ = [
     "Effects",
+    "FenceContention",
     "Fenced",
     "FencedTable",
     "Grants",
@@ -67,12 +71,20 @@ class Effects:
         fence: RunFence,
         grants: Grants,
         client: Callable[[str], Any] | None = None,
+        *,
+        halt: Halt | None = None,
+        claim: RunRecordSite | None = None,
     ) -> None:
         self.fence = fence
         self._grants = grants
         self._client = client or clients_of(os.environ)
         self._clients: dict[str, Any] = {}
         self._sent = SentEffects()  # one run's sends, across its queues' and buses' writers
+        self.halt = halt if halt is not None else Halt()
+        """Where a refused write is noted, for the guard, whatever the body does with it."""
+        self._claim_site = claim
+        self._claim: Claim | None = None
+        """Set on :attr:`strict`'s writers only: the claim each of their writes checks."""
 
     @classmethod
     def from_env(
@@ -80,8 +92,28 @@ class Effects:
         fence: RunFence,
         env: Mapping[str, str] = os.environ,
         client: Callable[[str], Any] | None = None,
+        *,
+        halt: Halt | None = None,
+        claim: RunRecordSite | None = None,
     ) -> Effects:
-        return cls(fence, Grants.from_env(env, who=fence.scope), client or clients_of(env))
+        grants = Grants.from_env(env, who=fence.scope)
+        return cls(fence, grants, client or clients_of(env), halt=halt, claim=claim)
+
+    @functools.cached_property
+    def strict(self) -> Effects:
+        """The same writers, each write also checked against the run's own claim: refused once
+        a newer run of the scope has claimed, whether or not it wrote there
+        (:mod:`vigil.effects.claim`: a DynamoDB write in the same request, a put or a send by a
+        read right before it)."""
+        if self._claim_site is None:
+            raise RuntimeError(
+                f"{self.fence.scope}: this run has no claim to check (a run made by hand, not "
+                "by a guard): run.fenced.strict needs the record its guard claimed"
+            )
+        twin = Effects(self.fence, self._grants, self._client, halt=self.halt)
+        twin._clients, twin._sent = self._clients, self._sent
+        twin._claim = Claim(self._claim_site, self.fence, self.halt)
+        return twin
 
     def _aws(self, service: str) -> Any:
         if service not in self._clients:
@@ -93,20 +125,27 @@ class Effects:
 
     def table(self, name: str) -> FencedTable:
         physical = self._grants.resolve(WriteKind.TABLES, name)
-        return FencedTable(self._aws("dynamodb"), physical, self.fence)
+        return FencedTable(self._aws("dynamodb"), physical, self.fence, self.halt, self._claim)
 
     @property
     def s3(self) -> FencedObjects:
-        return FencedObjects(self._aws("s3"), self._resolver(WriteKind.BUCKETS), self.fence)
+        resolve = self._resolver(WriteKind.BUCKETS)
+        return FencedObjects(self._aws("s3"), resolve, self.fence, self.halt, self._check)
 
     @property
     def sqs(self) -> FencedQueues:
+        resolve = self._resolver(WriteKind.QUEUES)
         return FencedQueues(
-            self._aws("sqs"), self._resolver(WriteKind.QUEUES), self.fence, self._sent
+            self._aws("sqs"), resolve, self.fence, self.halt, self._sent, self._check
         )
 
     @property
     def events(self) -> FencedEvents:
+        resolve = self._resolver(WriteKind.BUSES)
         return FencedEvents(
-            self._aws("events"), self._resolver(WriteKind.BUSES), self.fence, self._sent
+            self._aws("events"), resolve, self.fence, self.halt, self._sent, self._check
         )
+
+    @property
+    def _check(self) -> Callable[[], None] | None:
+        return self._claim.check if self._claim is not None else None

@@ -29,13 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vigil.contract.effects import FENCE_DIGITS, WRITES_ENV, WriteKind
+from vigil.fenced_write import Halt
 
 
 class Fenced(Exception):
-    """A newer run of the same scope wrote the resource: this run's write changed nothing.
+    """A newer run of the same scope wrote the resource (or holds the run's claim): this run's
+    write changed nothing.
 
-    ``token`` is this run's fence, ``newer`` the fence found on the resource (None when a
-    conditional write kept losing to concurrent writers and what won is unknown)."""
+    ``token`` is this run's fence, ``newer`` the fence (or token) found (None when the record
+    that would say is gone)."""
 
     def __init__(self, resource: str, token: str, newer: str | None) -> None:
         found = f"written by {newer}" if newer is not None else "changed under every attempt"
@@ -43,6 +45,12 @@ class Fenced(Exception):
         self.resource = resource
         self.token = token
         self.newer = newer
+
+
+class FenceContention(RuntimeError):
+    """A conditional write kept losing to concurrent writers that are not newer runs of this
+    scope (another job, a person, an unfenced writer): contention, not supersession. It fails
+    the run like any error (retried, dead-lettered, alarmed), rather than ending it FENCED."""
 
 
 class NotGranted(PermissionError):
@@ -139,9 +147,33 @@ class Grants:
 
 class GrantedWriter:
     """What each fenced writer of granted resources holds: the AWS client, the grants' resolver
-    (alias, name or URL -> the granted physical name, or :class:`NotGranted`) and the fence."""
+    (alias, name or URL -> the granted physical name, or :class:`NotGranted`), the fence, the
+    run's halt (where a refusal is noted for the guard, whatever the body does with it) and, for
+    a strict writer, the check of the run's claim made right before each request."""
 
-    def __init__(self, client: Any, resolve: Callable[[str], str], fence: RunFence) -> None:
+    def __init__(
+        self,
+        client: Any,
+        resolve: Callable[[str], str],
+        fence: RunFence,
+        halt: Halt,
+        check_claim: Callable[[], None] | None = None,
+    ) -> None:
         self._client = client
         self._resolve = resolve
         self._fence = fence
+        self._halt = halt
+        self._check_claim = check_claim or (lambda: None)
+        """Strict (``run.fenced.strict``): reads the run's claim, ``Fenced`` if it moved on."""
+
+    def _refused(self, resource: str, newer: str | None) -> Fenced:
+        """The :class:`Fenced` to raise, noted on the run's halt."""
+        return refused(self._halt, resource, self._fence, newer)
+
+
+def refused(halt: Halt, resource: str, fence: RunFence, newer: str | None) -> Fenced:
+    """A refusal of ``fence``'s write to ``resource`` (``newer``: the fence found there),
+    noted on ``halt`` before it is raised."""
+    error = Fenced(resource, fence.value, newer)
+    halt.note(error)
+    return error

@@ -53,7 +53,7 @@ import re
 import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
@@ -61,7 +61,7 @@ from vigil.clock import iso
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, EffectState
 from vigil.dynamo import Item, Update, is_condition_failure, old_item, to_wire
 from vigil.effects.fence import Fenced
-from vigil.fenced_write import RunRecordSite
+from vigil.fenced_write import Halt, RunRecordSite
 from vigil.persist import persist
 
 EFFECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}")
@@ -72,6 +72,7 @@ FORGET_BATCH = 100
 """Finished effects a full rolling journal (an observer's) forgets at once, oldest first: one
 request per batch, its REMOVE and conditions well inside DynamoDB's 4 KB expression limits."""
 MARK_CHARS = 12
+T = TypeVar("T")
 
 
 class InvalidEffect(ValueError):
@@ -112,10 +113,13 @@ this run's still-open block from one that raised, so a nested repeat is caught h
 
 
 class Journal:
-    """The effects journal of one run, on its own record (:class:`RunRecordSite`)."""
+    """The effects journal of one run, on its own record (:class:`RunRecordSite`); what ends
+    the run (``Uncertain``, ``Fenced``, a block that raised after its intent) is noted on the
+    run's :class:`~vigil.fenced_write.Halt`, so a body that catches it cannot hide it."""
 
-    def __init__(self, site: RunRecordSite) -> None:
+    def __init__(self, site: RunRecordSite, halt: Halt | None = None) -> None:
         self._site = site
+        self._halt = halt if halt is not None else Halt()
 
     @contextmanager
     def once(self, effect: str, check: Check | None = None) -> Iterator[bool]:
@@ -131,12 +135,29 @@ class Journal:
         _OPEN.add(block)
         try:
             mark = secrets.token_hex(MARK_CHARS // 2)
-            first = self._begin(effect, check, mark)
-            yield first
+            first = self._noted(lambda: self._begin(effect, check, mark))
+            try:
+                yield first
+            except BaseException as error:
+                self._halt.note(error)
+                if first:
+                    self._halt.note_unfinished(effect, error)
+                raise
             if first:
-                self._write(effect, EffectState.DONE, mark, expected_fence=self._site.token)
+                self._noted(
+                    lambda: self._write(
+                        effect, EffectState.DONE, mark, expected_fence=self._site.token
+                    )
+                )
         finally:
             _OPEN.discard(block)
+
+    def _noted(self, step: Callable[[], T]) -> T:
+        try:
+            return step()
+        except BaseException as error:
+            self._halt.note(error)
+            raise
 
     def _block(self, effect: str) -> tuple[str, str, int, str]:
         site = self._site
@@ -156,7 +177,7 @@ class Journal:
             return True
         journal = seen.get(JOURNAL_ATTRIBUTE) or {}
         entry = journal.get(effect)
-        if not self._holds(seen):
+        if not self._site.holds(seen):
             raise self._fenced(seen)
         if entry is None and may_forget and self._site.rolling and self._forget_oldest(journal):
             return self._begin(effect, check, mark, may_forget=False)
@@ -177,8 +198,11 @@ class Journal:
                 f"{self._site.label}: check of effect {effect!r} answered {happened!r}, not "
                 "True (it happened) or False (it did not): the intent is kept, nothing sent"
             )
-        state = EffectState.DONE if happened else EffectState.INTENT
-        self._write(effect, state, mark, expected_fence=int(entry.get("fence", 0)))
+        earlier = int(entry.get("fence", 0))
+        if happened:  # the earlier run did it: the entry keeps naming that run
+            self._write(effect, EffectState.DONE, mark, expected_fence=earlier, doer=earlier)
+        else:  # taken over: this run does it
+            self._write(effect, EffectState.INTENT, mark, expected_fence=earlier)
         return not happened
 
     def _forget_oldest(self, journal: Item) -> bool:
@@ -198,7 +222,7 @@ class Journal:
         for _, name in done:
             update.remove_in(JOURNAL_ATTRIBUTE, name)
             update.condition(f"{update.path(JOURNAL_ATTRIBUTE, name, 'state')} = {finished}")
-        self._while_held(update)
+        self._site.while_held(update)
 
         def forget() -> None:
             try:
@@ -214,44 +238,66 @@ class Journal:
         persist(forget, time_left_s=site.time_left_s, sleep=site.sleep)
         return True
 
-    def _write(self, effect: str, state: EffectState, mark: str, *, expected_fence: int) -> None:
-        seen = self._persist(effect, state, mark, expected_fence=expected_fence)
-        if seen is not None and not self._landed(seen, effect, state, mark):
+    def _write(
+        self,
+        effect: str,
+        state: EffectState,
+        mark: str,
+        *,
+        expected_fence: int,
+        doer: int | None = None,
+    ) -> None:
+        seen = self._persist(effect, state, mark, expected_fence=expected_fence, doer=doer)
+        if seen is not None and not self._landed(seen, effect, state, mark, doer):
             raise self._fenced(seen)
 
     def _persist(
-        self, effect: str, state: EffectState, mark: str, *, expected_fence: int | None
+        self,
+        effect: str,
+        state: EffectState,
+        mark: str,
+        *,
+        expected_fence: int | None,
+        doer: int | None = None,
     ) -> Item | None:
         """:meth:`_try`, retried through transient faults: a try that landed unanswered is
         refused on its repeat, which :meth:`_landed` recognises by the block's mark."""
         return persist(
-            lambda: self._try(effect, state, mark, expected_fence=expected_fence),
+            lambda: self._try(effect, state, mark, expected_fence=expected_fence, doer=doer),
             time_left_s=self._site.time_left_s,
             sleep=self._site.sleep,
         )
 
     def _try(
-        self, effect: str, state: EffectState, mark: str, *, expected_fence: int | None
+        self,
+        effect: str,
+        state: EffectState,
+        mark: str,
+        *,
+        expected_fence: int | None,
+        doer: int | None = None,
     ) -> Item | None:
         """One conditional write of the entry: None if applied, else the record that refused it.
 
         ``expected_fence`` None: the entry must be absent (a first intent) and the journal not
         full; else the entry must still be the one of that fence (this run's own, or the
-        earlier run's it takes over)."""
+        earlier run's it takes over). ``doer``: the token the entry names as the run that did
+        the effect (default this run's; an earlier run's when a ``check`` says it did it)."""
         site = self._site
+        fence = site.token if doer is None else doer
         update = Update().set_in(
             JOURNAL_ATTRIBUTE,
             effect,
-            {"state": state.value, "fence": site.token, "at": iso(site.clock()), "mark": mark},
+            {"state": state.value, "fence": fence, "at": iso(site.clock()), "mark": mark},
         )
-        self._while_held(update)
+        self._site.while_held(update)
         entry = update.path(JOURNAL_ATTRIBUTE, effect)
         if expected_fence is None:
             update.condition(f"attribute_not_exists({entry})")
             update.condition(update.size_lt(JOURNAL_ATTRIBUTE, MAX_EFFECTS))
         else:
-            fence = update.path(JOURNAL_ATTRIBUTE, effect, "fence")
-            update.condition(f"{fence} = {update.value(expected_fence)}")
+            found = update.path(JOURNAL_ATTRIBUTE, effect, "fence")
+            update.condition(f"{found} = {update.value(expected_fence)}")
         try:
             site.client.update_item(
                 TableName=site.table,
@@ -265,25 +311,14 @@ class Journal:
             raise
         return None
 
-    def _while_held(self, update: Update) -> None:
-        """The write's condition that the record is still this run's: :meth:`_holds`, in
-        DynamoDB's terms."""
-        site = self._site
-        update.condition(update.eq(site.token_attribute, site.token))
-        if site.running is not None:
-            update.condition(update.eq("status", site.running))
-
-    def _holds(self, seen: Item) -> bool:
-        site = self._site
-        running = site.running is None or seen.get("status") == site.running
-        return seen.get(site.token_attribute) == site.token and running
-
-    def _landed(self, seen: Item, effect: str, state: EffectState, mark: str) -> bool:
+    def _landed(
+        self, seen: Item, effect: str, state: EffectState, mark: str, doer: int | None = None
+    ) -> bool:
         """A refusal that shows this very write, applied by a try whose answer was lost."""
         entry = (seen.get(JOURNAL_ATTRIBUTE) or {}).get(effect) or {}
         return (
-            self._holds(seen)
-            and entry.get("fence") == self._site.token
+            self._site.holds(seen)
+            and entry.get("fence") == (self._site.token if doer is None else doer)
             and entry.get("state") == state.value
             and entry.get("mark") == mark
         )

@@ -21,6 +21,7 @@ from typing import Any
 
 from vigil.contract.effects import EVENT_DETAIL_KEY, MessageAttribute
 from vigil.effects.fence import GrantedWriter, RunFence
+from vigil.fenced_write import Halt
 
 MAX_MESSAGE_ATTRIBUTES = 10
 """What SQS takes on one message; a fenced send uses 3 of them for the run's identity."""
@@ -72,14 +73,25 @@ def _effect_name(effect: str) -> str:
     return effect
 
 
-class FencedQueues(GrantedWriter):
-    """``send_message`` on granted queues (by alias, name or URL)."""
+class _Sender(GrantedWriter):
+    """A writer of sends: it also holds the run's :class:`SentEffects`, shared by its queues'
+    and buses' writers."""
 
     def __init__(
-        self, client: Any, resolve: Callable[[str], str], fence: RunFence, sent: SentEffects
+        self,
+        client: Any,
+        resolve: Callable[[str], str],
+        fence: RunFence,
+        halt: Halt,
+        sent: SentEffects,
+        check_claim: Callable[[], None] | None = None,
     ) -> None:
-        super().__init__(client, resolve, fence)
+        super().__init__(client, resolve, fence, halt, check_claim)
         self._sent = sent
+
+
+class FencedQueues(_Sender):
+    """``send_message`` on granted queues (by alias, name or URL)."""
 
     def send_message(
         self,
@@ -109,6 +121,7 @@ class FencedQueues(GrantedWriter):
         if url.endswith(".fifo"):
             request.setdefault("MessageGroupId", deduplication_id(self._fence, "")[:64])
             request["MessageDeduplicationId"] = deduplication_id(self._fence, name)
+        self._check_claim()
         answer = dict(
             self._client.send_message(
                 QueueUrl=url, MessageBody=MessageBody, MessageAttributes=attributes, **request
@@ -118,14 +131,8 @@ class FencedQueues(GrantedWriter):
         return answer
 
 
-class FencedEvents(GrantedWriter):
+class FencedEvents(_Sender):
     """``put_event``: one event on a granted bus, the run's identity in its detail."""
-
-    def __init__(
-        self, client: Any, resolve: Callable[[str], str], fence: RunFence, sent: SentEffects
-    ) -> None:
-        super().__init__(client, resolve, fence)
-        self._sent = sent
 
     def put_event(
         self,
@@ -141,6 +148,7 @@ class FencedEvents(GrantedWriter):
         identity = {"run": self._fence.unit, "effect": _effect_name(effect)}
         accepted = self._sent.check(bus, effect, [Source, DetailType, Detail, entry])
         detail = {**Detail, EVENT_DETAIL_KEY: {**identity, "fence": self._fence.value}}
+        self._check_claim()
         answer = self._client.put_events(
             Entries=[
                 {

@@ -16,13 +16,13 @@ import functools
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from vigil.clock import Clock, Sleeper, system_clock
 from vigil.dynamo import truncate
-from vigil.fenced_write import RunRecordSite, once, refused_write, uncertain_effect
+from vigil.fenced_write import Halt, RunRecordSite, once, refused_write, stopped_on
 from vigil.jobs.decisions import ClaimTerms, DurationFlag, Verdict, duration_flag, resolve_conflict
 from vigil.jobs.events import Tick
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
@@ -69,6 +69,10 @@ class Run:
     record: RunRecordSite | None = None
     """The tick's record, where ``run.once`` journals effects (None: no journal, e.g. a test's
     hand-made run)."""
+    claim: RunRecordSite | None = None
+    """The job's newest claim (its ``HEAD``), which ``run.fenced.strict`` checks."""
+    halt: Halt = field(default_factory=Halt, repr=False, compare=False)
+    """What the effects raised that ends the run, kept whatever the body did with it."""
 
     def remaining_time(self) -> timedelta:
         return timedelta(milliseconds=self.remaining_ms())
@@ -79,7 +83,8 @@ class Run:
         first use: a job that never names it does not import it."""
         from vigil.effects import Effects, RunFence
 
-        return Effects.from_env(RunFence.of_job(self.job, self.tick, self.fencing_token))
+        fence = RunFence.of_job(self.job, self.tick, self.fencing_token)
+        return Effects.from_env(fence, halt=self.halt, claim=self.claim)
 
     def once(
         self, effect: str, check: Callable[[], bool] | None = None
@@ -87,7 +92,7 @@ class Run:
         """``with run.once("welcome-email") as first: if first: send()``: an effect no write can
         fence, done at most once per tick, or the tick ends UNCERTAIN for a person to settle
         (:mod:`vigil.effects.journal`). Loaded on first use, like :attr:`fenced`."""
-        return once(self.record, effect, check)
+        return once(self.record, effect, check, self.halt)
 
 
 @dataclass(frozen=True)
@@ -271,16 +276,18 @@ class JobGuard:
             record=self._store.record_site(
                 claim.job, claim.tick, claim.token, lambda: remaining_ms() / 1000, self._clock
             ),
+            claim=self._store.claim_site(
+                claim.job, claim.token, lambda: remaining_ms() / 1000, self._clock
+            ),
         )
         started = self._clock()
         try:
             body(run)
         except BaseException as error:  # SystemExit too: the lease must not outlive a dead run
-            effect = uncertain_effect(error)
-            if effect is not None:
-                return self._uncertain(claim, started, error, effect, remaining_ms)
-            if refused_write(error):
-                return self._superseded(claim, started, error, remaining_ms)
+            # What the effects raised ends the run, even if the body caught it and raised another.
+            stopped = self._stopped(claim, started, run.halt.stop(returned=False) or error)
+            if stopped is not None:
+                return stopped(remaining_ms)
             outcome = self._outcome(claim, RunStatus.FAILED, started, error)
             # A run that hung past max_duration and then failed is the usual too-long run: the
             # handler counts the flag (and an unrecorded outcome) on its way out.
@@ -294,8 +301,24 @@ class JobGuard:
                     error.vigil_unrecorded = unrecorded  # type: ignore[attr-defined]
                 error.add_note(str(unrecorded))
             raise
+        halted = run.halt.stop(returned=True)
+        stopped = self._stopped(claim, started, halted) if halted is not None else None
+        if stopped is not None:
+            return stopped(remaining_ms)
         outcome = self._outcome(claim, RunStatus.SUCCEEDED, started, None)
         return _reported(outcome, self._record(outcome, remaining_ms, claim.holder))
+
+    def _stopped(
+        self, claim: Claim, started: datetime, error: BaseException
+    ) -> Callable[[Callable[[], int]], Result] | None:
+        """How the run ends when ``error`` stops it (an uncertain effect, a refused write);
+        None for any other error."""
+        effect = stopped_on(error)
+        if effect is not None:
+            return lambda left: self._uncertain(claim, started, error, effect, left)
+        if refused_write(error):
+            return lambda left: self._superseded(claim, started, error, left)
+        return None
 
     def _uncertain(
         self,

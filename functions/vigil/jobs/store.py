@@ -26,7 +26,7 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, epoch_ms, iso
 from vigil.contract.jobs import JOBS_INDEX
-from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
+from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE, Verdict
 from vigil.dynamo import (
     Item,
     Update,
@@ -405,22 +405,43 @@ class RunStore:
             sleep=self._sleep,
         )
 
-    def settle(self, job: str, tick: str, effect: str, *, done: bool, now: datetime) -> RunRecord:
+    def claim_site(
+        self, job: str, token: int, time_left_s: Callable[[], float], clock: Clock
+    ) -> RunRecordSite:
+        """What ``run.fenced.strict`` checks: the job's ``HEAD``, whose fence every claim of any
+        of the job's ticks advances, so it is still this run's until a newer run claims."""
+        return RunRecordSite(
+            client=self._client,
+            table=self._table,
+            key={"pk": job_pk(job), "sk": HEAD_SK},
+            token_attribute="fence",
+            token=token,
+            running=None,
+            label=f"job {job}'s newest claim",
+            time_left_s=time_left_s,
+            clock=clock,
+            sleep=self._sleep,
+        )
+
+    def settle(
+        self, job: str, tick: str, effect: str, *, verdict: Verdict, now: datetime
+    ) -> RunRecord:
         """An operator's verdict on an UNCERTAIN tick's effect, in one conditional UpdateItem
         (the tick must be UNCERTAIN on that very effect, else :class:`NotSettleable` and nothing
         changes). Done: the journal records the completion and the tick ends SUCCEEDED with a
-        note (what followed the effect in the body did not run). Not done: the intent is cleared
-        and the tick is FAILED, which a rerun (``vigil jobs run JOB --at TICK``) or a redelivery
-        claims and runs, the effect included."""
+        note (what followed the effect in the body did not run). Done, rerun: the journal records
+        the completion and the tick is FAILED, which a rerun (``vigil jobs run JOB --at TICK``)
+        claims and runs, skipping the effect. Not done: the intent is cleared and the tick is
+        FAILED, which a rerun or a redelivery claims and runs, the effect included."""
         record = settlement(
             effect,
-            done=done,
+            verdict=verdict,
             now=now,
             done_status=RunStatus.SUCCEEDED.value,
             failed_status=RunStatus.FAILED.value,
             again=f"`vigil jobs run {job} --at {tick}` runs it",
         )
-        if done:
+        if verdict is Verdict.DONE:
             record.set("detail", f"settled: effect {effect!r} done (an operator's word)")
         key = {"pk": job_pk(job), "sk": tick_sk(tick)}
         item = write_settlement(

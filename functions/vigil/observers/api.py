@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
@@ -38,6 +38,7 @@ from vigil.contract.hosts import (
     MAX_REBALANCE_MOVES,
     PLACEMENTS_ENV,
 )
+from vigil.contract.journal import Verdict
 from vigil.contract.observers import LEGACY_REGISTRY_TABLE_ENV
 from vigil.effects.journal import EFFECT_NAME
 from vigil.http_answers import (
@@ -169,7 +170,8 @@ class Rebalance(BaseModel):
 
 class SettleObserver(BaseModel):
     """The body of ``POST /observers/{name}/settle``: a person's word on the effect ``ctx.once``
-    stopped the observer UNCERTAIN on (the words of ``vigil jobs settle --done|--not-done``)."""
+    stopped the observer UNCERTAIN on (the words of ``vigil jobs settle
+    --done|--done-rerun|--not-done``: :class:`~vigil.contract.journal.Verdict`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -178,10 +180,12 @@ class SettleObserver(BaseModel):
         Field(pattern=f"^{EFFECT_NAME.pattern}$", description="The record's uncertain_effect"),
     ]
     outcome: Annotated[
-        Literal["done", "not_done"],
+        Verdict,
         Field(
-            description="done: it happened (the next generation skips it); not_done: it did "
-            "not (the next generation does it)"
+            description="done: it happened (the next generation skips it); done_rerun: the "
+            "same for an observer (its next generation always runs its code again; for a job or "
+            "a task it also leaves the rest of the body to run); not_done: it did not (the next "
+            "generation does it)"
         ),
     ]
 
@@ -427,12 +431,11 @@ def build_app(services: Services) -> APIGatewayRestResolver:
         request: Annotated[SettleObserver, Body(embed=False)],
     ) -> Response[dict[str, Any]]:
         gate()
-        done = request.outcome == "done"
-        observer = registry.request_settle(name, request.effect, done=done)
+        observer = registry.request_settle(name, request.effect, verdict=request.outcome)
         _count(telemetry.ObserverMetric.SETTLED, observer.kind)
         telemetry.logger().info(
             "settled",
-            extra={"observer": name, "effect": request.effect, "outcome": request.outcome},
+            extra={"observer": name, "effect": request.effect, "outcome": request.outcome.value},
         )
         body = observer.to_json()
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)

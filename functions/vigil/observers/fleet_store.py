@@ -7,7 +7,7 @@ back in the same round trip and decides again from it (:class:`Conflict`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import Any
@@ -65,8 +65,11 @@ from vigil.observers.model import (
     FLEET_PARTITION,
     LastExit,
     Status,
+    UnreadableRecord,
     from_item,
     is_observer_item,
+    reading,
+    skipped,
 )
 from vigil.observers.registry.layout import RegistryRef
 from vigil.observers.registry.table import RegistryTable
@@ -83,6 +86,12 @@ class Conflict(Exception):
 
 
 def record_from_item(item: Mapping[str, Any]) -> Record:
+    """:class:`UnreadableRecord` for an item no writer of ours made."""
+    with reading(item):
+        return _record(item)
+
+
+def _record(item: Mapping[str, Any]) -> Record:
     return Record(
         observer=from_item(dict(item)),
         tracking=Tracking(
@@ -160,10 +169,10 @@ class FleetStore:
 
     # Reads ---------------------------------------------------------------------------------------
 
-    def fleet(self) -> Iterator[Record]:
+    def fleet(self, unreadable: Callable[[UnreadableRecord], None] = skipped) -> Iterator[Record]:
         """Every observer but the STOPPED ones, from the fleet index's small projection: one Query
         per 1 MB page. (A STOPPED record an older writer left in it comes too: see
-        :meth:`relist`.)"""
+        :meth:`relist`.) An item no writer of ours made goes to ``unreadable`` instead."""
         request: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": self._index,
@@ -175,15 +184,26 @@ class FleetStore:
             for raw in response.get("Items") or []:
                 item = from_wire(raw)
                 assert item is not None
-                yield self._read(item)
+                try:
+                    record = self._read(item)
+                except UnreadableRecord as error:
+                    unreadable(error)
+                    continue
+                yield record
             last = response.get("LastEvaluatedKey")
             if not last:
                 return
             request["ExclusiveStartKey"] = last
 
-    def stopped(self) -> dict[str, Status]:
+    def stopped(
+        self, unreadable: Callable[[UnreadableRecord], None] = skipped
+    ) -> dict[str, Status]:
         """The stopped index's names and statuses (a few dozen bytes each, one Query per 1 MB
-        page): STOPPED, or another status an older writer left there (see :meth:`relist`)."""
+        page): STOPPED, or another status an older writer left there (see :meth:`relist`).
+
+        Nothing here says whose an observer is: a kind's role can write an item with these three
+        attributes in its own partition under any name, another kind's observer's too (its name's
+        claim says whose it is, :meth:`relist` reads it)."""
         request = {
             "TableName": self._table,
             "IndexName": STOPPED_INDEX,
@@ -199,9 +219,11 @@ class FleetStore:
         }
         found: dict[str, Status] = {}
         for item in paginate(self._client.query, request):
-            name = str(item["name"])
-            self._keys.remember(name, str(item.get("kind", "")))
-            found[name] = Status(item.get("status", Status.STOPPED))
+            try:
+                with reading(item):
+                    found[str(item["name"])] = Status(item.get("status", Status.STOPPED))
+            except UnreadableRecord as error:
+                unreadable(error)
         return found
 
     def relist(self, name: str, status: Status) -> bool:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import decimal
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -57,6 +58,42 @@ is absent from both fleet indexes; stream consumers skip it with ``is_observer_i
 HANDED_OVER_STOP_CODES = ("UserInitiated", "SpotInterruption")
 """ECS stop codes of a task told to stop (StopTask, a Spot interruption): the container got SIGTERM
 and checkpointed, so a clean exit restarts without counting a failure."""
+
+
+class UnreadableRecord(ValueError):
+    """An item in an observer's place that no writer of Vigil's makes: a status that is none, a
+    record without ``created_at``. A kind's task role may UpdateItem its own partition, so a
+    compromised or buggy container can leave one there (under any name, another kind's
+    observer's too). Whatever walks the fleet skips it and says so, rather than stop a pass over
+    every kind's observers at it."""
+
+    def __init__(self, item: Mapping[str, Any], error: Exception) -> None:
+        self.name = str(item.get("name", ""))
+        self.kind = str(item.get("kind", ""))
+        super().__init__(
+            f"observer record {self.kind}/{self.name} unreadable: {type(error).__name__}: {error}"
+        )
+
+
+@contextmanager
+def reading(item: Mapping[str, Any]) -> Iterator[None]:
+    """Parse ``item`` inside: a missing or malformed attribute raises :class:`UnreadableRecord`."""
+    try:
+        yield
+    except UnreadableRecord:
+        raise
+    except (KeyError, ValueError, TypeError, AttributeError, ArithmeticError) as error:
+        raise UnreadableRecord(item, error) from error
+
+
+def skipped(error: UnreadableRecord) -> None:
+    """Say that a reader walking the fleet left ``error``'s item out (a person removes it)."""
+    from vigil.telemetry import logger  # (telemetry is heavier than the model: when needed)
+
+    logger().error(
+        "observer record skipped: no writer of Vigil's makes it",
+        extra={"observer": error.name, "kind": error.kind, "error": str(error)},
+    )
 
 
 class InvalidObserver(ValueError):
@@ -313,7 +350,13 @@ def to_item(observer: Observer) -> dict[str, Any]:
 
 
 def from_item(item: dict[str, Any]) -> Observer:
-    """Read an item written by ``to_item`` (or its projection in the fleet index, minus config)."""
+    """Read an item written by ``to_item`` (or its projection in the fleet index, minus config);
+    :class:`UnreadableRecord` for one no writer of ours made."""
+    with reading(item):
+        return _observer(item)
+
+
+def _observer(item: dict[str, Any]) -> Observer:
     return Observer(
         name=item["name"],
         kind=item.get("kind", ""),

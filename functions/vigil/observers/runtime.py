@@ -40,7 +40,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from vigil import telemetry
 from vigil.contract.observers import ExitCode as ExitCode
-from vigil.fenced_write import RunRecordSite, once, refused_write, uncertain_effect
+from vigil.fenced_write import Halt, RunRecordSite, once, refused_write, stopped_on
 from vigil.observers.model import Desired, Observer, parse_kinds, validate_name
 from vigil.observers.registry import (
     Fenced,
@@ -173,7 +173,10 @@ class ObserverContext:
         from vigil.effects import Effects, RunFence
 
         return Effects.from_env(
-            RunFence.of_observer(self.name, self.generation), self._runtime.environ
+            RunFence.of_observer(self.name, self.generation),
+            self._runtime.environ,
+            halt=self._runtime.halt,
+            claim=self._runtime.record_site(),
         )
 
     def once(
@@ -184,7 +187,7 @@ class ObserverContext:
         registry record, :mod:`vigil.effects.journal`). An effect an earlier generation began and
         never recorded done: ``check()`` decides, or the observer stops UNCERTAIN (marked on its
         record, alarmed, not restarted) for a person to settle (``vigil observers settle``)."""
-        return once(self._runtime.record_site(), effect, check)
+        return once(self._runtime.record_site(), effect, check, self._runtime.halt)
 
 
 class ObserverRuntime:
@@ -229,7 +232,10 @@ class ObserverRuntime:
         """From the claim on, ``stopping`` and ``sleep`` enforce the self-fence deadline too."""
         self._task_arn: str | None = None
         self._kind = ""
-        self._uncertain_error: Exception | None = None
+        self._uncertain_error: BaseException | None = None
+        self.halt = Halt()
+        """What ``ctx.fenced`` and ``ctx.once`` raised that ends this generation, kept whatever
+        the observer's code did with it."""
         self.logger = logger or telemetry.logger()
         self.logger.append_keys(observer=name, generation=generation)
         if host is not None:
@@ -370,14 +376,21 @@ class ObserverRuntime:
             thread.start()
         crash: Exception | None = None
         try:
-            function(ObserverContext(self, observer))
-        except Exception as error:
-            if refused_write(error):
-                self._fence(str(error))
-            elif (effect := uncertain_effect(error)) is not None:
-                self._uncertain(effect, error)
-            else:
+            try:
+                function(ObserverContext(self, observer))
+            except Exception as error:
                 crash = error
+            # What the effects raised ends the generation, even if the code caught it.
+            stop = self.halt.stop(returned=crash is None)
+            if stop is None and crash is not None and (refused_write(crash) or stopped_on(crash)):
+                stop = crash
+            if stop is not None:
+                crash = None
+                effect = stopped_on(stop)
+                if effect is not None:
+                    self._uncertain(effect, stop)
+                else:
+                    self._fence(str(stop))
         finally:
             self._done.set()
             if thread is not None:
@@ -386,7 +399,7 @@ class ObserverRuntime:
                 thread.join(timeout=self._fence_grace if left_fenced else None)
         return self._finish(crash)
 
-    def _uncertain(self, effect: str, error: Exception) -> None:
+    def _uncertain(self, effect: str, error: BaseException) -> None:
         """An effect an earlier generation began and never recorded done: mark the record (which
         effect, why), count it, and stop UNCERTAIN; the reconciler does not restart it."""
         self.logger.error("uncertain effect: stopping", extra={"effect": effect})

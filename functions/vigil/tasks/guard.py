@@ -41,7 +41,7 @@ from vigil.clock import Clock, Sleeper, system_clock
 from vigil.contract.metrics import TaskMetric
 from vigil.contract.tasks import RESULT_INLINE_BYTES, TaskStatus, max_receive_count
 from vigil.dynamo import truncate
-from vigil.fenced_write import RunRecordSite, once, refused_write, uncertain_effect
+from vigil.fenced_write import Halt, RunRecordSite, once, refused_write, stopped_on
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.leases import next_token
 from vigil.persist import Backoff, OutOfTime, persist
@@ -89,7 +89,10 @@ class TaskRun:
     remaining_ms: Callable[[], int] = field(repr=False)
     report: Callable[[int, str | None], bool] = field(repr=False)
     record: RunRecordSite | None = field(default=None, repr=False)
-    """The task's record, where ``run.once`` journals effects."""
+    """The task's record, where ``run.once`` journals effects (and the claim
+    ``run.fenced.strict`` checks: its token, still RUNNING)."""
+    halt: Halt = field(default_factory=Halt, repr=False, compare=False)
+    """What the effects raised that ends the run, kept whatever the body did with it."""
 
     def remaining_time(self) -> timedelta:
         return timedelta(milliseconds=self.remaining_ms())
@@ -100,7 +103,8 @@ class TaskRun:
         on first use."""
         from vigil.effects import Effects, RunFence
 
-        return Effects.from_env(RunFence.of_task(self.task, self.id, self.fencing_token))
+        fence = RunFence.of_task(self.task, self.id, self.fencing_token)
+        return Effects.from_env(fence, halt=self.halt, claim=self.record)
 
     def once(
         self, effect: str, check: Callable[[], bool] | None = None
@@ -108,7 +112,7 @@ class TaskRun:
         """``with run.once("receipt-email") as first: if first: send()``: an effect no write
         can fence, done at most once per task, or the task ends UNCERTAIN for a person to
         settle (:mod:`vigil.effects.journal`). Loaded on first use, like :attr:`fenced`."""
-        return once(self.record, effect, check)
+        return once(self.record, effect, check, self.halt)
 
     def progress(self, percent: int, note: str | None = None) -> None:
         """Record how far the run is (0-100), readable on the task's record while it runs.
@@ -375,11 +379,18 @@ class TaskGuard:
             except TaskFenced as fenced:
                 return Delivery(Outcome.FENCED, envelope.id, attempt, str(fenced))
             except Exception as raised:
-                if refused_write(raised):  # a newer attempt of this task wrote: superseded
-                    return Delivery(Outcome.FENCED, envelope.id, attempt, str(raised))
                 error = raised
-                uncertain = uncertain_effect(raised)
-                logger.exception("task run failed", extra={"attempt": attempt})
+            # What the effects raised ends the run, even if the body caught it (and went on).
+            stop = run.halt.stop(returned=error is None)
+            if stop is None and error is not None and (refused_write(error) or stopped_on(error)):
+                stop = error
+            if stop is not None:
+                uncertain = stopped_on(stop)
+                if uncertain is None:  # a newer attempt of this task wrote: superseded
+                    return Delivery(Outcome.FENCED, envelope.id, attempt, str(stop))
+                error = stop
+            elif error is not None:
+                logger.error("task run failed", extra={"attempt": attempt}, exc_info=error)
         finished = self._clock()
         outcome = TaskFinish(
             task=envelope.task,

@@ -28,7 +28,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso
-from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
+from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE, Verdict
 from vigil.contract.tasks import (
     FINISHED_BY_ATTRIBUTE,
     OUTBOX_ATTRIBUTE,
@@ -488,15 +488,15 @@ class TaskStore:
         return from_wire(answer.get("Attributes"))
 
     def settle(
-        self, task: str, task_id: str, effect: str, *, done: bool, now: datetime
+        self, task: str, task_id: str, effect: str, *, verdict: Verdict, now: datetime
     ) -> TaskRecord:
         """An operator's verdict on an UNCERTAIN task's effect (:mod:`vigil.settle`): done ->
-        SUCCEEDED; not done -> FAILED, which ``vigil tasks redrive`` runs again from the
-        dead-letter queue (where the UNCERTAIN attempt put its message). Anything else:
-        :class:`NotSettleable`, nothing changed."""
+        SUCCEEDED; done, rerun and not done -> FAILED, which ``vigil tasks redrive`` runs again
+        from the dead-letter queue (where the UNCERTAIN attempt put its message), skipping the
+        effect or doing it. Anything else: :class:`NotSettleable`, nothing changed."""
         update = settlement(
             effect,
-            done=done,
+            verdict=verdict,
             now=now,
             done_status=TaskStatus.SUCCEEDED.value,
             failed_status=TaskStatus.FAILED.value,

@@ -16,7 +16,7 @@ from vigil.contract.hosts import HOST_EXIT
 from vigil.dynamo import from_wire
 from vigil.observers import decisions as d
 from vigil.observers.fleet_store import Conflict, FleetStore, record_from_item
-from vigil.observers.model import is_observer_item
+from vigil.observers.model import UnreadableRecord, is_observer_item, skipped
 from vigil.observers.reconciler.executor import Executor, Settler
 from vigil.observers.reconciler.hosts import HostManager
 from vigil.observers.reconciler.report import PassReport
@@ -41,16 +41,23 @@ class EventPass:
         if task.observer is None:
             report.note("?", d.Ignore(f"task {task.arn} carries no observer marks"))
             return report
-        record = self.store.get(task.observer)
+        try:
+            return self._decide(task.observer, task, report)
+        except UnreadableRecord as error:  # redelivering the event would meet it again
+            report.unreadable(error)
+            return report
+
+    def _decide(self, name: str, task: d.TaskState, report: PassReport) -> PassReport:
+        record = self.store.get(name)
         for _ in range(MAX_DECISION_ROUNDS):
             plan = d.decide_event(record, task, self.clock(), self.settings)
             try:
-                self.executor.carry_out(task.observer, record, plan, seen=task, report=report)
+                self.executor.carry_out(name, record, plan, seen=task, report=report)
                 return report
             except Conflict as conflict:
                 report.conflicts += 1
                 record = conflict.current
-        raise RuntimeError(f"{task.observer}: record kept changing; the event will be redelivered")
+        raise RuntimeError(f"{name}: record kept changing; the event will be redelivered")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,7 +80,11 @@ class StreamPass:
             self.settler.executor.placer.begin()  # this invocation's view of the hosts
         for picture in records:
             report.observers += 1
-            current = self.store.get(picture.name)
+            try:
+                current = self.store.get(picture.name)
+            except UnreadableRecord as error:
+                report.unreadable(error)  # (the resync counts it too, each minute)
+                continue
             stale = _moved_past(picture, current)
             if stale is not None or current is None:
                 report.note(picture.name, stale or d.Ignore("the record is gone"))
@@ -111,7 +122,10 @@ def changed_records(stream_records: Iterable[Mapping[str, Any]]) -> list[d.Recor
             continue
         old = from_wire(change.get("OldImage"))
         if needs_attention(new, old):
-            wanted.append(record_from_item(new))
+            try:
+                wanted.append(record_from_item(new))
+            except UnreadableRecord as error:
+                skipped(error)  # the resync counts it each minute while it is there
     return wanted
 
 

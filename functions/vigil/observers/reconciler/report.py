@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from botocore.exceptions import BotoCoreError, ClientError
 
 from vigil.observers import decisions as d
+from vigil.observers.model import UnreadableRecord, skipped
 from vigil.telemetry import ObserverMetric, logger
 
 MetricSink = Callable[[ObserverMetric, str | None, float], None]
@@ -31,8 +32,15 @@ class PassReport:
     handed_over: int = 0
     """Observers a rollout told to stop so their next generation starts on the new revision."""
     errors: int = 0
-    """Observers skipped by a resync after an AWS error of their own (the next pass retries)."""
+    """Observers skipped by a resync after an AWS error of their own (the next pass retries), and
+    items skipped because no writer of ours made them (:class:`UnreadableRecord`)."""
     actions: list[tuple[str, d.Action]] = field(default_factory=list)
+
+    def unreadable(self, error: UnreadableRecord) -> None:
+        """An item no writer of ours made, skipped: logged and counted (``ReconcilePassErrors``,
+        alarmed), every pass until a person removes it."""
+        skipped(error)
+        self.errors += 1
 
     def note(self, name: str, action: d.Action) -> None:
         self.actions.append((name, action))
@@ -49,9 +57,12 @@ class PassReport:
 @contextmanager
 def isolated(name: str, report: PassReport) -> Iterator[None]:
     """One observer's AWS error (a throttle, a timeout, a denied call) is logged and counted, and
-    the pass goes on with the next observer; the next pass looks at this one again."""
+    the pass goes on with the next observer; the next pass looks at this one again. So does a
+    record made unreadable under the pass (a lost write's answer no writer of ours made)."""
     try:
         yield
+    except UnreadableRecord as error:
+        report.unreadable(error)
     except (ClientError, BotoCoreError) as error:
         report.errors += 1
         logger().warning(

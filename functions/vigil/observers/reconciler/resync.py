@@ -139,7 +139,7 @@ class ResyncPass:
         now = self.clock()
         records: list[d.Record] = []
         strays: dict[str, Status] = {}
-        for record in self.store.fleet():
+        for record in self.store.fleet(report.unreadable):
             if record.observer.status is Status.STOPPED:
                 strays[record.name] = Status.STOPPED
             else:
@@ -148,7 +148,10 @@ class ResyncPass:
         gauges = fleet_gauges(records, now)
         del gauges[ObserverMetric.FLEET_STOPPED]
         if self.hosts.sweep_due(now) if self.hosts is not None else sweep_due(now):
-            stopped = {**self.store.stopped(), **strays}  # (strays: still to move, counted)
+            stopped = {
+                **self.store.stopped(report.unreadable),
+                **strays,
+            }  # (strays: still to move, counted)
             gauges[ObserverMetric.FLEET_STOPPED] = sum(
                 1 for status in stopped.values() if status is Status.STOPPED
             )

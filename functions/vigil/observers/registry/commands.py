@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.hosts import OBSERVER_HOST, OBSERVER_TASK_DEFINITION
-from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE
+from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE, Verdict
 from vigil.contract.observers import (
     FLEET_ATTRIBUTE,
     FLEET_COUNTER_KEY,
@@ -46,8 +46,10 @@ from vigil.observers.model import (
     Desired,
     Observer,
     Status,
+    UnreadableRecord,
     from_item,
     is_observer_item,
+    skipped,
     to_item,
     validate_config,
     validate_name,
@@ -62,7 +64,7 @@ from vigil.observers.registry.errors import (
 )
 from vigil.observers.registry.layout import RegistryRef
 from vigil.observers.registry.table import RegistryTable, count_update, put_new
-from vigil.settle import NotSettleable, verdict
+from vigil.settle import NotSettleable, journal_verdict
 
 MAX_PAGE = 100
 """BatchGetItem's limit, and small enough that 100 configs of 32 KB fit in a Lambda response."""
@@ -174,25 +176,28 @@ class ObserverCommands(RegistryTable):
             indexes = [(STOPPED_INDEX, STOPPED_ATTRIBUTE)]
         else:
             indexes = [(FLEET_INDEX, FLEET_ATTRIBUTE)]
-        names: dict[str, str] = {}
+        names: dict[str, set[str]] = {}
         covered: str | None = None  # the names up to here are all read; None: all of them
         for index, attribute in indexes:
             found, last = self._names(index, attribute, status, after, limit)
-            names.update(found)
+            for name, kinds in found.items():
+                names.setdefault(name, set()).update(kinds)
             if last is not None:
                 covered = last if covered is None else min(covered, last)
         page = sorted(n for n in names if covered is None or n <= covered)
         if len(page) > limit:
             page, covered = page[:limit], page[limit - 1]
-        observers = self._batch_get([(n, names[n]) for n in page])
+        # (A name under two kinds: an item a kind's role wrote in its own partition under
+        # another's observer's name; both are read, and only a record we wrote is listed.)
+        observers = self._batch_get([(n, k) for n in page for k in sorted(names[n])])
         return Page(observers=observers, cursor=encode_cursor(covered) if covered else None)
 
     def _names(
         self, index: str, attribute: str, status: Status | None, after: str | None, limit: int
-    ) -> tuple[dict[str, str], str | None]:
+    ) -> tuple[dict[str, set[str]], str | None]:
         """Up to ``limit`` names (with their kinds) after ``after`` from one index, and the last
         name read when the index holds more (None: it was read to its end)."""
-        names: dict[str, str] = {}
+        names: dict[str, set[str]] = {}
         while len(names) < limit:
             condition = "#p = :p" + (" AND #name > :after" if after is not None else "")
             values: dict[str, Any] = {":p": FLEET_PARTITION}
@@ -220,7 +225,8 @@ class ObserverCommands(RegistryTable):
                 raise
             for raw in answer.get("Items", []):
                 item = from_wire(raw) or {}
-                names[str(item["name"])] = str(item.get(REGISTRY_PARTITION, ""))
+                kinds = names.setdefault(str(item["name"]), set())
+                kinds.add(str(item.get(REGISTRY_PARTITION, "")))
             last = from_wire(answer.get("LastEvaluatedKey"))
             if not last:
                 return names, None
@@ -302,10 +308,11 @@ class ObserverCommands(RegistryTable):
         or STOPPED observer (which takes a place in the fleet again)."""
         return self._read_modify_write(name, _restart)
 
-    def request_settle(self, name: str, effect: str, *, done: bool) -> Observer:
+    def request_settle(self, name: str, effect: str, *, verdict: Verdict) -> Observer:
         """An operator's verdict on the effect ``ctx.once`` stopped the observer UNCERTAIN on,
-        and the observer back: the journal's side of :func:`vigil.settle.verdict` (done: the
-        next generation skips the effect; not done: it does it again), ``uncertain_*`` cleared,
+        and the observer back: the journal's side of :func:`vigil.settle.journal_verdict` (done,
+        or done and rerun, alike here: the next generation runs the observer's code again and
+        skips the effect; not done: it does it again), ``uncertain_*`` cleared,
         and a restart's re-arming, in the one conditional write a restart makes. Refused
         (:class:`NotSettleable`, nothing changed) unless the record is uncertain on ``effect``
         at the generation first read (a word about that generation's record), with no live
@@ -322,9 +329,9 @@ class ObserverCommands(RegistryTable):
             return replace(
                 restart,
                 removes=(*restart.removes, UNCERTAIN_REASON),
-                also=lambda update: verdict(update, effect, done=done, now=now).condition(
-                    update.eq("generation", first[0])
-                ),
+                also=lambda update: journal_verdict(
+                    update, effect, verdict=verdict, now=now
+                ).condition(update.eq("generation", first[0])),
             )
 
         return self._read_modify_write(name, change)
@@ -374,16 +381,25 @@ class ObserverCommands(RegistryTable):
         return FleetFull(self._max, int(counter["active"]) if counter else None)
 
     def _batch_get(self, names: list[tuple[str, str]]) -> list[Observer]:
-        """Full items (minus checkpoints) for up to 100 (name, kind), in the order given."""
-        if not names:
-            return []
-        items = batch_get(
-            self._client,
-            self._table,
-            [self._ref.plain_key(kind, name) for name, kind in names],
-            LIST_ATTRIBUTES,
-            sleep=self._sleep,
-        )
-        found = {item["name"]: from_item(item) for item in items if is_observer_item(item)}
+        """Full items (minus checkpoints) for these (name, kind), in the order given."""
+        items: list[Item] = []
+        for start in range(0, len(names), MAX_PAGE):
+            items += batch_get(
+                self._client,
+                self._table,
+                [self._ref.plain_key(kind, name) for name, kind in names[start : start + MAX_PAGE]],
+                LIST_ATTRIBUTES,
+                sleep=self._sleep,
+            )
+        found: dict[tuple[str, str], Observer] = {}
+        for item in items:
+            if not is_observer_item(item):
+                continue
+            try:
+                observer = from_item(item)
+            except UnreadableRecord as error:
+                skipped(error)  # (a kind's role wrote it in its own partition)
+                continue
+            found[(observer.name, observer.kind)] = observer
         # An observer deleted between the index read and this one is simply absent.
-        return [found[n] for n, _ in names if n in found]
+        return [found[key] for key in names if key in found]

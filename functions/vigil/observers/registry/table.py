@@ -54,6 +54,8 @@ class RegistryTable:
         self._clock = clock
         self._kinds: dict[str, str] = {}
         """Name -> kind, as found: a name's kind never changes (names are never reused)."""
+        self._disputed: set[str] = set()
+        """Names read with two kinds: only their claims say which (see :meth:`remember`)."""
 
     @property
     def ref(self) -> RegistryRef:
@@ -64,9 +66,15 @@ class RegistryTable:
         return self._client
 
     def remember(self, name: str, kind: str) -> None:
-        """A name's kind, as a record read showed it (the reconciler reads many)."""
-        if kind:
-            self._kinds[name] = kind
+        """A name's kind, as a record read showed it (the reconciler reads many). A record's kind
+        is its partition, and a kind's role may write its own partition under any name: a name
+        read with two kinds is one observer and an item another kind wrote, so from then on only
+        the name's claim says which (one consistent read)."""
+        if not kind or name in self._disputed:
+            return
+        if self._kinds.setdefault(name, kind) != kind:
+            del self._kinds[name]
+            self._disputed.add(name)
 
     def get(self, name: str) -> Observer:
         item = self._get_item(name)
