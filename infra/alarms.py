@@ -57,10 +57,16 @@ def alarm_above(
         evaluation_periods=spec.periods,
         datapoints_to_alarm=spec.periods,
         comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treat_missing_data=cloudwatch.TreatMissingData.IGNORE
-        if spec.gauge
-        else cloudwatch.TreatMissingData.NOT_BREACHING,
+        treat_missing_data=_missing_data(spec.gauge, spec.missing_breaches),
         alarm_description=with_runbook(construct_id, alarm, description),
+    )
+
+
+def _missing_data(gauge: bool, breaches: bool) -> cloudwatch.TreatMissingData:
+    if breaches:
+        return cloudwatch.TreatMissingData.BREACHING
+    return (
+        cloudwatch.TreatMissingData.IGNORE if gauge else cloudwatch.TreatMissingData.NOT_BREACHING
     )
 
 

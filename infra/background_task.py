@@ -26,6 +26,7 @@ from infra.queues import DLQ_RETENTION_DAYS, check_retention, dead_letter_queue,
 from infra.removal import FIXED_NAME_REMOVAL
 from infra.scheduled_job import default_name
 from infra.stage import stage_of
+from infra.task_results import results_of
 from infra.tasks_table import TasksTable
 from infra.writes import Declared, check_writes, grant_writes, writes_environment
 from vigil.contract.metrics import NAMESPACE, TaskMetric, dimensions
@@ -204,6 +205,8 @@ class BackgroundTask(Construct):
             )
         )
         self._grant_function()
+        self.results = results_of(self)
+        self.results.serve(self.task_name, self.retention_seconds, self.function)
         self.schedule_group_name = _shared_schedule_group(self)
         self.scheduler_role = self._build_scheduler_role()
 
@@ -273,6 +276,8 @@ class BackgroundTask(Construct):
             CatalogField.SCHEDULE_GROUP.value: self.schedule_group_name,
             CatalogField.FUNCTION.value: self.function.function_name,
             CatalogField.COMPLETION_EVENTS.value: self.completion_events.value,
+            CatalogField.VISIBILITY_TIMEOUT_SECONDS.value: self.visibility_timeout_seconds,
+            CatalogField.MAX_QUEUE_AGE_SECONDS.value: self.max_queue_age_seconds,
         }
 
     def metric(

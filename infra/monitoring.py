@@ -26,14 +26,16 @@ from infra.saved_queries import saved_queries
 from infra.scheduled_job import ScheduledJob
 from infra.tasks_api import TasksApi
 from vigil.contract.alarms import Alarm
-from vigil.contract.metrics import JobMetric, TaskMetric
+from vigil.contract.metrics import STACK_WIDE_TASK_METRICS, JobMetric, TaskMetric
 from vigil.contract.stages import dashboard_name
 from vigil.contract.tasks import CompletionEvents
 
 MINUTE = Duration.minutes(1)
 
 TASK_OUTCOMES = tuple(
-    metric for metric in TaskMetric if metric not in (TaskMetric.DURATION, TaskMetric.QUEUE_WAIT)
+    metric
+    for metric in TaskMetric
+    if metric not in (TaskMetric.DURATION, TaskMetric.QUEUE_WAIT, *STACK_WIDE_TASK_METRICS)
 )
 """The counts on a task's outcomes graph; its durations have a graph of their own."""
 
@@ -111,6 +113,7 @@ class Monitoring(Construct):
         functions += [(f"task {task.task_name}", task.function) for task in tasks]
         if tasks_api is not None:
             functions.append(("tasks API", tasks_api.function))
+            self.alarms.append(tasks_api.audit.alarm)
         if fleet is not None:
             self.dashboard.add_widgets(*api_row(fleet.api))
             functions += [("reconciler", fleet.reconciler), ("API function", fleet.api_function)]

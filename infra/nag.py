@@ -149,6 +149,22 @@ WILDCARDS: tuple[Wildcard, ...] = (
         "schedule/STACK-tasks/_TASK_*",
     ),
     Wildcard(
+        FUNCTION_ROLE,
+        frozenset({"s3:PutObject"}),
+        r"<\w*TaskResultsBucket[0-9A-F]{8}\.Arn>/[a-z0-9-]+/\*",
+        "A task's result too big for its record is stored under the task's own prefix of the "
+        "stack's results bucket; the object's name holds the id and run token, known only then",
+        "BUCKET/TASK/*",
+    ),
+    Wildcard(
+        r"\w*TasksApiFunctionRoleDefaultPolicy[0-9A-F]{8}",
+        frozenset({"s3:GetObject"}),
+        r"<\w*TaskResultsBucket[0-9A-F]{8}\.Arn>/[a-z0-9-]+/\*",
+        "GET /tasks/{task}/{id} reads back a result stored out of its record: the declared "
+        "tasks' own prefixes of the results bucket",
+        "BUCKET/TASK/*",
+    ),
+    Wildcard(
         r"\w*TasksApiFunctionRoleDefaultPolicy[0-9A-F]{8}",
         frozenset({"scheduler:DeleteSchedule"}),
         ONE_TIME_SCHEDULES,
@@ -353,6 +369,13 @@ ACCEPTED: tuple[Accepted, ...] = (
         "JSON access logs record every request with the caller; execution logs would add an "
         "API Gateway-owned log group the stack cannot give a retention",
         _is(apigateway.CfnStage),
+    ),
+    Accepted(
+        "AwsSolutions-S1",
+        "The results bucket is written by the tasks' functions and read by the tasks API, each "
+        "request already in the task's record and logs; server access logs would need a second "
+        "bucket per stack (use CloudTrail data events where every read must be audited)",
+        _path_has("/TaskResults/Bucket"),
     ),
     Accepted(
         "AwsSolutions-COG4",

@@ -1,7 +1,8 @@
 """``TasksApi``: the tasks routes of the management API, served by their own function.
 
 ``POST /tasks/{task}`` enqueues, ``GET /tasks/{task}`` lists (``?status=``), ``GET`` and ``DELETE
-/tasks/{task}/{id}`` read and cancel. The routes join the stack's management API (the observers' or
+/tasks/{task}/{id}`` read and cancel. The same function runs the stranded-tasks audit
+(:mod:`infra.tasks_audit`). The routes join the stack's management API (the observers' or
 the jobs' own: one endpoint, one IAM policy for operators), IAM on every method. The function
 (``handlers.tasks_api.handler``) is separate from the jobs' and the observers' (least privilege:
 only the declared tasks' records, queues, schedules and scheduler roles).
@@ -19,6 +20,7 @@ from constructs import Construct
 from infra.background_task import BackgroundTask, catalog, grant_tasks
 from infra.function import vigil_function
 from infra.management_api import API_GATEWAY_TIMEOUT_SECONDS, api_integration
+from infra.tasks_audit import TasksAudit
 from vigil.contract.tasks import CATALOG_ENV, TaskEnv
 
 HANDLER = "handlers.tasks_api.handler"
@@ -55,7 +57,16 @@ class TasksApi(Construct):
             },
         )
         grant_tasks(self.function, tasks, manage=True)
+        if tasks:
+            tasks[0].results.grant_read(self.function, [task.task_name for task in tasks])
         self._add_routes(api)
+        self.audit = TasksAudit(
+            self,
+            "Audit",
+            function=self.function,
+            task_names=[task.task_name for task in tasks],
+            table=table,
+        )
 
     def _add_routes(self, api: apigateway.RestApi) -> None:
         """Explicit resources, more specific than the observers' ``/{proxy+}``; ``{id+}`` so that

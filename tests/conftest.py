@@ -115,6 +115,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from vigil_tools.emulator import botocore_speed
 
     botocore_speed.install()  # nor asking again what no session changes (its docstring)
+    from vigil_tools.emulator import moto_sqs_fifo
+
+    moto_sqs_fifo.install()  # FIFO queues as SQS keeps them, in every test as in the emulator
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

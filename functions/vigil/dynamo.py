@@ -223,6 +223,11 @@ class Update:
     def one_of(self, attribute: str, *values: Any) -> str:
         return f"{self.name(attribute)} IN ({', '.join(self.value(v) for v in values)})"
 
+    def lacks(self, attribute: str, element: Any) -> str:
+        """The attribute (a set or list) is absent or does not hold ``element``."""
+        name = self.name(attribute)
+        return f"(attribute_not_exists({name}) OR NOT contains({name}, {self.value(element)}))"
+
     def exists(self, attribute: str) -> str:
         return f"attribute_exists({self.name(attribute)})"
 

@@ -92,7 +92,17 @@ def test_the_event_source_reports_partial_batches_and_caps_concurrency(
 def test_the_function_environment_is_the_task_contract(synthesized: Synthesized) -> None:
     tables = synthesized.resources("AWS::DynamoDB::Table")
     tasks_table = by_path(synthesized, "AWS::DynamoDB::Table", "/Tasks/Table")
-    assert "GlobalSecondaryIndexes" not in tasks_table["Properties"], "a GSI adds write units"
+    # One index only, sparse (retry_at is set only while a retry waits): no write unit on the
+    # clean path; keys only, so a claim or a finish that changes other attributes writes none.
+    (index,) = tasks_table["Properties"]["GlobalSecondaryIndexes"]
+    assert index == {
+        "IndexName": "retries",
+        "KeySchema": [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "retry_at", "KeyType": "RANGE"},
+        ],
+        "Projection": {"ProjectionType": "KEYS_ONLY"},
+    }
     assert tasks_table["Properties"]["TimeToLiveSpecification"]["AttributeName"] == "expires_at"
     tasks_tables = [t for t in tables.values() if "/Tasks/" in t["Metadata"]["aws:cdk:path"]]
     assert len(tasks_tables) == 1, "every task shares the one tasks table"
@@ -197,11 +207,13 @@ def test_the_management_api_routes_and_its_least_privilege(synthesized: Synthesi
         if method["Properties"]["ResourceId"].get("Ref") in task_resources:
             assert method["Properties"]["AuthorizationType"] == "AWS_IAM"
     statements = role_statements(synthesized, function["Properties"]["Role"]["Fn::GetAtt"][0])
-    (dynamo,) = [s for s in statements if any(a.startswith("dynamodb:") for a in actions(s))]
-    assert dynamo["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"] == [
-        "TASK#send-receipt",
-        "TASK#provision-tenant",
-    ]
+    dynamo, index = [s for s in statements if any(a.startswith("dynamodb:") for a in actions(s))]
+    for statement in (dynamo, index):  # the records, and the audit's query of the retries index
+        assert statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"] == [
+            "TASK#send-receipt",
+            "TASK#provision-tenant",
+        ]
+    assert actions(index) == ["dynamodb:Query"] and "/index/retries" in json.dumps(index)
     (send,) = [s for s in statements if actions(s) == ["sqs:SendMessage"]]
     assert len(send["Resource"]) == 2
     schedules = {

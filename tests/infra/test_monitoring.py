@@ -318,7 +318,9 @@ def test_every_alarm_links_its_runbook_entry_fits_cloudwatch_and_reads_as_its_sp
 
         assert length <= DESCRIPTION_LIMIT, (logical, length)
         assert props["EvaluationPeriods"] == props["DatapointsToAlarm"] == spec.periods, logical
-        missing = "ignore" if spec.gauge else "notBreaching"
+        missing = (
+            "breaching" if spec.missing_breaches else "ignore" if spec.gauge else "notBreaching"
+        )
         assert props["TreatMissingData"] == missing, logical
         if "Period" in props:  # a plain metric; a math expression's period is in its metrics
             assert props["Period"] == spec.period_minutes * 60, logical

@@ -36,6 +36,7 @@ class Session:
             "sqs": stack.sqs,
             "dynamodb": stack.dynamodb,
             "scheduler": stack.scheduler,
+            "s3": stack.s3,
         }
 
     def client(self, name: str) -> Any:

@@ -10,9 +10,11 @@
   API's camelCase first: the new revision had no ``environment`` a reader could find. The update
   remaps them the same way.
 * moto cannot update a DynamoDB table at all (its update left no resource, and the next reference
-  to the table failed "undefined resource"). AWS changes ``DeletionProtectionEnabled`` in place
-  (no interruption, data kept): so does the emulator. A change it does not model (key schema,
-  indexes, stream) is refused, naming the table, rather than done halfway.
+  to the table failed "undefined resource"), so a deployed tasks table could not gain its
+  ``retries`` index. The update does what UpdateTable does in place (no interruption, items
+  kept): it adds and deletes global secondary indexes, takes the new attribute definitions and
+  ``DeletionProtectionEnabled``. A change it does not model (key schema, an index's keys, the
+  stream) is refused, naming the table, rather than done halfway.
 
 ``tests/upgrade/test_registry_upgrade.py`` deploys today's template over an older one, and back to
 the default, through them.
@@ -31,6 +33,7 @@ def install() -> None:
         return
     from moto.awslambda.models import LambdaFunction, lambda_backends
     from moto.core.utils import pascal_to_camelcase, remap_nested_keys
+    from moto.dynamodb.models import dynamodb_backends
     from moto.dynamodb.models.table import Table
     from moto.ecs.models import TaskDefinition
 
@@ -65,7 +68,13 @@ def install() -> None:
         )
 
     def table_in_place(
-        cls: Any, /, original_resource: Any, cloudformation_json: Any, **_: Any
+        cls: Any,
+        /,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
     ) -> Any:
         properties = cloudformation_json["Properties"]
         unmodelled = table_changes(original_resource, properties)
@@ -74,10 +83,21 @@ def install() -> None:
                 f"the emulator updates table {original_resource.name} only in place, and "
                 f"{', '.join(unmodelled)} changed"
             )
-        original_resource.deletion_protection_enabled = bool(
-            properties.get("DeletionProtectionEnabled", False)
+        wanted = {i["IndexName"]: i for i in properties.get("GlobalSecondaryIndexes", [])}
+        have = {i.name for i in original_resource.global_indexes}
+        changes = [{"Delete": {"IndexName": name}} for name in sorted(have - set(wanted))]
+        changes += [{"Create": wanted[name]} for name in sorted(set(wanted) - have)]
+        backend = dynamodb_backends[account_id][region_name]
+        return backend.update_table(
+            name=original_resource.name,
+            attr_definitions=properties.get("AttributeDefinitions", []),
+            global_index=changes,
+            throughput={},
+            billing_mode="",
+            stream_spec={},
+            deletion_protection_enabled=bool(properties.get("DeletionProtectionEnabled", False)),
+            warm_throughput=None,
         )
-        return original_resource
 
     LambdaFunction._get_layers_data = layers  # type: ignore[method-assign,assignment]
     TaskDefinition.update_from_cloudformation_json = classmethod(remapped)  # type: ignore[assignment]
@@ -87,12 +107,13 @@ def install() -> None:
 
 def table_changes(table: Any, properties: dict[str, Any]) -> list[str]:
     """What of a table's template ``properties`` differs from the moto ``table`` and the emulator's
-    in-place update does not apply: its key schema, its global indexes' keys, its stream's view."""
+    in-place update does not apply: its key schema, the keys of an index it keeps, its stream's
+    view (indexes added or deleted are applied)."""
     changed = []
     if properties.get("KeySchema") != table.schema:
         changed.append("KeySchema")
     indexes = {i["IndexName"]: i["KeySchema"] for i in properties.get("GlobalSecondaryIndexes", [])}
-    if indexes != {i.name: i.schema for i in table.global_indexes}:
+    if any(indexes.get(i.name, i.schema) != i.schema for i in table.global_indexes):
         changed.append("GlobalSecondaryIndexes")
     view = (properties.get("StreamSpecification") or {}).get("StreamViewType")
     if view != (table.stream_specification or {}).get("StreamViewType"):

@@ -38,6 +38,7 @@ class AlarmScope(StrEnum):
     JOB = "job"
     TASK = "task"
     JOBS_CONTROL = "jobs control"
+    TASKS_AUDIT = "tasks audit"
     FLEET = "observer fleet"
     POOLED_KIND = "pooled kind"
     KIND = "observer kind"
@@ -60,6 +61,7 @@ class Alarm(StrEnum):
     TASK_FINISH_UNRECORDED = "task-finish-unrecorded"
     TASK_UNCERTAIN = "task-uncertain"
     TASK_EVENT_UNSENT = "task-event-unsent"
+    TASKS_STRANDED = "tasks-stranded"
     JOBS_AUDIT_UNDELIVERED = "jobs-audit-undelivered"
     OBSERVERS_DLQ = "observers-dlq"
     EVENTS_DLQ = "events-dlq"
@@ -103,6 +105,9 @@ class AlarmSpec:
     reading as zero (and sending a false OK)."""
     declared_when: str = ""
     """Empty when every copy of its scope has it; else the condition."""
+    missing_breaches: bool = False
+    """A metric emitted on every pass (zero too): a period without data means the pass did not
+    run, and alarms like a finding."""
 
 
 def _dlq(scope: AlarmScope, queue: str, meaning: str, minutes: int = 5) -> AlarmSpec:
@@ -212,6 +217,15 @@ ALARMS: dict[Alarm, AlarmSpec] = {
         5,
         "Completion events EventBridge did not take in time: subscribers missed these outcomes.",
         declared_when='the task\'s completion_events is not "none"',
+    ),
+    Alarm.TASKS_STRANDED: AlarmSpec(
+        AlarmScope.TASKS_AUDIT,
+        TaskMetric.STRANDED,
+        "Maximum",
+        15,
+        "A task waits for a retry no message holds any more, or the audit that looks has not run.",
+        missing_breaches=True,
+        declared_when="the stack has tasks",
     ),
     Alarm.JOBS_AUDIT_UNDELIVERED: _dlq(
         AlarmScope.JOBS_CONTROL,

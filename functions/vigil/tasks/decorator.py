@@ -30,6 +30,7 @@ from vigil.contract.metrics import TaskMetric
 from vigil.persist import write_client
 from vigil.tasks.guard import Body, Delivery, Message, Outcome, TaskGuard
 from vigil.tasks.queues import TaskQueue
+from vigil.tasks.results import ResultStore
 from vigil.tasks.settings import TaskSettings
 from vigil.tasks.store import TaskStore
 
@@ -48,6 +49,7 @@ def task(
     dynamodb: Any = None,
     sqs: Any = None,
     events: Any = None,
+    s3: Any = None,
     clock: Clock = system_clock,
     sleep: Sleeper = time.sleep,
 ) -> Any:
@@ -68,6 +70,9 @@ def task(
                 events or write_client("events"),
                 clock,
                 sleep=sleep,
+                results=ResultStore(s3 or (lambda: write_client("s3")), resolved.results_bucket)
+                if resolved.results_bucket
+                else None,
             )
 
         def guarded(event: Any, context: Any) -> dict[str, Any]:
@@ -172,8 +177,18 @@ def _report(delivery: Delivery) -> None:
         )
     if delivery.event_unsent:
         metrics.add_metric(name=TaskMetric.EVENT_UNSENT, unit="Count", value=1)
-    log = logger.warning if delivery.outcome in _WORTH_A_WARNING else logger.info
+    worth_a_warning = delivery.outcome in _WORTH_A_WARNING or delivery.announce_pending
+    log = logger.warning if worth_a_warning else logger.info
     log(
         f"task {delivery.outcome.value.lower()}",
-        extra={"id": delivery.task_id, "attempt": delivery.attempt, "reason": delivery.reason},
+        extra={
+            "id": delivery.task_id,
+            "attempt": delivery.attempt,
+            "reason": delivery.reason,
+            **(
+                {"event": "not sent yet: the message comes back to send it"}
+                if delivery.announce_pending
+                else {}
+            ),
+        },
     )
