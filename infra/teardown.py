@@ -54,6 +54,12 @@ REMOVALS: dict[str, Removal] = {
         "SQS queues (dead letters, the tasks' work queues)",
         "`aws sqs delete-queue --queue-url URL`",
     ),
+    "AWS::S3::Bucket": Removal(
+        "the S3 bucket of task results too big for their records (each expires a day after its "
+        "record would)",
+        "`aws s3 rm s3://BUCKET --recursive`, then `aws s3api delete-bucket --bucket BUCKET` "
+        "(or wait for the results to expire)",
+    ),
     "AWS::IAM::Role": Removal(
         "API Gateway's CloudWatch Logs role",
         "first `aws apigateway get-account --query cloudwatchRoleArn`: while it names this role, "
