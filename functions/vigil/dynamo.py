@@ -162,6 +162,11 @@ class Update:
         self._set[attribute] = f"{name} = if_not_exists({name}, {self.value(0)}) + {self.value(by)}"
         return self
 
+    def set_from(self, attribute: str, source: str) -> Update:
+        """``SET a = source``: another attribute's value, as the item holds it when written."""
+        self._set[attribute] = f"{self.name(attribute)} = {self.name(source)}"
+        return self
+
     def set_default(self, attribute: str, value: Any) -> Update:
         """``SET a = if_not_exists(a, value)``: keeps what is there."""
         name = self.name(attribute)

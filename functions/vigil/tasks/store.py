@@ -502,6 +502,10 @@ class TaskStore:
             failed_status=TaskStatus.FAILED.value,
             again=f"`vigil tasks redrive {task}` runs it",
         )
+        if verdict is not Verdict.DONE:
+            # FAILED for a redrive, which gets the retries afresh as for any FAILED task (the
+            # guard's finish sets this for its own FAILED): counted from the attempts spent.
+            update.set_from(BUDGET_FROM, "attempts")
         item = write_settlement(
             self._client,
             self._table,
