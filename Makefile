@@ -115,8 +115,9 @@ node_modules/.bin/cdk: package.json package-lock.json .npmrc $(STAMP)
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+## Through the CDK CLI, into cdk.out; more options through ARGS, e.g. ARGS="--output DIR".
 cdk-synth: $(STAMP) node_modules/.bin/cdk
-	npx cdk synth --quiet $(if $(STAGE),-c stage=$(STAGE))
+	npx cdk synth --quiet $(if $(STAGE),-c stage=$(STAGE)) $(ARGS)
 
 ## Real accounts only: needs AWS credentials, a bootstrapped account and (for observers) Docker.
 deploy: $(STAMP) node_modules/.bin/cdk

@@ -17,7 +17,7 @@ from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
 from infra.background_task import BackgroundTask
-from infra.nag import suppress_accepted_findings
+from infra.nag import refuse_unaccepted_grants, suppress_accepted_findings
 from infra.observer_fleet import ObserverFleet, ObserverKind
 from infra.quotas import QuotaExceeded, check_assembly
 from infra.removal import data_removal_policy, deletion_protected
@@ -200,6 +200,8 @@ def build_app(
     # ``python app.py`` and ``cdk synth``); every accepted one is acknowledged in infra.nag.
     Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
     suppress_accepted_findings(stack)
+    # What cdk-nag cannot see (NotAction, NotResource, ``?``) stops the synth here, naming it.
+    refuse_unaccepted_grants(stack)
     return app
 
 

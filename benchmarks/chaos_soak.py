@@ -326,7 +326,7 @@ class Soak:
         started = self._started = time.perf_counter()
         for n in range(self.ticks):
             self._schedule_tick(START + INTERVAL * (n + 1))
-        with self._quiet_telemetry(), self._broken() if self.broken_guard else _nothing():
+        with quiet_telemetry(), self._broken() if self.broken_guard else _nothing():
             self.sim.run_until(None)
             redriven = self._operator_redrives()
         seconds = time.perf_counter() - started
@@ -540,18 +540,6 @@ class Soak:
         finally:
             store._reclaimable = original  # type: ignore[assignment]
 
-    @contextlib.contextmanager
-    def _quiet_telemetry(self) -> Iterator[None]:
-        logger = telemetry.logger()
-        level = logger.log_level
-        logger.setLevel("CRITICAL")
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                yield
-        finally:
-            logger.setLevel(level)
-            telemetry.metrics().clear_metrics()
-
     # --- the verdict --------------------------------------------------------------------------
 
     def _report(self, seconds: float, redriven: int) -> Report:
@@ -725,24 +713,54 @@ def soak(
 # --- the command line and `make bench` -----------------------------------------------------------
 
 
-def _ticks(text: str) -> int:
+@contextlib.contextmanager
+def quiet_telemetry() -> Iterator[None]:
+    """The code under soak logs and emits metrics on every run: silenced, then put back."""
+    logger = telemetry.logger()
+    level = logger.log_level
+    logger.setLevel("CRITICAL")
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--ticks must be a whole number, not {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"--ticks must be positive, not {value}")
-    return value
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        logger.setLevel(level)
+        telemetry.metrics().clear_metrics()
 
 
-def _faults(text: str) -> tuple[str, ...]:
-    names = tuple(name.strip() for name in text.split(",") if name.strip())
-    unknown = [name for name in names if name not in FAULTS]
-    if unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown fault {', '.join(map(repr, unknown))}; known: {', '.join(FAULTS)}"
-        )
-    return names
+def positive(option: str) -> Callable[[str], int]:
+    """A command line's count (``--ticks``, ``--tasks``): a whole number above zero."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{option} must be a whole number, not {text!r}"
+            ) from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{option} must be positive, not {value}")
+        return value
+
+    return parse
+
+
+def fault_names(known: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
+    """A command line's ``--faults a,b``, each one of ``known``."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(name.strip() for name in text.split(",") if name.strip())
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown fault {', '.join(map(repr, unknown))}; known: {', '.join(known)}"
+            )
+        return names
+
+    return parse
+
+
+def to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -751,12 +769,12 @@ def parser() -> argparse.ArgumentParser:
         description="Chaos soak of the jobs guard on moto, checked by an independent ledger.",
     )
     command.add_argument(
-        "--ticks", type=_ticks, default=10_000, help="ticks to run (default 10000)"
+        "--ticks", type=positive("--ticks"), default=10_000, help="ticks to run (default 10000)"
     )
     command.add_argument("--seed", type=int, default=1, help="the faults' random seed")
     command.add_argument(
         "--faults",
-        type=_faults,
+        type=fault_names(FAULTS),
         default=FAULTS,
         help=f"comma-separated, from: {','.join(FAULTS)} (default: all)",
     )
@@ -766,10 +784,6 @@ def parser() -> argparse.ArgumentParser:
     return command
 
 
-def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     report = soak(
@@ -777,7 +791,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         faults=args.faults,
         broken_guard=args.broken_guard,
-        progress=_to_stderr,
+        progress=to_stderr,
     )
     print("\n".join(report.lines()))
     for what, ticks in sorted(report.examples.items()):

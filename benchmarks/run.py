@@ -32,6 +32,7 @@ from benchmarks import (
     rollout_scale,
     scale_layout,
     tasks_requests,
+    tasks_soak,
 )
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -58,6 +59,11 @@ SECTIONS = (
         "tasks-requests",
         "Tasks: requests, cost and time",
         lambda a: tasks_requests.run(quick=a.quick),
+    ),
+    Section(
+        "tasks-soak",
+        "Tasks: chaos soak",
+        lambda a: tasks_soak.run(tasks=1_000 if a.quick else tasks_soak.BENCH_TASKS),
     ),
     Section(
         "chaos-soak",

@@ -15,6 +15,10 @@ the own time at Lambda's CPU share plus an assumed latency per request (:func:`c
 The event source is played by hand as Lambda's SQS mapping plays it: ReceiveMessage (up to the
 batch size), invoke, DeleteMessageBatch for what the function did not report failed. A
 duplicate delivery replays the records (a visibility timeout or a Lambda timeout's whole batch).
+
+Beside the clean path, every other way a task goes (:data:`PATHS`: the key enqueued again, its
+message delivered again, a copy while it runs, one failed attempt, a 60 KB result) is counted
+end to end on both sides (:func:`run_path`).
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ PRICE = {
     "rru": 0.125,  # per million read request units
     "events": 1.00,  # per million PutEvents entries (custom events)
     "lambda_requests": 0.20,  # per million invocations
+    "s3_put": 5.00,  # per million PUT requests (S3 Standard)
+    "s3_get": 0.40,  # per million GET requests
     "gb_s": 0.0000166667,  # per GB-second (x86)
 }
 PAYLOAD = {"order": "o-0", "email": "buyer@example.com", "total": 4200}
@@ -112,6 +118,8 @@ class Meter:
     reader: Any
     """An unwatched DynamoDB client: reads items back for their size."""
     keys: dict[str, list[str]] = field(default_factory=dict)
+    indexes: dict[str, list[tuple[list[str], str]]] = field(default_factory=dict)
+    """Per table, each global index's key attributes and projection type."""
     requests: Counter[str] = field(default_factory=Counter)
     units: Counter[str] = field(default_factory=Counter)
     """``WRU`` and read units in halves (:data:`HALF_RRU`)."""
@@ -128,13 +136,21 @@ class Meter:
     def _before(self, model: Any, params: dict[str, Any], context: Any, **_: Any) -> None:
         if model.name in WRITES:
             context["vigil_params"] = params
-            context["vigil_before"] = item_size(self._read(params))
+            context["vigil_before_item"] = self._read(params)
+            context["vigil_before"] = item_size(context["vigil_before_item"])
         context["vigil_consistent"] = bool(params.get("ConsistentRead"))
 
     def _after(self, model: Any, parsed: Any, context: Any, **_: Any) -> None:
         if model.name in WRITES:
-            after = item_size(self._read(context["vigil_params"]))
+            item = self._read(context["vigil_params"])
+            after = item_size(item)
             self.units["WRU"] += max(1, math.ceil(max(context["vigil_before"], after) / 1024))
+            table = context["vigil_params"]["TableName"]
+            before = context["vigil_before_item"]
+            self.units["WRU"] += sum(
+                _index_writes(keys, projection, before, item)
+                for keys, projection in self.indexes.get(table, [])
+            )
         elif model.name in READS:
             halves = 2 if context.get("vigil_consistent") else 1
             self.units[HALF_RRU] += halves * max(1, math.ceil(item_size(parsed.get("Item")) / 4096))
@@ -145,8 +161,15 @@ class Meter:
     def _read(self, params: dict[str, Any]) -> dict[str, Any] | None:
         table = params["TableName"]
         if table not in self.keys:
-            schema = self.reader.describe_table(TableName=table)["Table"]["KeySchema"]
-            self.keys[table] = [part["AttributeName"] for part in schema]
+            described = self.reader.describe_table(TableName=table)["Table"]
+            self.keys[table] = [part["AttributeName"] for part in described["KeySchema"]]
+            self.indexes[table] = [
+                (
+                    [part["AttributeName"] for part in index["KeySchema"]],
+                    index["Projection"]["ProjectionType"],
+                )
+                for index in described.get("GlobalSecondaryIndexes", [])
+            ]
         source = params.get("Key") or params["Item"]
         key = {name: source[name] for name in self.keys[table]}
         item = self.reader.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
@@ -162,6 +185,22 @@ class Meter:
         into.update(self.units - units)
 
 
+def _index_writes(
+    keys: list[str], projection: str, before: dict[str, Any] | None, after: dict[str, Any] | None
+) -> int:
+    """Write units a base-table write costs a global index (items under 1 KB): an item entering
+    or leaving it is one index write, one whose index key changes two (a delete and a put), one
+    that stays with the same key none for a keys-only index (one otherwise, approximately)."""
+    was = before is not None and all(k in before for k in keys)
+    now = after is not None and all(k in after for k in keys)
+    if was and now:
+        assert before is not None and after is not None
+        if any(before[k] != after[k] for k in keys):
+            return 2
+        return 0 if projection == "KEYS_ONLY" or before == after else 1
+    return int(was or now)
+
+
 # --- the two sides ----------------------------------------------------------------------------
 
 
@@ -172,7 +211,8 @@ class Side:
     name: str
     sqs: Any
     queue_url: str
-    enqueue: Callable[[str], Any]
+    enqueue: Callable[..., Any]
+    """``enqueue(key, **payload)``: one task, keyed by its order."""
     handler: Callable[[Any, Any], dict[str, Any]]
     clients: tuple[Any, ...]
 
@@ -183,9 +223,16 @@ def vigil_side(
     events: Any,
     table: str,
     completion_events: CompletionEvents = DEFAULT_COMPLETION_EVENTS,
+    s3: Any = None,
 ) -> tuple[Side, TaskClient]:
+    """Vigil's handler and client; with ``s3``, a results bucket for results over 4 KiB (what
+    ``BackgroundTask`` deploys)."""
     from vigil.tasks import task
 
+    bucket = ""
+    if s3 is not None:
+        bucket = "vigil-task-results"
+        s3.create_bucket(Bucket=bucket)
     url = sqs.create_queue(QueueName=f"vigil-{TASK}")["QueueUrl"]
     dead = sqs.create_queue(QueueName=f"vigil-{TASK}-dlq")["QueueUrl"]
     spec = TaskSpec(
@@ -195,7 +242,7 @@ def vigil_side(
         dead_letter_url=dead,
         completion_events=completion_events,
     )
-    client = TaskClient(Catalog({TASK: spec}), sqs=sqs, dynamodb=dynamodb)
+    client = TaskClient(Catalog({TASK: spec}), sqs=sqs, dynamodb=dynamodb, s3=s3)
     handler = task(
         _send_receipt,
         settings=TaskSettings(
@@ -205,25 +252,53 @@ def vigil_side(
             dead_letter_url=dead,
             lease_margin=LEASE_MARGIN,
             completion_events=completion_events,
+            results_bucket=bucket,
         ),
         dynamodb=dynamodb,
         sqs=sqs,
         events=events,
+        s3=s3,
     )
     side = Side(
         f"Vigil tasks ({completion_events.value})",
         sqs,
         url,
-        lambda key: client.enqueue(TASK, PAYLOAD | {"order": key}, key=key),
+        lambda key, **extra: client.enqueue(TASK, PAYLOAD | {"order": key} | extra, key=key),
         handler,
-        (dynamodb, sqs, events),
+        (dynamodb, sqs, events, *([s3] if s3 is not None else [])),
     )
     return side, client
 
 
+@dataclass
+class Work:
+    """The example's work, minus the mail, the same on both sides, with what a path needs: a
+    first attempt that fails (``fail`` in the payload), a big result (``big``: bytes of JSON),
+    something to do while it runs (``during``, set by the path: a copy delivered meanwhile)."""
+
+    during: Callable[[dict[str, Any]], None] | None = None
+    failed: set[str] = field(default_factory=set)
+    copied: set[str] = field(default_factory=set)
+
+    def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
+        order = payload["order"]
+        if self.during is not None and order not in self.copied:
+            self.copied.add(order)
+            self.during(payload)
+        if payload.get("fail") and order not in self.failed:
+            self.failed.add(order)
+            raise RuntimeError("the first attempt fails")
+        result: dict[str, Any] = {"receipt": f"R-{order}", "order": order}
+        if payload.get("big"):
+            result["lines"] = "x" * int(payload["big"])
+        return result
+
+
+WORK = Work()
+
+
 def _send_receipt(run: Any, payload: dict[str, Any]) -> dict[str, Any]:
-    """The example's work, minus the mail: the same result on both sides."""
-    return {"receipt": f"R-{payload['order']}", "order": payload["order"]}
+    return WORK(payload)
 
 
 def powertools_side(dynamodb: Any, sqs: Any) -> Side:
@@ -273,8 +348,8 @@ def powertools_side(dynamodb: Any, sqs: Any) -> Side:
         "Powertools batch + idempotency",
         sqs,
         url,
-        lambda key: sqs.send_message(
-            QueueUrl=url, MessageBody=json.dumps(PAYLOAD | {"order": key})
+        lambda key, **extra: sqs.send_message(
+            QueueUrl=url, MessageBody=json.dumps(PAYLOAD | {"order": key} | extra)
         ),
         handler,
         (dynamodb, sqs),
@@ -354,6 +429,199 @@ def count(side: Side, meter: Meter, tasks: int = COUNTED) -> Counts:
     # the last, empty poll is the event source idling, not a task's cost
     counts.source["SQS ReceiveMessage"] -= 1
     return counts
+
+
+# --- the paths: every way a task goes, what it costs --------------------------------------------
+
+PATH_TASKS = 10
+"""Tasks per path and side: one full batch."""
+BIG_RESULT_BYTES = 60_000
+
+
+@dataclass(frozen=True)
+class PathSpec:
+    name: str
+    payload: dict[str, Any]
+    what: str
+
+
+PATHS = (
+    PathSpec("clean", {}, "enqueued once, run once"),
+    PathSpec(
+        "duplicate after: the key again",
+        {},
+        "the same key enqueued again once the task ended (a new message)",
+    ),
+    PathSpec(
+        "duplicate after: its message again",
+        {},
+        "its message delivered again once the task ended (its batch timed out after the finish, "
+        "or its delete failed): an announced outcome's event is sent again",
+    ),
+    PathSpec(
+        "duplicate during",
+        {},
+        "a copy of its message delivered while it runs; the copy comes back once the run ended",
+    ),
+    PathSpec("one failure", {"fail": True}, "the first attempt raises, the retry succeeds"),
+    PathSpec(
+        "big result, then its message again",
+        {"big": BIG_RESULT_BYTES},
+        f"the task returns {BIG_RESULT_BYTES // 1000} KB of JSON; then its message again",
+    ),
+)
+
+
+@dataclass
+class PathCount:
+    """What a path cost its tasks, all told: requests and units (``Meter``), invocations."""
+
+    requests: Counter[str] = field(default_factory=Counter)
+    invocations: int = 0
+    tasks: int = PATH_TASKS
+
+    def per_task(self, name: str) -> float:
+        return self.requests.get(name, 0) / self.tasks
+
+    def service(self, prefix: str) -> float:
+        return sum(v for k, v in self.requests.items() if k.startswith(prefix)) / self.tasks
+
+    @property
+    def dollars(self) -> float:
+        """$ per million tasks on this path (Lambda's GB-seconds left out: see the cost table)."""
+        s3_put = self.per_task("S3 PutObject")
+        s3_get = self.per_task("S3 GetObject")
+        return (
+            self.service("SQS ") * PRICE["sqs"]
+            + self.per_task("WRU") * PRICE["wru"]
+            + self.per_task(HALF_RRU) / 2 * PRICE["rru"]
+            + self.per_task("EventBridge PutEvents") * PRICE["events"]
+            + s3_put * PRICE["s3_put"]
+            + s3_get * PRICE["s3_get"]
+            + self.invocations / self.tasks * PRICE["lambda_requests"]
+        )
+
+
+def run_path(side: Side, meter: Meter, path: PathSpec, tasks: int = PATH_TASKS) -> PathCount:
+    """``tasks`` tasks down ``path``, counted from the enqueue to the last delete: the event
+    source's receive and delete too. A message that "comes back" is handed to the function
+    again as the event source would once its visibility ends (no test waits for it)."""
+    meter.watch(*side.clients)
+    count = PathCount(tasks=tasks)
+    prefix = side.name.split()[0].lower()
+    keys = [f"{prefix}-{path.name[:3]}-{i}" for i in range(tasks)]
+
+    def deliver(batch: list[dict[str, Any]]) -> list[str]:
+        """One invocation; one that raises (Powertools' batch processor does when every record
+        of the batch failed) fails the whole batch, as Lambda's event source takes it."""
+        count.invocations += 1
+        try:
+            return invoke(side, batch)
+        except Exception:
+            return [record["messageId"] for record in batch]
+
+    with meter.span(count.requests):
+        for key in keys:
+            side.enqueue(key, **path.payload)
+        batch = receive(side)
+        by_order = {_order_of(record["body"]): record for record in batch}
+        copies: list[dict[str, Any]] = []
+        if path.name == "duplicate during":
+
+            def copy_meanwhile(payload: dict[str, Any]) -> None:
+                record = by_order[payload["order"]]
+                if deliver([record]):  # kept: it comes back when the run has ended
+                    copies.append(record)
+
+            WORK.during = copy_meanwhile
+        try:
+            failed = deliver(batch)
+        finally:
+            WORK.during = None
+        if failed:  # a retry after its backoff (the message's visibility), or a copy kept
+            retried = [r for r in batch if r["messageId"] in failed]
+            failed = deliver(retried)
+        if copies:
+            deliver(copies)
+        if path.name in (
+            "duplicate after: its message again",
+            "big result, then its message again",
+        ):
+            deliver(batch)
+        settle(side, batch, failed)
+        if path.name == "duplicate after: the key again":
+            for key in keys:
+                side.enqueue(key, **path.payload)
+            again = receive(side)
+            settle(side, again, deliver(again))
+    WORK.failed.clear()
+    WORK.copied.clear()
+    return count
+
+
+def _order_of(body: str) -> str:
+    """The order a message is for: Vigil's envelope names it as the task's id, Powertools' body
+    is the payload itself."""
+    raw = json.loads(body)
+    return str(raw["vigil_task"]["id"] if "vigil_task" in raw else raw["order"])
+
+
+def measure_paths() -> list[tuple[PathSpec, list[PathCount]]]:
+    """Each path on each side (Vigil with its results bucket, default and "all"; Powertools),
+    each in a fresh moto."""
+    rows = []
+    for path in PATHS:
+        counted = []
+        for choice in CHOICES:
+            with mock_aws():
+                dynamodb, sqs, events = _clients()
+                s3 = boto3.client("s3", region_name="us-east-1")
+                side, _ = vigil_side(dynamodb, sqs, events, _tasks_table(dynamodb), choice, s3)
+                with _quiet():
+                    counted.append(run_path(side, Meter(_clients()[0]), path))
+        with mock_aws():
+            dynamodb, sqs, _ = _clients()
+            with _quiet():
+                counted.append(run_path(powertools_side(dynamodb, sqs), Meter(_clients()[0]), path))
+        rows.append((path, counted))
+    return rows
+
+
+def _paths_table(rows: list[tuple[PathSpec, list[PathCount]]]) -> list[str]:
+    names = _columns()
+    names[0] += " (default)"
+    lines = [
+        f"| per task, all told (mean of {PATH_TASKS}: enqueue, every delivery, the event "
+        f"source's receives and deletes) | {' | '.join(names)} |",
+        "|---|" + "---|" * len(names),
+    ]
+    for path, counted in rows:
+        cells = []
+        for c in counted:
+            parts = [
+                f"DDB {c.service('DynamoDB '):g}",
+                f"SQS {c.service('SQS '):g}",
+            ]
+            if c.per_task("EventBridge PutEvents"):
+                parts.append(f"EB {c.per_task('EventBridge PutEvents'):g}")
+            if c.service("S3 "):
+                parts.append(f"S3 {c.service('S3 '):g}")
+            cells.append(
+                f"{' + '.join(parts)} requests; **{c.per_task('WRU'):g} WRU**; "
+                f"{c.invocations / c.tasks:g} invocations; **${c.dollars:.2f}**/M"
+            )
+        lines.append(f"| **{path.name}**: {path.what} | {' | '.join(cells)} |")
+    return lines
+
+
+PATHS_NOTE = (
+    "Every path's requests and write units are counted on moto (a refused conditional write is "
+    "billed by the item it read; an index write is counted as DynamoDB bills it: an item "
+    "entering or leaving Vigil's sparse `retries` index is one more write unit). Priced at the "
+    "prices above, plus S3 Standard's $5.00 per million PUT and $0.40 per million GET (2025 list "
+    "prices, not in NOTES.md), and without Lambda's GB-seconds (see the cost table). Vigil runs "
+    "with its results bucket, as `BackgroundTask` deploys it."
+)
 
 
 # --- timing -----------------------------------------------------------------------------------
@@ -668,6 +936,7 @@ def run(quick: bool = False, sizes: tuple[int, ...] | None = None) -> str:
     priced = [vigil, timed_vigil(sizes[0], CompletionEvents.ALL), powertools]
     lines = _requests_table(counted)
     lines += ["", *_cost_table(counted, priced, logged)]
+    lines += ["", *_paths_table(measure_paths()), "", PATHS_NOTE]
     lines += ["", *_time_table(times)]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines.append(

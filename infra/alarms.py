@@ -60,9 +60,7 @@ def alarm_above(
         evaluation_periods=spec.periods,
         datapoints_to_alarm=spec.periods,
         comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treat_missing_data=cloudwatch.TreatMissingData.IGNORE
-        if spec.gauge
-        else cloudwatch.TreatMissingData.NOT_BREACHING,
+        treat_missing_data=_missing_data(spec.gauge, spec.missing_breaches),
         alarm_description=with_runbook(construct_id, alarm, description),
     )
 
@@ -109,6 +107,14 @@ def insights_alarm(
             label=f"{spec.watches} per {spec.grouped_by}",
         ),
         description=description,
+    )
+
+
+def _missing_data(gauge: bool, breaches: bool) -> cloudwatch.TreatMissingData:
+    if breaches:
+        return cloudwatch.TreatMissingData.BREACHING
+    return (
+        cloudwatch.TreatMissingData.IGNORE if gauge else cloudwatch.TreatMissingData.NOT_BREACHING
     )
 
 

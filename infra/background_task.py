@@ -32,10 +32,11 @@ from infra.queues import (
     vigil_queue,
 )
 from infra.quotas import QUEUE_URL, REGION, role_arn
-from infra.removal import data_removal_policy
+from infra.removal import FIXED_NAME_REMOVAL
 from infra.roles import InlineRole
 from infra.scheduled_job import default_name
 from infra.stage import stage_of
+from infra.task_results import results_of
 from infra.tasks_table import TasksTable
 from infra.writes import Declared, check_writes, grant_writes, writes_environment
 from vigil.contract.layout import CONSTRUCT_FIELD, Entity, task_schedule_role_path
@@ -226,6 +227,8 @@ class BackgroundTask(Construct):
             )
         )
         self._grant_function()
+        self.results = results_of(self)
+        self.results.serve(self.task_name, self.retention_seconds, self.function)
         self.schedule_group_name = _shared_schedule_group(self)
         self.scheduler_role = self._build_scheduler_role()
 
@@ -310,6 +313,8 @@ class BackgroundTask(Construct):
             CatalogField.SCHEDULE_GROUP.value: self.schedule_group_name,
             CatalogField.FUNCTION.value: self.function_name,
             CatalogField.COMPLETION_EVENTS.value: self.completion_events.value,
+            CatalogField.VISIBILITY_TIMEOUT_SECONDS.value: self.visibility_timeout_seconds,
+            CatalogField.MAX_QUEUE_AGE_SECONDS.value: self.max_queue_age_seconds,
         }
 
     def catalog_fields(self) -> Entry:
@@ -328,6 +333,8 @@ class BackgroundTask(Construct):
             ),
             CatalogField.FUNCTION.value: self.function_name,
             CatalogField.COMPLETION_EVENTS.value: self.completion_events.value,
+            CatalogField.VISIBILITY_TIMEOUT_SECONDS.value: self.visibility_timeout_seconds,
+            CatalogField.MAX_QUEUE_AGE_SECONDS.value: self.max_queue_age_seconds,
             CONSTRUCT_FIELD: self.node.id,
         }
 
@@ -571,6 +578,7 @@ def _shared_schedule_group(scope: Construct) -> str:
             stack,
             "TaskSchedules",
             schedule_group_name=name,
-            removal_policy=data_removal_policy(stack),
+            # Its pending schedules send as the tasks' scheduler roles, which go with the stack.
+            removal_policy=FIXED_NAME_REMOVAL,
         )
     return name

@@ -72,7 +72,8 @@ def management_api_options(
     Its name is the stack's and ``purpose``: unique in the account and region, as it must be, since
     API Gateway's metrics (and so the 5XX alarm and the dashboard row) are keyed by the API's name.
     API Gateway writes logs through one role per account and region (``AWS::ApiGateway::Account``,
-    ``cloud_watch_role``): only the stage that owns it declares it (``infra.stage``).
+    ``cloud_watch_role``): every stack sets it before its stage, unless told the account's role is
+    set elsewhere (``infra.stage.API_GATEWAY_ACCOUNT_CONTEXT``).
     """
     return {
         "rest_api_name": f"{Stack.of(scope).stack_name}-{purpose}",

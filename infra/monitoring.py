@@ -400,6 +400,7 @@ class Monitoring(Construct):
         functions = []
         if tasks_api is not None:
             functions.append(("tasks API", tasks_api.function))
+            self.alarms.append(tasks_api.audit.alarm)
         if fleet is not None:
             self.dashboard.add_widgets(*api_row(fleet.api))
             functions += [("reconciler", fleet.reconciler), ("API function", fleet.api_function)]

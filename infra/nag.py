@@ -13,13 +13,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
+from aws_cdk import Acknowledgment, CfnResource, Names, Stack, Validations
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import IConstruct
+
+from infra.errors import ConfigurationError
 
 PACK = "AwsSolutions::"
 _PART = r"(<[^>]+>|[^:<]+)"
@@ -32,10 +34,10 @@ SHARD_FUNCTION_ROLE = r"\w*FunctionRole[0-9A-F]{8}"
 """A job's or task's function role (its policy inline)."""
 RECONCILER_ROLE = r"\w*ReconcilerRoleDefaultPolicy[0-9A-F]{8}"
 ONE_TIME_SCHEDULES = ARN.format(service="scheduler") + r"schedule/[A-Za-z0-9_.-]+/_[a-z0-9-]+_\*"
+"""``<group>/_<task>_*`` (``vigil.contract.tasks.schedule_grants``): a task's own schedule names."""
 CATALOG_PARTS = ARN.format(service="ssm") + r"parameter/vigil/[A-Za-z0-9-]+/(jobs|tasks|kinds)/\*"
 """``/vigil/<stack>/<jobs|tasks|kinds>/*``: the parts of one of the stack's catalogs
 (``vigil.catalog``)."""
-"""``<group>/_<task>_*`` (``vigil.contract.tasks.schedule_grants``): a task's own schedule names."""
 
 
 @dataclass(frozen=True)
@@ -67,11 +69,21 @@ class Wildcard:
 
 @dataclass(frozen=True)
 class Grant:
-    """One action on one resource, allowed by one policy (``policy``: its logical id)."""
+    """One action on one resource, allowed by one policy (``policy``: its logical id).
+
+    A statement's ``NotAction`` is one grant whose action is ``NotAction[a,b]`` (every action but
+    these), its ``NotResource`` one whose resource is ``NotResource[r,s]``: no entry of
+    :data:`WILDCARDS` names such an action or matches such a resource, so either is unexplained.
+    """
 
     policy: str
     action: str
     resource: str
+
+    @property
+    def broad(self) -> bool:
+        """Allowed on more than it names: a ``*`` or ``?`` pattern, ``NotAction`` or ``NotResource``."""
+        return any(_is_pattern(part) for part in (self.action, self.resource))
 
 
 WILDCARDS: tuple[Wildcard, ...] = (
@@ -164,6 +176,23 @@ WILDCARDS: tuple[Wildcard, ...] = (
         "function:STACK_job_*",
     ),
     Wildcard(
+        FUNCTION_ROLE,
+        frozenset({"s3:PutObject"}),
+        # In its shard the bucket's ARN is the parameter that carries it: <referenceto...Arn>
+        r"<(referenceto)?\w*TaskResultsBucket[0-9A-F]{8}\.?Arn>/[a-z0-9-]+/\*",
+        "A task's result too big for its record is stored under the task's own prefix of the "
+        "stack's results bucket; the object's name holds the id and run token, known only then",
+        "BUCKET/TASK/*",
+    ),
+    Wildcard(
+        r"\w*TasksApiFunctionRoleDefaultPolicy[0-9A-F]{8}",
+        frozenset({"s3:GetObject"}),
+        r"<\w*TaskResultsBucket[0-9A-F]{8}\.Arn>/\*",
+        "GET /tasks/{task}/{id} reads back a result stored out of its record: the stack's results "
+        "bucket holds nothing else, and one statement holds at any number of tasks",
+        "BUCKET/*",
+    ),
+    Wildcard(
         r"\w*TasksApiFunctionRoleDefaultPolicy[0-9A-F]{8}",
         frozenset({"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}),
         ARN.format(service="scheduler") + r"schedule/[A-Za-z0-9_.-]+/\*",
@@ -185,17 +214,96 @@ any other fails the synth. The deploying guide's list is rendered from it
 (:func:`wildcards_markdown`)."""
 
 
+NOT_ACTION = "NotAction"
+NOT_RESOURCE = "NotResource"
+
+
 def wildcard_grants(policy: str, document: Mapping[str, Any]) -> list[Grant]:
-    """Each action x resource of the document's Allow statements where either holds a ``*``."""
+    """Each action x resource of the document's Allow statements that is :attr:`Grant.broad`.
+
+    ``*`` and ``?`` are IAM's wildcards in actions and resources alike; a statement's
+    ``NotAction`` allows every other action and its ``NotResource`` every other resource, so each
+    is a wildcard too (cdk-nag, checkov and cfn-lint read neither).
+    """
     grants = []
     for statement in document.get("Statement", []):
         if statement.get("Effect") != "Allow":
             continue
-        for action in _listed(statement.get("Action", [])):
-            for resource in map(_render, _listed(statement.get("Resource", []))):
-                if "*" in resource or "*" in action:
-                    grants.append(Grant(policy, action, resource))
+        for action in _actions(statement):
+            for resource in _resources(statement):
+                grant = Grant(policy, action, resource)
+                if grant.broad:
+                    grants.append(grant)
     return grants
+
+
+def _actions(statement: Mapping[str, Any]) -> list[str]:
+    if NOT_ACTION in statement:
+        return [_negated(NOT_ACTION, map(str, _listed(statement[NOT_ACTION])))]
+    return [str(action) for action in _listed(statement.get("Action", []))]
+
+
+def _resources(statement: Mapping[str, Any]) -> list[str]:
+    if NOT_RESOURCE in statement:
+        return [_negated(NOT_RESOURCE, map(_render, _listed(statement[NOT_RESOURCE])))]
+    return [_render(resource) for resource in _listed(statement.get("Resource", []))]
+
+
+def _negated(element: str, values: Iterable[str]) -> str:
+    return f"{element}[{','.join(sorted(values))}]"
+
+
+def _is_pattern(text: str) -> bool:
+    return "*" in text or "?" in text or text.startswith((f"{NOT_ACTION}[", f"{NOT_RESOURCE}["))
+
+
+def policy_grants(stack: Stack) -> dict[str, list[Grant]]:
+    """Construct path -> the broad grants of each IAM policy the stack declares: policies,
+    managed policies and roles' inline policies, each grant under its resource's logical id."""
+    found: dict[str, list[Grant]] = {}
+    for construct in stack.node.find_all():
+        if isinstance(construct, iam.CfnPolicy | iam.CfnManagedPolicy):
+            documents = [construct.policy_document]
+        elif isinstance(construct, iam.CfnRole):
+            documents = [p["policyDocument"] for p in stack.resolve(construct.policies) or []]
+        else:
+            continue
+        logical_id = str(stack.resolve(construct.logical_id))
+        grants = [
+            grant
+            for document in documents
+            for grant in wildcard_grants(logical_id, stack.resolve(document))
+        ]
+        if grants:
+            found[construct.node.path] = grants
+    return found
+
+
+def refuse_unaccepted_grants(stack: Stack) -> None:
+    """Fail the synth on any broad grant no :data:`WILDCARDS` entry accepts, naming the construct.
+
+    cdk-nag's IAM5 reads a statement's ``Action`` and ``Resource`` for ``*`` only: a ``NotResource``
+    (``iam:CreateUser`` on every user but one), a ``NotAction`` or a ``?`` pattern passed it, and
+    checkov and cfn-lint too. This check reads them all (:func:`wildcard_grants`).
+    """
+    refused = {
+        path: unaccepted
+        for path, grants in policy_grants(stack).items()
+        if (unaccepted := unexplained(grants))
+    }
+    if not refused:
+        return
+    lines = [
+        f"{path}: allows {grant.action} on {grant.resource}"
+        for path, grants in refused.items()
+        for grant in grants
+    ]
+    raise ConfigurationError(
+        ", ".join(refused),
+        "IAM policy",
+        "a broad grant (a * or ? pattern, NotAction or NotResource) that no entry of "
+        "infra.nag.WILDCARDS accepts, with its reason: " + "; ".join(lines),
+    )
 
 
 def unexplained(grants: Iterable[Grant]) -> list[Grant]:
@@ -293,6 +401,13 @@ ACCEPTED: tuple[Accepted, ...] = (
         _is(apigateway.CfnStage),
     ),
     Accepted(
+        "AwsSolutions-S1",
+        "The results bucket is written by the tasks' functions and read by the tasks API, each "
+        "request already in the task's record and logs; server access logs would need a second "
+        "bucket per stack (use CloudTrail data events where every read must be audited)",
+        _path_has("/TaskResults/Bucket"),
+    ),
+    Accepted(
         "AwsSolutions-COG4",
         "Operators and tools call with IAM (SigV4) authorization, not Cognito user pools",
         _is(apigateway.CfnMethod),
@@ -302,6 +417,7 @@ ACCEPTED: tuple[Accepted, ...] = (
 
 def suppress_accepted_findings(stack: Stack) -> None:
     """Acknowledge the accepted findings of ``stack`` and its nested stacks (the shards)."""
+    parameters = _nested_parameters(stack)
     for construct in stack.node.find_all():
         if not isinstance(construct, CfnResource):
             continue  # findings are on resources (L1s) only: the rest need no reading
@@ -313,7 +429,7 @@ def suppress_accepted_findings(stack: Stack) -> None:
             owner = Stack.of(construct)
             document = owner.resolve(construct.policy_document)
             for rule, reason in _accepted_wildcards(owner, construct, document):
-                _acknowledge(construct, rule, reason)
+                _acknowledge(construct, rule, reason, parameters if owner is not stack else None)
         elif isinstance(construct, iam.CfnRole):
             owner = Stack.of(construct)
             policies = owner.resolve(construct.policies) or []
@@ -325,11 +441,40 @@ def suppress_accepted_findings(stack: Stack) -> None:
                 ).get("Statement", [])
             ]
             for rule, reason in _accepted_wildcards(owner, construct, {"Statement": statements}):
-                _acknowledge(construct, rule, reason)
+                _acknowledge(construct, rule, reason, parameters if owner is not stack else None)
 
 
-def _acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
-    Validations.of(construct).acknowledge(Acknowledgment(id=PACK + rule, reason=reason))
+_ATTRIBUTE = re.compile(r"<(\w+)\.(\w+)>")
+
+
+def _nested_parameters(stack: Stack) -> dict[str, str]:
+    """The logical id of each of ``stack``'s own resources -> its unique id, from which the CDK
+    names the parameter that carries a reference to it into a nested stack (``referenceto`` + the
+    unique id + the attribute). The synth makes those parameters only after these findings are
+    acknowledged, so a shard's grant on the stack's resource (the task results bucket) resolves
+    here as ``<Bucket.Arn>`` and reaches cdk-nag as ``<referenceto...BucketArn>``."""
+    return {
+        str(stack.resolve(child.logical_id)): Names.unique_id(child)
+        for child in stack.node.find_all()
+        if isinstance(child, CfnResource) and Stack.of(child) is stack
+    }
+
+
+def _acknowledge(
+    construct: IConstruct, rule: str, reason: str, parameters: Mapping[str, str] | None = None
+) -> None:
+    """``rule`` as cdk-nag names it; in a nested stack, also under the name of the parameter that
+    carries a reference to the parent stack's resource (:func:`_nested_parameters`)."""
+    names = {rule}
+    if parameters:
+        names.add(
+            _ATTRIBUTE.sub(
+                lambda m: f"<referenceto{parameters[m[1]]}{m[2]}>" if m[1] in parameters else m[0],
+                rule,
+            )
+        )
+    for name in sorted(names):
+        Validations.of(construct).acknowledge(Acknowledgment(id=PACK + name, reason=reason))
 
 
 def _accepted_wildcards(

@@ -11,8 +11,8 @@ from vigil.contract.jobs import JOBS_INDEX
 
 def records_table(scope: Construct, construct_id: str) -> dynamodb.Table:
     """A guard's records: pk/sk strings, on demand, expired by ``expires_at`` (epoch seconds),
-    point-in-time recovery, retained and deletion-protected unless the stack is a throwaway. The
-    job runs and the tasks tables are both one."""
+    point-in-time recovery, kept as ``infra.removal`` keeps data unless the stack is a throwaway.
+    The job runs and the tasks tables are both one."""
     # aws_dynamodb.Table rather than TableV2: the local emulator cannot deploy GlobalTable.
     removal_policy = data_removal_policy(scope)
     return dynamodb.Table(

@@ -18,9 +18,16 @@ STAGE_CONTEXT = "stage"
 """A named stage: the stack ``Vigil-NAME`` with its own resources, metrics and alarms (none: the
 stack ``Vigil``, as before stages)."""
 API_GATEWAY_ACCOUNT_CONTEXT = "apiGatewayAccount"
-"""Whether this stage owns the account's API Gateway settings (the CloudWatch Logs role every API
-of the account and region logs through). One per account and region: the default stage owns it
-unless told ``false``; a named stage only when told ``true``."""
+"""Whether this stack sets the account's API Gateway CloudWatch Logs role (``AWS::ApiGateway::Account``,
+one setting per account and region, which every API's access logging needs) before its API's
+stage: every stage does (the default), so whichever stack is deployed first in a fresh account
+works. ``false``: the account's role is set and kept by something else (another team, a landing
+zone); a stack told so in an account without the role fails at its API's stage.
+
+Two stacks that both set it each point the setting at their own role, the last deploy winning:
+each role has the same AWS-managed policy and is kept when its stack is deleted (or its first
+create rolls back), so the setting always names a role that works. Delete such a role by hand
+only once ``aws apigateway get-account`` names another (docs/guides/deploying.md)."""
 
 
 def stage_of(scope: Construct) -> str | None:
@@ -42,7 +49,7 @@ def owns_api_gateway_account(scope: Construct) -> bool:
     """Whether this stack declares ``AWS::ApiGateway::Account`` (see API_GATEWAY_ACCOUNT_CONTEXT)."""
     value: Any = scope.node.try_get_context(API_GATEWAY_ACCOUNT_CONTEXT)
     if value is None:
-        return stage_of(scope) is None
+        return True
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.lower() in ("true", "false"):

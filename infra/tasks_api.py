@@ -1,7 +1,8 @@
 """``TasksApi``: the tasks routes of the management API, served by their own function.
 
 ``POST /tasks/{task}`` enqueues, ``GET /tasks/{task}`` lists (``?status=``), ``GET`` and ``DELETE
-/tasks/{task}/{id}`` read and cancel. The routes join the stack's management API (the observers' or
+/tasks/{task}/{id}`` read and cancel. The same function runs the stranded-tasks audit
+(:mod:`infra.tasks_audit`). The routes join the stack's management API (the observers' or
 the jobs' own: one endpoint, one IAM policy for operators), IAM on every method. The function
 (``handlers.tasks_api.handler``) is separate from the jobs' and the observers' (least privilege:
 the tasks table's task records, the stack's tasks' queues (each queue's policy lets it send), its
@@ -22,6 +23,7 @@ from infra.background_task import BackgroundTask, grant_manage_tasks
 from infra.catalogs import Catalog
 from infra.function import vigil_function
 from infra.management_api import API_GATEWAY_TIMEOUT_SECONDS, api_integration
+from infra.tasks_audit import TasksAudit
 from vigil.contract.layout import CATALOG_DIGEST_ENV as DIGEST_ENV
 from vigil.contract.layout import STACK_ENV
 from vigil.contract.tasks import TaskEnv
@@ -69,7 +71,15 @@ class TasksApi(Construct):
         grant_manage_tasks(self.function, table=table, schedule_group=schedule_group)
         for task in tasks:
             task.allow_send(self.function.grant_principal)
+        if tasks:
+            tasks[0].results.grant_read(self.function)
         self._add_routes(api)
+        self.audit = TasksAudit(
+            self,
+            "Audit",
+            function=self.function,
+            table=table,
+        )
 
     def _add_routes(self, api: apigateway.RestApi) -> None:
         """Explicit resources, more specific than the observers' ``/{proxy+}``; ``{id+}`` so that

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from moto import mock_aws
 
+from tests.helpers import checkout
 from vigil.clock import ManualClock
 from vigil_tools.node import use_installed_node
 
@@ -114,10 +115,31 @@ def pytest_configure(config: pytest.Config) -> None:
     from vigil_tools.emulator import botocore_speed
 
     botocore_speed.install()  # nor asking again what no session changes (its docstring)
+    from vigil_tools.emulator import moto_sqs_fifo
+
+    moto_sqs_fifo.install()  # FIFO queues as SQS keeps them, in every test as in the emulator
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller, or a run without workers
+        session.config.stash[_CDK_OUT_BEFORE] = checkout.snapshot()
     _start_the_shared_synth(session.config)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A run that changed the checkout's cdk.out fails, saying what changed (tests/helpers/checkout)."""
+    if _CDK_OUT_BEFORE not in session.config.stash:
+        return
+    problem = checkout.report(session.config.stash[_CDK_OUT_BEFORE], checkout.snapshot())
+    if problem is None:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"\nERROR: {problem}", red=True, bold=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_CDK_OUT_BEFORE = pytest.StashKey[checkout.Snapshot]()
 
 
 def _start_the_shared_synth(config: pytest.Config) -> None:

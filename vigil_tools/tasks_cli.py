@@ -102,6 +102,7 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
         sqs=session.client("sqs"),
         dynamodb=session.client("dynamodb"),
         scheduler=session.client("scheduler"),
+        s3=session.client("s3"),
     )
     if args.command == "enqueue":
         task_id = client.enqueue(

@@ -162,6 +162,11 @@ class Update:
         self._set[attribute] = f"{name} = if_not_exists({name}, {self.value(0)}) + {self.value(by)}"
         return self
 
+    def set_from(self, attribute: str, source: str) -> Update:
+        """``SET a = source``: another attribute's value, as the item holds it when written."""
+        self._set[attribute] = f"{self.name(attribute)} = {self.name(source)}"
+        return self
+
     def set_default(self, attribute: str, value: Any) -> Update:
         """``SET a = if_not_exists(a, value)``: keeps what is there."""
         name = self.name(attribute)
@@ -222,6 +227,11 @@ class Update:
 
     def one_of(self, attribute: str, *values: Any) -> str:
         return f"{self.name(attribute)} IN ({', '.join(self.value(v) for v in values)})"
+
+    def lacks(self, attribute: str, element: Any) -> str:
+        """The attribute (a set or list) is absent or does not hold ``element``."""
+        name = self.name(attribute)
+        return f"(attribute_not_exists({name}) OR NOT contains({name}, {self.value(element)}))"
 
     def exists(self, attribute: str) -> str:
         return f"attribute_exists({self.name(attribute)})"

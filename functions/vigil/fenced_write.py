@@ -61,7 +61,9 @@ class Halt:
             self.fenced = error
 
     def note_unfinished(self, effect: str, error: BaseException) -> None:
-        """A block of ``run.once`` for ``effect`` raised ``error`` after recording its intent."""
+        """``run.once`` for ``effect`` raised ``error`` with an intent left unresolved: its block
+        raised after recording the intent, its completion was not recorded, or the ``check`` of
+        an earlier run's intent failed."""
         if self.unfinished is None and uncertain_effect(error) is None:
             self.unfinished = (effect, error)
 
@@ -79,13 +81,14 @@ class Halt:
 
 
 class UnfinishedEffect(Exception):
-    """The body returned after one of its own ``run.once`` blocks raised (and was caught): the
-    effect's intent is recorded, its completion never will be, so the run ends UNCERTAIN on it."""
+    """The body returned after ``run.once`` raised with an intent left unresolved (and the body
+    caught it): its own block raised after the intent, the completion was not recorded, or the
+    ``check`` of an earlier run's intent failed; so the run ends UNCERTAIN on the effect."""
 
     def __init__(self, effect: str, error: BaseException) -> None:
         super().__init__(
-            f"effect {effect!r}: its block raised {type(error).__name__} ({error}) after the "
-            "intent was recorded, and the body went on: whether it happened is unknown; settle it"
+            f"effect {effect!r}: {type(error).__name__} ({error}) with its intent recorded and "
+            "not resolved, and the body went on: whether it happened is unknown; settle it"
         )
         self.effect = effect
 

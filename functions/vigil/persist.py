@@ -7,7 +7,8 @@ such writes go through :func:`persist`, which retries what AWS documents as tran
 as long as the caller has time left, and never retries what is final (a refused condition, a
 validation error).
 
-Botocore already retries a few times on its own; these retries come after those, and cost nothing
+Which codes are throttles is botocore's knowledge (:mod:`vigil.throttles`), not a list kept
+here. Botocore already retries a few times on its own; these retries come after those, and cost nothing
 on the clean path (the first write succeeds and returns at once)::
 
     write --throttled--> pause ~U(0, base*2^0) --> write --503--> pause ~U(0, base*2^1) --> write ok
@@ -30,19 +31,10 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 
 from vigil.clock import Sleeper
+from vigil.throttles import throttle_codes
 
 T = TypeVar("T")
 
-THROTTLE_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "Throttling",
-        "RequestLimitExceeded",
-        "TooManyRequestsException",
-        "SlowDown",
-    }
-)
 SERVER_CODES = frozenset(
     {
         "InternalServerError",
@@ -76,7 +68,7 @@ def is_transient(error: BaseException) -> bool:
     if not isinstance(error, ClientError):
         return False
     code = error_code(error)
-    if code in THROTTLE_CODES or code in SERVER_CODES:
+    if code in SERVER_CODES or code in throttle_codes():
         return True
     if code == "TransactionCanceledException":
         reasons = [r.get("Code") for r in error.response.get("CancellationReasons", []) or []]
@@ -114,7 +106,8 @@ class Backoff:
     """Time kept back after the last pause: the write itself, and what the caller does after."""
 
     def pause(self, retry: int, draw: float) -> float:
-        return draw * min(self.cap_s, self.base_s * 2.0**retry)
+        # The exponent is capped too: past the cap it changes nothing, and 2.0**1024 overflows.
+        return draw * min(self.cap_s, self.base_s * 2.0 ** min(retry, 64))
 
 
 DEFAULT_BACKOFF = Backoff()

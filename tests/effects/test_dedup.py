@@ -147,3 +147,21 @@ def test_a_plain_message_has_no_identity_and_a_partial_one_is_refused_clearly() 
         Sent.of("vigil-run")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="keep must be positive"):
         Deduplicator(None, "processed", keep=timedelta(0))
+
+
+@pytest.mark.parametrize(
+    "delivered",
+    [
+        {"messageAttributes": {"vigil-run": "job:a/t", "vigil-effect": {"stringValue": "e"}}},
+        {"MessageAttributes": {"vigil-run": ["job:a/t"], "vigil-effect": None}},
+        {"messageAttributes": {"vigil-fence": 7}},
+    ],
+    ids=["a-string", "a-list", "a-number"],
+)
+def test_an_attribute_that_is_not_an_attribute_map_is_refused_as_malformed(
+    delivered: dict[str, Any],
+) -> None:
+    """A message attribute whose value is not SQS's ``{DataType, StringValue}`` map is a
+    malformed message, refused with :class:`NotASend` (found in review: an AttributeError)."""
+    with pytest.raises(NotASend, match="not text"):
+        Sent.of(delivered)

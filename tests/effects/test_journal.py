@@ -490,3 +490,59 @@ def test_a_block_that_raised_inside_a_caught_loop_ends_the_tick_uncertain_on_it(
     entries = {name: entry["state"] for name, entry in (record.effects or {}).items()}
     assert entries == {"welcome:ann": "INTENT", "welcome:bob": "DONE"}
     assert skipped == ["ann: Crash"]
+
+
+@pytest.mark.parametrize("answer", ["raises", "answers None"])
+def test_a_check_that_fails_inside_a_caught_loop_ends_the_tick_uncertain_not_succeeded(
+    harness: Harness, answer: str
+) -> None:
+    """An earlier run left the email's intent; the retry's ``check`` fails (the provider's API
+    is down, or a forgotten ``return``) and the loop catches it: the intent is still unresolved,
+    so the tick ends UNCERTAIN on it, not SUCCEEDED with an intent nobody settles (found in the
+    review of issue 33: the tick ended SUCCEEDED)."""
+
+    def check() -> Any:
+        if answer == "raises":
+            raise RuntimeError("the mail provider's API is down")
+        return None
+
+    body = harness.crash_after_sending(check)
+    caught: list[str] = []
+
+    def looping(run: Run) -> None:
+        try:
+            body(run)
+        except Exception as error:
+            caught.append(type(error).__name__)
+
+    result = harness.deliver(looping)
+
+    assert result.outcome is Outcome.UNCERTAIN and "welcome-email" in result.reason
+    record = harness.record()
+    assert (record.status, record.uncertain_effect) == (RunStatus.UNCERTAIN, "welcome-email")
+    assert (record.effects or {})["welcome-email"]["state"] == "INTENT"
+    assert len(harness.sent) == 1 and len(caught) == 1
+
+
+def test_a_completion_that_cannot_be_recorded_inside_a_caught_loop_ends_the_tick_uncertain(
+    harness: Harness,
+) -> None:
+    """The block finished (the email left) but its completion's write failed for good, and the
+    loop caught it: the intent stays, so the tick ends UNCERTAIN on it, not SUCCEEDED."""
+    from botocore.exceptions import ClientError
+
+    def refuse_the_completion(params: dict[str, Any], **_: Any) -> None:
+        if '"DONE"' in json.dumps(params.get("ExpressionAttributeValues")):
+            raise ClientError(
+                {"Error": {"Code": "ValidationException", "Message": "refused"}}, "UpdateItem"
+            )
+
+    harness.client.meta.events.register(
+        "provide-client-params.dynamodb.UpdateItem", refuse_the_completion
+    )
+    skipped: list[str] = []
+    result = harness.deliver(looping(harness, skipped))
+
+    assert result.outcome is Outcome.UNCERTAIN and "welcome:ann" in result.reason
+    assert harness.record().uncertain_effect == "welcome:ann"
+    assert skipped == ["ann: ClientError", "bob: ClientError"]

@@ -218,3 +218,38 @@ def test_what_a_strict_write_cannot_do_is_refused_before_any_request(job: Job) -
     hand_made = Run("cleanup", datetime(2026, 11, 25, tzinfo=UTC), 7, 1, lambda: 1000, tick="t")
     with pytest.raises(RuntimeError, match="no claim to check"):
         hand_made.fenced.strict  # noqa: B018
+
+
+def test_a_strict_put_of_the_same_bytes_reads_its_claim_right_before_the_completion(
+    job: Job,
+) -> None:
+    """A put of the bytes the object holds is a one-part upload: create, part, completion. The
+    completion is what writes the object, so the claim is read right before it: a newer run
+    that claims while the part uploads (a large body takes minutes) refuses it, the upload is
+    aborted and the object keeps its form (found in review: the claim was read before the
+    upload began, and the completion landed: the tick ended SUCCEEDED)."""
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket="reports", Key="k", Body=b"same")
+    before = s3.head_object(Bucket="reports", Key="k")["ETag"]
+    later: list[Outcome] = []
+
+    def while_the_part_uploads(**_: Any) -> None:
+        if not later:
+            job.clock.advance(360)  # past this run's lease: the next tick claims
+            tick = Tick(job="cleanup", scheduled_at=LATER, source="scheduler")
+            ran = job.guard.execute(tick, lambda r: None, remaining_ms=lambda: 60_000, holder="b")
+            later.append(ran.outcome)
+
+    def body(run: Run) -> None:
+        job.count(run)
+        strict = run.fenced.strict
+        strict._aws("s3").meta.events.register("before-call.s3.UploadPart", while_the_part_uploads)
+        strict.s3.put_object(Bucket="Reports", Key="k", Body=b"same")
+
+    result = job.execute(Tick(job="cleanup", scheduled_at=TICK, source="scheduler"), body)
+
+    assert later == [Outcome.SUCCEEDED] and result.outcome is Outcome.FENCED
+    assert s3.head_object(Bucket="reports", Key="k")["ETag"] == before
+    assert s3.list_multipart_uploads(Bucket="reports").get("Uploads", []) == []
+    assert "CompleteMultipartUpload" not in job.requests
+    assert job.requests[-2:] == ["GetItem", "AbortMultipartUpload"]  # the claim, right before

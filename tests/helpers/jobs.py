@@ -85,14 +85,19 @@ class ConflictsFirst(Delegating):
         return self._client.transact_write_items(**kwargs)
 
 
-def throttled(operation: str = "TransactWriteItems") -> Any:
-    """What boto3 raises once its own retries of a throttled request are spent."""
+def throttled(
+    operation: str = "TransactWriteItems",
+    code: str = "ProvisionedThroughputExceededException",
+    status: int = 400,
+) -> Any:
+    """What boto3 raises once its own retries of a throttled request are spent (DynamoDB's
+    throttle by default; SQS's is ``RequestThrottled``, 403)."""
     from botocore.exceptions import ClientError
 
     return ClientError(
         {
-            "Error": {"Code": "ProvisionedThroughputExceededException", "Message": "throttled"},
-            "ResponseMetadata": {"HTTPStatusCode": 400},
+            "Error": {"Code": code, "Message": "throttled"},
+            "ResponseMetadata": {"HTTPStatusCode": status},
         },
         operation,
     )

@@ -4,6 +4,7 @@ claims in the account and the metric identities its alarms read."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ PHYSICAL_NAME = {
     "AWS::Lambda::Function": "FunctionName",
     "AWS::Logs::LogGroup": "LogGroupName",
     "AWS::Logs::QueryDefinition": "Name",
+    "AWS::S3::Bucket": "BucketName",
     "AWS::Scheduler::Schedule": "Name",
     "AWS::Scheduler::ScheduleGroup": "Name",
     "AWS::SNS::Topic": "TopicName",
@@ -100,3 +102,60 @@ def identity(synthesized: Synthesized, stack: str) -> dict[str, list[Any]]:
             for ns, name, dims in alarm_metrics(synthesized, stack)
         ),
     }
+
+
+def dependencies(template: dict[str, Any], logical_id: str) -> set[str]:
+    """Every resource CloudFormation creates before ``logical_id``: its ``DependsOn`` and the
+    resources its properties refer to (``Ref``, ``Fn::GetAtt``, ``Fn::Sub``), transitively."""
+    resources = template["Resources"]
+    found: set[str] = set()
+    waiting = [logical_id]
+    while waiting:
+        resource = resources[waiting.pop()]
+        listed = resource.get("DependsOn", [])
+        direct = {listed} if isinstance(listed, str) else set(listed)
+        direct |= _referred(resource.get("Properties", {})) & resources.keys()
+        waiting += sorted(direct - found)
+        found |= direct
+    return found
+
+
+def _referred(value: Any) -> set[str]:
+    if isinstance(value, list):
+        return set().union(*map(_referred, value)) if value else set()
+    if not isinstance(value, dict):
+        return set()
+    found: set[str] = set()
+    for key, inner in value.items():
+        if key == "Ref" and isinstance(inner, str):
+            found.add(inner)
+        elif key == "Fn::GetAtt":
+            found.add(inner[0] if isinstance(inner, list) else str(inner).split(".")[0])
+        elif key == "Fn::Sub":
+            text = inner[0] if isinstance(inner, list) else inner
+            found |= {name.split(".")[0] for name in re.findall(r"\$\{([^}!]+)\}", text)}
+            found |= _referred(inner[1] if isinstance(inner, list) else {})
+        else:
+            found |= _referred(inner)
+    return found
+
+
+def stages_logging_without_an_account(template: dict[str, Any]) -> list[str]:
+    """API stages that write logs (access logs or execution logs) and may be created before the
+    account's CloudWatch Logs role is set: no ``AWS::ApiGateway::Account`` of the template comes
+    first. API Gateway refuses such a stage in an account and region without the role."""
+    resources = template["Resources"]
+    accounts = {k for k, r in resources.items() if r["Type"] == "AWS::ApiGateway::Account"}
+    logging = [
+        logical_id
+        for logical_id, resource in resources.items()
+        if resource["Type"] == "AWS::ApiGateway::Stage"
+        and (
+            "AccessLogSetting" in resource.get("Properties", {})
+            or any(
+                setting.get("LoggingLevel", "OFF") != "OFF"
+                for setting in resource.get("Properties", {}).get("MethodSettings", [])
+            )
+        )
+    ]
+    return [stage for stage in logging if not accounts & dependencies(template, stage)]

@@ -87,6 +87,9 @@ class Stack:
     catalog: Catalog
     clock: ManualClock
     urls: dict[str, str] = field(default_factory=dict)
+    s3: Any = None
+    results_bucket: str = ""
+    """A bucket for results too big for a record (a handler uses it when its settings say so)."""
 
     def client(self, **clients: Any) -> TaskClient:
         return TaskClient(
@@ -94,6 +97,7 @@ class Stack:
             sqs=clients.get("sqs", self.sqs),
             dynamodb=clients.get("dynamodb", self.dynamodb),
             scheduler=clients.get("scheduler", self.scheduler),
+            s3=clients.get("s3", self.s3),
             clock=self.clock,
             sleep=self.clock.advance,
         )

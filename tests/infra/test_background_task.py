@@ -83,7 +83,17 @@ def test_the_event_source_reports_partial_batches_and_caps_concurrency(
 def test_the_function_environment_is_the_task_contract(synthesized: Synthesized) -> None:
     tables = synthesized.resources("AWS::DynamoDB::Table")
     tasks_table = by_path(synthesized, "AWS::DynamoDB::Table", "/Tasks/Table")
-    assert "GlobalSecondaryIndexes" not in tasks_table["Properties"], "a GSI adds write units"
+    # One index only, sparse (retry_at is set only while a retry waits): no write unit on the
+    # clean path; keys only, so a claim or a finish that changes other attributes writes none.
+    (index,) = tasks_table["Properties"]["GlobalSecondaryIndexes"]
+    assert index == {
+        "IndexName": "retries",
+        "KeySchema": [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "retry_at", "KeyType": "RANGE"},
+        ],
+        "Projection": {"ProjectionType": "KEYS_ONLY"},
+    }
     assert tasks_table["Properties"]["TimeToLiveSpecification"]["AttributeName"] == "expires_at"
     tasks_tables = [t for t in tables.values() if "/Tasks/" in t["Metadata"]["aws:cdk:path"]]
     assert len(tasks_tables) == 1, "every task shares the one tasks table"
@@ -199,11 +209,19 @@ def test_the_management_api_routes_and_its_least_privilege(synthesized: Synthesi
     for method in synthesized.resources("AWS::ApiGateway::Method").values():
         if method["Properties"]["ResourceId"].get("Ref") in task_resources:
             assert method["Properties"]["AuthorizationType"] == "AWS_IAM"
-    # One statement each, whatever the number of tasks: the stack's tasks' records, its group
-    # of one-time schedules, the roles under its path of scheduler roles, its catalog.
+    # One statement each, whatever the number of tasks: the stack's tasks' records (and the
+    # audit's query of their retries index), its group of one-time schedules, the roles under its
+    # path of scheduler roles, its catalog.
     statements = role_statements(synthesized, function_role(function))
-    (dynamo,) = [s for s in statements if any(a.startswith("dynamodb:") for a in actions(s))]
-    assert dynamo["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TASK#*"]}}
+    dynamo, index = sorted(
+        (s for s in statements if any(a.startswith("dynamodb:") for a in actions(s))),
+        key=lambda s: -len(actions(s)),
+    )
+    for statement in (dynamo, index):
+        assert statement["Condition"] == {
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TASK#*"]}
+        }
+    assert actions(index) == ["dynamodb:Query"] and "/index/retries" in json.dumps(index)
     (schedules,) = [s for s in statements if any(a.startswith("scheduler:") for a in actions(s))]
     assert set(actions(schedules)) == {"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}
     assert "schedule/Vigil-tasks/*" in json.dumps(schedules["Resource"])

@@ -20,7 +20,16 @@ from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
-from infra.nag import WILDCARDS, Grant, suppress_accepted_findings, unexplained, wildcard_grants
+from infra.errors import ConfigurationError
+from infra.nag import (
+    WILDCARDS,
+    Grant,
+    policy_grants,
+    refuse_unaccepted_grants,
+    suppress_accepted_findings,
+    unexplained,
+    wildcard_grants,
+)
 from infra.nag import wildcards_markdown as rendered
 from vigil_tools.emulator.template import Synthesized
 
@@ -80,6 +89,100 @@ def test_a_new_action_on_an_accepted_wildcard_fails_the_check(synthesized: Synth
     (on_star,) = [s for s in statements if s["Resource"] == "*" and "Condition" not in s]
     on_star["Action"] = [*on_star["Action"], "iam:CreateUser"]
     assert unexplained(template_grants(template)) == [Grant(policy_id, "iam:CreateUser", "*")]
+
+
+@pytest.mark.parametrize(
+    ("statement", "grant"),
+    [
+        (
+            {"Action": "iam:CreateUser", "NotResource": "arn:aws:iam::1:user/admin"},
+            ("iam:CreateUser", "NotResource[arn:aws:iam::1:user/admin]"),
+        ),
+        (
+            {"NotAction": ["iam:*", "sts:*"], "Resource": "arn:aws:s3:::b/k"},
+            ("NotAction[iam:*,sts:*]", "arn:aws:s3:::b/k"),
+        ),
+        (
+            {"Action": "iam:CreateUse?", "Resource": "arn:aws:iam::1:user/u"},
+            ("iam:CreateUse?", "arn:aws:iam::1:user/u"),
+        ),
+        (
+            {"Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/?"},
+            ("s3:GetObject", "arn:aws:s3:::b/?"),
+        ),
+    ],
+    ids=["NotResource", "NotAction", "?-action", "?-resource"],
+)
+def test_a_not_element_or_a_question_mark_is_a_wildcard_in_the_template(
+    synthesized: Synthesized, statement: dict[str, Any], grant: tuple[str, str]
+) -> None:
+    """cdk-nag, checkov and cfn-lint passed each of these (issue 33, item 14); so did this check,
+    which read only ``Action`` and ``Resource`` for a ``*``."""
+    template = copy.deepcopy(synthesized.template)
+    (policy_id,) = [
+        key
+        for key, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::IAM::Policy" and key.startswith("ObserversReconcilerRole")
+    ]
+    document = template["Resources"][policy_id]["Properties"]["PolicyDocument"]
+    document["Statement"].append({"Effect": "Allow", **statement})
+    assert unexplained(template_grants(template)) == [Grant(policy_id, *grant)]
+    # A Deny of the same shape narrows, it grants nothing
+    document["Statement"][-1]["Effect"] = "Deny"
+    assert unexplained(template_grants(template)) == []
+
+
+BROAD = {
+    "NotResource": lambda: iam.PolicyStatement(
+        actions=["iam:CreateUser"], not_resources=["arn:aws:iam::1:user/admin"]
+    ),
+    "NotAction": lambda: iam.PolicyStatement(not_actions=["iam:*"], resources=["arn:aws:s3:::b/k"]),
+    # (the CDK refuses a ? in an action; an L1 CfnPolicy would take one, as the template test shows)
+    "?": lambda: iam.PolicyStatement(actions=["s3:GetObject"], resources=["arn:aws:s3:::b/?"]),
+}
+"""A statement of each broad kind, built in the test (no construct at collection)."""
+
+
+@pytest.mark.parametrize("kind", list(BROAD))
+@pytest.mark.parametrize("holder", ["policy", "inline", "managed"])
+def test_a_broad_grant_fails_the_synth_naming_its_construct(
+    tmp_path: Path, kind: str, holder: str
+) -> None:
+    """What cdk-nag's IAM5 cannot see stops the app's synth here (app.py calls the check)."""
+    app = App(outdir=str(tmp_path))
+    stack = Stack(app, "Nagged")
+    role = iam.Role(stack, "Worker", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    statement = BROAD[kind]()
+    document = iam.PolicyDocument(statements=[statement])
+    if holder == "policy":
+        role.add_to_policy(statement)
+        path = "Nagged/Worker/DefaultPolicy/Resource"
+    elif holder == "inline":
+        iam.Role(
+            stack,
+            "Inline",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            inline_policies={"broad": document},
+        )
+        path = "Nagged/Inline/Resource"
+    else:
+        iam.ManagedPolicy(stack, "Managed", document=document, roles=[role])
+        path = "Nagged/Managed/Resource"
+    with pytest.raises(ConfigurationError) as refused:
+        refuse_unaccepted_grants(stack)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: invalid IAM policy: a broad grant"), message
+    assert (kind in message) if kind != "?" else ("arn:aws:s3:::b/?" in message), message
+
+
+def test_a_narrow_policy_passes_the_broad_grant_check(tmp_path: Path) -> None:
+    """Only grants an entry of WILDCARDS accepts (a narrow statement is no grant at all)."""
+    app = App(outdir=str(tmp_path))
+    stack = Stack(app, "Narrow")
+    role = iam.Role(stack, "Worker", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    role.add_to_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=["arn:q"]))
+    refuse_unaccepted_grants(stack)
+    assert policy_grants(stack) == {}
 
 
 class Observers(Construct):

@@ -34,9 +34,13 @@ def test_each_schedule_retries_dead_letters_and_passes_the_scheduled_time(
     template: Template, synthesized: Synthesized
 ) -> None:
     everything = everywhere(synthesized, "AWS::Scheduler::Schedule")
-    # The jobs' schedules; the jobs-control audit has its own (tests/infra/test_jobs_control.py).
+    # The jobs' schedules; the jobs-control audit has its own (tests/infra/test_jobs_control.py),
+    # and so has the stranded-tasks audit (tests/infra/test_tasks_audit.py).
+    audits = ("/JobsControl/", "/TasksApi/Audit/")
     schedules = {
-        s["id"]: s for s in everything if "/JobsControl/" not in s["Metadata"]["aws:cdk:path"]
+        s["id"]: s
+        for s in everything
+        if not any(part in s["Metadata"]["aws:cdk:path"] for part in audits)
     }
     assert len(schedules) == 2
     undelivered = {
@@ -113,7 +117,7 @@ def test_the_runs_table_has_ttl_point_in_time_recovery_and_the_jobs_index(
             "GlobalSecondaryIndexes": [Match.object_like({"IndexName": "jobs-index"})],
         },
     )
-    template.has_resource("AWS::DynamoDB::Table", {"DeletionPolicy": "Retain"})
+    template.has_resource("AWS::DynamoDB::Table", {"DeletionPolicy": "RetainExceptOnCreate"})
 
 
 def test_each_job_may_only_update_its_own_items(synthesized: Synthesized) -> None:

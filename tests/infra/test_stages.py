@@ -28,6 +28,7 @@ from tests.helpers.stages import (
     alarm_metrics,
     identity,
     physical_names,
+    stages_logging_without_an_account,
 )
 from vigil import telemetry
 from vigil.contract.metrics import (
@@ -128,16 +129,51 @@ def test_a_named_stage_tells_every_function_and_container_its_stage(staging: Syn
     )
 
 
-def test_the_api_gateway_account_is_owned_by_at_most_one_stage(staging: Synthesized) -> None:
-    # A named stage leaves the account's API Gateway settings alone unless told to own them ...
-    assert staging.resources("AWS::ApiGateway::Account") == {}
-    assert not owns_api_gateway_account(App(context={"stage": "prod"}))
-    assert owns_api_gateway_account(App(context={"stage": "prod", "apiGatewayAccount": "true"}))
-    # ... and the default stage owns them (as before stages) unless told not to
+@pytest.mark.parametrize("fixture", ["synthesized", "staging"])
+def test_every_stage_sets_the_account_logging_role_before_its_api_logs(
+    request: pytest.FixtureRequest, fixture: str
+) -> None:
+    """A named stage deployed first in a fresh account failed at the API's stage: access logging
+    needs the account's CloudWatch Logs role, and only the default stack set it (issue 33, item
+    15). Each stack now sets it before its API stage, whichever comes first."""
+    app: Synthesized = request.getfixturevalue(fixture)
+    assert stages_logging_without_an_account(app.template) == []
+    (account,) = app.resources("AWS::ApiGateway::Account").values()
+    role = account["Properties"]["CloudWatchRoleArn"]["Fn::GetAtt"][0]
+    (policy,) = app.template["Resources"][role]["Properties"]["ManagedPolicyArns"]
+    assert "AmazonAPIGatewayPushToCloudWatchLogs" in json.dumps(policy)
+    # Kept on deletion (and on a rolled-back create): the account may point at it for every API
+    # of the account and region, another stack's too
+    assert (
+        account["DeletionPolicy"] == app.template["Resources"][role]["DeletionPolicy"] == "Retain"
+    )
+
+
+def test_a_stage_sets_the_account_role_unless_told_it_is_set_elsewhere() -> None:
     assert owns_api_gateway_account(App())
+    assert owns_api_gateway_account(App(context={"stage": "prod"}))
+    assert not owns_api_gateway_account(
+        App(context={"stage": "prod", "apiGatewayAccount": "false"})
+    )
     assert not owns_api_gateway_account(App(context={"apiGatewayAccount": False}))
     with pytest.raises(ValueError, match="apiGatewayAccount='yes'"):
         owns_api_gateway_account(App(context={"apiGatewayAccount": "yes"}))
+
+
+def test_a_stage_that_logs_before_any_account_role_is_found() -> None:
+    """The check itself, on the shape the named stage had: a logging stage, no Account."""
+    stage = {
+        "Type": "AWS::ApiGateway::Stage",
+        "Properties": {"RestApiId": {"Ref": "Api"}, "AccessLogSetting": {"Format": "{}"}},
+    }
+    template: dict[str, Any] = {
+        "Resources": {"Api": {"Type": "AWS::ApiGateway::RestApi"}, "Stage": stage}
+    }
+    assert stages_logging_without_an_account(template) == ["Stage"]
+    template["Resources"]["Account"] = {"Type": "AWS::ApiGateway::Account"}
+    assert stages_logging_without_an_account(template) == ["Stage"]  # not ordered before it
+    stage["DependsOn"] = ["Account"]
+    assert stages_logging_without_an_account(template) == []
 
 
 @pytest.mark.parametrize(
@@ -237,17 +273,8 @@ def test_a_named_stage_s_completion_events_have_a_source_of_their_own(
 ) -> None:
     # An application's rule for production ({"source": ["vigil"]}) must not hear staging's tasks
     def source() -> str:
-        return str(
-            completion_entry(
-                task="send-receipt",
-                task_id="o-1",
-                status=TaskStatus.SUCCEEDED,
-                attempts=1,
-                enqueued_at=None,
-                finished_at="2026-11-25T12:00:00Z",
-                bus="default",
-            )["Source"]
-        )
+        record = {"task": "send-receipt", "id": "o-1", "status": TaskStatus.SUCCEEDED.value}
+        return str(completion_entry(record, "default")["Source"])
 
     monkeypatch.delenv("VIGIL_STAGE", raising=False)
     assert source() == "vigil"

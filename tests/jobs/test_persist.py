@@ -143,3 +143,36 @@ def test_an_answer_that_may_hide_an_applied_write_is_flagged_ambiguous() -> None
     assert is_ambiguous(client_error("InternalServerError", 500))
     assert not is_ambiguous(THROTTLE)
     assert not is_transient(client_error("AccessDeniedException"))
+
+
+HAND_KEPT_BEFORE = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "SlowDown",
+    }
+)
+"""The throttle codes ``persist`` kept by hand until issue 34 (it missed SQS's)."""
+
+
+def test_the_throttle_codes_are_botocores_and_cover_the_old_list_and_sqs_own() -> None:
+    from vigil.throttles import throttle_codes
+
+    codes = throttle_codes()
+    assert HAND_KEPT_BEFORE | {"RequestThrottled"} <= codes
+    assert all(is_transient(client_error(code)) for code in codes)
+    assert not is_transient(client_error("ConditionalCheckFailedException"))
+
+
+def test_a_throttle_a_service_model_marks_is_one_too() -> None:
+    from vigil.throttles import _modeled_throttles
+
+    shapes = {
+        "SlowDownPlease": {"exception": True, "retryable": {"throttling": True}},
+        "Conflict": {"exception": True, "retryable": {"throttling": False}},
+        "Coded": {"exception": True, "retryable": {"throttling": True}, "error": {"code": "C"}},
+    }
+    assert sorted(_modeled_throttles(shapes)) == ["C", "SlowDownPlease"]

@@ -16,11 +16,12 @@ from typing import Any
 import boto3
 import pytest
 
+from handlers.tasks_api import run_audit
 from tests.conftest import REGION
 from tests.helpers.jobs import FaultyTransactions
 from tests.helpers.monitoring import emitted, insights_queries, series_read
 from tests.helpers.moto_fleet import MotoFleet
-from tests.helpers.tables import create_pk_sk_table
+from tests.helpers.tables import create_tasks_table
 from tests.helpers.tasks import PLAIN, build_stack, invoke, record_of, records
 from vigil import telemetry
 from vigil.clock import iso_seconds
@@ -208,6 +209,7 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
         "TaskFinishUnrecorded",
         "TaskEventUnsent",
         "TaskRunUncertain",
+        "TaskProgressDropped",
     }
     units = {name: u for (_, name, _), u in series.items()}
     for metric, unit in METRIC_UNITS.items():
@@ -224,7 +226,7 @@ def _drive_a_task(fleet: MotoFleet) -> None:
     """One send-receipt on moto, as its function runs it: a run, a copy of it, a malformed one."""
     sqs = boto3.client("sqs", region_name=REGION)
     events = boto3.client("events", region_name=REGION)
-    table = create_pk_sk_table(fleet.dynamodb, "vigil-tasks")
+    table = create_tasks_table(fleet.dynamodb)
     stack = build_stack(fleet.dynamodb, sqs, events, None, fleet.clock, table)
     handler = task(
         lambda run, payload: {"ok": True},
@@ -242,6 +244,7 @@ def _drive_a_task(fleet: MotoFleet) -> None:
     invoke(handler, run)
     invoke(handler, run)
     invoke(handler, [record_of("not json", message_id="m-2")])
+    run_audit(stack.client(), fleet.clock)  # the stranded-tasks audit's stack-wide count
 
 
 def _event(scheduled_time: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from tests.conftest import REGION
-from tests.helpers.tables import create_pk_sk_table
+from tests.helpers.tables import create_tasks_table
 from tests.helpers.tasks import Counting, Stack, build_stack
 from vigil.clock import ManualClock
 from vigil.tasks import task
@@ -22,8 +22,13 @@ def stack(dynamodb: Any, clock: ManualClock) -> Stack:
     events = boto3.client("events", region_name=REGION)
     scheduler = boto3.client("scheduler", region_name=REGION)
     scheduler.create_schedule_group(Name="vigil-tasks")
-    table = create_pk_sk_table(dynamodb, "vigil-tasks")
-    return build_stack(dynamodb, sqs, events, scheduler, clock, table)
+    table = create_tasks_table(dynamodb)
+    built = build_stack(dynamodb, sqs, events, scheduler, clock, table)
+    built.s3 = boto3.client("s3", region_name=REGION)
+    built.results_bucket = (
+        built.s3.create_bucket(Bucket="vigil-task-results") and "vigil-task-results"
+    )
+    return built
 
 
 HandlerFactory = Callable[..., Any]
@@ -38,12 +43,14 @@ def make_handler(stack: Stack) -> HandlerFactory:
         dynamodb = overrides.pop("dynamodb", None) or Counting(stack.dynamodb)
         sqs = overrides.pop("sqs", None) or Counting(stack.sqs)
         events = overrides.pop("events", None) or Counting(stack.events)
+        s3 = overrides.pop("s3", None) or stack.s3
         handler = task(
             body,
             settings=stack.settings(task_name, **overrides),
             dynamodb=dynamodb,
             sqs=sqs,
             events=events,
+            s3=s3,
             clock=stack.clock,
             sleep=lambda seconds: stack.clock.advance(seconds),
         )

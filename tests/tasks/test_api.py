@@ -234,6 +234,7 @@ def test_the_handler_reads_the_catalog_from_its_environment_and_counts_no_enqueu
 
     monkeypatch.setenv("VIGIL_TASKS_CATALOG", stack.catalog.to_json())
     monkeypatch.setattr(tasks_api, "_app", None)
+    monkeypatch.setattr(tasks_api, "_client", None)  # built by any earlier test's audit too
     event = rest_event(
         "POST",
         f"/tasks/{PLAIN}",

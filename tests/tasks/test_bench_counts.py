@@ -14,6 +14,7 @@ from benchmarks.tasks_requests import (
     CPU_STRETCH,
     GB_S_LINE,
     MEMORY_GB,
+    PATHS,
     PRICE,
     AwsCalls,
     Counts,
@@ -23,10 +24,12 @@ from benchmarks.tasks_requests import (
     cost_lines,
     count,
     item_size,
+    powertools_side,
+    run_path,
     vigil_side,
 )
 from tests.conftest import REGION
-from tests.helpers.tables import create_pk_sk_table
+from tests.helpers.tables import create_pk_sk_table, create_tasks_table
 from vigil.contract.tasks import CompletionEvents
 
 
@@ -46,7 +49,8 @@ def test_one_task_costs_three_write_units_and_a_duplicate_one_request(
     assert counts.failures == 0
     assert counts.enqueue == {"SQS SendMessage": 1, "DynamoDB PutItem": 1, "WRU": 1}
     assert counts.first == {"DynamoDB UpdateItem": 2, "WRU": 2} | events
-    assert counts.duplicate == {"DynamoDB UpdateItem": 1, "WRU": 1}
+    # the same message back (its batch timed out): the outbox re-sends an announced event
+    assert counts.duplicate == {"DynamoDB UpdateItem": 1, "WRU": 1} | events
     assert counts.source == {"SQS ReceiveMessage": 1, "SQS DeleteMessageBatch": 1}
 
 
@@ -81,3 +85,39 @@ def test_the_priced_lines_are_the_counts_times_the_prices() -> None:
     gb_s = MEMORY_GB * (2 * CPU_STRETCH + 3 * AWS_LATENCY_MS) / 1000
     assert lines[GB_S_LINE] == (pytest.approx(gb_s), pytest.approx(gb_s * 1e6 * PRICE["gb_s"]))
     assert len(lines) == 6
+
+
+@pytest.mark.parametrize(
+    ("path", "vigil", "powertools"),
+    [
+        # a duplicate while it runs: BUSY (claim + ChangeMessageVisibility), then DUPLICATE;
+        # Powertools: its put refused twice (in progress, then completed)
+        ("duplicate during", {"DynamoDB UpdateItem": 4, "SQS ChangeMessageVisibility": 1}, 4),
+        # a failed attempt: the retry's index entry is written and removed (2 of the 7 WRU)
+        ("one failure", {"DynamoDB UpdateItem": 4, "WRU": 7}, 4),
+        # 60 KB: in the bucket, the record stays small; Powertools keeps it on its record
+        ("big result, then its message again", {"S3 PutObject": 1, "WRU": 4}, 119),
+    ],
+)
+def test_each_unhappy_path_costs_what_the_benchmark_prints(
+    dynamodb: Any, path: str, vigil: dict[str, int], powertools: int
+) -> None:
+    """What ``run_path`` counts for one task (the benchmark's paths table): Vigil's requests
+    that make each path, and Powertools' DynamoDB requests (during) or write units."""
+    spec = next(p for p in PATHS if p.name == path)
+
+    def client(service: str) -> Any:
+        return boto3.client(service, region_name=REGION)  # one per side: each counted once
+
+    table = create_tasks_table(dynamodb)
+    side, _ = vigil_side(
+        dynamodb, client("sqs"), client("events"), table, CompletionEvents.FAILURES, client("s3")
+    )
+    ours = run_path(side, Meter(client("dynamodb")), spec, tasks=1).requests
+    assert {k: ours[k] for k in vigil} == vigil
+
+    theirs = run_path(
+        powertools_side(client("dynamodb"), client("sqs")), Meter(client("dynamodb")), spec, tasks=1
+    ).requests
+    writes = sum(v for k, v in theirs.items() if k.startswith("DynamoDB "))
+    assert (writes if path == "duplicate during" else theirs["WRU"]) == powertools

@@ -39,6 +39,7 @@ class Session:
             "dynamodb": stack.dynamodb,
             "scheduler": stack.scheduler,
             "ssm": boto3.client("ssm", region_name="us-east-1"),
+            "s3": stack.s3,
         }
 
     def client(self, name: str) -> Any:

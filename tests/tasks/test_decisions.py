@@ -35,37 +35,47 @@ def waiting(retry_message: str, until: str = "12:00:10") -> dict[str, object]:
     return seen("QUEUED", retry_at=f"2026-11-22T{until}.000Z", retry_message=retry_message)
 
 
+SPENT = {"redrives": {"op-1"}}
+"""A record the redrive ``op-1`` took already."""
+
+
 @pytest.mark.parametrize(
-    ("record", "redriven", "verdict"),
+    ("record", "redrive", "verdict"),
     [
-        (seen("SUCCEEDED"), False, Verdict.DUPLICATE),
-        (seen("SUCCEEDED"), True, Verdict.DUPLICATE),
-        (seen("FAILED"), False, Verdict.DUPLICATE),
-        (seen("FAILED"), True, Verdict.RETRY),
-        (seen("CANCELLED"), False, Verdict.CANCELLED),
-        (seen("RUNNING", lease_until="2026-11-22T12:01:00.000Z"), False, Verdict.BUSY),
-        (seen("RUNNING", lease_until="2026-11-22T11:59:00.000Z"), False, Verdict.RETRY),
-        (seen("QUEUED"), False, Verdict.RETRY),
-        # A retry waiting for its backoff: only its own message (m-1) or a redrive may take it.
-        (waiting("m-0"), False, Verdict.DUPLICATE),
-        (waiting("m-1"), False, Verdict.RETRY),
-        (waiting("m-0"), True, Verdict.RETRY),
-        (waiting("m-0", until="11:59:50"), False, Verdict.RETRY),
-        (None, False, Verdict.RETRY),
+        (seen("SUCCEEDED"), None, Verdict.DUPLICATE),
+        (seen("SUCCEEDED"), "op-1", Verdict.DUPLICATE),
+        (seen("FAILED"), None, Verdict.DUPLICATE),
+        (seen("FAILED"), "op-1", Verdict.RETRY),
+        # A redrive runs once: its message back after its run ended FAILED is a DUPLICATE.
+        (seen("FAILED", **SPENT), "op-1", Verdict.DUPLICATE),
+        (seen("FAILED", **SPENT), "op-2", Verdict.RETRY),
+        (seen("CANCELLED"), None, Verdict.CANCELLED),
+        (seen("RUNNING", lease_until="2026-11-22T12:01:00.000Z"), None, Verdict.BUSY),
+        (seen("RUNNING", lease_until="2026-11-22T11:59:00.000Z"), None, Verdict.RETRY),
+        (seen("QUEUED"), None, Verdict.RETRY),
+        # A retry waiting for its backoff: only its own message (m-1) or an unspent redrive.
+        (waiting("m-0"), None, Verdict.DUPLICATE),
+        (waiting("m-1"), None, Verdict.RETRY),
+        (waiting("m-0"), "op-1", Verdict.RETRY),
+        (waiting("m-0") | SPENT, "op-1", Verdict.DUPLICATE),
+        (waiting("m-0", until="11:59:50"), None, Verdict.RETRY),
+        (seen("UNCERTAIN"), "op-1", Verdict.BUSY),
+        (seen("UNCERTAIN", **SPENT), "op-1", Verdict.DUPLICATE),
+        (None, None, Verdict.RETRY),
     ],
 )
 def test_a_refused_claim_is_decided_from_what_it_saw(
-    record: dict[str, object] | None, redriven: bool, verdict: Verdict
+    record: dict[str, object] | None, redrive: str | None, verdict: Verdict
 ) -> None:
-    decision = resolve_claim(record, now=NOW, token=3, redriven=redriven, message_id="m-1")
+    decision = resolve_claim(record, now=NOW, token=3, redrive=redrive, message_id="m-1")
     assert decision.verdict is verdict
 
 
 @pytest.mark.parametrize("status", ["QUEUED", "FAILED", "RUNNING"])
 def test_a_message_of_another_request_under_the_key_is_never_run(status: str) -> None:
     record = seen(status, request="digest-a", lease_until="2026-11-22T11:59:00.000Z")
-    for redriven in (False, True):
-        other = resolve_claim(record, now=NOW, token=3, redriven=redriven, request="digest-b")
+    for redrive in (None, "op-1"):
+        other = resolve_claim(record, now=NOW, token=3, redrive=redrive, request="digest-b")
         assert other.verdict is Verdict.DUPLICATE and "another request" in other.reason
     own = seen("QUEUED", request="digest-a")
     assert resolve_claim(own, now=NOW, token=3, request="digest-a").verdict is Verdict.RETRY
@@ -105,6 +115,13 @@ def test_an_envelope_round_trips_and_a_redrive_is_marked() -> None:
     envelope = Envelope("send-receipt", "o-1", {"a": 1}, "2026-11-22T12:00:00.000Z", group=None)
     assert parse(envelope.body(), "send-receipt") == envelope
     assert parse(envelope.redrive().body()).redriven is True
+    redriven = parse(envelope.redrive("op-1").body())
+    assert (redriven.redrive_id, redriven.redrive_operation("m-9")) == ("op-1", "op-1")
+    assert parse(envelope.body()).redrive_operation("m-9") is None
+    # redriven before operations had ids: the message is an operation of its own
+    legacy = json.loads(envelope.body())
+    legacy["vigil_task"]["redriven"] = True
+    assert parse(json.dumps(legacy)).redrive_operation("m-9") == "message:m-9"
 
 
 @pytest.mark.parametrize(

@@ -213,3 +213,42 @@ def test_a_strict_write_of_an_attempt_a_newer_one_claimed_is_refused_and_left_to
     batch = records(stack.messages(stack.catalog.spec(PLAIN).queue_url))
     assert invoke(make_handler(body), batch) == [batch[0]["messageId"]]  # kept, not deleted
     assert written == ["plain"]
+
+
+@pytest.mark.parametrize("verdict", [Verdict.DONE_RERUN, Verdict.NOT_DONE])
+def test_a_settled_task_that_spent_its_retries_still_runs_on_the_operators_redrive(
+    stack: Stack, make_handler: HandlerFactory, verdict: Verdict
+) -> None:
+    """One retry allowed, and both attempts spent reaching UNCERTAIN (the first crashed after
+    its intent, the second found it): the settlement leaves the task FAILED for a redrive, which
+    gets the retries afresh like any redrive of a FAILED task (found in review: the redrive was
+    judged attempt 3 of 2, "RunCrashed", and never ran the body)."""
+    sent: list[int] = []
+    ran: list[int] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> None:
+        ran.append(run.attempt)
+        with run.once("receipt-email") as first:
+            if first:
+                sent.append(run.attempt)
+                if len(sent) == 1:
+                    raise RuntimeError("died after sending, before the completion")
+
+    stack.client().enqueue(PLAIN, {}, key="o-4")
+    batch = records(stack.messages(stack.catalog.spec(PLAIN).queue_url))
+    handler = make_handler(body, retries=1, backoff=timedelta(seconds=10))
+    invoke(handler, batch)
+    stack.clock.advance(timedelta(seconds=11))
+    assert invoke(handler, batch) == []
+    assert stack.client().get(PLAIN, "o-4").status is TaskStatus.UNCERTAIN
+    (dead,) = stack.dead_letters()
+    redriven = parse(dead["Body"]).redrive().body()
+
+    store = TaskStore(stack.dynamodb, stack.table)
+    store.settle(PLAIN, "o-4", "receipt-email", verdict=verdict, now=stack.clock())
+    assert invoke(handler, [record_of(redriven, "m-r1")]) == []
+
+    record = stack.client().get(PLAIN, "o-4")
+    assert record.status is TaskStatus.SUCCEEDED, record.error_message
+    assert ran == [1, 2, 3]
+    assert sent == ([1] if verdict is Verdict.DONE_RERUN else [1, 3])

@@ -13,6 +13,7 @@ import pytest
 
 from vigil.settle import NotSettleable
 from vigil_tools.testing import KillAt, VigilStack
+from vigil_tools.testing.kill import killing as vigil_stack_kill
 
 ORDER = {"order": "o-1", "email": "ann@example.com", "total": 12}
 
@@ -95,3 +96,31 @@ def test_a_kill_before_a_request_leaves_nothing_of_it_and_bad_kills_are_refused(
         KillAt("update_item")
     with pytest.raises(ValueError, match="nth=1"):
         KillAt("UpdateItem", nth=0)
+
+
+def test_a_kill_at_a_request_aws_refuses_still_kills_the_invocation() -> None:
+    """``applied=True`` at a request AWS answers with an error (a refused condition): the
+    process dies all the same, its answer unheard (found in review: the refusal came back to the
+    run, which went on alive while ``kill.fired`` said it was killed)."""
+    import boto3
+    from moto import mock_aws
+
+    from tests.effects.test_takeover import create
+    from vigil_tools.emulator import lambda_runtime
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create(client, "t", "id")
+        refused = {"TableName": "t", "Item": {"id": {"S": "a"}}}
+        inside = lambda_runtime._current
+        inside.inside = True
+        try:
+            with vigil_stack_kill(KillAt("PutItem")) as kill:
+                with pytest.raises(lambda_runtime.InvocationKilled):
+                    client.put_item(**refused, ConditionExpression="attribute_exists(id)")
+                with pytest.raises(lambda_runtime.InvocationKilled):  # nothing more leaves it
+                    client.get_item(TableName="t", Key={"id": {"S": "a"}})
+        finally:
+            inside.inside, inside.killed = False, None
+        assert kill.fired
+        assert "Item" not in client.get_item(TableName="t", Key={"id": {"S": "a"}})

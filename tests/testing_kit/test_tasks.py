@@ -110,3 +110,29 @@ def test_unknown_task_names_the_tasks_there_are(stack: Any) -> None:
         stack.task(RECEIPT, "nobody")
     with pytest.raises(ValueError, match="one-time schedule"):
         stack.enqueue(RECEIPT, ORDER, copies=2, delay=timedelta(hours=1))
+
+
+def test_a_big_result_goes_to_the_deployed_results_bucket_and_reads_back(stack: Any) -> None:
+    big = ORDER | {"order": "o-big", "email": "a" * 5_000 + "@example.com"}  # a 5 KB result
+    stack.enqueue(RECEIPT, big, key="o-big")
+    state = stack.task(RECEIPT, "o-big")
+    assert state.status == "SUCCEEDED" and state.result["email"] == big["email"]
+    assert state.result_ref.startswith("s3://")  # the record kept the location, not the result
+    (event,) = [e for e in stack.task_events(RECEIPT) if e["detail"]["id"] == "o-big"]
+    assert event["detail"]["result_ref"] == state.result_ref
+
+
+def test_the_deployed_audit_finds_a_retry_whose_message_is_gone(stack: Any) -> None:
+    task_id = stack.enqueue(RECEIPT, {"order": "o-3"})  # no email: a retry waits
+    assert stack.task(RECEIPT, task_id).status == "QUEUED"
+    sqs = stack.account.session.client("sqs")
+    url = sqs.get_queue_url(QueueName=stack.tasks_catalog[RECEIPT]["queue_url"].rsplit("/", 1)[1])
+    sqs.purge_queue(QueueUrl=url["QueueUrl"])  # the retry's message, gone
+
+    audits = [
+        invocation.attempts[-1].payload
+        for invocation in stack.advance(minutes=30)
+        if invocation.attempts and "stranded" in (invocation.attempts[-1].payload or {})
+    ]
+    assert audits and audits[0] == {"stranded": []}  # its message may still come: not yet
+    assert audits[-1] == {"stranded": [f"{RECEIPT} {task_id}"]}

@@ -145,6 +145,7 @@ def _story(
         sqs=account.session.client("sqs"),
         dynamodb=account.session.client("dynamodb"),
         scheduler=account.session.client("scheduler"),
+        s3=account.session.client("s3"),
     )
     enqueue = client.enqueue
     seen: dict[str, int] = {}

@@ -23,6 +23,7 @@ from vigil_tools.emulator.intrinsics import Resolver
 from vigil_tools.emulator.moto_memory import install as keep_moto_flat
 from vigil_tools.emulator.moto_responses import install as make_moto_answer_fast
 from vigil_tools.emulator.moto_speed import install as make_moto_fast
+from vigil_tools.emulator.moto_sqs_fifo import install as keep_fifo_queues_as_sqs_does
 from vigil_tools.emulator.template import Synthesized, load, synthesize
 from vigil_tools.project import Project
 
@@ -126,6 +127,7 @@ def deploy_account(synth: Synthesized, session: Any, *, quiet: bool = True) -> L
     keep_moto_flat()  # an account may run all day: moto must not grow with every write
     make_moto_fast()  # nor spend most of each write re-parsing its expressions
     make_moto_answer_fast()  # nor most of each answer asking where each field is
+    keep_fifo_queues_as_sqs_does()  # a group's order after a timeout, 5-minute deduplication
     counter = RequestCounter()
     session.events.register("before-call.*.*", counter)
     # moto warns once per resource its CloudFormation skips; complete() creates those.

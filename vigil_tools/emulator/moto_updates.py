@@ -9,9 +9,15 @@
   definitions as they are (``Environment``, ``Name``...), where its create remaps them to the
   API's camelCase first: the new revision had no ``environment`` a reader could find. The update
   remaps them the same way.
+* moto cannot update a DynamoDB table at all (its update left no resource, and the next reference
+  to the table failed "undefined resource"), so a deployed tasks table could not gain its
+  ``retries`` index. The update does what UpdateTable does in place (no interruption, items
+  kept): it adds and deletes global secondary indexes, takes the new attribute definitions and
+  ``DeletionProtectionEnabled``. A change it does not model (key schema, an index's keys, the
+  stream) is refused, naming the table, rather than done halfway.
 
 * A resource the new template drops is deleted, where CloudFormation keeps (forgets, leaving it in
-  the account) one whose ``DeletionPolicy`` is ``Retain``: the one-stack layout's queues, holding
+  the account) one whose ``DeletionPolicy`` is ``Retain`` or ``RetainExceptOnCreate``: the one-stack layout's queues, holding
   work in flight, on the upgrade to the shards (``vigil upgrade drain`` then moves it). Retained
   resources are no longer removed.
 
@@ -33,6 +39,8 @@ def install() -> None:
     from moto.awslambda.models import LambdaFunction, lambda_backends
     from moto.cloudformation.parsing import ResourceMap
     from moto.core.utils import pascal_to_camelcase, remap_nested_keys
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.table import Table
     from moto.ecs.models import TaskDefinition
 
     def layers(function: Any, arns: list[str]) -> list[dict[str, Any]]:
@@ -72,11 +80,66 @@ def install() -> None:
         diff["Remove"] = [
             name
             for name in diff["Remove"]
-            if self._resource_json_map[name].get("DeletionPolicy") != "Retain"
+            if self._resource_json_map[name].get("DeletionPolicy") not in RETAINED_ON_REMOVAL
         ]
         return diff
 
     ResourceMap.build_resource_diff = kept_retained  # type: ignore[method-assign,assignment]
+
+    def table_in_place(
+        cls: Any,
+        /,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+    ) -> Any:
+        properties = cloudformation_json["Properties"]
+        unmodelled = table_changes(original_resource, properties)
+        if unmodelled:
+            raise ValueError(
+                f"the emulator updates table {original_resource.name} only in place, and "
+                f"{', '.join(unmodelled)} changed"
+            )
+        wanted = {i["IndexName"]: i for i in properties.get("GlobalSecondaryIndexes", [])}
+        have = {i.name for i in original_resource.global_indexes}
+        changes = [{"Delete": {"IndexName": name}} for name in sorted(have - set(wanted))]
+        changes += [{"Create": wanted[name]} for name in sorted(set(wanted) - have)]
+        backend = dynamodb_backends[account_id][region_name]
+        return backend.update_table(
+            name=original_resource.name,
+            attr_definitions=properties.get("AttributeDefinitions", []),
+            global_index=changes,
+            throughput={},
+            billing_mode="",
+            stream_spec={},
+            deletion_protection_enabled=bool(properties.get("DeletionProtectionEnabled", False)),
+            warm_throughput=None,
+        )
+
     LambdaFunction._get_layers_data = layers  # type: ignore[method-assign,assignment]
     TaskDefinition.update_from_cloudformation_json = classmethod(remapped)  # type: ignore[assignment]
+    Table.update_from_cloudformation_json = classmethod(table_in_place)  # type: ignore[assignment]
     _installed.append(True)
+
+
+RETAINED_ON_REMOVAL = frozenset({"Retain", "RetainExceptOnCreate"})
+"""The deletion policies CloudFormation honours when an update drops a resource (only a
+rolled-back create deletes a ``RetainExceptOnCreate`` one, and the emulator never rolls back)."""
+
+
+def table_changes(table: Any, properties: dict[str, Any]) -> list[str]:
+    """What of a table's template ``properties`` differs from the moto ``table`` and the emulator's
+    in-place update does not apply: its key schema, the keys of an index it keeps, its stream's
+    view (indexes added or deleted are applied)."""
+    changed = []
+    if properties.get("KeySchema") != table.schema:
+        changed.append("KeySchema")
+    indexes = {i["IndexName"]: i["KeySchema"] for i in properties.get("GlobalSecondaryIndexes", [])}
+    if any(indexes.get(i.name, i.schema) != i.schema for i in table.global_indexes):
+        changed.append("GlobalSecondaryIndexes")
+    view = (properties.get("StreamSpecification") or {}).get("StreamViewType")
+    if view != (table.stream_specification or {}).get("StreamViewType"):
+        changed.append("StreamSpecification")
+    return changed

@@ -17,6 +17,7 @@ two writes of ``run.once(name)``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -108,7 +109,10 @@ class Kill:
             self.fired = True
             when = "after it was applied" if self.at.applied else "before it was sent"
             if self.at.applied:
-                made(client, operation, params)
+                # Applied or refused by AWS (a condition, a validation): either way its answer
+                # never reaches the dead process, which must not go on as if it had heard it.
+                with contextlib.suppress(Exception):
+                    made(client, operation, params)
             raise kill_invocation(f"killed at {operation} (request {self._seen}), {when}")
 
         return request

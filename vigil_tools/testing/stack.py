@@ -702,6 +702,7 @@ class VigilStack:
             sqs=session.client("sqs"),
             dynamodb=session.client("dynamodb"),
             scheduler=session.client("scheduler"),
+            s3=session.client("s3"),
             clock=self._now,
         )
 

@@ -42,6 +42,7 @@ class AlarmScope(StrEnum):
     JOBS = "every job (one alarm; each job a contributor)"
     TASKS = "every task (one alarm; each task a contributor)"
     JOBS_CONTROL = "jobs control"
+    TASKS_AUDIT = "tasks audit"
     FLEET = "observer fleet"
     POOLED_KIND = "pooled kind"
     KIND = "observer kind"
@@ -63,6 +64,7 @@ class Alarm(StrEnum):
     TASK_FINISH_UNRECORDED = "task-finish-unrecorded"
     TASK_UNCERTAIN = "task-uncertain"
     TASK_EVENT_UNSENT = "task-event-unsent"
+    TASKS_STRANDED = "tasks-stranded"
     JOBS_AUDIT_UNDELIVERED = "jobs-audit-undelivered"
     OBSERVERS_DLQ = "observers-dlq"
     EVENTS_DLQ = "events-dlq"
@@ -109,6 +111,9 @@ class AlarmSpec:
     reading as zero (and sending a false OK)."""
     declared_when: str = ""
     """Empty when every copy of its scope has it; else the condition."""
+    missing_breaches: bool = False
+    """A metric emitted on every pass (zero too): a period without data means the pass did not
+    run, and alarms like a finding."""
 
 
 def _dlq(scope: AlarmScope, queue: str, meaning: str, minutes: int = 5) -> AlarmSpec:
@@ -209,6 +214,15 @@ ALARMS: dict[Alarm, AlarmSpec] = {
         TaskMetric.EVENT_UNSENT,
         "Completion events EventBridge did not take in time: subscribers missed these outcomes.",
         declared_when='a task\'s completion_events is not "none"',
+    ),
+    Alarm.TASKS_STRANDED: AlarmSpec(
+        AlarmScope.TASKS_AUDIT,
+        TaskMetric.STRANDED,
+        "Maximum",
+        15,
+        "A task waits for a retry no message holds any more, or the audit that looks has not run.",
+        missing_breaches=True,
+        declared_when="the stack has tasks",
     ),
     Alarm.JOBS_AUDIT_UNDELIVERED: _dlq(
         AlarmScope.JOBS_CONTROL,

@@ -170,6 +170,16 @@ class TaskMetric(StrEnum):
     the task is UNCERTAIN until ``vigil tasks settle``."""
     EVENT_UNSENT = "TaskEventUnsent"
     """A completion event PutEvents did not take before the invocation's time ran out."""
+    PROGRESS_DROPPED = "TaskProgressDropped"
+    """A ``run.progress`` note DynamoDB kept throttling: dropped, the run went on."""
+    STRANDED = "TasksStranded"
+    """Stack-wide (no ``task`` dimension), every pass of the stranded-tasks audit, zero too:
+    records waiting for a retry whose message should have taken them by now
+    (``vigil.tasks.audit``)."""
+
+
+STACK_WIDE_TASK_METRICS = frozenset({TaskMetric.STRANDED})
+"""Task metrics without the ``task`` dimension: not on a task's own graphs."""
 
 
 METRIC_UNITS: dict[str, str] = {

@@ -47,6 +47,10 @@ class EnvelopeField(StrEnum):
     GROUP = "group"
     REDRIVEN = "redriven"
     """True on a message an operator moved back from the dead-letter queue."""
+    REDRIVE_ID = "redrive_id"
+    """The redrive operation that moved it back (one id per ``vigil tasks redrive``): a
+    redrive takes a FAILED record once; a copy of its message meeting FAILED again (its run
+    failed, and the message came back) is a DUPLICATE, not a second budget."""
     REQUEST = "request"
     """The digest of the request enqueued under a caller's key (the API's ``Idempotency-Key``),
     also kept on the record: a message of another request under the same key (two requests
@@ -66,9 +70,34 @@ class TaskStatus(StrEnum):
     retried, alarmed, for a person to settle (``vigil tasks settle``)."""
 
 
+RETRIES_INDEX = "retries"
+"""The tasks table's sparse index of the records waiting for a retry: ``pk`` and ``retry_at``
+(keys only). A record is in it only between the finish that sets its retry and the claim that
+takes it, so the clean path never writes it; the stranded-tasks audit reads it."""
+RETRY_AT_ATTRIBUTE = "retry_at"
+AUDIT_EVENT_KEY = "vigil-tasks-audit"
+"""The tasks API function's input from its audit schedule (``{"vigil-tasks-audit": true}``)."""
+
 REQUEST_ATTRIBUTE = EnvelopeField.REQUEST.value
 """The task record's copy of the request digest (:attr:`EnvelopeField.REQUEST`): the same key
 with another request is refused (``KeyReused``, 422), not taken for a retry."""
+
+REDRIVES_ATTRIBUTE = "redrives"
+"""The task record's string set of the redrive operations (:attr:`EnvelopeField.REDRIVE_ID`)
+whose messages took it: each gives the task its retries afresh once, however often its message
+comes back."""
+
+OUTBOX_ATTRIBUTE = "event_id"
+"""On a final record whose outcome is announced: the completion event's id (``detail.event_id``),
+written by the finish itself. The event is built from the record alone, so the delivery that
+finished the task and any later re-send (its message back: the invocation died before
+PutEvents) send the very same event."""
+FINISHED_BY_ATTRIBUTE = "finished_by"
+"""The message whose run wrote the final outcome: only its redelivery re-sends the event."""
+
+RESULT_REF_ATTRIBUTE = "result_ref"
+"""A result too big to keep on the record (over ``RESULT_INLINE_BYTES``): where it is stored
+(``s3://bucket/key``), read back by ``get`` (the API, the CLI) and carried by the event."""
 
 FINAL_STATUSES = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.UNCERTAIN}
@@ -91,6 +120,9 @@ class TaskEnv(StrEnum):
     """How long a record (and so a key's once-only promise) is kept after its last write."""
     LEASE_MARGIN_SECONDS = "VIGIL_TASK_LEASE_MARGIN_SECONDS"
     EVENT_BUS = "VIGIL_EVENT_BUS"
+    RESULTS_BUCKET = "VIGIL_TASK_RESULTS_BUCKET"
+    """The stack's results bucket: a result over ``RESULT_INLINE_BYTES`` is stored there, the
+    record keeps its location (unset: every result stays on the record)."""
     COMPLETION_EVENTS = "VIGIL_TASK_COMPLETION_EVENTS"
     """Which outcomes send a completion event (:class:`CompletionEvents`). The function's own
     copy of the catalog's ``completion_events``: the function cannot read ``TasksCatalog``,
@@ -117,6 +149,11 @@ class CatalogField(StrEnum):
     COMPLETION_EVENTS = "completion_events"
     """Which outcomes the task announces on EventBridge (:class:`CompletionEvents`): what an
     application's rule can expect to hear."""
+    VISIBILITY_TIMEOUT_SECONDS = "visibility_timeout_seconds"
+    """The queue's visibility timeout: how late a retry's message may come back when setting
+    its backoff failed (the stranded-tasks audit's bound)."""
+    MAX_QUEUE_AGE_SECONDS = "max_queue_age_seconds"
+    """How long a message may wait before the queue-age alarm: the rest of the audit's bound."""
 
 
 MAX_QUEUE_DELAY_S = 900
@@ -124,7 +161,13 @@ MAX_QUEUE_DELAY_S = 900
 MAX_MESSAGE_BYTES = 262_144
 """SQS's largest message (256 KiB): a bigger envelope is refused by ``enqueue``."""
 MAX_RESULT_BYTES = 65_536
-"""The largest result a task record keeps (JSON); a bigger one fails the run, plainly."""
+"""The largest result a task may return (JSON); a bigger one fails the run, plainly."""
+RESULT_INLINE_BYTES = 4_096
+"""The largest result kept on the record itself; a bigger one goes to the stack's results bucket
+and the record keeps where (``result_ref``). A record over 1 KB costs a write unit per KB at the
+finish and again at every refused claim after it (a duplicate), each $0.625 per million; an S3
+PUT costs $5 per million, as much as 8. At 4 KiB the finish alone costs 5 write units and each
+later duplicate 5 more: past it, the bucket is the cheaper place, and the record stays ~1 KB."""
 
 RECEIVES_THAT_RUN_NOTHING = 10
 """Room in a task queue's redrive policy for receives that run nothing: a message deferred near

@@ -90,7 +90,7 @@ class Sent:
         names = [a.value for a in MessageAttribute]
         if not isinstance(attributes, Mapping):
             raise NotASend("message attributes are not a map")
-        found = {n: (attributes.get(n) or {}).get(value) for n in names if n in attributes}
+        found = {n: _text_of(attributes[n], value) for n in names if n in attributes}
         return cls._complete(found, names, "message attribute")
 
     @classmethod
@@ -112,6 +112,12 @@ class Sent:
         if bad:
             raise NotASend(f"a fenced send's {what}s {bad} are missing or not text: malformed")
         return cls(found[names[0]], found[names[1]], found[names[2]])
+
+
+def _text_of(attribute: Any, value: str) -> Any:
+    """An SQS attribute's text (``value``: ``StringValue`` or Lambda's ``stringValue``); None
+    when it is not an attribute's map, which :meth:`Sent._complete` refuses as not text."""
+    return attribute.get(value) if isinstance(attribute, Mapping) else None
 
 
 class Deduplicator:

@@ -144,11 +144,15 @@ class Journal:
                     self._halt.note_unfinished(effect, error)
                 raise
             if first:
-                self._noted(
-                    lambda: self._write(
-                        effect, EffectState.DONE, mark, expected_fence=self._site.token
+                try:
+                    self._noted(
+                        lambda: self._write(
+                            effect, EffectState.DONE, mark, expected_fence=self._site.token
+                        )
                     )
-                )
+                except BaseException as error:  # the completion never recorded: still unknown
+                    self._halt.note_unfinished(effect, error)
+                    raise
         finally:
             _OPEN.discard(block)
 
@@ -192,13 +196,24 @@ class Journal:
             return False
         if check is None:
             raise Uncertain(self._site.label, effect, entry)
+        try:
+            return self._resolve(effect, check, mark, int(entry.get("fence", 0)))
+        except BaseException as error:
+            # The earlier run's intent is still unresolved: a body that catches this and
+            # returns must not end the run SUCCEEDED over an effect nobody will settle.
+            self._halt.note_unfinished(effect, error)
+            raise
+
+    def _resolve(self, effect: str, check: Check, mark: str, earlier: int) -> bool:
+        """An earlier run's unfinished intent, resolved by ``check``: True if this run does
+        the effect (the intent taken over), False if it happened (recorded done, the entry
+        still naming the earlier run)."""
         happened = check()
         if not isinstance(happened, bool):
             raise InvalidEffect(
                 f"{self._site.label}: check of effect {effect!r} answered {happened!r}, not "
                 "True (it happened) or False (it did not): the intent is kept, nothing sent"
             )
-        earlier = int(entry.get("fence", 0))
         if happened:  # the earlier run did it: the entry keeps naming that run
             self._write(effect, EffectState.DONE, mark, expected_fence=earlier, doer=earlier)
         else:  # taken over: this run does it

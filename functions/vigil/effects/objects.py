@@ -75,7 +75,6 @@ class FencedObjects(GrantedWriter):
         for _ in range(MAX_ROUNDS):
             condition = self._condition(bucket, Key, resource)
             put = self._one_part if forms.unchanged_by_a_put(condition) else self._single
-            self._check_claim()
             rewind()
             try:
                 return put(target, condition)
@@ -100,6 +99,7 @@ class FencedObjects(GrantedWriter):
         return {"IfMatch": head["ETag"]}
 
     def _single(self, target: _Target, condition: dict[str, str]) -> dict[str, Any]:
+        self._check_claim()
         return dict(
             self._client.put_object(
                 Bucket=target.bucket,
@@ -112,13 +112,17 @@ class FencedObjects(GrantedWriter):
 
     def _one_part(self, target: _Target, condition: dict[str, str]) -> dict[str, Any]:
         """The put as a one-part multipart upload, completed on the same condition; an upload
-        whose completion is refused is aborted (best effort: a lifecycle rule ends the rest)."""
+        whose completion is refused (or not made) is aborted (best effort: a lifecycle rule
+        ends the rest). A strict put reads its claim right before the completion, which is
+        what writes the object: read before the upload, a newer run could claim while the part
+        is uploaded and the completion would still land."""
         create, part, complete = self._split(target.request)
         where = {"Bucket": target.bucket, "Key": target.key}
         started = self._client.create_multipart_upload(**where, Metadata=target.metadata, **create)
         upload = {**where, "UploadId": started["UploadId"]}
         try:
             uploaded = self._client.upload_part(PartNumber=1, **upload, **part)
+            self._check_claim()
             return dict(
                 self._client.complete_multipart_upload(
                     MultipartUpload={"Parts": [{"ETag": uploaded["ETag"], "PartNumber": 1}]},
@@ -127,7 +131,7 @@ class FencedObjects(GrantedWriter):
                     **condition,
                 )
             )
-        except ClientError:
+        except BaseException:
             with contextlib.suppress(ClientError):  # the lost race is what the caller must hear
                 self._client.abort_multipart_upload(**upload)
             raise

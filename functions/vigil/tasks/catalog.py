@@ -46,6 +46,16 @@ class TaskSpec:
     function: str = ""
     completion_events: CompletionEvents = DEFAULT_COMPLETION_EVENTS
     """Which outcomes the task announces on EventBridge: what a subscriber can expect."""
+    visibility_timeout: timedelta = timedelta(hours=12)
+    """The queue's visibility timeout (a catalog without it: SQS's longest, the safe bound)."""
+    max_queue_age: timedelta = timedelta(minutes=15)
+
+    @property
+    def retry_due_within(self) -> timedelta:
+        """How long after its ``retry_at`` a waiting retry's message must have claimed the
+        record: its backoff not set (it comes back after the visibility timeout), then a wait in
+        the queue short of the queue-age alarm. Past that, nothing holds the task."""
+        return self.visibility_timeout + self.max_queue_age
 
     @classmethod
     def from_json(cls, name: str, raw: Any) -> TaskSpec:
@@ -77,6 +87,10 @@ class TaskSpec:
             schedule_group=str(raw.get(CatalogField.SCHEDULE_GROUP) or SCHEDULE_GROUP),
             function=str(raw.get(CatalogField.FUNCTION, "")),
             completion_events=CompletionEvents(announced),
+            visibility_timeout=_seconds(raw, CatalogField.VISIBILITY_TIMEOUT_SECONDS, name)
+            or cls.visibility_timeout,
+            max_queue_age=_seconds(raw, CatalogField.MAX_QUEUE_AGE_SECONDS, name)
+            or cls.max_queue_age,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -90,7 +104,19 @@ class TaskSpec:
             CatalogField.SCHEDULE_GROUP: self.schedule_group,
             CatalogField.FUNCTION: self.function,
             CatalogField.COMPLETION_EVENTS: self.completion_events.value,
+            CatalogField.VISIBILITY_TIMEOUT_SECONDS: int(self.visibility_timeout.total_seconds()),
+            CatalogField.MAX_QUEUE_AGE_SECONDS: int(self.max_queue_age.total_seconds()),
         }
+
+
+def _seconds(raw: Mapping[str, Any], field: CatalogField, task: str) -> timedelta | None:
+    """An optional duration in whole seconds (absent: None, a catalog from before it)."""
+    value = raw.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SettingsError(f"{CATALOG_ENV}: task {task}: {field} must be a positive integer")
+    return timedelta(seconds=value)
 
 
 class Catalog(Mapping[str, TaskSpec]):

@@ -4,7 +4,7 @@ The guard (``guard.py``) makes the requests; these decide from their answers alo
 branch is tested without AWS:
 
 * a refused claim (:func:`resolve_claim`): the record is final -> DUPLICATE (CANCELLED: not run;
-  FAILED is final except to an operator's redrive);
+  FAILED is final except to an operator's redrive not yet spent on it: a redrive runs once);
   RUNNING under a live lease -> BUSY, the message comes back when the lease has run out; otherwise
   the state moved (a token ahead of our clock) -> RETRY above what was seen;
 * a copy of the key during a retry's backoff -> DUPLICATE: the retry's own message runs it then;
@@ -29,7 +29,12 @@ from typing import Any
 
 from vigil.clock import iso
 from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE
-from vigil.contract.tasks import MAX_RESULT_BYTES, REQUEST_ATTRIBUTE, TaskStatus
+from vigil.contract.tasks import (
+    MAX_RESULT_BYTES,
+    REDRIVES_ATTRIBUTE,
+    REQUEST_ATTRIBUTE,
+    TaskStatus,
+)
 from vigil.dynamo import Item
 from vigil.tasks.settings import MAX_BACKOFF
 
@@ -66,14 +71,15 @@ def resolve_claim(
     *,
     now: datetime,
     token: int,
-    redriven: bool = False,
+    redrive: str | None = None,
     message_id: str = "",
     holder: str = "",
     request: str | None = None,
 ) -> ClaimDecision:
-    """A claim refused with ``seen`` (ALL_OLD) under ``token`` at ``now``; a ``redriven``
-    message may take a FAILED record (or a waiting retry), so its refusal there can only be
-    the token, as can that of ``message_id`` when it is the message holding the retry.
+    """A claim refused with ``seen`` (ALL_OLD) under ``token`` at ``now``; a message of a
+    ``redrive`` operation not yet spent on the record may take a FAILED record (or a waiting
+    retry), so its refusal there can only be the token, as can that of ``message_id`` when it is
+    the message holding the retry; once spent, the operation's messages are as any other.
     ``holder`` names this delivery (invocation and message): a RUNNING record under this token
     and holder is this claim's own earlier try. ``request``: the message's request digest; a
     record of another request under the key is that request's task, never this message's."""
@@ -84,6 +90,7 @@ def resolve_claim(
             Verdict.DUPLICATE, "another request's message under this key: the key's task is not it"
         )
     status = TaskStatus(seen["status"])
+    unspent_redrive = bool(redrive) and redrive not in (seen.get(REDRIVES_ATTRIBUTE) or set())
     if (
         status is TaskStatus.RUNNING
         and holder
@@ -95,16 +102,18 @@ def resolve_claim(
         return ClaimDecision(Verdict.CANCELLED, "cancelled before it started: not run")
     if status is TaskStatus.UNCERTAIN:
         why = f"UNCERTAIN on effect {seen.get(UNCERTAIN_EFFECT_ATTRIBUTE)!r}: settle it"
-        if redriven:
+        if unspent_redrive:
             # Its dead letter, redriven before the settlement: kept (it comes back, and in the
             # end returns to the dead-letter queue), so a redrive after settling still runs it.
             return ClaimDecision(Verdict.BUSY, why, come_back_in_s=UNSETTLED_COME_BACK_S)
         return ClaimDecision(Verdict.DUPLICATE, why)
-    if status is TaskStatus.SUCCEEDED or (status is TaskStatus.FAILED and not redriven):
+    if status is TaskStatus.FAILED and redrive and not unspent_redrive:
+        return ClaimDecision(Verdict.DUPLICATE, f"already FAILED: redrive {redrive} ran it already")
+    if status is TaskStatus.SUCCEEDED or (status is TaskStatus.FAILED and not unspent_redrive):
         return ClaimDecision(Verdict.DUPLICATE, f"already {status.value}")
     if (
         status is TaskStatus.QUEUED
-        and not redriven
+        and not unspent_redrive
         and seen.get("retry_message") != message_id
         and str(seen.get("retry_at", "")) > iso(now)
     ):

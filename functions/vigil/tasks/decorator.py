@@ -30,6 +30,7 @@ from vigil.contract.metrics import TaskMetric
 from vigil.persist import write_client
 from vigil.tasks.guard import Body, Delivery, Message, Outcome, TaskGuard
 from vigil.tasks.queues import TaskQueue
+from vigil.tasks.results import ResultStore
 from vigil.tasks.settings import TaskSettings
 from vigil.tasks.store import TaskStore
 
@@ -48,6 +49,7 @@ def task(
     dynamodb: Any = None,
     sqs: Any = None,
     events: Any = None,
+    s3: Any = None,
     clock: Clock = system_clock,
     sleep: Sleeper = time.sleep,
 ) -> Any:
@@ -68,6 +70,9 @@ def task(
                 events or write_client("events"),
                 clock,
                 sleep=sleep,
+                results=ResultStore(s3 or (lambda: write_client("s3")), resolved.results_bucket)
+                if resolved.results_bucket
+                else None,
             )
 
         def guarded(event: Any, context: Any) -> dict[str, Any]:
@@ -177,7 +182,8 @@ def _report(task: str, delivery: Delivery) -> None:
         )
     if delivery.event_unsent:
         telemetry.count_one(TaskMetric.EVENT_UNSENT, task=task)
-    log = logger.warning if delivery.outcome in _WORTH_A_WARNING else logger.info
+    worth_a_warning = delivery.outcome in _WORTH_A_WARNING or delivery.announce_pending
+    log = logger.warning if worth_a_warning else logger.info
     log(
         f"task {delivery.outcome.value.lower()}",
         extra={
@@ -186,5 +192,10 @@ def _report(task: str, delivery: Delivery) -> None:
             "reason": delivery.reason,
             "duration_ms": delivery.duration_ms,
             "queue_wait_ms": delivery.queue_wait_ms,
+            **(
+                {"event": "not sent yet: the message comes back to send it"}
+                if delivery.announce_pending
+                else {}
+            ),
         },
     )

@@ -20,7 +20,7 @@ import os
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
@@ -54,6 +54,7 @@ from vigil.tasks.errors import (
     TaskNotFound,
 )
 from vigil.tasks.queues import MAX_TASK_MESSAGE_BYTES, TaskQueue
+from vigil.tasks.results import ResultStore
 from vigil.tasks.store import TaskRecord, TaskStore
 
 Delay = timedelta | int | float
@@ -89,11 +90,12 @@ class TaskClient:
         sqs: Any = None,
         dynamodb: Any = None,
         scheduler: Any = None,
+        s3: Any = None,
         clock: Clock = system_clock,
         sleep: Sleeper = time.sleep,
     ) -> None:
         self.catalog = catalog
-        self._sqs, self._dynamodb, self._scheduler = sqs, dynamodb, scheduler
+        self._sqs, self._dynamodb, self._scheduler, self._s3 = sqs, dynamodb, scheduler, s3
         self._clock = clock
         self._sleep = sleep
 
@@ -338,10 +340,14 @@ class TaskClient:
                     raise
 
     def get(self, task: str, task_id: str) -> TaskRecord:
+        """The task's record; a result stored out of it (``result_ref``) is read back into
+        ``result``."""
         spec = self.catalog.spec(task)
         record = self.store(spec).get(task, task_id) if TASK_ID.match(task_id) else None
         if record is None:
             raise TaskNotFound(f"no task {task} {task_id} (never enqueued, or expired)")
+        if record.result_ref and record.result is None:
+            record = replace(record, result=ResultStore(self._client("s3")).read(record.result_ref))
         return record
 
     def list(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -43,6 +44,9 @@ class Envelope:
     redriven: bool = False
     request: str | None = None
     """The digest of the caller's request under its key (``EnvelopeField.REQUEST``)."""
+    redrive_id: str | None = None
+    """The redrive operation that sent it back (``EnvelopeField.REDRIVE_ID``); None on a
+    message redriven before operations had ids (``redriven`` alone)."""
 
     def to_json(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -60,6 +64,8 @@ class Envelope:
             fields[F.REDRIVEN] = True
         if self.request:
             fields[F.REQUEST] = self.request
+        if self.redrive_id:
+            fields[F.REDRIVE_ID] = self.redrive_id
         return {ENVELOPE_KEY: fields}
 
     def body(self) -> str:
@@ -67,9 +73,21 @@ class Envelope:
         not JSON (``enqueue`` turns that into ``InvalidTask``)."""
         return json.dumps(self.to_json(), separators=(",", ":"), allow_nan=False)
 
-    def redrive(self) -> Envelope:
-        """The same task marked as an operator's redrive (it may take a FAILED record)."""
-        return replace(self, redriven=True)
+    def redrive(self, operation: str | None = None) -> Envelope:
+        """The same task marked as an operator's redrive ``operation`` (a new one if None): it
+        may take a FAILED record, once per operation."""
+        return replace(self, redriven=True, redrive_id=operation or new_redrive_id())
+
+    def redrive_operation(self, message_id: str) -> str | None:
+        """The redrive this message belongs to, None if it is no redrive. A message redriven
+        before operations had ids is an operation of its own (its message id)."""
+        if not self.redriven:
+            return None
+        return self.redrive_id or f"message:{message_id}"
+
+
+def new_redrive_id() -> str:
+    return uuid.uuid4().hex
 
 
 def parse(body: str, expected_task: str | None = None) -> Envelope:
@@ -116,6 +134,9 @@ def parse(body: str, expected_task: str | None = None) -> Envelope:
     request = fields.get(F.REQUEST)
     if request is not None and not isinstance(request, str):
         raise refuse(f"invalid request digest {request!r}")
+    redrive_id = fields.get(F.REDRIVE_ID)
+    if redrive_id is not None and (not isinstance(redrive_id, str) or not redrive_id):
+        raise refuse(f"invalid redrive id {redrive_id!r}")
     return Envelope(
         task=readable_task,
         id=readable_id,
@@ -123,8 +144,9 @@ def parse(body: str, expected_task: str | None = None) -> Envelope:
         enqueued_at=enqueued_at,
         due_at=due_at,
         group=group,
-        redriven=fields.get(F.REDRIVEN) is True,
+        redriven=fields.get(F.REDRIVEN) is True or redrive_id is not None,
         request=request,
+        redrive_id=redrive_id,
     )
 
 

@@ -6,13 +6,16 @@ Flow of one message (the decorator hands each message of a batch here)::
                                       key has none); deleted
     an outcome this container could not record for this message? -> write it first
     near the deadline? -> not claimed; reported failed, visible again at once
-    claim (1 UpdateItem) --refused--> resolve_claim: OWN (its own earlier try landed: run it),
-                                      DUPLICATE / CANCELLED (deleted, 1 request;
-                                      a copy during a retry's backoff is a DUPLICATE too),
-                                      BUSY (back when the holder's lease ends), RETRY
+    claim (1 UpdateItem, retried through throttles as the same request)
+        --refused--> resolve_claim: OWN (its own earlier try landed: run it),
+                     DUPLICATE / CANCELLED (deleted, 1 request; a copy during a retry's
+                     backoff, or of a redrive already spent on the record, is a DUPLICATE;
+                     the message that finished the task sends its event again),
+                     BUSY (back when the holder's lease ends), RETRY
     claimed past the retries (the earlier attempts crashed) -> FAILED RunCrashed, not run
-    run the body -> finish (1 UpdateItem fenced by the token, through persist)
-        SUCCEEDED -> completion event; deleted
+    run the body -> a result over 4 KiB to the results bucket -> finish (1 UpdateItem fenced by
+    the token, through persist; an announced outcome writes its event's id: the outbox)
+        SUCCEEDED -> completion event; deleted (not sent in time: kept, comes back to send it)
         failed, retries left -> QUEUED with the error; back after the backoff
         failed, none left -> dead-letter queue with the error, then FAILED; event; deleted
         fenced (a newer delivery took it over) -> nothing recorded; left to the newer one
@@ -25,7 +28,6 @@ deleted too early could lose a task.
 from __future__ import annotations
 
 import functools
-import json
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
@@ -35,14 +37,15 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from vigil import telemetry
-from vigil.clock import Clock, Sleeper, iso, system_clock
-from vigil.contract.tasks import TaskStatus
+from vigil.clock import Clock, Sleeper, system_clock
+from vigil.contract.metrics import TaskMetric
+from vigil.contract.tasks import RESULT_INLINE_BYTES, TaskStatus, max_receive_count
 from vigil.dynamo import truncate
 from vigil.fenced_write import Halt, RunRecordSite, once, refused_write, stopped_on
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.leases import next_token
-from vigil.persist import OutOfTime, persist
-from vigil.tasks.completion import completion_entry, send_completion
+from vigil.persist import Backoff, OutOfTime, persist
+from vigil.tasks.completion import completion_entry, event_id, owes_event, send_completion
 from vigil.tasks.decisions import (
     FinalFailure,
     Verdict,
@@ -56,6 +59,7 @@ from vigil.tasks.decisions import (
 from vigil.tasks.envelope import Envelope, parse
 from vigil.tasks.errors import MalformedTask, TaskFenced
 from vigil.tasks.queues import TaskQueue
+from vigil.tasks.results import ResultStore
 from vigil.tasks.settings import TaskSettings
 from vigil.tasks.store import BUDGET_FROM, Claim, Claimed, TaskFinish, TaskStore
 
@@ -63,6 +67,14 @@ if TYPE_CHECKING:
     from vigil.effects import Effects
 
 MAX_CLAIM_ATTEMPTS = 4
+EVENT_RETRY_S = 60
+"""A completion event PutEvents kept refusing: its message comes back this much later to send
+it (the invocation's own retries are spent by then)."""
+PROGRESS_BUDGET_S = 2.0
+"""How long a throttled progress note is retried before it is dropped (``ProgressDropped``)."""
+CLAIM_BACKOFF = Backoff(reserve_s=0.0)
+"""A throttled claim is retried while a run could still start (``_claim_time_left`` keeps the
+lease margin back already)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +134,8 @@ class Message:
     receipt_handle: str
     body: str
     group: str | None = None
+    receive_count: int = 1
+    """SQS's ``ApproximateReceiveCount``: how often the message was handed out, this time too."""
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Message:
@@ -131,6 +145,7 @@ class Message:
             receipt_handle=str(record.get("receiptHandle", "")),
             body=str(record.get("body", "")),
             group=attributes.get("MessageGroupId"),
+            receive_count=_count(attributes.get("ApproximateReceiveCount")),
         )
 
 
@@ -175,10 +190,13 @@ class Delivery:
     duration_ms: int | None = None
     queue_wait_ms: int | None = None
     event_unsent: bool = False
+    """Its completion event was given up (the message had no receive left to send it)."""
+    announce_pending: bool = False
+    """Its completion event is not sent yet: the message is kept, and comes back to send it."""
 
     @property
     def delete(self) -> bool:
-        return self.outcome in DELETED
+        return self.outcome in DELETED and not self.announce_pending
 
 
 class ClaimContention(RuntimeError):
@@ -199,11 +217,13 @@ class TaskGuard:
         *,
         sleep: Sleeper = time.sleep,
         unfinished: Unfinished[TaskFinish] | None = None,
+        results: ResultStore | None = None,
     ) -> None:
         self.settings = settings
         self._store = store
         self._queue = queue
         self._events = events
+        self._results = results
         self._clock = clock
         self._sleep = sleep
         self.unfinished = unfinished if unfinished is not None else Unfinished[TaskFinish]()
@@ -238,33 +258,48 @@ class TaskGuard:
         # This delivery: the invocation and the message (two copies of a key in one batch are
         # two holders), so a claim that meets its own earlier try knows it (Verdict.OWN).
         holder = f"{holder}/{message.message_id}"
+        redrive = envelope.redrive_operation(message.message_id)
         for _ in range(MAX_CLAIM_ATTEMPTS):
             now = self._clock()
             token = next_token(now, floor)
-            answer = self._store.claim(
-                Claim(
-                    task=envelope.task,
-                    id=envelope.id,
-                    token=token,
-                    now=now,
-                    lease_until=lease_until(now, remaining_ms(), self.settings.lease_margin),
-                    holder=holder,
-                    expires_at=now + self.settings.retention,
-                    enqueued_at=envelope.enqueued_at,
-                    due_at=envelope.due_at,
-                    group=envelope.group,
-                    redriven=envelope.redriven,
-                    message_id=message.message_id,
-                    request=envelope.request,
-                )
+            claim = Claim(
+                task=envelope.task,
+                id=envelope.id,
+                token=token,
+                now=now,
+                lease_until=lease_until(now, remaining_ms(), self.settings.lease_margin),
+                holder=holder,
+                expires_at=now + self.settings.retention,
+                enqueued_at=envelope.enqueued_at,
+                due_at=envelope.due_at,
+                group=envelope.group,
+                redrive=redrive,
+                message_id=message.message_id,
+                request=envelope.request,
             )
+            try:
+                # The same request on every try: one that DynamoDB applied but whose answer was
+                # lost (then throttled, or timed out) is met by its retry as this claim's own.
+                answer = persist(
+                    functools.partial(self._store.claim, claim),
+                    time_left_s=self._claim_time_left(remaining_ms),
+                    sleep=self._sleep,
+                    backoff=CLAIM_BACKOFF,
+                )
+            except OutOfTime as out_of_time:
+                # Nothing ran. Visible again at once; if the claim did land, its lease holds
+                # the task until it ends, then the next delivery takes it as a crashed attempt.
+                self._come_back(message, 0)
+                return Delivery(
+                    Outcome.DEFERRED, envelope.id, reason=f"claim not written: {out_of_time}"
+                )
             if isinstance(answer, Claimed):
                 return answer
             decision = resolve_claim(
                 answer.seen,
                 now=now,
                 token=token,
-                redriven=envelope.redriven,
+                redrive=redrive,
                 message_id=message.message_id,
                 holder=holder,
                 request=envelope.request,
@@ -272,7 +307,13 @@ class TaskGuard:
             if decision.verdict is Verdict.OWN and answer.seen is not None:
                 return Claimed(answer.seen)
             if decision.verdict is Verdict.DUPLICATE:
-                return Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
+                duplicate = Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
+                if answer.seen is None or not owes_event(answer.seen, message.message_id):
+                    return duplicate
+                # The message that finished it, back: its invocation may have died before the
+                # event went out. Sent again, the same event (built from the record alone).
+                again = replace(duplicate, reason=f"{decision.reason}; completion event re-sent")
+                return self._announce(message, answer.seen, again, self._time_left(remaining_ms))
             if decision.verdict is Verdict.CANCELLED:
                 return Delivery(Outcome.CANCELLED, envelope.id, reason=decision.reason)
             if decision.verdict is Verdict.BUSY:
@@ -280,6 +321,11 @@ class TaskGuard:
                 return Delivery(Outcome.BUSY, envelope.id, reason=decision.reason)
             floor = decision.token_floor
         raise ClaimContention(f"{envelope.task} {envelope.id}: the record kept changing")
+
+    def _claim_time_left(self, remaining_ms: Callable[[], int]) -> Callable[[], float]:
+        """A claim is retried only while a run could still start: up to the lease margin."""
+        margin_s = self.settings.lease_margin.total_seconds()
+        return lambda: remaining_ms() / 1000 - margin_s
 
     # Run ----------------------------------------------------------------------------------------
 
@@ -303,9 +349,7 @@ class TaskGuard:
             fencing_token=token,
             enqueued_at=enqueued,
             remaining_ms=remaining_ms,
-            report=lambda percent, note: self._store.progress(
-                envelope.task, envelope.id, token, percent, note
-            ),
+            report=functools.partial(self._progress, envelope, token, remaining_ms),
             record=self._store.record_site(
                 envelope.task,
                 envelope.id,
@@ -358,6 +402,8 @@ class TaskGuard:
             expires_at=finished + self.settings.retention,
             duration_ms=int((finished - started).total_seconds() * 1000),
             result=None if isinstance(encoded, FinalFailure) else encoded,
+            enqueued_at=str(record.get("enqueued_at") or envelope.enqueued_at),
+            message_id=message.message_id,
         )
         if uncertain is not None:
             # An earlier attempt began the effect and never recorded it done: final, not retried
@@ -387,6 +433,10 @@ class TaskGuard:
                 retry_in_s=failure.delay_s if retry else 0,
                 retry_message=message.message_id if retry else None,
             )
+        if self.settings.completion_events.announces(outcome.status):
+            outcome = replace(
+                outcome, event_id=event_id(outcome.task, outcome.id, token, outcome.status)
+            )
         wait_ms = max(0, int((started - waited_from).total_seconds() * 1000))
         delivery = self._conclude(message, envelope, outcome, remaining_ms, how="ran")
         return Delivery(
@@ -397,7 +447,42 @@ class TaskGuard:
             duration_ms=outcome.duration_ms,
             queue_wait_ms=wait_ms if attempt == 1 else None,
             event_unsent=delivery.event_unsent,
+            announce_pending=delivery.announce_pending,
         )
+
+    def _progress(
+        self,
+        envelope: Envelope,
+        token: int,
+        remaining_ms: Callable[[], int],
+        percent: int,
+        note: str | None,
+    ) -> bool:
+        """``run.progress``: False when fenced out. A note is not worth a retry of the whole
+        task: a throttled one is retried for at most ``PROGRESS_BUDGET_S`` (within the run's
+        time), then dropped and counted, and the run goes on."""
+        slept = [0.0]
+
+        def pause(seconds: float) -> None:
+            slept[0] += seconds
+            self._sleep(seconds)
+
+        margin_s = self.settings.lease_margin.total_seconds()
+        try:
+            return persist(
+                lambda: self._store.progress(envelope.task, envelope.id, token, percent, note),
+                time_left_s=lambda: min(
+                    PROGRESS_BUDGET_S - slept[0], remaining_ms() / 1000 - margin_s
+                ),
+                sleep=pause,
+                backoff=CLAIM_BACKOFF,
+            )
+        except OutOfTime as out_of_time:
+            telemetry.metrics().add_metric(name=TaskMetric.PROGRESS_DROPPED, unit="Count", value=1)
+            telemetry.logger().warning(
+                "progress note dropped", extra={"percent": percent, "reason": str(out_of_time)}
+            )
+            return True
 
     # Finish -------------------------------------------------------------------------------------
 
@@ -417,6 +502,13 @@ class TaskGuard:
         fail after it, the task would be in neither place. The other way round, the worst is a
         second copy in the dead-letter queue, which a redrive runs at most once (the key)."""
         time_left_s = self._time_left(remaining_ms)
+        if self._results is not None and len((outcome.result or "").encode()) > RESULT_INLINE_BYTES:
+            try:
+                outcome = self._store_result(outcome, time_left_s)
+            except OutOfTime as out_of_time:
+                self.unfinished.remember(message.message_id, outcome)
+                why = f"result not stored: {out_of_time}"
+                return Delivery(Outcome.UNRECORDED, envelope.id, outcome.attempt, why)
         error = f"{outcome.error_type}: {outcome.error_message}" if outcome.error_type else ""
         if outcome.status in _DEAD_LETTERED and how != "remembered":
             # UNCERTAIN too: once settled not done, ``vigil tasks redrive`` runs it from there.
@@ -451,10 +543,25 @@ class TaskGuard:
                 outcome.attempt,
                 f"attempt {outcome.attempt} failed ({error}); retry in {outcome.retry_in_s} s",
             )
-        unsent = not self._announce(envelope, outcome, time_left_s)
         final = _FINAL_OUTCOME.get(outcome.status, Outcome.FAILED)
-        reason = error if final is Outcome.FAILED else how
-        return Delivery(final, envelope.id, outcome.attempt, reason, event_unsent=unsent)
+        done = Delivery(
+            final, envelope.id, outcome.attempt, error if final is Outcome.FAILED else how
+        )
+        if outcome.event_id is None:
+            return done
+        return self._announce(message, outcome.recorded(), done, time_left_s)
+
+    def _store_result(self, outcome: TaskFinish, time_left_s: Callable[[], float]) -> TaskFinish:
+        """A result too big for the record, in the results bucket; the record keeps where."""
+        assert self._results is not None and outcome.result is not None
+        ref = persist(
+            functools.partial(
+                self._results.put, outcome.task, outcome.id, outcome.token, outcome.result
+            ),
+            time_left_s=time_left_s,
+            sleep=self._sleep,
+        )
+        return replace(outcome, result=None, result_ref=ref)
 
     def _dead_letter(
         self, message: Message, reason: str, time_left_s: Callable[[], float]
@@ -474,29 +581,26 @@ class TaskGuard:
         return None
 
     def _announce(
-        self, envelope: Envelope, outcome: TaskFinish, time_left_s: Callable[[], float]
-    ) -> bool:
-        """The completion event, if the task announces this outcome; False: not sent in time."""
-        if not self.settings.completion_events.announces(outcome.status):
-            return True
-        entry = completion_entry(
-            task=outcome.task,
-            task_id=outcome.id,
-            status=outcome.status,
-            attempts=outcome.attempt,
-            enqueued_at=envelope.enqueued_at,
-            finished_at=iso(outcome.at),
-            bus=self.settings.event_bus,
-            result=encode_result_back(outcome.result),
-            error_type=outcome.error_type,
-            error_message=outcome.error_message,
-        )
+        self,
+        message: Message,
+        record: Mapping[str, Any],
+        delivery: Delivery,
+        time_left_s: Callable[[], float],
+    ) -> Delivery:
+        """Send the completion event ``record`` owes (:mod:`vigil.tasks.completion`). Not sent
+        in time: the message is kept and comes back to send it, unless its receives are spent
+        (then given up: ``event_unsent``, counted and alarmed)."""
+        entry = completion_entry(record, self.settings.event_bus)
         try:
             send_completion(self._events, entry, time_left_s=time_left_s, sleep=self._sleep)
         except Exception:
             telemetry.logger().exception("completion event not sent")
-            return False
-        return True
+        else:
+            return delivery
+        if message.receive_count >= max_receive_count(self.settings.retries):
+            return replace(delivery, event_unsent=True)
+        self._come_back(message, EVENT_RETRY_S)
+        return replace(delivery, announce_pending=True)
 
     # Messages that are not tasks ----------------------------------------------------------------
 
@@ -544,6 +648,8 @@ _FINAL_OUTCOME = {
 }
 
 
-def encode_result_back(result: str | None) -> Any:
-    """The result as the body returned it (the record keeps it as JSON text)."""
-    return json.loads(result) if result is not None else None
+def _count(raw: Any) -> int:
+    try:
+        return max(1, int(raw))
+    except (TypeError, ValueError):
+        return 1

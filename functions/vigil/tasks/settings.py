@@ -33,6 +33,8 @@ class TaskSettings:
     deadline at which no further message of a batch is claimed."""
     event_bus: str = "default"
     completion_events: CompletionEvents = DEFAULT_COMPLETION_EVENTS
+    results_bucket: str = ""
+    """Where a result over ``RESULT_INLINE_BYTES`` goes (empty: every result on the record)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> TaskSettings:
@@ -53,5 +55,6 @@ class TaskSettings:
                 completion_events=lambda: read.choice(
                     TaskEnv.COMPLETION_EVENTS, CompletionEvents, cls.completion_events
                 ),
+                results_bucket=lambda: read.text(TaskEnv.RESULTS_BUCKET, cls.results_bucket),
             )
         )

@@ -5,8 +5,8 @@ conditional single-item requests only, so a task costs at most three write units
 
 * ``put_queued`` (enqueue): PutItem, only if no record exists (the key's once-only promise);
 * ``claim``: one UpdateItem that creates a missing record, or takes a QUEUED one, a RUNNING one
-  whose lease ran out, or (a redrive) a FAILED one; refused, it hands back the record it saw
-  (ALL_OLD), so a duplicate costs that single request;
+  whose lease ran out, or (a redrive operation not yet spent on it) a FAILED one; refused, it
+  hands back the record it saw (ALL_OLD), so a duplicate costs that single request;
 * ``finish``: one UpdateItem fenced by the claim's token; refused, the record it hands back tells
   a run fenced out from a run whose own earlier try landed.
 
@@ -20,7 +20,7 @@ import binascii
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,7 +29,17 @@ from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE, Verdict
-from vigil.contract.tasks import PK_PREFIX, REQUEST_ATTRIBUTE, TaskStatus
+from vigil.contract.tasks import (
+    FINISHED_BY_ATTRIBUTE,
+    OUTBOX_ATTRIBUTE,
+    PK_PREFIX,
+    REDRIVES_ATTRIBUTE,
+    REQUEST_ATTRIBUTE,
+    RESULT_REF_ATTRIBUTE,
+    RETRIES_INDEX,
+    RETRY_AT_ATTRIBUTE,
+    TaskStatus,
+)
 from vigil.dynamo import (
     Item,
     Update,
@@ -46,7 +56,9 @@ from vigil.settle import settlement, write_settlement
 from vigil.tasks.errors import InvalidTask, NotCancellable
 
 LEASE_ATTRIBUTES = ("lease_until", "holder")
-RETRY_ATTRIBUTES = ("retry_at", "retry_message")
+OUTCOME_ATTRIBUTES = (OUTBOX_ATTRIBUTE, FINISHED_BY_ATTRIBUTE, RESULT_REF_ATTRIBUTE)
+"""What a final outcome leaves that the next run (a redrive's) must not inherit."""
+RETRY_ATTRIBUTES = (RETRY_AT_ATTRIBUTE, "retry_message")
 """A QUEUED record waiting for its retry: when the backoff ends, and the message that holds the
 retry (SQS hands it back then). Until then no other message of the key may take the record."""
 BUDGET_FROM = "budget_from"
@@ -85,6 +97,8 @@ class TaskRecord:
     """UNCERTAIN: the effect found begun and never recorded done."""
     effects: dict[str, Any] | None = None
     """``run.once``'s journal: effect -> {state, fence, at}."""
+    result_ref: str | None = None
+    """A result too big for the record: where it is stored (``get`` reads it into ``result``)."""
 
     @classmethod
     def from_item(cls, item: Item) -> TaskRecord:
@@ -107,6 +121,7 @@ class TaskRecord:
             token=int(item["token"]) if "token" in item else None,
             uncertain_effect=item.get(UNCERTAIN_EFFECT_ATTRIBUTE),
             effects=item.get(JOURNAL_ATTRIBUTE) or None,
+            result_ref=item.get(RESULT_REF_ATTRIBUTE),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -127,6 +142,7 @@ class TaskRecord:
             "group": self.group,
             **({"uncertain_effect": self.uncertain_effect} if self.uncertain_effect else {}),
             **({"effects": self.effects} if self.effects else {}),
+            **({RESULT_REF_ATTRIBUTE: self.result_ref} if self.result_ref else {}),
         }
 
 
@@ -145,7 +161,9 @@ class Claim:
     enqueued_at: str
     due_at: str | None = None
     group: str | None = None
-    redriven: bool = False
+    redrive: str | None = None
+    """The redrive operation of the claiming message (``Envelope.redrive_operation``): it may
+    take a FAILED record (or a waiting retry) once, then it is spent on the record."""
     message_id: str = ""
     """The claiming message: the one that holds a retry may take it before its backoff ends."""
     request: str | None = None
@@ -185,6 +203,36 @@ class TaskFinish:
     retry_message: str | None = None
     uncertain_effect: str | None = None
     """UNCERTAIN: the effect an earlier attempt began and never recorded done."""
+    enqueued_at: str | None = None
+    """The record's (what the completion event says)."""
+    message_id: str = ""
+    """The message whose run this is (``finished_by`` on a final record)."""
+    event_id: str | None = None
+    """An announced outcome: its completion event's id, written with it (the outbox)."""
+    result_ref: str | None = None
+    """A result stored out of the record (``s3://...``), instead of ``result``."""
+
+    def recorded(self) -> Item:
+        """The record's fields this finish leaves, as a read of the record returns them: what
+        the completion event is built from, here and at any later re-send."""
+        item: Item = {
+            "task": self.task,
+            "id": self.id,
+            "status": self.status.value,
+            "attempts": self.attempt,
+            "enqueued_at": self.enqueued_at,
+            "finished_at": iso(self.at),
+            "token": self.token,
+        }
+        optional = {
+            "result": self.result,
+            RESULT_REF_ATTRIBUTE: self.result_ref,
+            "error_type": self.error_type,
+            "error_message": (self.error_message or "") if self.error_type is not None else None,
+            OUTBOX_ATTRIBUTE: self.event_id,
+            FINISHED_BY_ATTRIBUTE: self.message_id or None,
+        }
+        return item | {k: v for k, v in optional.items() if v is not None}
 
     @property
     def run(self) -> tuple[str, str]:
@@ -278,31 +326,30 @@ class TaskStore:
             update.set_default("due_at", claim.due_at)
         if claim.group:
             update.set_default("group", claim.group)
-        if claim.redriven:
-            update.set("redriven", True)
         if claim.request:
             update.set_default(REQUEST_ATTRIBUTE, claim.request)
-        update.remove("progress", "progress_note", *RETRY_ATTRIBUTES)
-        queued = update.eq("status", TaskStatus.QUEUED.value)
-        if not claim.redriven:  # an operator's redrive may run a waiting retry at once
-            queued = all_of(
-                queued,
-                any_of(
-                    update.absent("retry_at"),
-                    update.le("retry_at", iso(claim.now)),
-                    update.eq("retry_message", claim.message_id),
-                ),
-            )
-        takeable = [
-            update.absent("pk"),
-            queued,
+        update.remove("progress", "progress_note", *RETRY_ATTRIBUTES, *OUTCOME_ATTRIBUTES)
+        # A waiting retry is its own message's, once its backoff ends; a redrive not yet spent
+        # on this record may run it at once (it is spent by doing so).
+        waiting_over = [
+            update.absent("retry_at"),
+            update.le("retry_at", iso(claim.now)),
+            update.eq("retry_message", claim.message_id),
+        ]
+        takeable = [update.absent("pk")]
+        if claim.redrive:
+            update.set("redriven", True)
+            update.add(REDRIVES_ATTRIBUTE, {claim.redrive})
+            unspent = update.lacks(REDRIVES_ATTRIBUTE, claim.redrive)
+            waiting_over.append(unspent)
+            takeable.append(all_of(update.eq("status", TaskStatus.FAILED.value), unspent))
+        takeable += [
+            all_of(update.eq("status", TaskStatus.QUEUED.value), any_of(*waiting_over)),
             all_of(
                 update.eq("status", TaskStatus.RUNNING.value),
                 update.lt("lease_until", iso(claim.now)),
             ),
         ]
-        if claim.redriven:
-            takeable.append(update.eq("status", TaskStatus.FAILED.value))
         update.condition(any_of(*takeable))
         update.condition(any_of(update.absent("token"), update.lt("token", claim.token)))
         if claim.request:
@@ -335,6 +382,9 @@ class TaskStore:
         update.set("duration_ms", outcome.duration_ms)
         if outcome.final:
             update.set("finished_at", iso(outcome.at))
+            update.set(FINISHED_BY_ATTRIBUTE, outcome.message_id)
+            if outcome.event_id:
+                update.set(OUTBOX_ATTRIBUTE, outcome.event_id)
         if outcome.status is TaskStatus.FAILED:
             # Only an operator's redrive takes a FAILED record, and it gets the retries afresh:
             # its attempts count from here, whichever message (the redrive's or a plain copy of
@@ -345,6 +395,8 @@ class TaskStore:
             update.set("retry_message", outcome.retry_message or "")
         if outcome.result is not None:
             update.set("result", outcome.result)
+        if outcome.result_ref is not None:
+            update.set(RESULT_REF_ATTRIBUTE, outcome.result_ref)
         if outcome.uncertain_effect:
             update.set(UNCERTAIN_EFFECT_ATTRIBUTE, outcome.uncertain_effect)
         if outcome.error_type is not None:
@@ -450,6 +502,10 @@ class TaskStore:
             failed_status=TaskStatus.FAILED.value,
             again=f"`vigil tasks redrive {task}` runs it",
         )
+        if verdict is not Verdict.DONE:
+            # FAILED for a redrive, which gets the retries afresh as for any FAILED task (the
+            # guard's finish sets this for its own FAILED): counted from the attempts spent.
+            update.set_from(BUDGET_FROM, "attempts")
         item = write_settlement(
             self._client,
             self._table,
@@ -491,6 +547,21 @@ class TaskStore:
             "ExpressionAttributeValues": wire({":pk": f"{PK_PREFIX}{task}"}),
         }
         return Counter(TaskStatus(item["status"]) for item in paginate(self._client.query, request))
+
+    def waiting_retries(self, task: str, due_before: datetime) -> Iterator[str]:
+        """The ids of ``task``'s records whose retry was due before ``due_before``, from the
+        sparse ``retries`` index (eventually consistent: read each record before judging it)."""
+        request = {
+            "TableName": self._table,
+            "IndexName": RETRIES_INDEX,
+            "KeyConditionExpression": "#pk = :pk AND #at < :before",
+            "ExpressionAttributeNames": {"#pk": "pk", "#at": RETRY_AT_ATTRIBUTE},
+            "ExpressionAttributeValues": wire(
+                {":pk": f"{PK_PREFIX}{task}", ":before": iso(due_before)}
+            ),
+        }
+        for item in paginate(self._client.query, request):
+            yield str(item["sk"])
 
     def get(self, task: str, task_id: str) -> TaskRecord | None:
         item = self.item(task, task_id)
