@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from constructs import Construct
 from infra.background_task import BackgroundTask
 from infra.nag import refuse_unaccepted_grants, suppress_accepted_findings
 from infra.observer_fleet import ObserverFleet, ObserverKind
+from infra.quotas import QuotaExceeded, check_assembly
 from infra.removal import data_removal_policy, deletion_protected
 from infra.runs_table import JobRunsTable
 from infra.scheduled_job import ScheduledJob
@@ -162,11 +164,19 @@ def cdk_json_context() -> dict[str, Any]:
 
 
 def build_app(
-    outdir: str | None = None, stage: str | None = None, context: dict[str, Any] | None = None
+    outdir: str | None = None,
+    stage: str | None = None,
+    context: dict[str, Any] | None = None,
+    *,
+    jobs: Callable[[Construct, JobRunsTable], Sequence[ScheduledJob]] = declare_jobs,
+    tasks: Callable[[Construct, TasksTable], Sequence[BackgroundTask]] = declare_tasks,
+    observers: Callable[[Construct], ObserverFleet] = declare_observers,
 ) -> App:
     """The app for one stage: ``stage`` here, or ``-c stage=NAME`` from the CDK CLI, or none (the
     stack ``Vigil`` as it was before stages). A stage name that does not fit raises InvalidStage.
-    ``context``: more, as ``-c KEY=VALUE`` gives it (``legacyRegistry``)."""
+    ``context``: more, as ``-c KEY=VALUE`` gives it (``legacyRegistry``). ``jobs``, ``tasks`` and
+    ``observers`` declare another app on the same stack (the benchmarks' 200 jobs, 200 tasks and
+    20 kinds: ``benchmarks.scale_app``)."""
     # Under the CDK CLI, CDK_CONTEXT_JSON already carries cdk.json's context (and -c options).
     base = None if "CDK_CONTEXT_JSON" in os.environ else cdk_json_context()
     app = App(outdir=outdir or os.environ.get("CDK_OUTDIR", "cdk.out"), context=base)
@@ -179,9 +189,9 @@ def build_app(
     stack = VigilStack(
         app,
         stack_name(stage_of(app)),
-        declare_jobs=declare_jobs,
-        declare_observers=declare_observers,
-        declare_tasks=declare_tasks,
+        declare_jobs=jobs,
+        declare_observers=observers,
+        declare_tasks=tasks,
         env=Environment(account=account, region=region),
         description="Vigil: exactly-once scheduled jobs, once-per-key tasks and always-running "
         "observers",
@@ -201,8 +211,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stage", help="a named stage: stack Vigil-NAME (default: stack Vigil)")
     args = parser.parse_args(argv)
     try:
-        build_app(stage=args.stage).synth()
-    except InvalidStage as invalid:
+        app = build_app(stage=args.stage)
+        assembly = app.synth()
+        # Every deploy quota, with the values CloudFormation fills in at their longest: a synth
+        # that would fail to deploy fails here, naming the limit and the construct.
+        check_assembly(assembly.directory, stack_name(stage_of(app)))
+    except (InvalidStage, QuotaExceeded) as invalid:
         sys.exit(f"error: {invalid}")
 
 

@@ -30,6 +30,7 @@ from benchmarks import (
     pooled_soak,
     reconciler_scale,
     rollout_scale,
+    scale_layout,
     tasks_requests,
     tasks_soak,
 )
@@ -90,6 +91,11 @@ SECTIONS = (
         lambda a: local_memory.run(minutes=10 if a.quick else 60),
     ),
     Section("idle-cost", None, lambda a: idle_cost.run()),
+    Section(
+        "scale",
+        "Scale: 200 jobs, 200 tasks and 20 kinds",
+        lambda a: scale_layout.run(),
+    ),
 )
 
 

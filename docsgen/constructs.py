@@ -138,6 +138,7 @@ def render() -> str:
         "## Composed by VigilStack\n",
         *(_construct(path) for path in COMPOSED),
         _context(),
+        _quotas(),
     )
 
 
@@ -162,3 +163,22 @@ def _context() -> str:
         for key, constant, meaning in context_keys()
     ]
     return "## CDK context\n\n" + table(("Key", "Read by", "Meaning"), rows)
+
+
+def _quotas() -> str:
+    """``infra.quotas``: what ``check_assembly`` holds every synth to (no CDK import)."""
+    from infra.quotas import QUOTAS
+
+    rows = [(f"{quota.limit:,}", prose(quota.what), f"[AWS]({quota.source})") for quota in QUOTAS]
+    return (
+        heading(2, "Quotas checked at synth", "quotas")
+        + "\n"
+        + prose(
+            "A synth (`cdk synth`, `cdk deploy`, the emulator's) fails with an error naming the "
+            "quota and the construct when the cloud assembly would pass one of these at deploy; "
+            "values CloudFormation fills in (a queue's URL, a role's ARN) are counted at their "
+            "longest (`infra.quotas`)."
+        )
+        + "\n\n"
+        + table(("Limit", "Of", "Source"), rows)
+    )

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import re
 
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from infra.errors import ConfigurationError
+from infra.stage import stage_of
 from vigil.contract.alarms import ALARMS, DESCRIPTION_LIMIT, Alarm, runbook_link
+from vigil.contract.metrics import NAMESPACE, dimensions
 
 TOKEN = re.compile(r"\$\{Token\[[^\]]*\]\}")
 TOKEN_WORST_LENGTH = 64
@@ -59,6 +62,51 @@ def alarm_above(
         comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
         treat_missing_data=_missing_data(spec.gauge, spec.missing_breaches),
         alarm_description=with_runbook(construct_id, alarm, description),
+    )
+
+
+def insights_query(
+    metric: str,
+    group_by: str,
+    stage: str | None,
+    *,
+    statistic: str = "SUM",
+    limit: int | None = None,
+) -> str:
+    """A Metrics Insights query over one Vigil metric of every job (or task, ``group_by``), one
+    series each: ``SCHEMA`` holds exactly the dimensions the runtime emits it with
+    (``vigil.contract.metrics.dimensions``), so the stage's own series, and only those."""
+    keys = sorted(dimensions(stage, **{group_by: "x"}))
+    where = [f"service = '{dimensions(None)['service']}'"]
+    if stage:
+        where.append(f"stage = '{stage}'")
+    query = (
+        f'SELECT {statistic}("{metric}") FROM SCHEMA("{NAMESPACE}", {", ".join(keys)}) '
+        f"WHERE {' AND '.join(where)} GROUP BY {group_by} ORDER BY {statistic}() DESC"
+    )
+    return query + (f" LIMIT {limit}" if limit else "")
+
+
+def insights_alarm(
+    scope: Construct, construct_id: str, *, alarm: Alarm, description: str
+) -> cloudwatch.Alarm:
+    """One alarm over a metric of every job (or task): a Metrics Insights query grouped by the
+    entity, each a contributor CloudWatch keeps a state for and notifies about, with its
+    dimensions (the job's name). Billed by the series the query reads: those emitted in the last
+    three hours, and the runtime emits them only on what is not a success."""
+    spec = ALARMS[alarm]
+    query = insights_query(str(spec.watches), spec.grouped_by, stage_of(scope))
+    return alarm_above_zero(
+        scope,
+        construct_id,
+        alarm=alarm,
+        metric=cloudwatch.MathExpression(
+            expression=query,
+            using_metrics={},
+            period=Duration.minutes(spec.period_minutes),
+            label=f"{spec.watches} per {spec.grouped_by}",
+        ),
+        description=description,
     )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -20,15 +20,26 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.catalogs import Entry, Filled
 from infra.errors import ConfigurationError
-from infra.function import check_function, vigil_function, whole_seconds
-from infra.queues import DLQ_RETENTION_DAYS, check_retention, dead_letter_queue, vigil_queue
+from infra.function import SharedLogs, check_function, vigil_function, whole_seconds
+from infra.layout import Layout
+from infra.queues import (
+    DLQ_RETENTION_DAYS,
+    check_retention,
+    dead_letter_queue,
+    tls_only_policy,
+    vigil_queue,
+)
+from infra.quotas import QUEUE_URL, REGION, role_arn
 from infra.removal import FIXED_NAME_REMOVAL
+from infra.roles import InlineRole
 from infra.scheduled_job import default_name
 from infra.stage import stage_of
 from infra.task_results import results_of
 from infra.tasks_table import TasksTable
 from infra.writes import Declared, check_writes, grant_writes, writes_environment
+from vigil.contract.layout import CONSTRUCT_FIELD, Entity, task_schedule_role_path
 from vigil.contract.metrics import NAMESPACE, TaskMetric, dimensions
 from vigil.contract.stages import tasks_schedule_group
 from vigil.contract.tasks import (
@@ -123,7 +134,6 @@ class BackgroundTask(Construct):
         tasks_table: dynamodb.ITable | None = None,
         writes: Sequence[Any] = (),
     ) -> None:
-        super().__init__(scope, construct_id)
         checked = _validate(
             construct_id=construct_id,
             task_name=task_name,
@@ -143,7 +153,15 @@ class BackgroundTask(Construct):
             completion_events=completion_events,
             writes=writes,
         )
+        layout = Layout.of(scope)
+        shard = layout.place(Entity.TASK, checked.name, f"BackgroundTask {construct_id!r}")
+        super().__init__(shard, construct_id)
+        self._vigil_layout = layout
+        self.shard = shard
         self.task_name = checked.name
+        self.stage = stage_of(self)
+        """The stage its metrics are dimensioned by (read once: a call into the CDK's process)."""
+        self.function_name = layout.function_name(Entity.TASK, checked.name)
         self.completion_events = checked.completion_events
         self.ordered = ordered
         self.retries = retries
@@ -152,11 +170,12 @@ class BackgroundTask(Construct):
         self.max_queue_age_seconds = int(max_queue_age.to_seconds())
         self.visibility_timeout_seconds = checked.visibility_timeout
         self.table = tasks_table or _shared_tasks_table(self)
-        self.dead_letters = dead_letter_queue(self, "DeadLetters", fifo=ordered)
+        self.dead_letters = dead_letter_queue(self, "DeadLetters", fifo=ordered, enforce_ssl=False)
         self.queue = vigil_queue(
             self,
             "Queue",
             fifo=ordered,
+            enforce_ssl=False,
             retention_period=QUEUE_RETENTION,
             visibility_timeout=Duration.seconds(checked.visibility_timeout),
             dead_letter_queue=sqs.DeadLetterQueue(
@@ -166,6 +185,8 @@ class BackgroundTask(Construct):
                 ),
             ),
         )
+        self.queues_policy = tls_only_policy(self, "QueuesPolicy", [self.queue, self.dead_letters])
+        """Both queues' one policy: TLS only, and the stack's tasks API may send (``allow_send``)."""
         self.function = vigil_function(
             self,
             "Function",
@@ -173,6 +194,7 @@ class BackgroundTask(Construct):
             description=description or f"Vigil task {checked.name}",
             timeout=timeout,
             memory_size=memory_size,
+            shared_logs=SharedLogs(self.function_name, shard.log_group),
             environment={
                 TaskEnv.NAME.value: checked.name,
                 TaskEnv.TABLE.value: self.table.table_name,
@@ -240,14 +262,18 @@ class BackgroundTask(Construct):
     def _build_scheduler_role(self) -> iam.Role:
         """What a one-time schedule (a start beyond SQS's 15-minute delay) sends its message as:
         this task's queue only, and only for schedules of this account."""
-        role = iam.Role(
+        stack = Stack.of(self)
+        role = InlineRole(
             self,
             "SchedulerRole",
             assumed_by=iam.ServicePrincipal(
                 SCHEDULER,
-                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
             ),
             description=f"Vigil task {self.task_name}: one-time schedules send to its queue",
+            # Under the stack's path of scheduler roles: the tasks API may pass those, and only
+            # those, to Scheduler, whatever the number of tasks (one ARN pattern).
+            path=task_schedule_role_path(Layout.of(self).stack_name, stack.region),
         )
         # The dead-letter queue too: a schedule that cannot send leaves the task there.
         role.add_to_policy(
@@ -257,6 +283,17 @@ class BackgroundTask(Construct):
             )
         )
         return role
+
+    def allow_send(self, principal: iam.IPrincipal) -> None:
+        """Let ``principal`` (the stack's tasks API) send to this task's queue, through the
+        queue's own policy: the principal's policy need not list every task's queue."""
+        self.queues_policy.document.add_statements(
+            iam.PolicyStatement(
+                principals=[principal],
+                actions=["sqs:SendMessage"],
+                resources=[self.queue.queue_arn],
+            )
+        )
 
     def grant_enqueue(self, grantee: iam.IGrantable) -> None:
         """Let an application's role enqueue this task (``vigil.tasks.enqueue``) and nothing else."""
@@ -274,10 +311,31 @@ class BackgroundTask(Construct):
             CatalogField.RETENTION_SECONDS.value: self.retention_seconds,
             CatalogField.SCHEDULER_ROLE_ARN.value: self.scheduler_role.role_arn,
             CatalogField.SCHEDULE_GROUP.value: self.schedule_group_name,
-            CatalogField.FUNCTION.value: self.function.function_name,
+            CatalogField.FUNCTION.value: self.function_name,
             CatalogField.COMPLETION_EVENTS.value: self.completion_events.value,
             CatalogField.VISIBILITY_TIMEOUT_SECONDS.value: self.visibility_timeout_seconds,
             CatalogField.MAX_QUEUE_AGE_SECONDS.value: self.max_queue_age_seconds,
+        }
+
+    def catalog_fields(self) -> Entry:
+        """This task's entry in the stack's tasks catalog (``vigil.catalog``), without what every
+        task shares (its table and schedule group: the catalog's shared part)."""
+        stack = Stack.of(self)
+        region = stack.region if not Token.is_unresolved(stack.region) else "x" * REGION
+        path = task_schedule_role_path(Layout.of(self).stack_name, region)
+        return {
+            CatalogField.QUEUE_URL.value: Filled(self.queue.queue_url, QUEUE_URL),
+            CatalogField.DEAD_LETTER_URL.value: Filled(self.dead_letters.queue_url, QUEUE_URL),
+            CatalogField.ORDERED.value: self.ordered,
+            CatalogField.RETENTION_SECONDS.value: self.retention_seconds,
+            CatalogField.SCHEDULER_ROLE_ARN.value: Filled(
+                self.scheduler_role.role_arn, role_arn(path)
+            ),
+            CatalogField.FUNCTION.value: self.function_name,
+            CatalogField.COMPLETION_EVENTS.value: self.completion_events.value,
+            CatalogField.VISIBILITY_TIMEOUT_SECONDS.value: self.visibility_timeout_seconds,
+            CatalogField.MAX_QUEUE_AGE_SECONDS.value: self.max_queue_age_seconds,
+            CONSTRUCT_FIELD: self.node.id,
         }
 
     def metric(
@@ -290,7 +348,7 @@ class BackgroundTask(Construct):
         return cloudwatch.Metric(
             namespace=NAMESPACE,
             metric_name=str(metric),  # a plain str: jsii would take an Enum for its own
-            dimensions_map=dimensions(stage_of(self), task=self.task_name),
+            dimensions_map=dimensions(self.stage, task=self.task_name),
             statistic=statistic,
             period=Duration.minutes(5),
             label=label,
@@ -327,7 +385,7 @@ def grant_tasks(
             actions=["sqs:SendMessage"], resources=[task.queue.queue_arn for task in tasks]
         )
     )
-    stack = Stack.of(tasks[0])
+    stack = Layout.of(tasks[0]).stack
     # Only these tasks' schedule names (``schedule_grants``: the task's whole name and a
     # delimiter no task name has), so a role that may enqueue one task cannot create or delete
     # another task's schedules.
@@ -350,6 +408,54 @@ def grant_tasks(
         iam.PolicyStatement(
             actions=["iam:PassRole"],
             resources=[task.scheduler_role.role_arn for task in tasks],
+            conditions={"StringEquals": {"iam:PassedToService": SCHEDULER}},
+        )
+    )
+
+
+def grant_manage_tasks(
+    grantee: iam.IGrantable, *, table: dynamodb.ITable, schedule_group: str
+) -> None:
+    """What the stack's tasks API needs over every task of the stack, each grant one statement at
+    any number of tasks: the tasks' records in the tasks table (``TASK#*``), the stack's group of
+    one-time schedules, the roles under the stack's path of scheduler roles. Sending to the tasks'
+    queues comes from each queue's policy (:meth:`BackgroundTask.allow_send`)."""
+    stack = Layout.of(table).stack
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=[
+                "dynamodb:PutItem",
+                "dynamodb:GetItem",
+                "dynamodb:Query",
+                "dynamodb:UpdateItem",
+            ],
+            resources=[table.table_arn],
+            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{PK_PREFIX}*"]}},
+        )
+    )
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["scheduler:CreateSchedule", "scheduler:DeleteSchedule"],
+            resources=[
+                stack.format_arn(
+                    service="scheduler",
+                    resource="schedule",
+                    resource_name=f"{schedule_group}/*",
+                )
+            ],
+        )
+    )
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["iam:PassRole"],
+            resources=[
+                stack.format_arn(
+                    service="iam",
+                    region="",
+                    resource="role",
+                    resource_name=task_schedule_role_path(stack.stack_name, stack.region)[1:] + "*",
+                )
+            ],
             conditions={"StringEquals": {"iam:PassedToService": SCHEDULER}},
         )
     )
@@ -456,7 +562,7 @@ def _validate(
 
 
 def _shared_tasks_table(scope: Construct) -> dynamodb.ITable:
-    stack = Stack.of(scope)
+    stack = Layout.of(scope).stack
     existing = stack.node.try_find_child("Tasks")
     if isinstance(existing, TasksTable):
         return existing.table
@@ -465,7 +571,7 @@ def _shared_tasks_table(scope: Construct) -> dynamodb.ITable:
 
 def _shared_schedule_group(scope: Construct) -> str:
     """The stack's group of one-time schedules (one per stack: a name unique in the region)."""
-    stack = Stack.of(scope)
+    stack = Layout.of(scope).stack
     name = tasks_schedule_group(stack.stack_name)
     if stack.node.try_find_child("TaskSchedules") is None:
         scheduler.ScheduleGroup(

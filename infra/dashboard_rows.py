@@ -46,6 +46,24 @@ def function_row(label: str, function: lambda_.IFunction) -> list[cloudwatch.IWi
     ]
 
 
+def shard_function_widget(title: str, function: lambda_.IFunction) -> cloudwatch.IWidget:
+    """A job's or task's function on its shard's row, one graph: invocations, errors, throttles
+    (left), duration p50 and p99 (right). AWS's own metrics: no series of ours."""
+    return cloudwatch.GraphWidget(
+        title=title,
+        left=[
+            function.metric_invocations(period=PERIOD, statistic="Sum"),
+            function.metric_errors(period=PERIOD, statistic="Sum"),
+            function.metric_throttles(period=PERIOD, statistic="Sum"),
+        ],
+        right=[
+            function.metric_duration(period=PERIOD, statistic="p50", label="duration p50"),
+            function.metric_duration(period=PERIOD, statistic="p99", label="duration p99"),
+        ],
+        width=8,
+    )
+
+
 def api_row(api: apigateway.RestApi) -> list[cloudwatch.IWidget]:
     """Requests, client and server errors; latency p50/p99 (whole request and the function's)."""
     return [

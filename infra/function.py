@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -17,6 +18,7 @@ from constructs import Construct
 from infra.errors import ConfigurationError
 from infra.handler_paths import validate_handler
 from infra.pins import pinned
+from infra.roles import InlineRole
 from infra.stage import stage_environment
 
 FUNCTIONS_DIR = Path(__file__).resolve().parent.parent / "functions"
@@ -83,25 +85,43 @@ def vigil_function(
     timeout: Duration,
     memory_size: int = 256,
     log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+    shared_logs: SharedLogs | None = None,
 ) -> lambda_.Function:
-    log_group = logs.LogGroup(
-        scope,
-        f"{construct_id}Logs",
-        retention=log_retention,
-        removal_policy=RemovalPolicy.DESTROY,
-    )
-    # Its own role, allowed to write its own log group only (no AWS-managed basic execution policy,
-    # which lets a function write to every log group of the account).
-    role = iam.Role(
-        scope,
-        f"{construct_id}Role",
-        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-        description=f"Vigil function {construct_id}: its log group, and what its construct grants",
-    )
-    log_group.grant_write(role)
+    """A Vigil function. With ``shared_logs``, it has that fixed name and logs into that shared
+    group, its role allowed its own streams only (its policy inline: ``InlineRole``); without, it
+    gets a log group and role of its own, as the stack's own functions do."""
+    if shared_logs is not None:
+        role: iam.Role = InlineRole(
+            scope,
+            f"{construct_id}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Vigil function {shared_logs.function_name}: its log streams, and what "
+            "its construct grants",
+        )
+        shared_logs.grant(role)
+        log_group: logs.ILogGroup = shared_logs.log_group
+    else:
+        own = logs.LogGroup(
+            scope,
+            f"{construct_id}Logs",
+            retention=log_retention,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        # Its own role, allowed to write its own log group only (no AWS-managed basic execution
+        # policy, which lets a function write to every log group of the account).
+        role = iam.Role(
+            scope,
+            f"{construct_id}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Vigil function {construct_id}: its log group, and what its construct "
+            "grants",
+        )
+        own.grant_write(role)
+        log_group = own
     return lambda_.Function(
         scope,
         construct_id,
+        function_name=shared_logs.function_name if shared_logs else None,
         role=role,
         runtime=RUNTIME,
         architecture=ARCHITECTURE,
@@ -119,6 +139,40 @@ def vigil_function(
             **environment,
         },
     )
+
+
+@dataclass(frozen=True)
+class SharedLogs:
+    """A function's fixed name and the log group it shares with others of its shard.
+
+    In a group that several functions share, Lambda names each stream
+    ``YYYY/MM/DD/<function name>[<version>]<instance>``: a role may create streams in the group and
+    put events into the streams of its own function's name only, so no function can write into
+    another's logs (what its own log group gave it before).
+    """
+
+    function_name: str
+    log_group: logs.ILogGroup
+
+    def grant(self, role: iam.IRole) -> None:
+        group = self.log_group.log_group_arn  # arn:...:log-group:NAME:*
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["logs:CreateLogStream"], resources=[group])
+        )
+        stream = Stack.of(self.log_group).format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=f"{self.log_group.log_group_name}:log-stream:"
+            f"{OWN_STREAMS.format(function=self.function_name)}",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["logs:PutLogEvents"], resources=[stream])
+        )
+
+
+OWN_STREAMS = "????/??/??/{function}[*"
+"""The streams Lambda writes one function's logs to in a shared group (the date, then its name)."""
 
 
 class InvokeTarget(targets.LambdaInvoke):

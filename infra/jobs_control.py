@@ -1,8 +1,8 @@
 """``JobsControl``: the jobs routes of the management API and the never-delivered audit.
 
 One function (``handlers.jobs_control.handler``) serves both, separate from the observers API
-function (least privilege: it touches only the runs-table items of the declared jobs and invokes
-only their functions). Its routes join the observers' REST API when the app has a fleet (one
+function (least privilege: it touches only the runs table's jobs items and invokes only the
+stack's job functions). Its routes join the observers' REST API when the app has a fleet (one
 endpoint, one IAM policy for operators); without a fleet it gets a REST API of its own. The audit
 runs on its own EventBridge schedule, so it works whether or not a fleet (and its minute resync)
 exists.
@@ -10,9 +10,7 @@ exists.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from aws_cdk import Duration, Stack
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -22,6 +20,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
+from infra.catalogs import Catalog
 from infra.function import InvokeTarget, vigil_function
 from infra.management_api import (
     API_GATEWAY_TIMEOUT_SECONDS,
@@ -31,8 +30,9 @@ from infra.management_api import (
     restrict_to_operators,
 )
 from infra.queues import dead_letter_queue
-from infra.scheduled_job import ScheduledJob
-from vigil.contract.jobs import IDEMPOTENCY_PK
+from vigil.contract.jobs import IDEMPOTENCY_PK, JOB_PK_PREFIX
+from vigil.contract.layout import CATALOG_DIGEST_ENV as DIGEST_ENV
+from vigil.contract.layout import STACK_ENV, Entity, function_prefix
 
 AUDIT_EVERY = Duration.minutes(5)
 JOBS_INDEX = "jobs-index"
@@ -42,7 +42,7 @@ class JobsControl(Construct):
     """The jobs routes of the management API and the never-delivered audit (see the module).
 
     Args:
-        jobs: the stack's jobs, the ones its routes and audit know.
+        catalog: the stack's jobs catalog, the jobs its routes and audit know.
         runs_table: the job runs table they record in.
         api: the REST API to join (the fleet's); none: these routes get their own.
     """
@@ -52,13 +52,13 @@ class JobsControl(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        jobs: Sequence[ScheduledJob],
+        catalog: Catalog,
         runs_table: dynamodb.ITable,
         api: apigateway.RestApi | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.function = self._build_function(jobs, runs_table)
-        self._grant(jobs, runs_table)
+        self.function = self._build_function(catalog, runs_table)
+        self._grant(catalog, runs_table)
         self.owns_api = api is None
         """True when the stack has no fleet and these routes have an API of their own."""
         self.api = api or self._build_rest_api()
@@ -73,21 +73,7 @@ class JobsControl(Construct):
         )
         self.audit_schedule = self._build_audit_schedule()
 
-    def _build_function(
-        self, jobs: Sequence[ScheduledJob], runs_table: dynamodb.ITable
-    ) -> lambda_.Function:
-        catalog = {
-            job.job_name: {
-                "function": job.function.function_name,
-                "schedule": job.schedule_expression,
-                "time_zone": job.time_zone,
-                "overlap": job.overlap,
-                "max_lateness_seconds": job.max_lateness_seconds,
-                "retention_seconds": job.retention_seconds,
-                "retry_attempts": job.retry_attempts,
-            }
-            for job in jobs
-        }
+    def _build_function(self, catalog: Catalog, runs_table: dynamodb.ITable) -> lambda_.Function:
         return vigil_function(
             self,
             "Function",
@@ -96,22 +82,26 @@ class JobsControl(Construct):
             timeout=Duration.seconds(API_GATEWAY_TIMEOUT_SECONDS),
             environment={
                 "VIGIL_RUNS_TABLE": runs_table.table_name,
-                "VIGIL_JOBS": Stack.of(self).to_json_string(catalog),
+                STACK_ENV: Stack.of(self).stack_name,
+                DIGEST_ENV: catalog.digest,
             },
         )
 
-    def _grant(self, jobs: Sequence[ScheduledJob], runs_table: dynamodb.ITable) -> None:
-        """Only the declared jobs' items (and the jobs index), only their functions."""
-        if not jobs:
-            return
+    def _grant(self, catalog: Catalog, runs_table: dynamodb.ITable) -> None:
+        """The stack's jobs' items (and the jobs index), their functions, their catalog.
+
+        By the jobs' key prefix and their functions' name prefix (``vigil.contract.layout``): one
+        statement each at any number of jobs, where listing them would pass IAM's 10,240
+        characters near a hundred jobs. The runs table holds this stack's jobs only, and only this
+        stack names functions ``<stack>_job_*``.
+        """
+        catalog.grant_read(self.function)
         self.function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"],
                 resources=[runs_table.table_arn],
                 conditions={
-                    "ForAllValues:StringEquals": {
-                        "dynamodb:LeadingKeys": [f"JOB#{job.job_name}" for job in jobs]
-                    }
+                    "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{JOB_PK_PREFIX}*"]}
                 },
             )
         )
@@ -135,10 +125,18 @@ class JobsControl(Construct):
                 actions=["dynamodb:Query"], resources=[f"{runs_table.table_arn}/index/{JOBS_INDEX}"]
             )
         )
+        stack = Stack.of(self)
         self.function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["lambda:InvokeFunction"],
-                resources=[job.function.function_arn for job in jobs],
+                resources=[
+                    stack.format_arn(
+                        service="lambda",
+                        resource="function",
+                        resource_name=f"{function_prefix(stack.stack_name, Entity.JOB)}*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
             )
         )
 

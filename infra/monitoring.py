@@ -1,10 +1,17 @@
-"""``Monitoring``: the console view of Vigil: one dashboard, alarms that tell an SNS topic, and
-saved Logs Insights queries.
+"""``Monitoring``: the console view of Vigil: dashboards, alarms that tell an SNS topic, and saved
+Logs Insights queries, at a cost that grows little with the number of jobs and tasks.
 
-Rows, top to bottom: each job (ticks, dead letters); each task (outcomes, queue, durations); the fleet (observers by status, desired against
-running, the oldest heartbeat, lifecycle, dead letters); each observer kind's CPU and memory; the
-API; each function (errors, throttles, duration, concurrency). Every alarm in the stack, the fleet's
-included, notifies the topic on ALARM and on OK.
+- Alarms. A job's or task's conditions that Vigil's own metrics report (missed ticks, uncertain
+  runs, failed tasks, ...) are one Metrics Insights alarm each for the whole stack, grouped by job
+  or task: each is a contributor with its own state and CloudWatch's notification names it
+  (``infra.alarms.insights_alarm``). What SQS reports stays one alarm per job (its failed runs
+  waiting) and per task (its queue too old, or dead letters waiting), in its shard. The stack's
+  own (the jobs' undelivered ticks, the audit, the fleet) are as before. Every alarm notifies the
+  topic on ALARM and on OK.
+- Dashboards. The stack's, ``<stack>-<region>``: what is failing now (the jobs and tasks with the
+  most failures, by those same queries), the stack's totals, the fleet, the API and the stack's
+  own functions. One per shard, ``<stack>-jobs-<n>-<region>``: a row per job or task of the shard
+  (its outcomes, its function, its queues), at most 500 widgets each.
 """
 
 from __future__ import annotations
@@ -15,40 +22,111 @@ from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from infra.alarms import alarm_above, alarm_above_zero
+from infra.alarms import alarm_above_zero, insights_alarm, insights_query
 from infra.alerts import alarm_topic, notify
 from infra.background_task import BackgroundTask
-from infra.dashboard_rows import api_row, function_row, queue_depth
+from infra.dashboard_rows import api_row, function_row, queue_depth, shard_function_widget
+from infra.errors import ConfigurationError
 from infra.jobs_control import JobsControl
+from infra.layout import Layout, Shard
 from infra.observer_fleet import ObserverFleet
 from infra.observer_fleet.dashboard import fleet_rows
+from infra.quotas import INSIGHTS_SERIES
 from infra.saved_queries import saved_queries
 from infra.scheduled_job import ScheduledJob
+from infra.stage import stage_of
 from infra.tasks_api import TasksApi
 from vigil.contract.alarms import Alarm
-from vigil.contract.metrics import STACK_WIDE_TASK_METRICS, JobMetric, TaskMetric
+from vigil.contract.layout import Entity
+from vigil.contract.metrics import NAMESPACE, JobMetric, TaskMetric, dimensions
 from vigil.contract.stages import dashboard_name
 from vigil.contract.tasks import CompletionEvents
 
 MINUTE = Duration.minutes(1)
+FIVE_MINUTES = Duration.minutes(5)
 
-TASK_OUTCOMES = tuple(
-    metric
-    for metric in TaskMetric
-    if metric not in (TaskMetric.DURATION, TaskMetric.QUEUE_WAIT, *STACK_WIDE_TASK_METRICS)
+JOB_OUTCOMES = (
+    JobMetric.FAILED,
+    JobMetric.MISSED,
+    JobMetric.SKIPPED,
+    JobMetric.DUPLICATE,
+    JobMetric.FENCED,
+    JobMetric.UNCERTAIN,
+    JobMetric.MALFORMED,
+    JobMetric.FINISH_UNRECORDED,
+    JobMetric.PAUSED,
 )
-"""The counts on a task's outcomes graph; its durations have a graph of their own."""
+"""What a job emits per job: every outcome but a success (counted for the stack)."""
+TASK_OUTCOMES = (
+    TaskMetric.FAILED,
+    TaskMetric.RETRIED,
+    TaskMetric.DUPLICATE,
+    TaskMetric.FENCED,
+    TaskMetric.CANCELLED,
+    TaskMetric.MALFORMED,
+    TaskMetric.FINISH_UNRECORDED,
+    TaskMetric.UNCERTAIN,
+    TaskMetric.EVENT_UNSENT,
+)
+"""What a task emits per task: every outcome but a success (counted for the stack, with the
+durations and queue waits)."""
+FAILING_NOW = 10
+"""How many jobs (or tasks) each "failing now" query shows: the most failing first."""
+
+JOB_DESCRIPTIONS: dict[Alarm, str] = {
+    Alarm.JOB_MISSED_TICKS: "Jobs: ticks arrived later than the job's maximum lateness and did "
+    "not run. The notification names the job (its `job` dimension): type `vigil jobs history JOB`.",
+    Alarm.JOB_NEVER_DELIVERED: "Jobs: expected ticks never arrived (schedule disabled or deleted, "
+    "target broken, account throttled); the audit recorded them MISSED. The notification names "
+    "the job: type `vigil jobs history JOB`.",
+    Alarm.JOB_FINISH_UNRECORDED: "Jobs: a run ended but DynamoDB refused its outcome until the "
+    "invocation's time ran out (throttling?). Lambda's retry on the same container records it; "
+    "on another one the body runs again. The notification names the job: type `vigil jobs "
+    "history JOB`: a tick with 2 attempts ran twice, so check that its effects were fenced.",
+    Alarm.JOB_UNCERTAIN: "Jobs: a tick stopped UNCERTAIN on an effect (run.once) an earlier run "
+    "began and never recorded done; it is not retried. The notification names the job: type "
+    "`vigil jobs history JOB` for the tick and its effect, find out whether it happened, then "
+    "`vigil jobs settle JOB TICK --effect NAME --done` or `--not-done` and `vigil jobs run JOB "
+    "--at TICK`.",
+    Alarm.JOB_TOO_LONG: "Jobs: a run took longer than the job's max_duration. The notification "
+    "names the job: type `vigil jobs history JOB`.",
+    Alarm.JOB_TOO_SHORT: "Jobs: a run finished under the job's min_duration (it probably did "
+    "nothing). The notification names the job: type `vigil jobs history JOB`.",
+}
+TASK_FAILED_HINT = (
+    "Type `vigil tasks list TASK --status FAILED` for the errors; once fixed, `vigil tasks "
+    "redrive TASK` runs them again (safe to repeat: a task that succeeded meanwhile is recorded "
+    "DUPLICATE)."
+)
+TASK_DESCRIPTIONS: dict[Alarm, str] = {
+    Alarm.TASK_FAILED: "Tasks: tasks FAILED after all their retries. The notification names the "
+    f"task (its `task` dimension). {TASK_FAILED_HINT}",
+    Alarm.TASK_FINISH_UNRECORDED: "Tasks: a run ended but DynamoDB refused its outcome until the "
+    "invocation's time ran out (throttling?); the message comes back and the task runs again "
+    "once its lease expires. The notification names the task: type `vigil tasks list TASK "
+    "--status RUNNING`: a task with 2 attempts ran twice, so check that its effects were fenced.",
+    Alarm.TASK_UNCERTAIN: "Tasks: a task stopped UNCERTAIN on an effect (run.once) an earlier "
+    "attempt began and never recorded done; it is not retried. The notification names the task: "
+    "type `vigil tasks list TASK --status UNCERTAIN`, find out whether the effect happened, then "
+    "`vigil tasks settle TASK ID --effect NAME --done` or `--not-done` and `vigil tasks redrive "
+    "TASK`.",
+    Alarm.TASK_EVENT_UNSENT: "Tasks: completion events EventBridge did not take in time; their "
+    "subscribers did not hear of these outcomes. The notification names the task; the records "
+    "have the outcomes: type `vigil tasks list TASK`.",
+}
 
 
 class Monitoring(Construct):
-    """The dashboard, the alarms and their topic, the saved queries (see the module).
+    """The dashboards, the alarms and their topic, the saved queries (see the module).
 
     Args:
-        jobs: the stack's jobs: a dashboard row and alarms each.
+        jobs: the stack's jobs: an alarm each, a row on its shard's dashboard, and the
+            stack's Metrics Insights alarms.
         fleet: the observer fleet: its rows, and its alarms notify the topic too.
         control: the jobs control: its audit's alarm and function row.
-        tasks: the stack's tasks: rows and alarms each.
+        tasks: the stack's tasks: as the jobs.
         tasks_api: the tasks API: its function's row.
+        layout: the stack's shards (their dashboards).
     """
 
     def __init__(
@@ -61,36 +139,44 @@ class Monitoring(Construct):
         control: JobsControl | None = None,
         tasks: Sequence[BackgroundTask] = (),
         tasks_api: TasksApi | None = None,
+        layout: Layout | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cloudwatch.Alarm] = []
         self.topic = alarm_topic(self)
+        self.stage = stage_of(self)
         stack = Stack.of(self)
         self.dashboard = cloudwatch.Dashboard(
             self, "Dashboard", dashboard_name=dashboard_name(stack.stack_name, stack.region)
         )
+        self.shard_dashboards: dict[tuple[Entity, int], cloudwatch.Dashboard] = {}
         self.dashboard.add_widgets(
             cloudwatch.TextWidget(
-                markdown="# Vigil\nScheduled jobs: runs, suppressed duplicates, skipped and "
-                "missed ticks, dead-lettered events. Tasks: enqueued, succeeded, failed and "
-                "duplicate, queue age, durations. Observers: by status, desired against "
-                "running, heartbeats, restarts, failures; CPU and memory per kind. Then the API "
-                "and every function. An alarm means work was lost or delayed; alarms go to the "
-                "stack's `AlarmTopicArn`.",
+                markdown="# Vigil\nWhat is failing now: the jobs and tasks with the most "
+                "failures, missed ticks and uncertain runs (their alarms notify naming them). "
+                "Then the stack's totals, the observers (by status, desired against running, "
+                "heartbeats, restarts; CPU and memory per kind), the API and the stack's own "
+                "functions. Each job and task has a row on its shard's dashboard, "
+                "`<stack>-jobs-<n>-<region>` and `<stack>-tasks-<n>-<region>`. An alarm means "
+                "work was lost or delayed; alarms go to the stack's `AlarmTopicArn`.",
                 width=24,
-                height=2,
+                height=3,
             )
         )
+        self._check_insights(jobs, tasks)
+        self._add_failing_now(jobs, tasks)
+        self._add_insights_alarms(jobs, tasks)
         for job in jobs:
             self._add_job(job)
         for task in tasks:
             self._add_task(task)
         if fleet is not None:
             self._add_fleet(fleet)
-        self._add_functions(jobs, fleet, control, tasks, tasks_api)
+        self._add_functions(fleet, control, tasks_api)
+        shard_logs = list(dict.fromkeys(job.shard.log_group for job in jobs))
         self.queries = saved_queries(
             self,
-            job_logs=[job.function.log_group for job in jobs],
+            job_logs=shard_logs,
             observer_logs=[
                 fleet.log_group,
                 fleet.reconciler.log_group,
@@ -101,148 +187,164 @@ class Monitoring(Construct):
         )
         notify(self.topic, self.alarms)
 
-    def _add_functions(
-        self,
-        jobs: Sequence[ScheduledJob],
-        fleet: ObserverFleet | None,
-        control: JobsControl | None,
-        tasks: Sequence[BackgroundTask],
-        tasks_api: TasksApi | None,
+    # -- the stack's alarms over every job and task ------------------------------------------------
+
+    def _check_insights(
+        self, jobs: Sequence[ScheduledJob], tasks: Sequence[BackgroundTask]
     ) -> None:
-        functions = [(f"job {job.job_name}", job.function) for job in jobs]
-        functions += [(f"task {task.task_name}", task.function) for task in tasks]
-        if tasks_api is not None:
-            functions.append(("tasks API", tasks_api.function))
-            self.alarms.append(tasks_api.audit.alarm)
-        if fleet is not None:
-            self.dashboard.add_widgets(*api_row(fleet.api))
-            functions += [("reconciler", fleet.reconciler), ("API function", fleet.api_function)]
-        if control is not None:
-            if control.owns_api:
-                self.dashboard.add_widgets(*api_row(control.api))
-            functions.append(("jobs control", control.function))
-            self.dashboard.add_widgets(
+        """A query reads at most 500 series: one alarm covers at most 500 jobs (or tasks)."""
+        for what, count in (("jobs", len(jobs)), ("tasks", len(tasks))):
+            if count > INSIGHTS_SERIES.limit:
+                raise ConfigurationError(
+                    "Monitoring",
+                    what,
+                    f"{count} {what}: a Metrics Insights alarm reads at most "
+                    f"{INSIGHTS_SERIES.limit} {INSIGHTS_SERIES.what} ({INSIGHTS_SERIES.source}), "
+                    f"so one stack holds at most {INSIGHTS_SERIES.limit} {what}",
+                )
+
+    def _add_insights_alarms(
+        self, jobs: Sequence[ScheduledJob], tasks: Sequence[BackgroundTask]
+    ) -> None:
+        if jobs:
+            for alarm, description in JOB_DESCRIPTIONS.items():
+                if alarm is Alarm.JOB_TOO_LONG and not any(
+                    "VIGIL_MAX_DURATION_SECONDS" in job.duration_limits for job in jobs
+                ):
+                    continue
+                if alarm is Alarm.JOB_TOO_SHORT and not any(
+                    "VIGIL_MIN_DURATION_SECONDS" in job.duration_limits for job in jobs
+                ):
+                    continue
+                self._insights(alarm, description)
+        if tasks:
+            for alarm, description in TASK_DESCRIPTIONS.items():
+                if alarm is Alarm.TASK_EVENT_UNSENT and all(
+                    task.completion_events is CompletionEvents.NONE for task in tasks
+                ):
+                    continue
+                self._insights(alarm, description)
+
+    def _insights(self, alarm: Alarm, description: str) -> None:
+        self.alarms.append(
+            insights_alarm(self, f"{alarm.value}", alarm=alarm, description=description)
+        )
+
+    def _add_failing_now(
+        self, jobs: Sequence[ScheduledJob], tasks: Sequence[BackgroundTask]
+    ) -> None:
+        """The jobs and tasks failing now, most first (the alarms' own queries), and the stack's
+        totals of what succeeds (counted for the stack, not per job)."""
+        widgets: list[cloudwatch.IWidget] = []
+        for entity, metrics in (
+            ("job", (JobMetric.FAILED, JobMetric.MISSED, JobMetric.UNCERTAIN)),
+            ("task", (TaskMetric.FAILED, TaskMetric.RETRIED, TaskMetric.UNCERTAIN)),
+        ):
+            if (entity == "job" and not jobs) or (entity == "task" and not tasks):
+                continue
+            widgets.append(
                 cloudwatch.GraphWidget(
-                    title="jobs audit: undelivered",
-                    left=[queue_depth(control.audit_undelivered, "undelivered audits")],
+                    title=f"{entity}s failing now (the {FAILING_NOW} most, per metric)",
+                    left=[
+                        cloudwatch.MathExpression(
+                            expression=insights_query(
+                                str(metric), entity, self.stage, limit=FAILING_NOW
+                            ),
+                            using_metrics={},
+                            period=FIVE_MINUTES,
+                            label="",
+                        )
+                        for metric in metrics
+                    ],
                     width=8,
                 )
             )
-            self._alarm(
-                Alarm.JOBS_AUDIT_UNDELIVERED,
-                "jobs-audit-undelivered",
-                queue_depth(control.audit_undelivered, "undelivered audits"),
-                "Jobs audit: EventBridge Scheduler could not invoke the audit; never-delivered "
-                "ticks are not being detected.",
+        totals = [
+            self._stack_metric(JobMetric.SUCCEEDED, "jobs succeeded"),
+            self._stack_metric(TaskMetric.SUCCEEDED, "tasks succeeded"),
+        ]
+        widgets.append(cloudwatch.GraphWidget(title="succeeded (the stack)", left=totals, width=8))
+        self.dashboard.add_widgets(*widgets)
+        if tasks:
+            self.dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title="tasks: run and wait (ms, the stack)",
+                    left=[
+                        self._stack_metric(TaskMetric.DURATION, "run p50", "p50"),
+                        self._stack_metric(TaskMetric.DURATION, "run p99", "p99"),
+                        self._stack_metric(TaskMetric.QUEUE_WAIT, "wait p99", "p99"),
+                    ],
+                    width=12,
+                ),
             )
-        for label, function in functions:
-            self.dashboard.add_widgets(*function_row(label, function))
 
-    def _add_fleet(self, fleet: ObserverFleet) -> None:
-        """The fleet owns its alarms and its rows (``infra.observer_fleet.dashboard``)."""
-        self.alarms.extend(fleet.alarms.values())
-        for row in fleet_rows(fleet):
-            self.dashboard.add_widgets(*row)
+    def _stack_metric(
+        self, metric: JobMetric | TaskMetric, label: str, statistic: str = "Sum"
+    ) -> cloudwatch.Metric:
+        return cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=str(metric),
+            dimensions_map=dimensions(self.stage),
+            statistic=statistic,
+            period=FIVE_MINUTES,
+            label=label,
+        )
+
+    # -- each job and task: its alarm and its row, in its shard --------------------------------
+
+    def shard_dashboard(self, shard: Shard) -> cloudwatch.Dashboard:
+        key = (shard.entity, shard.index)
+        if key not in self.shard_dashboards:
+            stack = Stack.of(self)
+            name = dashboard_name(
+                f"{stack.stack_name}-{shard.entity.plural}-{shard.index}", stack.region
+            )
+            dashboard = cloudwatch.Dashboard(shard, "Dashboard", dashboard_name=name)
+            dashboard.add_widgets(
+                cloudwatch.TextWidget(
+                    markdown=f"# Vigil {shard.entity.plural}, shard {shard.index}\nOne row per "
+                    f"{shard.entity.value} of the shard: what it did that was not a success, its "
+                    "function, its queues. The stack's dashboard shows what is failing now.",
+                    width=24,
+                    height=2,
+                )
+            )
+            self.shard_dashboards[key] = dashboard
+        return self.shard_dashboards[key]
 
     def _add_job(self, job: ScheduledJob) -> None:
         name = job.job_name
-        self.dashboard.add_widgets(
+        self.shard_dashboard(job.shard).add_widgets(
             cloudwatch.GraphWidget(
-                title=f"{name}: ticks",
-                left=[
-                    job.metric(JobMetric.SUCCEEDED),
-                    job.metric(JobMetric.FAILED),
-                    job.metric(JobMetric.DUPLICATE),
-                    job.metric(JobMetric.SKIPPED),
-                    job.metric(JobMetric.MISSED),
-                    job.metric(JobMetric.FENCED),
-                    job.metric(JobMetric.UNCERTAIN),
-                    job.metric(JobMetric.MALFORMED),
-                    job.metric(JobMetric.FINISH_UNRECORDED),
-                ],
-                width=12,
+                title=f"{name}: ticks that did not succeed",
+                left=[job.metric(metric) for metric in JOB_OUTCOMES],
+                width=8,
             ),
+            shard_function_widget(f"{name}: runs", job.function),
             cloudwatch.GraphWidget(
                 title=f"{name}: dead letters",
-                left=[
-                    queue_depth(job.failed_runs, "failed runs"),
-                    queue_depth(job.undelivered, "undelivered"),
-                ],
-                width=12,
+                left=[queue_depth(job.failed_runs, "failed runs")],
+                width=8,
             ),
         )
-        self._alarm(
-            Alarm.JOB_FAILED_RUNS,
-            f"{name}-failed-runs",
-            queue_depth(job.failed_runs, "failed runs"),
-            f"Job {name}: runs failed after all retries; redrive from the queue once fixed.",
+        self.alarms.append(
+            alarm_above_zero(
+                job,
+                "FailedRunsAlarm",
+                alarm=Alarm.JOB_FAILED_RUNS,
+                metric=queue_depth(job.failed_runs, "failed runs"),
+                description=f"Job {name}: runs failed after all retries; `vigil jobs redrive "
+                f"{name}` once fixed.",
+            )
         )
-        self._alarm(
-            Alarm.JOB_UNDELIVERED,
-            f"{name}-undelivered",
-            queue_depth(job.undelivered, "undelivered"),
-            f"Job {name}: EventBridge Scheduler could not invoke the function.",
-        )
-        self._alarm(
-            Alarm.JOB_MISSED_TICKS,
-            f"{name}-missed-ticks",
-            job.metric(JobMetric.MISSED),
-            f"Job {name}: ticks arrived later than the maximum lateness and did not run.",
-        )
-        self._alarm(
-            Alarm.JOB_NEVER_DELIVERED,
-            f"{name}-never-delivered",
-            job.metric(JobMetric.NEVER_DELIVERED),
-            f"Job {name}: expected ticks never arrived (schedule disabled or deleted, target "
-            "broken, account throttled); the audit recorded them MISSED.",
-        )
-        self._alarm(
-            Alarm.JOB_FINISH_UNRECORDED,
-            f"{name}-finish-unrecorded",
-            job.metric(JobMetric.FINISH_UNRECORDED),
-            f"Job {name}: a run ended but DynamoDB refused its outcome until the invocation's "
-            "time ran out (throttling?). Lambda's retry on the same container records it; on "
-            f"another one the body runs again. Type `vigil jobs history {name}`: a tick with 2 "
-            "attempts ran twice, so check that its effects were fenced by its token.",
-        )
-        self._alarm(
-            Alarm.JOB_UNCERTAIN,
-            f"{name}-uncertain",
-            job.metric(JobMetric.UNCERTAIN),
-            f"Job {name}: a tick stopped UNCERTAIN on an effect (run.once) an earlier run began "
-            f"and never recorded done; it is not retried. Type `vigil jobs history {name}` for "
-            "the tick and its effect, find out whether the effect happened, then "
-            f"`vigil jobs settle {name} TICK --effect NAME --done` (it happened) or `--not-done` "
-            f"and `vigil jobs run {name} --at TICK` (it runs again).",
-        )
-        for variable, alarm, metric, what in (
-            (
-                "VIGIL_MAX_DURATION_SECONDS",
-                Alarm.JOB_TOO_LONG,
-                JobMetric.TOO_LONG,
-                "took longer than max_duration",
-            ),
-            (
-                "VIGIL_MIN_DURATION_SECONDS",
-                Alarm.JOB_TOO_SHORT,
-                JobMetric.TOO_SHORT,
-                "finished under min_duration",
-            ),
-        ):
-            if variable in job.duration_limits:
-                self._alarm(
-                    alarm,
-                    f"{name}-{metric.value}",
-                    job.metric(metric),
-                    f"Job {name}: a run {what}.",
-                )
 
     def _add_task(self, task: BackgroundTask) -> None:
         name = task.task_name
         age = task.queue.metric_approximate_age_of_oldest_message(
-            label="oldest message (s)", period=Duration.minutes(5), statistic="Maximum"
+            label="oldest message (s)", period=FIVE_MINUTES, statistic="Maximum"
         )
-        self.dashboard.add_widgets(
+        dead = queue_depth(task.dead_letters, "dead letters")
+        self.shard_dashboard(task.shard).add_widgets(
             cloudwatch.GraphWidget(
                 title=f"task {name}: outcomes",
                 left=[
@@ -255,10 +357,7 @@ class Monitoring(Construct):
             ),
             cloudwatch.GraphWidget(
                 title=f"task {name}: queue",
-                left=[
-                    queue_depth(task.queue, "waiting"),
-                    queue_depth(task.dead_letters, "dead letters"),
-                ],
+                left=[queue_depth(task.queue, "waiting"), dead],
                 right=[age],
                 right_annotations=[
                     cloudwatch.HorizontalAnnotation(
@@ -267,75 +366,83 @@ class Monitoring(Construct):
                 ],
                 width=8,
             ),
-            cloudwatch.GraphWidget(
-                title=f"task {name}: run and wait (ms)",
-                left=[
-                    task.metric(TaskMetric.DURATION, "p50", "run p50"),
-                    task.metric(TaskMetric.DURATION, "p99", "run p99"),
-                    task.metric(TaskMetric.QUEUE_WAIT, "p99", "wait p99"),
-                ],
-                width=8,
-            ),
-        )
-        failed = (
-            f"Type `vigil tasks list {name} --status FAILED` for the errors; once fixed, "
-            f"`vigil tasks redrive {name}` runs them again (safe to repeat: a task that "
-            "succeeded meanwhile is recorded DUPLICATE)."
+            shard_function_widget(f"task {name}: runs", task.function),
         )
         self.alarms.append(
-            alarm_above(
-                self,
-                f"task-{name}-queue-age",
-                alarm=Alarm.TASK_QUEUE_AGE,
-                metric=age,
-                threshold=task.max_queue_age_seconds,
+            alarm_above_zero(
+                task,
+                "QueueAlarm",
+                alarm=Alarm.TASK_QUEUE,
+                metric=cloudwatch.MathExpression(
+                    expression=f"IF(FILL(age, 0) > {task.max_queue_age_seconds} "
+                    "|| FILL(dead, 0) > 0, 1, 0)",
+                    using_metrics={"age": age, "dead": dead},
+                    period=FIVE_MINUTES,
+                    label="old message or dead letters",
+                ),
                 description=f"Task {name}: a message has waited over max_queue_age "
-                f"({task.max_queue_age_seconds} s): the function fails, is throttled or its "
-                f"concurrency ({task.concurrency}) cannot keep up. Type `vigil tasks list {name} "
-                "--status QUEUED`; see the function's errors and throttles on the dashboard.",
+                f"({task.max_queue_age_seconds} s), or dead letters wait. Type `vigil tasks "
+                f"list {name} --status QUEUED` (the function fails, is throttled or its "
+                f"concurrency, {task.concurrency}, cannot keep up: its row on the shard's "
+                f"dashboard), or `vigil tasks list {name} --status FAILED`, then `vigil tasks "
+                f"redrive {name}` once fixed.",
             )
         )
-        self._alarm(
-            Alarm.TASK_DEAD_LETTERS,
-            f"task-{name}-dead-letters",
-            queue_depth(task.dead_letters, "dead letters"),
-            f"Task {name}: messages in its dead-letter queue (out of retries, malformed, or an "
-            f"invocation that kept dying). {failed}",
-        )
-        self._alarm(
-            Alarm.TASK_FAILED,
-            f"task-{name}-failed",
-            task.metric(TaskMetric.FAILED),
-            f"Task {name}: tasks FAILED after all retries. {failed}",
-        )
-        self._alarm(
-            Alarm.TASK_FINISH_UNRECORDED,
-            f"task-{name}-finish-unrecorded",
-            task.metric(TaskMetric.FINISH_UNRECORDED),
-            f"Task {name}: a run ended but DynamoDB refused its outcome until the invocation's "
-            "time ran out (throttling?); the message comes back and the task runs again once its "
-            f"lease expires. Type `vigil tasks list {name} --status RUNNING`: a task with 2 "
-            "attempts ran twice, so check that its effects were fenced by its token.",
-        )
-        self._alarm(
-            Alarm.TASK_UNCERTAIN,
-            f"task-{name}-uncertain",
-            task.metric(TaskMetric.UNCERTAIN),
-            f"Task {name}: a task stopped UNCERTAIN on an effect (run.once) an earlier attempt "
-            f"began and never recorded done; it is not retried. Type `vigil tasks list {name} "
-            "--status UNCERTAIN` for the tasks and their effects, find out whether the effect "
-            f"happened, then `vigil tasks settle {name} ID --effect NAME --done` (it happened) or "
-            f"`--not-done` and `vigil tasks redrive {name}` (it runs again).",
-        )
-        if task.completion_events is CompletionEvents.NONE:
-            return  # it sends no events, so none can go unsent
-        self._alarm(
-            Alarm.TASK_EVENT_UNSENT,
-            f"task-{name}-event-unsent",
-            task.metric(TaskMetric.EVENT_UNSENT),
-            f"Task {name}: completion events EventBridge did not take in time; their subscribers "
-            f"did not hear of these outcomes. The records have them: type `vigil tasks list {name}`.",
-        )
+
+    # -- the stack's own --------------------------------------------------------------------------
+
+    def _add_functions(
+        self,
+        fleet: ObserverFleet | None,
+        control: JobsControl | None,
+        tasks_api: TasksApi | None,
+    ) -> None:
+        functions = []
+        if tasks_api is not None:
+            functions.append(("tasks API", tasks_api.function))
+            self.alarms.append(tasks_api.audit.alarm)
+        if fleet is not None:
+            self.dashboard.add_widgets(*api_row(fleet.api))
+            functions += [("reconciler", fleet.reconciler), ("API function", fleet.api_function)]
+        if control is not None:
+            if control.owns_api:
+                self.dashboard.add_widgets(*api_row(control.api))
+            functions.append(("jobs control", control.function))
+            undelivered = Layout.of(self).undelivered_queue
+            self.dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title="jobs: undelivered ticks and audits",
+                    left=[
+                        queue_depth(control.audit_undelivered, "undelivered audits"),
+                        *([queue_depth(undelivered, "undelivered ticks")] if undelivered else []),
+                    ],
+                    width=8,
+                )
+            )
+            self._alarm(
+                Alarm.JOBS_AUDIT_UNDELIVERED,
+                "jobs-audit-undelivered",
+                queue_depth(control.audit_undelivered, "undelivered audits"),
+                "Jobs audit: EventBridge Scheduler could not invoke the audit; never-delivered "
+                "ticks are not being detected.",
+            )
+            if undelivered is not None:
+                self._alarm(
+                    Alarm.JOB_UNDELIVERED,
+                    "jobs-undelivered",
+                    queue_depth(undelivered, "undelivered ticks"),
+                    "Jobs: EventBridge Scheduler could not invoke a job's function; each message "
+                    "in the stack's JobsUndelivered queue names its job (its input's `job`), and "
+                    "the never-delivered audit alarms naming it once its tick is missed.",
+                )
+        for label, function in functions:
+            self.dashboard.add_widgets(*function_row(label, function))
+
+    def _add_fleet(self, fleet: ObserverFleet) -> None:
+        """The fleet owns its alarms and its rows (``infra.observer_fleet.dashboard``)."""
+        self.alarms.extend(fleet.alarms.values())
+        for row in fleet_rows(fleet):
+            self.dashboard.add_widgets(*row)
 
     def _alarm(
         self, alarm: Alarm, alarm_id: str, metric: cloudwatch.IMetric, description: str

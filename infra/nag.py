@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import Acknowledgment, CfnResource, Names, Stack, Validations
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
@@ -22,23 +22,22 @@ from aws_cdk import aws_sqs as sqs
 from constructs import IConstruct
 
 from infra.errors import ConfigurationError
-from vigil.contract.tasks import LEGACY_SCHEDULE_DIGEST
 
 PACK = "AwsSolutions::"
 _PART = r"(<[^>]+>|[^:<]+)"
 ARN = f"arn:{_PART}:{{service}}:{_PART}:{_PART}:"
 """The start of an ARN as cdk-nag renders it (partition, region and account literal or tokens)."""
-FUNCTION_ROLE = r"\w*(Function|Reconciler)RoleDefaultPolicy[0-9A-F]{8}"
+FUNCTION_ROLE = r"\w*(Function|Reconciler)Role(DefaultPolicy)?[0-9A-F]{8}"
+"""A function's role: its ``DefaultPolicy`` (the stack's own functions) or the role itself, whose
+policy is inline (``infra.roles.InlineRole``: the jobs' and tasks' functions)."""
+SHARD_FUNCTION_ROLE = r"\w*FunctionRole[0-9A-F]{8}"
+"""A job's or task's function role (its policy inline)."""
 RECONCILER_ROLE = r"\w*ReconcilerRoleDefaultPolicy[0-9A-F]{8}"
 ONE_TIME_SCHEDULES = ARN.format(service="scheduler") + r"schedule/[A-Za-z0-9_.-]+/_[a-z0-9-]+_\*"
 """``<group>/_<task>_*`` (``vigil.contract.tasks.schedule_grants``): a task's own schedule names."""
-LEGACY_ONE_TIME_SCHEDULES = (
-    ARN.format(service="scheduler")
-    + r"schedule/[A-Za-z0-9_.-]+/[a-z0-9-]+-"
-    + r"\?" * LEGACY_SCHEDULE_DIGEST
-)
-"""``<group>/<task[:23]>-`` and a ``?`` per digest character: a task's names from before the
-delimiter (``vigil.contract.tasks.legacy_schedule_name_pattern``)."""
+CATALOG_PARTS = ARN.format(service="ssm") + r"parameter/vigil/[A-Za-z0-9-]+/(jobs|tasks|kinds)/\*"
+"""``/vigil/<stack>/<jobs|tasks|kinds>/*``: the parts of one of the stack's catalogs
+(``vigil.catalog``)."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,7 @@ WILDCARDS: tuple[Wildcard, ...] = (
         "*",
     ),
     Wildcard(
-        RECONCILER_ROLE,
+        r"\w*ReconcilerKindGrants\d[0-9A-F]{8}",
         frozenset({"ecs:RunTask"}),
         ARN.format(service="ecs") + r"task-definition/[A-Za-z0-9_-]+:\*",
         "Any revision of the fleet's own task definition families (an observer keeps the revision "
@@ -149,9 +148,38 @@ WILDCARDS: tuple[Wildcard, ...] = (
         "schedule/STACK-tasks/_TASK_*",
     ),
     Wildcard(
+        SHARD_FUNCTION_ROLE,
+        frozenset({"logs:PutLogEvents"}),
+        ARN.format(service="logs")
+        + r"log-group:<\w+>:log-stream:\?\?\?\?/\?\?/\?\?/[A-Za-z0-9_-]+\[\*",
+        "A job's or task's function logs into its shard's log group, where Lambda names each "
+        "stream by its date and function: its role may put events into its own function's "
+        "streams only",
+        "log-group:SHARD:log-stream:????/??/??/FUNCTION[*",
+    ),
+    Wildcard(
+        r"\w*((JobsControl|TasksApi|Api)Function|Reconciler)RoleDefaultPolicy[0-9A-F]{8}",
+        frozenset({"ssm:GetParameter", "ssm:GetParameters"}),
+        CATALOG_PARTS,
+        "The parts of the stack's catalog of jobs (tasks, the kinds: their handlers, options and "
+        "task definitions), read as one path: their number grows with the jobs (tasks, kinds) "
+        "declared",
+        "parameter/vigil/STACK/jobs/* (tasks/*, kinds/*)",
+    ),
+    Wildcard(
+        r"\w*JobsControlFunctionRoleDefaultPolicy[0-9A-F]{8}",
+        frozenset({"lambda:InvokeFunction"}),
+        ARN.format(service="lambda") + r"function:[A-Za-z0-9-]+_job_\*",
+        "Run now and backfill invoke any of the stack's jobs: their functions are named "
+        "STACK_job_NAME, a prefix no other stack's names have (listing them would pass IAM's "
+        "10,240 characters near a hundred jobs)",
+        "function:STACK_job_*",
+    ),
+    Wildcard(
         FUNCTION_ROLE,
         frozenset({"s3:PutObject"}),
-        r"<\w*TaskResultsBucket[0-9A-F]{8}\.Arn>/[a-z0-9-]+/\*",
+        # In its shard the bucket's ARN is the parameter that carries it: <referenceto...Arn>
+        r"<(referenceto)?\w*TaskResultsBucket[0-9A-F]{8}\.?Arn>/[a-z0-9-]+/\*",
         "A task's result too big for its record is stored under the task's own prefix of the "
         "stack's results bucket; the object's name holds the id and run token, known only then",
         "BUCKET/TASK/*",
@@ -159,26 +187,26 @@ WILDCARDS: tuple[Wildcard, ...] = (
     Wildcard(
         r"\w*TasksApiFunctionRoleDefaultPolicy[0-9A-F]{8}",
         frozenset({"s3:GetObject"}),
-        r"<\w*TaskResultsBucket[0-9A-F]{8}\.Arn>/[a-z0-9-]+/\*",
-        "GET /tasks/{task}/{id} reads back a result stored out of its record: the declared "
-        "tasks' own prefixes of the results bucket",
-        "BUCKET/TASK/*",
+        r"<\w*TaskResultsBucket[0-9A-F]{8}\.Arn>/\*",
+        "GET /tasks/{task}/{id} reads back a result stored out of its record: the stack's results "
+        "bucket holds nothing else, and one statement holds at any number of tasks",
+        "BUCKET/*",
     ),
     Wildcard(
         r"\w*TasksApiFunctionRoleDefaultPolicy[0-9A-F]{8}",
-        frozenset({"scheduler:DeleteSchedule"}),
-        ONE_TIME_SCHEDULES,
-        "Cancelling a task deletes its pending one-time schedule: the same names as enqueueing",
-        "schedule/STACK-tasks/_TASK_*",
+        frozenset({"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}),
+        ARN.format(service="scheduler") + r"schedule/[A-Za-z0-9_.-]+/\*",
+        "The tasks API enqueues and cancels any of the stack's tasks: one-time schedules in the "
+        "stack's own group of them",
+        "schedule/STACK-tasks/*",
     ),
     Wildcard(
         r"\w*TasksApiFunctionRoleDefaultPolicy[0-9A-F]{8}",
-        frozenset({"scheduler:DeleteSchedule"}),
-        LEGACY_ONE_TIME_SCHEDULES,
-        "A schedule still pending under a name from before the delimiter (the task's first 23 "
-        f"characters, a dash, {LEGACY_SCHEDULE_DIGEST} hex digits) is cancelled too: one ? per "
-        "digit, so only names of exactly that length",
-        f"schedule/STACK-tasks/TASK[:23]-{'?' * LEGACY_SCHEDULE_DIGEST}",
+        frozenset({"iam:PassRole"}),
+        f"arn:{_PART}:iam::{_PART}:" + r"role/vigil/[A-Za-z0-9-]+/[a-z0-9-]+/task-schedules/\*",
+        "A task's one-time schedule sends as that task's scheduler role: the roles under the "
+        "stack's path of them, to Scheduler only (condition iam:PassedToService)",
+        "role/vigil/STACK/REGION/task-schedules/*",
     ),
 )
 """Every wildcard IAM grant Vigil accepts (cdk-nag IAM5, and ``tests/infra/test_iam_wildcards``);
@@ -304,19 +332,21 @@ def wildcards_markdown() -> str:
 class Accepted:
     rule: str
     reason: str
-    picks: Callable[[IConstruct], bool]
+    picks: Callable[[IConstruct, str], bool]
+    """Given a construct and its path (read once: each read is a call into the CDK's process,
+    and a stack of two hundred jobs has thousands of constructs)."""
 
 
-def _path_has(*parts: str) -> Callable[[IConstruct], bool]:
-    return lambda c: all(part in c.node.path for part in parts)
+def _path_has(*parts: str) -> Callable[[IConstruct, str], bool]:
+    return lambda c, path: all(part in path for part in parts)
 
 
-def _is(kind: type) -> Callable[[IConstruct], bool]:
-    return lambda c: isinstance(c, kind)
+def _is(kind: type) -> Callable[[IConstruct, str], bool]:
+    return lambda c, path: isinstance(c, kind)
 
 
-def _policy_of(*names: str) -> Callable[[IConstruct], bool]:
-    return lambda c: isinstance(c, iam.CfnPolicy) and any(n in c.node.path for n in names)
+def _policy_of(*names: str) -> Callable[[IConstruct, str], bool]:
+    return lambda c, path: isinstance(c, iam.CfnPolicy) and any(n in path for n in names)
 
 
 ACCEPTED: tuple[Accepted, ...] = (
@@ -386,26 +416,76 @@ ACCEPTED: tuple[Accepted, ...] = (
 
 
 def suppress_accepted_findings(stack: Stack) -> None:
+    """Acknowledge the accepted findings of ``stack`` and its nested stacks (the shards)."""
+    parameters = _nested_parameters(stack)
     for construct in stack.node.find_all():
+        if not isinstance(construct, CfnResource):
+            continue  # findings are on resources (L1s) only: the rest need no reading
+        path = construct.node.path
         for accepted in ACCEPTED:
-            if accepted.picks(construct):
+            if accepted.picks(construct, path):
                 _acknowledge(construct, accepted.rule, accepted.reason)
-        if isinstance(construct, iam.CfnPolicy):
-            for rule, reason in _accepted_wildcards(stack, construct):
-                _acknowledge(construct, rule, reason)
+        if isinstance(construct, (iam.CfnPolicy, iam.CfnManagedPolicy)):
+            owner = Stack.of(construct)
+            document = owner.resolve(construct.policy_document)
+            for rule, reason in _accepted_wildcards(owner, construct, document):
+                _acknowledge(construct, rule, reason, parameters if owner is not stack else None)
+        elif isinstance(construct, iam.CfnRole):
+            owner = Stack.of(construct)
+            policies = owner.resolve(construct.policies) or []
+            statements = [
+                statement
+                for policy in policies
+                for statement in (
+                    policy.get("PolicyDocument") or policy.get("policyDocument") or {}
+                ).get("Statement", [])
+            ]
+            for rule, reason in _accepted_wildcards(owner, construct, {"Statement": statements}):
+                _acknowledge(construct, rule, reason, parameters if owner is not stack else None)
 
 
-def _acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
-    Validations.of(construct).acknowledge(Acknowledgment(id=PACK + rule, reason=reason))
+_ATTRIBUTE = re.compile(r"<(\w+)\.(\w+)>")
 
 
-def _accepted_wildcards(stack: Stack, policy: iam.CfnPolicy) -> list[tuple[str, str]]:
-    """IAM5 findings of the policy, named as cdk-nag names them, that every grant behind them
-    is accepted for: a finding names only a resource (or action), so one unaccepted grant on the
-    same ``*`` leaves it unacknowledged."""
-    grants = wildcard_grants(
-        str(stack.resolve(policy.logical_id)), stack.resolve(policy.policy_document)
-    )
+def _nested_parameters(stack: Stack) -> dict[str, str]:
+    """The logical id of each of ``stack``'s own resources -> its unique id, from which the CDK
+    names the parameter that carries a reference to it into a nested stack (``referenceto`` + the
+    unique id + the attribute). The synth makes those parameters only after these findings are
+    acknowledged, so a shard's grant on the stack's resource (the task results bucket) resolves
+    here as ``<Bucket.Arn>`` and reaches cdk-nag as ``<referenceto...BucketArn>``."""
+    return {
+        str(stack.resolve(child.logical_id)): Names.unique_id(child)
+        for child in stack.node.find_all()
+        if isinstance(child, CfnResource) and Stack.of(child) is stack
+    }
+
+
+def _acknowledge(
+    construct: IConstruct, rule: str, reason: str, parameters: Mapping[str, str] | None = None
+) -> None:
+    """``rule`` as cdk-nag names it; in a nested stack, also under the name of the parameter that
+    carries a reference to the parent stack's resource (:func:`_nested_parameters`)."""
+    names = {rule}
+    if parameters:
+        names.add(
+            _ATTRIBUTE.sub(
+                lambda m: f"<referenceto{parameters[m[1]]}{m[2]}>" if m[1] in parameters else m[0],
+                rule,
+            )
+        )
+    for name in sorted(names):
+        Validations.of(construct).acknowledge(Acknowledgment(id=PACK + name, reason=reason))
+
+
+def _accepted_wildcards(
+    stack: Stack,
+    policy: iam.CfnPolicy | iam.CfnManagedPolicy | iam.CfnRole,
+    document: Mapping[str, Any],
+) -> list[tuple[str, str]]:
+    """IAM5 findings of the policy (or a role's inline policies), named as cdk-nag names them,
+    that every grant behind them is accepted for: a finding names only a resource (or action),
+    so one unaccepted grant on the same ``*`` leaves it unacknowledged."""
+    grants = wildcard_grants(str(stack.resolve(policy.logical_id)), document)
     findings: dict[str, list[Grant]] = {}
     for grant in grants:
         if "*" in grant.resource:

@@ -4,10 +4,11 @@ tasks' work queues (``infra.background_task``) are built from the same base."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aws_cdk import Duration
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -30,15 +31,21 @@ def check_retention(
 
 
 def vigil_queue(
-    scope: Construct, construct_id: str, *, fifo: bool = False, **properties: Any
+    scope: Construct,
+    construct_id: str,
+    *,
+    fifo: bool = False,
+    enforce_ssl: bool = True,
+    **properties: Any,
 ) -> sqs.Queue:
     """A queue with the properties every Vigil queue shares; FIFO ones deduplicate only by the
-    sender's ``MessageDeduplicationId`` (no content-based deduplication)."""
+    sender's ``MessageDeduplicationId`` (no content-based deduplication). ``enforce_ssl=False``
+    only for a queue that :func:`tls_only_policy` covers with others."""
     return sqs.Queue(
         scope,
         construct_id,
         encryption=sqs.QueueEncryption.SQS_MANAGED,
-        enforce_ssl=True,
+        enforce_ssl=enforce_ssl,
         removal_policy=data_removal_policy(scope),
         # None on a standard queue: the template stays as it was before FIFO existed here.
         fifo=True if fifo else None,
@@ -47,8 +54,33 @@ def vigil_queue(
     )
 
 
-def dead_letter_queue(scope: Construct, construct_id: str, *, fifo: bool = False) -> sqs.Queue:
+def dead_letter_queue(
+    scope: Construct, construct_id: str, *, fifo: bool = False, enforce_ssl: bool = True
+) -> sqs.Queue:
     """``fifo`` for the dead-letter queue of a FIFO queue (SQS requires the same type)."""
     return vigil_queue(
-        scope, construct_id, fifo=fifo, retention_period=Duration.days(DLQ_RETENTION_DAYS)
+        scope,
+        construct_id,
+        fifo=fifo,
+        enforce_ssl=enforce_ssl,
+        retention_period=Duration.days(DLQ_RETENTION_DAYS),
     )
+
+
+def tls_only_policy(
+    scope: Construct, construct_id: str, queues: Sequence[sqs.IQueue]
+) -> sqs.QueuePolicy:
+    """One queue policy for several queues (CloudFormation applies the document to each it
+    lists): every request without TLS is refused, as ``enforce_ssl`` does for one queue. One
+    resource instead of one per queue; statements added later (who may send) join it."""
+    policy = sqs.QueuePolicy(scope, construct_id, queues=list(queues))
+    policy.document.add_statements(
+        iam.PolicyStatement(
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=["sqs:*"],
+            resources=[queue.queue_arn for queue in queues],
+            conditions={"Bool": {"aws:SecureTransport": "false"}},
+        )
+    )
+    return policy

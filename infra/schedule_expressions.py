@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from functools import cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from vigil.contract.schedule import InvalidSchedule, Schedule
@@ -92,6 +93,12 @@ def never_fires_again(expression: str, time_zone: str) -> bool:
     return not Schedule(expression, time_zone).next_after(datetime.now(UTC), 1)
 
 
+@cache
+def _time_zones() -> frozenset[str]:
+    """The IANA names (the standard library walks the zone files on each call)."""
+    return frozenset(available_timezones())
+
+
 def validate_time_zone(name: str) -> str | None:
     if name in ("UTC", "Etc/UTC"):
         return None
@@ -99,6 +106,6 @@ def validate_time_zone(name: str) -> str | None:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
         return f"{name!r} is not an IANA time zone name (e.g. 'Europe/Prague')"
-    if name not in available_timezones():
+    if name not in _time_zones():
         return f"{name!r} is not an IANA time zone name (e.g. 'Europe/Prague')"
     return None

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Annotations, Duration, Stack, TimeZone
+from aws_cdk import Annotations, Duration, TimeZone
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -16,9 +16,12 @@ from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
+from infra.catalogs import Entry, Filled
 from infra.errors import ConfigurationError
-from infra.function import InvokeTarget, check_function, vigil_function
+from infra.function import InvokeTarget, SharedLogs, check_function, vigil_function
+from infra.layout import Layout
 from infra.queues import check_retention, dead_letter_queue
+from infra.quotas import QUEUE_URL
 from infra.runs_table import JobRunsTable
 from infra.schedule_expressions import (
     evaluable,
@@ -28,7 +31,8 @@ from infra.schedule_expressions import (
 )
 from infra.stage import stage_of
 from infra.writes import check_writes, grant_writes, writes_environment
-from vigil.contract.jobs import SCHEDULER_INPUT_KEY
+from vigil.contract.jobs import JOB_PK_PREFIX, SCHEDULER_INPUT_KEY
+from vigil.contract.layout import CONSTRUCT_FIELD, Entity
 from vigil.contract.metrics import NAMESPACE, JobMetric, dimensions
 
 JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
@@ -52,6 +56,10 @@ class _Checked:
 
 class ScheduledJob(Construct):
     """A job that EventBridge Scheduler fires and the Vigil guard runs exactly once per tick.
+
+    Declared in a stack, it lives in the nested stack its name hashes to (``infra.layout``): its
+    function (named ``<stack>_job_<name>``), role, schedule, invoke config and ``FailedRuns`` queue;
+    ``undelivered`` is the stack's one queue for every job's schedule.
 
     Args:
         handler: ``module.function`` under ``functions/``; checked at synth without importing it.
@@ -110,7 +118,6 @@ class ScheduledJob(Construct):
         min_duration: Duration | None = None,
         writes: Sequence[Any] = (),
     ) -> None:
-        super().__init__(scope, construct_id)
         checked = self._validate(
             construct_id=construct_id,
             job_name=job_name,
@@ -127,8 +134,16 @@ class ScheduledJob(Construct):
             lease_margin=lease_margin,
             retention=retention,
         )
+        layout = Layout.of(scope)
+        shard = layout.place(Entity.JOB, checked.name, f"ScheduledJob {construct_id!r}")
+        super().__init__(shard, construct_id)
+        self._vigil_layout = layout
+        self.shard = shard
         declared = check_writes(_failing(construct_id), writes)
         self.job_name = checked.name
+        self.stage = stage_of(self)
+        """The stage its metrics are dimensioned by (read once: a call into the CDK's process)."""
+        self.function_name = layout.function_name(Entity.JOB, checked.name)
         self.schedule_expression = schedule
         self.time_zone = time_zone
         self.overlap = overlap
@@ -139,7 +154,7 @@ class ScheduledJob(Construct):
         self.duration_limits = _duration_limits(construct_id, timeout, max_duration, min_duration)
         self.runs_table = runs_table or _shared_runs_table(self)
         self.failed_runs = dead_letter_queue(self, "FailedRuns")
-        self.undelivered = dead_letter_queue(self, "Undelivered")
+        self.undelivered = layout.undelivered
         self.function = self._build_function(
             handler=handler,
             description=description or f"Vigil job {checked.name} ({schedule})",
@@ -251,6 +266,7 @@ class ScheduledJob(Construct):
             description=description,
             timeout=timeout,
             memory_size=memory_size,
+            shared_logs=SharedLogs(self.function_name, self.shard.log_group),
             environment={
                 "VIGIL_JOB_NAME": self.job_name,
                 "VIGIL_RUNS_TABLE": self.runs_table.table_name,
@@ -289,7 +305,11 @@ class ScheduledJob(Construct):
 
     def _own_items(self) -> dict[str, Any]:
         """The condition that keeps a grant on the runs table to this job's own items."""
-        return {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"JOB#{self.job_name}"]}}
+        return {
+            "ForAllValues:StringEquals": {
+                "dynamodb:LeadingKeys": [f"{JOB_PK_PREFIX}{self.job_name}"]
+            }
+        }
 
     def _build_schedule(
         self,
@@ -320,17 +340,34 @@ class ScheduledJob(Construct):
                 retry_attempts=delivery_retry_attempts,
                 max_event_age=max_event_age,
                 dead_letter_queue=self.undelivered,
+                role=self.shard.schedule_role,
             ),
         )
 
-    # --- monitoring handles --------------------------------------------------------------------
+    # --- the catalog and monitoring handles --------------------------------------------------
+
+    def catalog_entry(self) -> Entry:
+        """This job's entry in the stack's jobs catalog (``vigil.catalog``): what the jobs
+        control, the CLI and the kit find it by."""
+        return {
+            "function": self.function_name,
+            CONSTRUCT_FIELD: self.node.id,
+            "failed_runs": Filled(self.failed_runs.queue_url, QUEUE_URL),
+            "schedule": self.schedule_expression,
+            "time_zone": self.time_zone,
+            "overlap": self.overlap,
+            "timeout_seconds": self.timeout_seconds,
+            "max_lateness_seconds": self.max_lateness_seconds,
+            "retention_seconds": self.retention_seconds,
+            "retry_attempts": self.retry_attempts,
+        }
 
     def metric(self, metric: JobMetric, statistic: str = "Sum") -> cloudwatch.Metric:
         """A Powertools metric this job emits."""
         return cloudwatch.Metric(
             namespace=NAMESPACE,
             metric_name=str(metric),  # a plain str: jsii would take an Enum for its own
-            dimensions_map=dimensions(stage_of(self), job=self.job_name),
+            dimensions_map=dimensions(self.stage, job=self.job_name),
             statistic=statistic,
             period=Duration.minutes(5),
         )
@@ -363,7 +400,7 @@ def _duration_limits(
 
 
 def _shared_runs_table(scope: Construct) -> dynamodb.ITable:
-    stack = Stack.of(scope)
+    stack = Layout.of(scope).stack
     existing = stack.node.try_find_child("JobRuns")
     if isinstance(existing, JobRunsTable):
         return existing.table

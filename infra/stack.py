@@ -8,20 +8,25 @@ from typing import Any
 from aws_cdk import CfnOutput, Stack, Tags
 from constructs import Construct
 
-from infra.background_task import BackgroundTask, catalog
+from infra.background_task import BackgroundTask
+from infra.catalogs import Catalog
 from infra.jobs_control import JobsControl
+from infra.layout import Layout
 from infra.monitoring import Monitoring
 from infra.observer_fleet import ObserverFleet
 from infra.runs_table import JobRunsTable
 from infra.scheduled_job import ScheduledJob
 from infra.tasks_api import TasksApi
 from infra.tasks_table import TasksTable
+from vigil.contract.layout import Catalogued, catalog_path
+from vigil.contract.tasks import CatalogField
 
 
 class VigilStack(Stack):
-    """The stack a team deploys: its scheduled jobs, its background tasks, its observer fleet,
-    one dashboard. Without ``declare_tasks`` there is no tasks table, no tasks API function and
-    ``TasksCatalog`` is ``{}``.
+    """The stack a team deploys: its scheduled jobs and background tasks (in nested stacks, a shard
+    each, ``infra.layout``), its observer fleet, its catalogs, its dashboards. Without
+    ``declare_tasks`` there is no tasks table, no tasks API function and the tasks catalog is
+    empty.
 
     Args:
         declare_jobs: called with the stack and its job runs table; returns the stack's jobs
@@ -44,28 +49,44 @@ class VigilStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         Tags.of(self).add("vigil:stack", construct_id)
+        self.layout = Layout.of(self)
         self.runs = JobRunsTable(self, "JobRuns")
         self.jobs = list(declare_jobs(self, self.runs))
         self.observers = declare_observers(self) if declare_observers else None
-        self.jobs_control = JobsControl(
-            self,
-            "JobsControl",
-            jobs=self.jobs,
-            runs_table=self.runs.table,
-            api=self.observers.api if self.observers else None,
-        )
         self.tasks_table: TasksTable | None = None
         self.tasks: list[BackgroundTask] = []
         self.tasks_api: TasksApi | None = None
         if declare_tasks is not None:
             self.tasks_table = TasksTable(self, "Tasks")
             self.tasks = list(declare_tasks(self, self.tasks_table))
+        self.jobs_catalog = Catalog(
+            self,
+            "JobsCatalog",
+            catalogued=Catalogued.JOBS,
+            entries={job.job_name: job.catalog_entry() for job in self.jobs},
+        )
+        self.tasks_catalog = Catalog(
+            self,
+            "TasksCatalog",
+            catalogued=Catalogued.TASKS,
+            entries={task.task_name: task.catalog_fields() for task in self.tasks},
+            shared=self._tasks_shared(),
+        )
+        self.jobs_control = JobsControl(
+            self,
+            "JobsControl",
+            catalog=self.jobs_catalog,
+            runs_table=self.runs.table,
+            api=self.observers.api if self.observers else None,
+        )
         if self.tasks and self.tasks_table is not None:
             self.tasks_api = TasksApi(
                 self,
                 "TasksApi",
                 tasks=self.tasks,
+                catalog=self.tasks_catalog,
                 table=self.tasks_table.table,
+                schedule_group=self.tasks[0].schedule_group_name,
                 api=self.jobs_control.api,
             )
         self.monitoring = Monitoring(
@@ -76,11 +97,22 @@ class VigilStack(Stack):
             control=self.jobs_control,
             tasks=self.tasks,
             tasks_api=self.tasks_api,
+            layout=self.layout,
         )
         self._outputs()
 
+    def _tasks_shared(self) -> dict[str, str]:
+        """What every task of the stack shares: its table and group of one-time schedules."""
+        if not self.tasks:
+            return {}
+        return {
+            CatalogField.TABLE.value: self.tasks[0].table.table_name,
+            CatalogField.SCHEDULE_GROUP.value: self.tasks[0].schedule_group_name,
+        }
+
     def _outputs(self) -> None:
-        """What the ``vigil jobs`` commands need to find, read from the deployed stack."""
+        """What the ``vigil`` commands need to find, read from the deployed stack; the jobs and
+        tasks themselves are in the catalogs (``vigil.catalog``: one path per stack)."""
         CfnOutput(self, "JobRunsTableName", value=self.runs.table.table_name)
         CfnOutput(self, "JobsApiEndpoint", value=self.jobs_control.api.url)
         CfnOutput(
@@ -94,29 +126,10 @@ class VigilStack(Stack):
         )
         CfnOutput(
             self,
-            "JobsCatalog",
-            description="Per job: its function, its failed-runs (dead-letter) queue, and what a "
-            "redrive needs to know (its overlap policy and timeout)",
-            value=self.to_json_string(
-                {
-                    job.job_name: {
-                        "function": job.function.function_name,
-                        "failed_runs": job.failed_runs.queue_url,
-                        "schedule": job.schedule_expression,
-                        "time_zone": job.time_zone,
-                        "overlap": job.overlap,
-                        "timeout_seconds": str(job.timeout_seconds),
-                    }
-                    for job in self.jobs
-                }
-            ),
-        )
-        CfnOutput(
-            self,
-            "TasksCatalog",
-            description="Per task: its queues, table, scheduler role and schedule group, function "
-            "(give it to an application as VIGIL_TASKS_CATALOG)",
-            value=self.to_json_string(catalog(self.tasks)),
+            "CatalogPath",
+            description="Where the jobs' and tasks' catalogs are: SSM parameters under "
+            "<path>/jobs and <path>/tasks (give an application VIGIL_STACK, the stack's name)",
+            value=catalog_path(self.stack_name, Catalogued.JOBS).rsplit("/", 1)[0],
         )
         if self.tasks_table is not None:
             CfnOutput(self, "TasksTableName", value=self.tasks_table.table.table_name)

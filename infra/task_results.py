@@ -13,14 +13,14 @@ operators read with their own credentials (``vigil tasks get``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.layout import Layout
 from infra.removal import data_removal_policy
 from vigil.contract.tasks import TaskEnv
 
@@ -57,20 +57,20 @@ class TaskResults(Construct):
             )
         )
 
-    def grant_read(self, grantee: iam.IGrantable, task_names: Sequence[str]) -> None:
-        """Reading the results of ``task_names`` (the tasks API function)."""
-        if task_names:
-            grantee.grant_principal.add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=["s3:GetObject"],
-                    resources=[self.bucket.arn_for_objects(f"{name}/*") for name in task_names],
-                )
+    def grant_read(self, grantee: iam.IGrantable) -> None:
+        """Reading every task's results (the tasks API function): the bucket holds nothing else,
+        and one statement stays within IAM's policy size at any number of tasks."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects("*")]
             )
+        )
 
 
 def results_of(scope: Construct) -> TaskResults:
-    """The stack's results bucket, created with the first task that asks."""
-    stack = Stack.of(scope)
+    """The stack's results bucket, created with the first task that asks, in the stack that holds
+    the shards (one bucket whichever shard a task is in)."""
+    stack = Layout.of(scope).stack
     existing = stack.node.try_find_child(CONSTRUCT_ID)
     if isinstance(existing, TaskResults):
         return existing

@@ -5,7 +5,9 @@
 (:mod:`infra.tasks_audit`). The routes join the stack's management API (the observers' or
 the jobs' own: one endpoint, one IAM policy for operators), IAM on every method. The function
 (``handlers.tasks_api.handler``) is separate from the jobs' and the observers' (least privilege:
-only the declared tasks' records, queues, schedules and scheduler roles).
+the tasks table's task records, the stack's tasks' queues (each queue's policy lets it send), its
+group of one-time schedules and its tasks' scheduler roles, by their path: one statement each at
+any number of tasks).
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from infra.background_task import BackgroundTask, catalog, grant_tasks
+from infra.background_task import BackgroundTask, grant_manage_tasks
+from infra.catalogs import Catalog
 from infra.function import vigil_function
 from infra.management_api import API_GATEWAY_TIMEOUT_SECONDS, api_integration
 from infra.tasks_audit import TasksAudit
-from vigil.contract.tasks import CATALOG_ENV, TaskEnv
+from vigil.contract.layout import CATALOG_DIGEST_ENV as DIGEST_ENV
+from vigil.contract.layout import STACK_ENV
+from vigil.contract.tasks import TaskEnv
 
 HANDLER = "handlers.tasks_api.handler"
 
@@ -30,8 +35,10 @@ class TasksApi(Construct):
     """The tasks routes of the management API and their function (see the module).
 
     Args:
-        tasks: the stack's tasks, the only ones the routes serve.
+        tasks: the stack's tasks: each lets the function send to its queue (its queue's policy).
+        catalog: the stack's tasks catalog, the tasks the routes serve.
         table: the tasks table they record in.
+        schedule_group: the stack's group of one-time schedules.
         api: the REST API the routes join.
     """
 
@@ -41,10 +48,13 @@ class TasksApi(Construct):
         construct_id: str,
         *,
         tasks: Sequence[BackgroundTask],
+        catalog: Catalog,
         table: dynamodb.ITable,
+        schedule_group: str,
         api: apigateway.RestApi,
     ) -> None:
         super().__init__(scope, construct_id)
+        stack = Stack.of(self)
         self.function = vigil_function(
             self,
             "Function",
@@ -52,19 +62,22 @@ class TasksApi(Construct):
             description="Vigil tasks API: enqueue, read, list and cancel tasks",
             timeout=Duration.seconds(API_GATEWAY_TIMEOUT_SECONDS),
             environment={
-                CATALOG_ENV: Stack.of(self).to_json_string(catalog(tasks)),
+                STACK_ENV: stack.stack_name,
+                DIGEST_ENV: catalog.digest,
                 TaskEnv.TABLE.value: table.table_name,
             },
         )
-        grant_tasks(self.function, tasks, manage=True)
+        catalog.grant_read(self.function)
+        grant_manage_tasks(self.function, table=table, schedule_group=schedule_group)
+        for task in tasks:
+            task.allow_send(self.function.grant_principal)
         if tasks:
-            tasks[0].results.grant_read(self.function, [task.task_name for task in tasks])
+            tasks[0].results.grant_read(self.function)
         self._add_routes(api)
         self.audit = TasksAudit(
             self,
             "Audit",
             function=self.function,
-            task_names=[task.task_name for task in tasks],
             table=table,
         )
 

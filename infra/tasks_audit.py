@@ -2,14 +2,12 @@
 
 The audit runs in the tasks API's function (it holds the catalog and may read the tasks' records),
 every five minutes, from its own EventBridge Scheduler schedule. It reads the tasks table's sparse
-``retries`` index (keys only, the declared tasks' partitions only) and each candidate's record.
+``retries`` index (keys only, task records' partitions only) and each candidate's record.
 Its metric, ``TasksStranded``, is emitted on every pass, zero too, so its one alarm fires both when
 a stranded task is found and when no pass has run for a whole period (missing data breaches).
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -30,7 +28,7 @@ AUDIT_EVERY = Duration.minutes(5)
 
 
 class TasksAudit(Construct):
-    """The stranded-tasks audit of ``tasks``, run by ``function`` (see the module)."""
+    """The stranded-tasks audit of the stack's tasks, run by ``function`` (see the module)."""
 
     def __init__(
         self,
@@ -38,7 +36,6 @@ class TasksAudit(Construct):
         construct_id: str,
         *,
         function: lambda_.IFunction,
-        task_names: Sequence[str],
         table: dynamodb.ITable,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -46,11 +43,9 @@ class TasksAudit(Construct):
             iam.PolicyStatement(
                 actions=["dynamodb:Query"],
                 resources=[f"{table.table_arn}/index/{RETRIES_INDEX}"],
-                conditions={
-                    "ForAllValues:StringEquals": {
-                        "dynamodb:LeadingKeys": [f"{PK_PREFIX}{name}" for name in task_names]
-                    }
-                },
+                # Task records only (``TASK#*``), one statement at any number of tasks: as the
+                # tasks API's own grant (``infra.background_task.grant_manage_tasks``).
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{PK_PREFIX}*"]}},
             )
         )
         self.schedule = scheduler.Schedule(

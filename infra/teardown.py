@@ -88,11 +88,13 @@ class Kept:
     after: frozenset[Ending]
 
 
-def staying(template: Mapping[str, Any]) -> list[Kept]:
-    """Every resource of the template that stays after a ``cdk destroy`` or a rolled-back first
-    deploy, in the template's order. An unknown ``DeletionPolicy`` is an error, not a guess."""
+def staying(*templates: Mapping[str, Any]) -> list[Kept]:
+    """Every resource of the templates (a stack's and its nested stacks', whose retained resources
+    stay when the stack deletes them) that stays after a ``cdk destroy`` or a rolled-back first
+    deploy, in the templates' order. An unknown ``DeletionPolicy`` is an error, not a guess."""
     kept = []
-    for logical_id, resource in template["Resources"].items():
+    resources = [item for template in templates for item in template["Resources"].items()]
+    for logical_id, resource in resources:
         policy = resource.get("DeletionPolicy", "Delete")
         if policy not in STAYS:
             raise ValueError(
@@ -105,11 +107,12 @@ def staying(template: Mapping[str, Any]) -> list[Kept]:
     return kept
 
 
-def teardown_markdown(template: Mapping[str, Any]) -> str:
-    """The deploying guide's table: per resource type that stays, how many, after which ending,
-    the resources (by construct path) and how to remove them."""
+def teardown_markdown(*templates: Mapping[str, Any]) -> str:
+    """The deploying guide's table: per resource type that stays in the stack and its nested
+    stacks, how many, after which ending, the resources (by construct path) and how to remove
+    them."""
     by_type: dict[str, list[Kept]] = {}
-    for resource in staying(template):
+    for resource in staying(*templates):
         by_type.setdefault(resource.type, []).append(resource)
     unknown = sorted(by_type.keys() - REMOVALS.keys())
     if unknown:

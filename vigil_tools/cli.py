@@ -9,6 +9,7 @@
     vigil hosts list [--kind K]                                   (pooled kinds' hosts)
     vigil jobs list | history JOB | redrive JOB | next JOB       (see vigil_tools/jobs_cli.py)
     vigil jobs run | pause | resume | backfill JOB ...          (see vigil_tools/jobs_control_cli.py)
+    vigil upgrade drain [--delete]                               (see vigil_tools/upgrade.py)
     vigil local up [--port P] [--speed X] [--quiet]             (see vigil_tools/local/up.py)
     vigil --stage NAME <any of the above but local>             (the stack Vigil-NAME's API and data)
 
@@ -35,7 +36,7 @@ from typing import Any, TextIO
 from vigil.contract.hosts import DEFAULT_REBALANCE_MOVES, MAX_REBALANCE_MOVES
 from vigil.contract.observers import Status
 from vigil.contract.stages import InvalidStage, check_stage
-from vigil_tools import jobs_cli, jobs_control_cli, tasks_cli
+from vigil_tools import jobs_cli, jobs_control_cli, tasks_cli, upgrade
 from vigil_tools.api_client import (
     ApiError,
     ObserversClient,
@@ -77,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups = parser.add_subparsers(dest="group", required=True)
     jobs_cli.add_parser(groups)
     tasks_cli.add_parser(groups)
+    upgrade.add_parser(groups)
     local_up.add_parser(groups)
     observers = groups.add_parser("observers", help="long-running observers")
     commands = observers.add_subparsers(dest="command", required=True)
@@ -163,6 +165,10 @@ def main(
             return _jobs(args, session, out, err)
         if args.group == "tasks":
             return _tasks(args, session, out, err)
+        if args.group == "upgrade":
+            return _direct(
+                args, session, err, lambda s: upgrade.run(args, s, out), upgrade.UpgradeError
+            )
         config = _parse_config(args.config) if args.command == "create" else {}
         if transport is None:
             transport = SigV4Transport(_endpoint(args, session, env), region=args.region)

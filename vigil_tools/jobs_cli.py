@@ -26,6 +26,8 @@ from typing import Any, TextIO
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from vigil.catalog import read_catalog
+from vigil.contract.layout import Catalogued
 from vigil.jobs.model import JobHead, RunRecord
 from vigil.jobs.store import RunStore
 from vigil.settle import NotSettleable
@@ -53,18 +55,24 @@ class JobsError(Exception):
 
 @dataclass(frozen=True)
 class JobsCatalog:
+    """The stack's runs table (an output) and its jobs (its jobs catalog, ``vigil.catalog``; a
+    stack deployed before the catalogs had a ``JobsCatalog`` output: read when there)."""
+
     runs_table: str
-    jobs: dict[str, dict[str, str]]
+    jobs: dict[str, dict[str, Any]]
 
     @classmethod
-    def from_stack(cls, cloudformation: Any, stack: str) -> JobsCatalog:
+    def from_stack(cls, session: Any, stack: str) -> JobsCatalog:
         try:
-            outputs = stack_outputs(cloudformation, stack)
+            outputs = stack_outputs(session.client("cloudformation"), stack)
         except StackNotFound as missing:
             raise JobsError(str(missing)) from None
-        if "JobRunsTableName" not in outputs or "JobsCatalog" not in outputs:
+        if "JobRunsTableName" not in outputs:
             raise JobsError(f"stack {stack!r} has no Vigil job outputs: is it a Vigil stack?")
-        return cls(outputs["JobRunsTableName"], json.loads(outputs["JobsCatalog"]))
+        if "JobsCatalog" in outputs:
+            return cls(outputs["JobRunsTableName"], json.loads(outputs["JobsCatalog"]))
+        jobs = read_catalog(session.client("ssm"), stack, Catalogued.JOBS).entries
+        return cls(outputs["JobRunsTableName"], jobs)
 
     def job(self, name: str) -> dict[str, str]:
         if name not in self.jobs:
@@ -104,7 +112,7 @@ def run(
     invoke: Invoke | None = None,
     call: Call | None = None,
 ) -> int:
-    catalog = JobsCatalog.from_stack(session.client("cloudformation"), stack_of(args))
+    catalog = JobsCatalog.from_stack(session, stack_of(args))
     store = RunStore(session.client("dynamodb"), catalog.runs_table)
     if args.command == "list":
         heads = {head.job: head for head in store.heads()}

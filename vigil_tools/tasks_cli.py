@@ -8,7 +8,7 @@
     vigil tasks settle TASK ID --effect NAME --done|--done-rerun|--not-done
 
 Like ``vigil jobs``, these talk to AWS directly with the usual credential chain: the stack's
-``TasksCatalog`` output says where each task's queue and records are, and ``vigil.tasks`` does the
+tasks catalog (``vigil.catalog``) says where each task's queue and records are, and ``vigil.tasks`` does the
 rest exactly as an application would (``enqueue`` is the same call, with the same checks).
 """
 
@@ -29,25 +29,24 @@ from vigil.tasks.redrive import redrive
 from vigil.tasks.store import TaskRecord, TaskStore
 from vigil_tools.direct_cli import add_group, add_redrive, positive
 from vigil_tools.settle_cli import add_settle, verdict_of
-from vigil_tools.stacks import StackNotFound, stack_of, stack_outputs
+from vigil_tools.stacks import StackNotFound, stack_of
 from vigil_tools.tables import render_table
-
-CATALOG_OUTPUT = "TasksCatalog"
+from vigil_tools.tasks_catalog import tasks_catalog
 
 
 class TasksError(Exception):
     """A problem the operator can fix (no such stack, a stack without tasks); exit code 1."""
 
 
-def catalog_of(cloudformation: Any, stack: str) -> Catalog:
-    """The deployed stack's tasks, from its ``TasksCatalog`` output."""
+def catalog_of(session: Any, stack: str) -> Catalog:
+    """The deployed stack's tasks, from its tasks catalog."""
     try:
-        outputs = stack_outputs(cloudformation, stack)
+        entries = tasks_catalog(session, stack)
     except StackNotFound as missing:
         raise TasksError(str(missing)) from None
-    if CATALOG_OUTPUT not in outputs:
-        raise TasksError(f"stack {stack!r} declares no tasks (no {CATALOG_OUTPUT} output)")
-    return Catalog.parse(outputs[CATALOG_OUTPUT])
+    if not entries:
+        raise TasksError(f"stack {stack!r} declares no tasks (its tasks catalog is empty)")
+    return Catalog.parse(json.dumps(entries))
 
 
 def add_parser(groups: Any) -> None:
@@ -97,7 +96,7 @@ def add_parser(groups: Any) -> None:
 
 
 def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = False) -> int:
-    catalog = catalog_of(session.client("cloudformation"), stack_of(args))
+    catalog = catalog_of(session, stack_of(args))
     client = TaskClient(
         catalog,
         sqs=session.client("sqs"),

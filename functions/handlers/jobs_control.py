@@ -7,9 +7,11 @@ invocation (not at import) and hands over to ``vigil.jobs.control_api`` / ``vigi
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import boto3
@@ -18,9 +20,10 @@ from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from vigil import telemetry
+from vigil.catalog import STACK_ENV, Kept
 from vigil.contract.jobs import IDEMPOTENCY_PK
 from vigil.jobs.audit import AuditIncomplete, Finding, audit
-from vigil.jobs.control import JobSpec, parse_catalog
+from vigil.jobs.control import JobSpec, parse_catalog, read_jobs
 from vigil.jobs.control_api import ControlServices, build_control_app
 from vigil.jobs.control_store import ControlStore
 from vigil.jobs.store import RunStore
@@ -33,26 +36,46 @@ tracer = telemetry.tracer()
 
 @dataclass(frozen=True)
 class ControlSettings:
+    """The runs table and where the jobs come from: the stack's jobs catalog in SSM
+    (``VIGIL_STACK``, read at the first invocation and again each minute: ``vigil.catalog``), or a
+    catalog given whole (``VIGIL_JOBS``, a stack deployed before the catalogs, and tests)."""
+
     table: str
-    jobs: dict[str, JobSpec]
+    stack: str = ""
+    jobs: dict[str, JobSpec] | None = None
 
     @classmethod
     def from_env(cls, environ: Any = os.environ) -> ControlSettings:
         table = environ.get("VIGIL_RUNS_TABLE", "")
         if not table:
             raise ValueError("environment variable VIGIL_RUNS_TABLE is required")
-        return cls(table=table, jobs=parse_catalog(environ.get("VIGIL_JOBS", "{}")))
+        if environ.get("VIGIL_JOBS"):
+            return cls(table=table, jobs=parse_catalog(environ["VIGIL_JOBS"]))
+        stack = environ.get(STACK_ENV, "")
+        if not stack:
+            raise ValueError(f"environment variable {STACK_ENV} (or VIGIL_JOBS) is required")
+        return cls(table=table, stack=stack)
 
 
 _services: ControlServices | None = None
 _app: tuple[ControlServices, APIGatewayRestResolver] | None = None
+_jobs: Kept | None = None
 
 
 def services() -> ControlServices:
-    global _services
-    if _services is None:
-        settings = ControlSettings.from_env()
-        dynamodb, lambda_ = boto3.client("dynamodb"), boto3.client("lambda")
+    """Built on the first invocation; built again when the catalog read anew has changed."""
+    global _services, _jobs
+    settings = ControlSettings.from_env()
+    if _jobs is None:
+        if settings.jobs is not None:
+            static = settings.jobs
+            _jobs = Kept(lambda: static, max_age=timedelta.max)
+        else:
+            ssm = boto3.client("ssm")
+            _jobs = Kept(lambda: read_jobs(ssm, settings.stack))
+    jobs = _jobs.get()
+    if _services is None or _services.jobs != jobs:
+        dynamodb, lambda_ = _clients()
 
         def invoke(function: str, event: dict[str, Any]) -> None:
             lambda_.invoke(
@@ -60,7 +83,7 @@ def services() -> ControlServices:
             )
 
         _services = ControlServices(
-            jobs=settings.jobs,
+            jobs=jobs,
             control=ControlStore(dynamodb, settings.table),
             runs=RunStore(dynamodb, settings.table),
             invoke=invoke,
@@ -74,6 +97,11 @@ def services() -> ControlServices:
             ),
         )
     return _services
+
+
+@functools.cache
+def _clients() -> tuple[Any, Any]:
+    return boto3.client("dynamodb"), boto3.client("lambda")
 
 
 def handle(event: dict[str, Any], context: Any, built: ControlServices) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from vigil.events import MalformedEvent
 from vigil.observers.ecs_tasks import task_state
+from vigil.observers.kinds_catalog import with_kinds
 from vigil.observers.reconciler import (
     Reconciler,
     ReconcilerConfig,
@@ -27,7 +28,12 @@ log = logger()
 
 @cache
 def config() -> ReconcilerConfig:
-    return ReconcilerConfig.from_env(os.environ)
+    """Its environment, and the kinds' placements and task definitions from the stack's kinds
+    catalog (read once: a deploy that changes a kind or registers a revision changes the
+    environment, so the container is replaced)."""
+    import boto3
+
+    return ReconcilerConfig.from_env(with_kinds(os.environ, lambda: boto3.client("ssm")))
 
 
 @cache

@@ -8,19 +8,22 @@ from __future__ import annotations
 import json
 import re
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.catalogs import Catalog, Filled
 from infra.errors import ConfigurationError
 from infra.observer_fleet import alarms, api, hosts, network, reconciler, registry, tasks
 from infra.observer_fleet.kinds import OWNER, ObserverKind, kind_failing, validate_kinds
 from infra.queues import dead_letter_queue
+from infra.quotas import task_definition_arn
 from infra.removal import data_removal_policy
 from infra.stage import stage_of
 from infra.writes import check_writes
+from vigil.contract.layout import Catalogued, KindField
 from vigil.contract.metrics import ObserverMetric
 
 
@@ -89,13 +92,11 @@ class ObserverFleet(Construct):
         )
         self.heartbeat_seconds = heartbeat
         self.max_observers = max_observers
-        self.kinds_json = Stack.of(self).to_json_string(
-            {kind: spec.handler for kind, spec in self.kinds.items()}
-        )
         self.placements_json = json.dumps(
             {kind: spec.options_json() for kind, spec in self.kinds.items()}, sort_keys=True
         )
-        """``PLACEMENTS_ENV``: per kind, one JSON object of its placement, rollout and capacity."""
+        """Per kind, one JSON object of its placement, rollout and capacity (``PLACEMENTS_ENV``
+        as the API and the reconciler read it from the kinds catalog)."""
 
         data_policy = removal_policy or data_removal_policy(self)
         self.log_retention = log_retention
@@ -158,13 +159,31 @@ class ObserverFleet(Construct):
             for kind, spec in self.kinds.items()
         }
 
+        self.kinds_catalog = Catalog(
+            self,
+            "KindsCatalog",
+            catalogued=Catalogued.KINDS,
+            entries={
+                kind: {
+                    KindField.HANDLER: self.kinds[kind].handler,
+                    KindField.OPTIONS: self.kinds[kind].options_json(),
+                    KindField.TASK_DEFINITION: Filled(
+                        definition.task_definition_arn, task_definition_arn(definition.family)
+                    ),
+                }
+                for kind, definition in self.task_definitions.items()
+            },
+        )
+        """Each kind's handler, placement options and task definition, for the API and the
+        reconciler (``vigil.observers.kinds_catalog``): not in their environment, which would
+        grow with every kind past Lambda's 4 KB."""
+
         self.api_function = api.build_api_function(
             self,
             registry=self.table,
             idempotency=self.idempotency_table,
             hosts=self.hosts_table,
-            kinds_json=self.kinds_json,
-            placements_json=self.placements_json,
+            kinds_catalog=self.kinds_catalog,
             pooled=self.pooled_kinds,
             max_observers=self.max_observers,
             heartbeat_seconds=self.heartbeat_seconds,
@@ -177,9 +196,9 @@ class ObserverFleet(Construct):
             self,
             registry=self.table,
             hosts=self.hosts_table,
-            placements_json=self.placements_json,
             cluster=self.cluster,
             task_definitions=self.task_definitions,
+            kinds_catalog=self.kinds_catalog,
             network=self.network,
             observers_dlq=self.observers_dlq,
             failures=self.reconciler_failures,
@@ -194,7 +213,8 @@ class ObserverFleet(Construct):
             pooled=bool(self.pooled_kinds),
             cluster=self.cluster,
             task_definitions=self.task_definitions,
-            passed_roles=[*self.task_roles.values(), self.execution_role],
+            task_roles=self.task_roles,
+            execution_role=self.execution_role,
             observers_dlq=self.observers_dlq,
             legacy=self.legacy_table,
         )

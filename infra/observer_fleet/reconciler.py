@@ -4,6 +4,7 @@ its least-privilege grants, and its three triggers: ECS task state changes, the 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,12 +21,14 @@ from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.catalogs import Catalog
 from infra.function import vigil_function
 from infra.observer_fleet import hosts as fleet_hosts
 from infra.observer_fleet.network import Network
 from infra.observer_fleet.registry import index_arns
 from infra.observer_fleet.tasks import CONTAINER_NAME
-from vigil.contract.hosts import HOST_EXIT, HOSTS_TABLE_ENV, PLACEMENTS_ENV, WAITING_INDEX
+from vigil.contract.hosts import HOST_EXIT, HOSTS_TABLE_ENV, WAITING_INDEX
+from vigil.contract.layout import CATALOG_DIGEST_ENV, STACK_ENV
 from vigil.contract.observers import (
     FLEET_ATTRIBUTE,
     FLEET_INDEX,
@@ -37,6 +40,7 @@ from vigil.contract.observers import (
     Status,
 )
 
+ECS_TASKS = "ecs-tasks.amazonaws.com"
 RECONCILER_TIMEOUT_SECONDS = 180
 RESYNC_LEASE_SECONDS = RECONCILER_TIMEOUT_SECONDS + 60
 """A resync lease outlives the pass that took it by a minute (a crashed pass frees it then)."""
@@ -57,9 +61,9 @@ def build_reconciler(
     *,
     registry: dynamodb.Table,
     hosts: dynamodb.Table,
-    placements_json: str,
     cluster: ecs.Cluster,
     task_definitions: Mapping[str, ecs.FargateTaskDefinition],
+    kinds_catalog: Catalog,
     network: Network,
     observers_dlq: sqs.Queue,
     failures: sqs.Queue,
@@ -68,7 +72,11 @@ def build_reconciler(
     legacy: dynamodb.Table | None = None,
 ) -> lambda_.Function:
     """The function; ``failures`` keeps the ECS events and ticks it failed on after Lambda's
-    async retries; ``legacy``: a name-keyed registry it migrates (``legacyRegistry``)."""
+    async retries; ``legacy``: a name-keyed registry it migrates (``legacyRegistry``). The
+    kinds' options and task definitions are in the kinds catalog (in the environment they passed
+    Lambda's 4 KB near 20 kinds); the environment keeps the catalog's digest and each task
+    definition's revision, so a deploy that changes a kind or registers a revision replaces the
+    warm containers, as the kinds in it did."""
     function = vigil_function(
         scope,
         "Reconciler",
@@ -80,10 +88,15 @@ def build_reconciler(
             REGISTRY_TABLE_ENV: registry.table_name,
             **({LEGACY_REGISTRY_TABLE_ENV: legacy.table_name} if legacy is not None else {}),
             HOSTS_TABLE_ENV: hosts.table_name,
-            PLACEMENTS_ENV: placements_json,
             "VIGIL_CLUSTER_ARN": cluster.cluster_arn,
-            "VIGIL_TASK_DEFINITIONS": Stack.of(scope).to_json_string(
-                {k: d.task_definition_arn for k, d in task_definitions.items()}
+            STACK_ENV: Stack.of(scope).stack_name,
+            CATALOG_DIGEST_ENV: Fn.join(
+                ",",
+                [kinds_catalog.digest]
+                + [
+                    Fn.select(6, Fn.split(":", d.task_definition_arn))
+                    for d in task_definitions.values()
+                ],
             ),
             "VIGIL_CONTAINER_NAME": CONTAINER_NAME,
             "VIGIL_SUBNETS": Fn.join(",", network.subnet_ids),
@@ -98,6 +111,7 @@ def build_reconciler(
             "VIGIL_RESYNC_LEASE_SECONDS": str(RESYNC_LEASE_SECONDS),
         },
     )
+    kinds_catalog.grant_read(function)
     # EventBridge invokes asynchronously: after Lambda's retries a failed event is kept (the
     # destination record holds the event and the error), never only logged.
     function.configure_async_invoke(
@@ -116,7 +130,8 @@ def grant_reconciler(
     pooled: bool,
     cluster: ecs.Cluster,
     task_definitions: Mapping[str, ecs.FargateTaskDefinition],
-    passed_roles: list[iam.IRole],
+    task_roles: Mapping[str, iam.IRole],
+    execution_role: iam.IRole,
     observers_dlq: sqs.Queue,
     legacy: dynamodb.Table | None = None,
 ) -> None:
@@ -143,17 +158,11 @@ def grant_reconciler(
             )
         )
     fleet_hosts.grant_reconciler(function, hosts)
-    families = [
-        stack.format_arn(service="ecs", resource="task-definition", resource_name=f"{d.family}:*")
-        for d in task_definitions.values()
-    ]
     on_cluster = {"ArnEquals": {"ecs:cluster": cluster.cluster_arn}}
     tasks = stack.format_arn(
         service="ecs", resource="task", resource_name=f"{cluster.cluster_name}/*"
     )
-    function.add_to_role_policy(
-        iam.PolicyStatement(actions=["ecs:RunTask"], resources=families, conditions=on_cluster)
-    )
+    _grant_kinds(function, task_definitions, task_roles, on_cluster)
     function.add_to_role_policy(
         iam.PolicyStatement(
             actions=["ecs:StopTask", "ecs:DescribeTasks"],
@@ -175,11 +184,62 @@ def grant_reconciler(
     function.add_to_role_policy(
         iam.PolicyStatement(
             actions=["iam:PassRole"],
-            resources=[role.role_arn for role in passed_roles],
-            conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}},
+            resources=[execution_role.role_arn],
+            conditions={"StringEquals": {"iam:PassedToService": ECS_TASKS}},
         )
     )
     observers_dlq.grant_send_messages(function)
+
+
+def _grant_kinds(
+    function: lambda_.Function,
+    task_definitions: Mapping[str, ecs.FargateTaskDefinition],
+    task_roles: Mapping[str, iam.IRole],
+    on_cluster: Mapping[str, Any],
+) -> None:
+    """Each kind's RunTask (its family) and PassRole (its task role), in managed policies of their
+    own: in the role's inline policies they grew with the kinds past IAM's 10,240 characters near
+    twenty. A kind's grants sit in the policy its name hashes to, so adding a kind changes one
+    policy and moves none; each policy holds some twenty kinds at most (6,144 characters: the
+    synth's quota check says so past it)."""
+    stack = Stack.of(function)
+    groups: dict[int, list[str]] = {}
+    for kind in sorted(task_definitions):
+        groups.setdefault(kind_grants_policy(kind), []).append(kind)
+    for index, kinds in sorted(groups.items()):
+        families = [
+            stack.format_arn(
+                service="ecs",
+                resource="task-definition",
+                resource_name=f"{task_definitions[kind].family}:*",
+            )
+            for kind in kinds
+        ]
+        iam.ManagedPolicy(
+            function,
+            f"KindGrants{index}",
+            description=f"Vigil reconciler: run and pass the roles of kinds {', '.join(kinds)}",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["ecs:RunTask"], resources=families, conditions=dict(on_cluster)
+                ),
+                iam.PolicyStatement(
+                    actions=["iam:PassRole"],
+                    resources=[task_roles[kind].role_arn for kind in kinds],
+                    conditions={"StringEquals": {"iam:PassedToService": ECS_TASKS}},
+                ),
+            ],
+            roles=[function.role] if function.role is not None else [],
+        )
+
+
+KIND_GRANT_POLICIES = 4
+"""Managed policies the kinds' grants are spread over (of the 10 a role may have attached)."""
+
+
+def kind_grants_policy(kind: str) -> int:
+    """The managed policy a kind's grants live in, for good: a stable hash of its name."""
+    return int(hashlib.sha256(kind.encode()).hexdigest()[:8], 16) % KIND_GRANT_POLICIES
 
 
 @dataclass(frozen=True)

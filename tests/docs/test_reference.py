@@ -118,6 +118,7 @@ def test_every_cli_command_and_argument_is_listed() -> None:
         ("local",),
         ("observers",),
         ("hosts",),
+        ("upgrade",),
     }
     for command in found:
         title = heading(

@@ -29,6 +29,18 @@ def dashboard_widgets(synthesized: Synthesized) -> list[dict[str, Any]]:
     return widgets
 
 
+def shard_dashboards(synthesized: Synthesized) -> dict[str, list[dict[str, Any]]]:
+    """Each shard's dashboard (by its name), its widgets parsed."""
+    found = {}
+    for path, stack in synthesized.stacks():
+        if not path:
+            continue
+        for dashboard in stack.resources("AWS::CloudWatch::Dashboard").values():
+            body = json.loads(_text(dashboard["Properties"]["DashboardBody"]))
+            found[_text(dashboard["Properties"]["DashboardName"])] = body["widgets"]
+    return found
+
+
 def widget_series(widget: dict[str, Any]) -> list[Series]:
     found = []
     for row in widget.get("properties", {}).get("metrics", []):
@@ -54,11 +66,24 @@ def alarm_series(alarm: dict[str, Any]) -> list[Series]:
 
 
 def series_read(synthesized: Synthesized, namespace: str) -> set[Series]:
-    """Every series of a namespace the dashboard or an alarm reads."""
-    read = {s for w in dashboard_widgets(synthesized) for s in widget_series(w)}
-    for alarm in synthesized.resources("AWS::CloudWatch::Alarm").values():
-        read.update(alarm_series(alarm))
+    """Every series of a namespace a dashboard or an alarm reads (the shards' too)."""
+    widgets = dashboard_widgets(synthesized)
+    widgets += [w for found in shard_dashboards(synthesized).values() for w in found]
+    read = {s for w in widgets for s in widget_series(w)}
+    for _, stack in synthesized.stacks():
+        for alarm in stack.resources("AWS::CloudWatch::Alarm").values():
+            read.update(alarm_series(alarm))
     return {s for s in read if s[0] == namespace}
+
+
+def insights_queries(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    """Each Metrics Insights query an alarm of the stack runs -> the alarm's properties."""
+    return {
+        query["Expression"]: alarm["Properties"]
+        for alarm in synthesized.resources("AWS::CloudWatch::Alarm").values()
+        for query in alarm["Properties"].get("Metrics", [])
+        if str(query.get("Expression", "")).startswith("SELECT")
+    }
 
 
 def emitted(output: str) -> dict[Series, set[str]]:

@@ -57,14 +57,18 @@ def _name(value: Any, stack: str) -> str:
 
 
 def physical_names(synthesized: Synthesized, stack: str) -> set[tuple[str, str]]:
-    """(resource type, name) of every named resource of the template, given or generated."""
+    """(resource type, name) of every named resource of the template and its nested ones (a
+    nested stack's generated names qualified by its path), given or generated."""
     names = set()
-    for logical_id, resource in synthesized.template["Resources"].items():
-        kind = resource["Type"]
-        if kind not in PHYSICAL_NAME:
-            continue
-        given = resource.get("Properties", {}).get(PHYSICAL_NAME[kind])
-        names.add((kind, f"{stack}-{logical_id}-*" if given is None else _name(given, stack)))
+    for path, template in synthesized.stacks():
+        owner = "-".join((stack, *path))
+        for logical_id, resource in template.template["Resources"].items():
+            kind = resource["Type"]
+            if kind not in PHYSICAL_NAME:
+                continue
+            given = resource.get("Properties", {}).get(PHYSICAL_NAME[kind])
+            name = f"{owner}-{logical_id}-*" if given is None else _name(given, owner)
+            names.add((kind, name))
     return names
 
 
@@ -72,7 +76,12 @@ def alarm_metrics(synthesized: Synthesized, stack: str) -> set[Series]:
     """(namespace, metric, dimensions) of every metric an alarm reads; a dimension that refers to
     a resource (a queue, a function) names the stack's own."""
     found = set()
-    for alarm in synthesized.resources("AWS::CloudWatch::Alarm").values():
+    alarms = [
+        alarm
+        for _, template in synthesized.stacks()
+        for alarm in template.resources("AWS::CloudWatch::Alarm").values()
+    ]
+    for alarm in alarms:
         for namespace, name, dims in alarm_series(alarm):
             found.add(
                 (

@@ -14,10 +14,20 @@ from aws_cdk.assertions import Template
 from infra.background_task import BackgroundTask
 from infra.errors import ConfigurationError
 from infra.monitoring import Monitoring
+from infra.roles import InlineRole
 from infra.stack import VigilStack
 from tests.helpers.monitoring import alarm_series
+from tests.helpers.templates import (
+    actions,
+    catalog,
+    find,
+    from_parent,
+    function_role,
+    role_statements,
+)
+from vigil.contract.layout import CONSTRUCT_FIELD
 from vigil.contract.tasks import CatalogField, CompletionEvents, TaskEnv
-from vigil_tools.emulator.deploy import _with_fifo_queue_names
+from vigil_tools.emulator.deploy import _with_queue_names
 from vigil_tools.emulator.template import Synthesized
 
 TASKS = {"send-receipt": "SendReceipt", "provision-tenant": "ProvisionTenant"}
@@ -27,26 +37,7 @@ the construct alone)."""
 
 
 def by_path(synthesized: Synthesized, resource_type: str, part: str) -> dict[str, Any]:
-    (found,) = [
-        (key, r)
-        for key, r in synthesized.resources(resource_type).items()
-        if part in r["Metadata"]["aws:cdk:path"]
-    ]
-    return {"id": found[0], **found[1]}
-
-
-def role_statements(synthesized: Synthesized, role: str) -> list[dict[str, Any]]:
-    return [
-        statement
-        for policy in synthesized.resources("AWS::IAM::Policy").values()
-        if {"Ref": role} in policy["Properties"]["Roles"]
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
-    ]
-
-
-def actions(statement: dict[str, Any]) -> list[str]:
-    found = statement["Action"]
-    return found if isinstance(found, list) else [found]
+    return find(synthesized, resource_type, part)
 
 
 def test_queues_fifo_when_ordered_with_a_redrive_net_and_visibility_six_times_the_timeout(
@@ -107,12 +98,12 @@ def test_the_function_environment_is_the_task_contract(synthesized: Synthesized)
     tasks_tables = [t for t in tables.values() if "/Tasks/" in t["Metadata"]["aws:cdk:path"]]
     assert len(tasks_tables) == 1, "every task shares the one tasks table"
     for task, construct in TASKS.items():
-        variables = by_path(synthesized, "AWS::Lambda::Function", f"/{construct}/Function/")[
-            "Properties"
-        ]["Environment"]["Variables"]
+        function = by_path(synthesized, "AWS::Lambda::Function", f"/{construct}/Function/")
+        variables = function["Properties"]["Environment"]["Variables"]
         assert set(TaskEnv) <= set(variables)
         assert variables[TaskEnv.NAME] == task
-        assert variables[TaskEnv.TABLE] == {"Ref": tasks_table["id"]}
+        table = from_parent(synthesized, function["stack"], variables[TaskEnv.TABLE])
+        assert table == {"Ref": tasks_table["id"]}
         assert variables[TaskEnv.ORDERED] == str(task == "provision-tenant").lower()
         assert variables[TaskEnv.EVENT_BUS] == "default"
         assert variables[TaskEnv.COMPLETION_EVENTS] == ANNOUNCED[task]
@@ -125,8 +116,11 @@ def test_each_task_function_touches_only_its_own_records_and_queues(
 ) -> None:
     for task, construct in TASKS.items():
         function = by_path(synthesized, "AWS::Lambda::Function", f"/{construct}/Function/")
-        statements = role_statements(synthesized, function["Properties"]["Role"]["Fn::GetAtt"][0])
+        statements = role_statements(function["stack"], function_role(function))
         assert all("*" not in action for s in statements for action in actions(s))
+        own_logs = [s for s in statements if any(a.startswith("logs:") for a in actions(s))]
+        assert [actions(s) for s in own_logs] == [["logs:CreateLogStream"], ["logs:PutLogEvents"]]
+        assert f"/Vigil_task_{task}[*" in json.dumps(own_logs[1]["Resource"])
         dynamo = [s for s in statements if any(a.startswith("dynamodb:") for a in actions(s))]
         assert [s["Condition"] for s in dynamo] == [
             {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"TASK#{task}"]}}
@@ -163,7 +157,8 @@ def test_the_scheduler_role_only_sends_to_its_task_queues(synthesized: Synthesiz
         assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
         queue = by_path(synthesized, "AWS::SQS::Queue", f"/{construct}/Queue/")
         dead = by_path(synthesized, "AWS::SQS::Queue", f"/{construct}/DeadLetters/")
-        (statement,) = role_statements(synthesized, role["id"])
+        assert role["Properties"]["Path"] == "/vigil/Vigil/us-east-1/task-schedules/"
+        (statement,) = role_statements(role["stack"], role["id"])
         assert statement["Action"] == "sqs:SendMessage"
         # The queue, and the dead-letter queue a schedule that cannot send leaves the task in
         assert sorted(r["Fn::GetAtt"][0] for r in statement["Resource"]) == sorted(
@@ -175,22 +170,30 @@ def test_the_catalog_and_table_outputs(synthesized: Synthesized) -> None:
     outputs = synthesized.template["Outputs"]
     table = by_path(synthesized, "AWS::DynamoDB::Table", "/Tasks/Table")
     assert outputs["TasksTableName"]["Value"] == {"Ref": table["id"]}
-    separator, parts = outputs["TasksCatalog"]["Value"]["Fn::Join"]
-    entries = json.loads(separator.join(p if isinstance(p, str) else "ref" for p in parts))
-    assert set(entries) == set(TASKS)
-    for task, entry in entries.items():
-        assert set(entry) == {field.value for field in CatalogField}
+    assert outputs["CatalogPath"]["Value"] == "/vigil/Vigil"
+    tasks = catalog(synthesized, "tasks")
+    assert tasks["shared"] == {
+        CatalogField.TABLE: "ref",
+        CatalogField.SCHEDULE_GROUP: "Vigil-tasks",
+    }
+    assert set(tasks["entries"]) == set(TASKS)
+    for task, entry in tasks["entries"].items():
+        assert set(entry) | set(tasks["shared"]) == {field.value for field in CatalogField} | {
+            CONSTRUCT_FIELD
+        }
+        assert entry[CONSTRUCT_FIELD] == TASKS[task], "what upgrade drain finds old queues by"
         assert entry[CatalogField.ORDERED] is (task == "provision-tenant")
-        assert entry[CatalogField.SCHEDULE_GROUP] == "Vigil-tasks"
         assert entry[CatalogField.RETENTION_SECONDS] == 30 * 86_400
         assert entry[CatalogField.COMPLETION_EVENTS] == ANNOUNCED[task]
+        assert entry[CatalogField.FUNCTION] == f"Vigil_task_{task}"
 
 
 def test_the_management_api_routes_and_its_least_privilege(synthesized: Synthesized) -> None:
     function = by_path(synthesized, "AWS::Lambda::Function", "/TasksApi/Function/")
     assert function["Properties"]["Handler"] == "handlers.tasks_api.handler"
     variables = function["Properties"]["Environment"]["Variables"]
-    assert {"VIGIL_TASKS_CATALOG", TaskEnv.TABLE} <= set(variables)
+    assert {"VIGIL_STACK", "VIGIL_CATALOG_DIGEST", TaskEnv.TABLE} <= set(variables)
+    assert "VIGIL_TASKS_CATALOG" not in variables, "it grew past Lambda's 4 KB at 7 tasks"
     resources = synthesized.resources("AWS::ApiGateway::Resource")
     paths = {r["Properties"]["PathPart"] for r in resources.values()}
     assert {"tasks", "{task}", "{id+}"} <= paths
@@ -206,69 +209,61 @@ def test_the_management_api_routes_and_its_least_privilege(synthesized: Synthesi
     for method in synthesized.resources("AWS::ApiGateway::Method").values():
         if method["Properties"]["ResourceId"].get("Ref") in task_resources:
             assert method["Properties"]["AuthorizationType"] == "AWS_IAM"
-    statements = role_statements(synthesized, function["Properties"]["Role"]["Fn::GetAtt"][0])
-    dynamo, index = [s for s in statements if any(a.startswith("dynamodb:") for a in actions(s))]
-    for statement in (dynamo, index):  # the records, and the audit's query of the retries index
-        assert statement["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"] == [
-            "TASK#send-receipt",
-            "TASK#provision-tenant",
-        ]
+    # One statement each, whatever the number of tasks: the stack's tasks' records (and the
+    # audit's query of their retries index), its group of one-time schedules, the roles under its
+    # path of scheduler roles, its catalog.
+    statements = role_statements(synthesized, function_role(function))
+    dynamo, index = sorted(
+        (s for s in statements if any(a.startswith("dynamodb:") for a in actions(s))),
+        key=lambda s: -len(actions(s)),
+    )
+    for statement in (dynamo, index):
+        assert statement["Condition"] == {
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TASK#*"]}
+        }
     assert actions(index) == ["dynamodb:Query"] and "/index/retries" in json.dumps(index)
-    (send,) = [s for s in statements if actions(s) == ["sqs:SendMessage"]]
-    assert len(send["Resource"]) == 2
-    schedules = {
-        action: json.dumps(s["Resource"])
-        for s in statements
-        for action in actions(s)
-        if action.startswith("scheduler:")
-    }
-    assert set(schedules) == {"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}
-    # Only these tasks' schedule names: not another task's (nor any schedule in the group);
-    # deleting also under the legacy names, of their exact length (cancel finds both).
-    for task in ("send-receipt", "provision-tenant"):
-        for granted in schedules.values():
-            assert f"schedule/Vigil-tasks/_{task}_*" in granted
-        legacy = f"schedule/Vigil-tasks/{task}-{'?' * 40}"
-        assert legacy in schedules["scheduler:DeleteSchedule"]
-        assert legacy not in schedules["scheduler:CreateSchedule"]
-    assert "schedule/Vigil-tasks/*" not in json.dumps(schedules)
+    (schedules,) = [s for s in statements if any(a.startswith("scheduler:") for a in actions(s))]
+    assert set(actions(schedules)) == {"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}
+    assert "schedule/Vigil-tasks/*" in json.dumps(schedules["Resource"])
     (passing,) = [s for s in statements if actions(s) == ["iam:PassRole"]]
     assert passing["Condition"] == {
         "StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}
     }
-    assert len(passing["Resource"]) == 2
+    assert "role/vigil/Vigil/us-east-1/task-schedules/*" in json.dumps(passing["Resource"])
+    assert not [s for s in statements if any(a.startswith("sqs:") for a in actions(s))]
+    # Sending to a task's queue comes from that queue's own policy, which names the API's role.
+    for construct in TASKS.values():
+        policy = by_path(synthesized, "AWS::SQS::QueuePolicy", f"/{construct}/QueuesPolicy/")
+        (send,) = [
+            s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"
+        ]
+        assert send["Action"] == "sqs:SendMessage"
+        principal = from_parent(synthesized, policy["stack"], send["Principal"]["AWS"])
+        assert principal == {"Fn::GetAtt": [function_role(function), "Arn"]}
 
 
-def test_each_task_alarms_on_queue_age_dead_letters_failures_and_lost_outcomes(
+def test_each_task_alarms_on_its_queue_and_the_stack_on_every_tasks_failures(
     synthesized: Synthesized,
 ) -> None:
-    alarms = [
-        a
-        for a in synthesized.resources("AWS::CloudWatch::Alarm").values()
-        if json.dumps(a["Properties"]["AlarmDescription"]).startswith('"Task ')
-    ]
-    assert len(alarms) == 6 * len(TASKS)
-    for task in TASKS:
-        own = [a for a in alarms if a["Properties"]["AlarmDescription"].startswith(f"Task {task}:")]
-        by_metric = {
-            name: {**a["Properties"], "dimensions": dims}
-            for a in own
-            for _, name, dims in alarm_series(a)
-        }
-        assert set(by_metric) == {
+    for task, construct in TASKS.items():
+        alarm = by_path(synthesized, "AWS::CloudWatch::Alarm", f"/{construct}/QueueAlarm/")
+        props = alarm["Properties"]
+        assert {name for _, name, _ in alarm_series(alarm)} == {
             "ApproximateAgeOfOldestMessage",
             "ApproximateNumberOfMessagesVisible",
-            "TaskFailed",
-            "TaskFinishUnrecorded",
-            "TaskEventUnsent",
-            "TaskRunUncertain",
         }
-        assert by_metric["ApproximateAgeOfOldestMessage"]["Threshold"] > 0
-        for metric in ("ApproximateNumberOfMessagesVisible", "TaskFailed"):
-            description = by_metric[metric]["AlarmDescription"]
-            assert f"`vigil tasks list {task} --status FAILED`" in description
-            assert f"`vigil tasks redrive {task}`" in description
-        assert ("task", task) in by_metric["TaskFailed"]["dimensions"]
+        (expression,) = [q["Expression"] for q in props["Metrics"] if "Expression" in q]
+        assert expression.startswith("IF(FILL(age, 0) > ") and "FILL(dead, 0) > 0" in expression
+        assert f"`vigil tasks redrive {task}`" in json.dumps(props["AlarmDescription"])
+    insights = {
+        json.dumps(q["Expression"])
+        for a in synthesized.resources("AWS::CloudWatch::Alarm").values()
+        for q in a["Properties"].get("Metrics", [])
+        if str(q.get("Expression", "")).startswith("SELECT")
+    }
+    for metric in ("TaskFailed", "TaskFinishUnrecorded", "TaskEventUnsent", "TaskRunUncertain"):
+        (query,) = [q for q in insights if f'SUM(\\"{metric}\\")' in q]
+        assert "GROUP BY task" in query
 
 
 def test_an_application_role_can_be_granted_enqueue_only_and_tasks_share_one_table() -> None:
@@ -302,9 +297,9 @@ def test_a_task_that_announces_nothing_may_not_put_events() -> None:
         task = BackgroundTask(
             stack, f"Announce{choice.name}", handler=VALID["handler"], completion_events=choice
         )
-        policy = task.function.role.node.find_child("DefaultPolicy")  # type: ignore[union-attr]
-        assert isinstance(policy, iam.Policy)
-        statements = stack.resolve(policy.document.to_json())["Statement"]
+        role = task.function.role
+        assert isinstance(role, InlineRole)
+        statements = Stack.of(task).resolve(role.document.to_json())["Statement"]
         grants[choice] = any("events:PutEvents" in actions(s) for s in statements)
     assert grants == {
         CompletionEvents.ALL: True,
@@ -316,10 +311,10 @@ def test_a_task_that_announces_nothing_may_not_put_events() -> None:
 def test_a_stack_without_tasks_has_an_empty_catalog_and_no_tasks_resources() -> None:
     stack = VigilStack(App(), "Plain", declare_jobs=lambda scope, runs: [])
     template = Template.from_stack(stack).to_json()
-    assert template["Outputs"]["TasksCatalog"]["Value"] == "{}"
+    assert not stack.tasks_catalog.parameters
     assert "TasksTableName" not in template["Outputs"]
     kinds = {r["Type"] for r in template["Resources"].values()}
-    assert "AWS::Lambda::EventSourceMapping" not in kinds
+    assert "AWS::CloudFormation::Stack" not in kinds, "no shard without a job or task"
     assert "AWS::Scheduler::ScheduleGroup" not in kinds
 
 
@@ -393,25 +388,35 @@ def test_a_longer_visibility_timeout_is_accepted() -> None:
     assert task.visibility_timeout_seconds == 600
 
 
-def test_the_emulator_names_fifo_queues_as_cloudformation_does(synthesized: Synthesized) -> None:
-    """moto names a FIFO queue without ``.fifo`` and then refuses it: the stack did not deploy."""
-    named = _with_fifo_queue_names(synthesized.template, "Vigil")["Resources"]
-    for logical_id, resource in synthesized.resources("AWS::SQS::Queue").items():
-        name = named[logical_id]["Properties"].get("QueueName")
-        if resource["Properties"].get("FifoQueue"):
-            assert name.endswith(".fifo") and len(name) <= 80
-        else:
-            assert name is None
-    for resource in synthesized.resources("AWS::SQS::Queue").values():
-        assert "QueueName" not in resource["Properties"], "the template itself is unchanged"
+def test_the_emulator_names_queues_as_cloudformation_does(synthesized: Synthesized) -> None:
+    """moto names a FIFO queue without ``.fifo`` and then refuses it, and cuts a nested stack's
+    queue names before they differ: the stack did not deploy."""
+    names: list[str] = []
+    for path, stack in synthesized.stacks():
+        named = _with_queue_names(stack.template, "Vigil-" + "-".join(path), bool(path))
+        for logical_id, resource in stack.resources("AWS::SQS::Queue").items():
+            name = named["Resources"][logical_id]["Properties"].get("QueueName")
+            if resource["Properties"].get("FifoQueue"):
+                assert name.endswith(".fifo") and len(name) <= 80
+            elif not path:
+                assert name is None
+            if name:
+                names.append(name)
+            assert "QueueName" not in resource["Properties"], "the template itself is unchanged"
+    assert len(names) == len(set(names))
 
 
 def test_a_task_that_announces_nothing_has_no_unsent_event_alarm() -> None:
-    stack = Stack(App(), "App")
-    tasks = [
-        BackgroundTask(stack, f"Announce{c.name}", handler=VALID["handler"], completion_events=c)
-        for c in CompletionEvents
-    ]
-    monitoring = Monitoring(stack, "Monitoring", jobs=[], tasks=tasks)
-    unsent = sorted(a.node.id for a in monitoring.alarms if a.node.id.endswith("event-unsent"))
-    assert unsent == sorted(f"task-{t.task_name}-event-unsent" for t in tasks[:2]), unsent
+    def unsent(*choices: CompletionEvents) -> list[str]:
+        stack = Stack(App(), "App")
+        tasks = [
+            BackgroundTask(
+                stack, f"Announce{c.name}", handler=VALID["handler"], completion_events=c
+            )
+            for c in choices
+        ]
+        monitoring = Monitoring(stack, "Monitoring", jobs=[], tasks=tasks)
+        return [a.node.id for a in monitoring.alarms if a.node.id.endswith("event-unsent")]
+
+    assert unsent(*CompletionEvents) == ["task-event-unsent"], "one alarm for every task"
+    assert unsent(CompletionEvents.NONE) == []

@@ -50,7 +50,7 @@ def test_make_cdk_synth_synthesizes_through_the_pinned_cli(tmp_path: Path) -> No
     installed = json.loads((ROOT / "node_modules" / "aws-cdk" / "package.json").read_text())
     assert installed["version"] == pinned
     template = json.loads((tmp_path / "Vigil.template.json").read_text())
-    assert {"AlarmTopicArn", "DashboardName", "JobsCatalog"} <= set(template["Outputs"])
+    assert {"AlarmTopicArn", "DashboardName", "CatalogPath"} <= set(template["Outputs"])
     report = json.loads((tmp_path / "validation-report.json").read_text())
     assert all(p["violations"] == [] for p in report["pluginReports"])
     counters = json.loads((tmp_path / "performance-counters.json").read_text())["counters"]

@@ -154,4 +154,4 @@ def test_the_emulator_refuses_a_public_parameter_it_does_not_know() -> None:
         assets={},
     )
     with pytest.raises(ValueError, match="does not provide AWS's public parameter"):
-        _with_public_parameters(synth, _NoSsm(), "us-east-1")
+        _with_public_parameters(synth.template, _NoSsm(), "us-east-1")

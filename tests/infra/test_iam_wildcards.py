@@ -50,15 +50,31 @@ def template_grants(template: dict[str, Any]) -> list[Grant]:
     return grants
 
 
+def enqueue_grants() -> list[Grant]:
+    """What ``grant_enqueue`` gives an application's role (the example app has none)."""
+    from infra.background_task import BackgroundTask
+
+    stack = Stack(App(), "App")
+    task = BackgroundTask(stack, "SendReceipt", handler="tasks.send_receipt.handler")
+    application = iam.Role(stack, "Application", assumed_by=iam.AccountRootPrincipal())
+    task.grant_enqueue(application)
+    document = stack.resolve(application.node.find_child("DefaultPolicy").document.to_json())
+    return wildcard_grants("ApplicationDefaultPolicy", document)
+
+
 def test_every_wildcard_grant_is_allow_listed_with_its_reason(synthesized: Synthesized) -> None:
-    grants = template_grants(synthesized.template)
+    grants = [g for _, stack in synthesized.stacks() for g in template_grants(stack.template)]
+    grants += enqueue_grants()
     assert unexplained(grants) == []
     # Every entry is still needed (a stale one would accept a future grant nobody reviewed).
     for wildcard in WILDCARDS:
         assert any(wildcard.accepts(grant) for grant in grants), wildcard
         assert len(wildcard.reason) >= 40, wildcard
-    # The scheduler roles invoke their function's unqualified ARN, not ``<arn>:*``.
-    assert not [g for g in grants if g.action == "lambda:InvokeFunction"]
+    # The scheduler roles invoke their function's unqualified ARN, not ``<arn>:*``; only the jobs
+    # control invokes by a prefix, the stack's jobs' functions (``<stack>_job_*``).
+    invoking = [g for g in grants if g.action == "lambda:InvokeFunction"]
+    assert [g.resource.rsplit(":", 1)[-1] for g in invoking] == ["Vigil_job_*"]
+    assert invoking[0].policy.startswith("JobsControlFunctionRoleDefaultPolicy")
 
 
 def test_a_new_action_on_an_accepted_wildcard_fails_the_check(synthesized: Synthesized) -> None:

@@ -19,7 +19,8 @@ from infra.errors import ConfigurationError
 from infra.monitoring import Monitoring
 from infra.queues import dead_letter_queue
 from infra.runs_table import JobRunsTable
-from tests.helpers.monitoring import dashboard_widgets, widget_series
+from tests.helpers.monitoring import dashboard_widgets, shard_dashboards, widget_series
+from tests.helpers.templates import everywhere
 from vigil.contract.alarms import ALARMS, DESCRIPTION_LIMIT, RUNBOOKS, Alarm
 from vigil_tools.emulator.template import Synthesized
 
@@ -139,20 +140,20 @@ def test_the_reconcilers_failed_events_go_to_a_queue(synthesized: Synthesized) -
     assert config["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [queue, "Arn"]}
 
 
-def test_the_dashboard_covers_every_job_function_queue_kind_the_api_and_the_fleet(
+def test_the_dashboards_cover_every_job_task_function_queue_kind_the_api_and_the_fleet(
     synthesized: Synthesized,
 ) -> None:
     widgets = dashboard_widgets(synthesized)
     titles = {w["properties"].get("title") for w in widgets}
-    for job in ("cleanup", "daily-report"):
-        assert {f"{job}: ticks", f"{job}: dead letters"} <= titles
-    for label in ("job cleanup", "job daily-report", "reconciler", "API function"):
+    for label in ("jobs control", "tasks API", "reconciler", "API function"):
         assert {
             f"{label}: invocations, errors, throttles",
             f"{label}: duration (ms)",
             f"{label}: concurrent executions",
         } <= titles
     assert {
+        "jobs failing now (the 10 most, per metric)",
+        "tasks failing now (the 10 most, per metric)",
         "observers: desired against running",
         "observers by status",
         "observers: oldest heartbeat of a RUNNING one (s)",
@@ -161,14 +162,35 @@ def test_the_dashboard_covers_every_job_function_queue_kind_the_api_and_the_flee
         "kind ticker: CPU (units)",
         "kind ticker: memory (MiB)",
     } <= titles
-    series = [s for w in widgets for s in widget_series(w)]
+    shards = shard_dashboards(synthesized)
+    assert sorted(shards) == [
+        f"Vigil-{kind}-{n}-us-east-1"
+        for kind, n in (("jobs", 3), ("jobs", 5), ("tasks", 0), ("tasks", 6))
+    ]
+    shard_titles = {w["properties"].get("title") for found in shards.values() for w in found}
+    for job in ("cleanup", "daily-report"):
+        assert {
+            f"{job}: ticks that did not succeed",
+            f"{job}: runs",
+            f"{job}: dead letters",
+        } <= shard_titles
+    for task in ("send-receipt", "provision-tenant"):
+        assert {
+            f"task {task}: outcomes",
+            f"task {task}: queue",
+            f"task {task}: runs",
+        } <= shard_titles
+    every = widgets + [w for found in shards.values() for w in found]
+    series = [s for w in every for s in widget_series(w)]
     read = {name for _, name, _ in series}
-    for function in synthesized.resources("AWS::Lambda::Function"):
-        dims = {d for _, name, dims in series if name == "Duration" for d in dims}
-        assert ("FunctionName", f"<{{Ref:{function}}}>") in dims
+    durations = {d for _, name, dims in series if name == "Duration" for d in dims}
+    for path, stack in synthesized.stacks():
+        for logical_id in stack.resources("AWS::Lambda::Function"):
+            assert ("FunctionName", f"<{{Ref:{logical_id}}}>") in durations, (path, logical_id)
     queue_dims = {d for _, name, dims in series for d in dims if d[0] == "QueueName"}
-    for queue in synthesized.resources("AWS::SQS::Queue"):
-        assert ("QueueName", f"<{{Fn::GetAtt:[{queue},QueueName]}}>") in queue_dims
+    for path, stack in synthesized.stacks():
+        for queue in stack.resources("AWS::SQS::Queue"):
+            assert ("QueueName", f"<{{Fn::GetAtt:[{queue},QueueName]}}>") in queue_dims, path
     assert {
         "Errors",
         "Throttles",
@@ -178,15 +200,20 @@ def test_the_dashboard_covers_every_job_function_queue_kind_the_api_and_the_flee
         "Latency",
     } <= read
     assert {"CpuUtilized", "MemoryUtilized"} <= read
-    assert "JobFinishUnrecorded" in read  # each job's ticks graph shows outcomes given up on
+    assert "JobFinishUnrecorded" in read  # each job's row shows outcomes given up on
     # Enqueues counted where every one is seen, whoever sent it (an application with only boto3
     # emits no EMF): SQS's NumberOfMessagesSent of each task's queue, on its outcomes graph.
-    outcomes = [w for w in widgets if str(w["properties"].get("title")).endswith(": outcomes")]
+    outcomes = [
+        w
+        for found in shards.values()
+        for w in found
+        if str(w["properties"].get("title")).endswith(": outcomes")
+    ]
     assert len(outcomes) == 2
     for widget in outcomes:
         assert "NumberOfMessagesSent" in {name for _, name, _ in widget_series(widget)}
     assert "TaskEnqueued" not in read
-    stats = json.dumps(widgets)
+    stats = json.dumps(every)
     assert '"stat":"p50"' in stats.replace(" ", "") and '"stat":"p99"' in stats.replace(" ", "")
 
 
@@ -210,11 +237,18 @@ def test_saved_queries_for_a_tick_an_observer_and_the_last_errors(
         "Vigil/last errors per job",
     }
     job_logs = {
-        logical_id(synthesized, "AWS::Logs::LogGroup", f"{job}/FunctionLogs")
-        for job in ("Cleanup", "DailyReport")
+        json.dumps(everything)
+        for path, stack in synthesized.stacks()
+        if path and stack.resources("AWS::Lambda::EventInvokeConfig")  # a shard of jobs
+        for everything in [
+            {"Fn::GetAtt": [path[0], f"Outputs.{output}"]}
+            for output in stack.template["Outputs"]
+            if "Logs" in output
+        ]
     }
+    assert len(job_logs) == 2, "each shard of jobs shares one log group"
     for name in ("Vigil/one tick's story", "Vigil/last errors per job"):
-        groups = {g["Ref"] for g in queries[name]["LogGroupNames"]}
+        groups = {json.dumps(g) for g in queries[name]["LogGroupNames"]}
         assert groups == job_logs
     assert 'filter tick = "TICK"' in queries["Vigil/one tick's story"]["QueryString"]
     assert "by job" in queries["Vigil/last errors per job"]["QueryString"]
@@ -244,10 +278,10 @@ def test_the_api_logs_every_request_as_json_with_the_caller_and_throttles(
 
 
 def test_every_log_group_has_a_retention(synthesized: Synthesized) -> None:
-    groups = synthesized.resources("AWS::Logs::LogGroup")
+    groups = everywhere(synthesized, "AWS::Logs::LogGroup")
     assert len(groups) >= 6
-    assert all(g["Properties"]["RetentionInDays"] > 0 for g in groups.values())
-    for function in synthesized.resources("AWS::Lambda::Function").values():
+    assert all(g["Properties"]["RetentionInDays"] > 0 for g in groups)
+    for function in everywhere(synthesized, "AWS::Lambda::Function"):
         assert "LogGroup" in function["Properties"]["LoggingConfig"]
 
 
@@ -263,7 +297,7 @@ def test_every_table_has_point_in_time_recovery_and_data_is_retained(
         assert spec["PointInTimeRecoveryEnabled"] is True
     # Kept by a destroy, a removal and a replacement; deleted by its own create's rollback, so
     # not deletion-protected (tests/infra/test_teardown.py)
-    for resource in [*tables.values(), *synthesized.resources("AWS::SQS::Queue").values()]:
+    for resource in [*tables.values(), *everywhere(synthesized, "AWS::SQS::Queue")]:
         assert resource["DeletionPolicy"] == "RetainExceptOnCreate"
         assert resource["UpdateReplacePolicy"] == "Retain"
 
@@ -307,8 +341,8 @@ def test_every_alarm_links_its_runbook_entry_fits_cloudwatch_and_reads_as_its_sp
     synthesized: Synthesized,
 ) -> None:
     found: set[Alarm] = set()
-    for logical, resource in synthesized.resources("AWS::CloudWatch::Alarm").items():
-        props = resource["Properties"]
+    for resource in everywhere(synthesized, "AWS::CloudWatch::Alarm"):
+        logical, props = resource["id"], resource["Properties"]
         text, length = _deployed_length(props["AlarmDescription"])
         link = text.rsplit(" Runbook: ", 1)[-1]
         assert link.startswith(f"{RUNBOOKS}#"), logical
@@ -338,7 +372,7 @@ def test_every_command_an_alarm_says_to_type_parses(synthesized: Synthesized) ->
     placeholders = {"TICK": "2026-11-22T12:00:00+00:00", "ID": "a1", "NAME": "mail"}
     typed = [
         command
-        for resource in synthesized.resources("AWS::CloudWatch::Alarm").values()
+        for resource in everywhere(synthesized, "AWS::CloudWatch::Alarm")
         for command in re.findall(
             r"`(vigil [^`]*)`", _deployed_length(resource["Properties"]["AlarmDescription"])[0]
         )

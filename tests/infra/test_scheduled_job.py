@@ -11,6 +11,8 @@ from aws_cdk.assertions import Annotations, Match, Template
 
 from infra.errors import ConfigurationError
 from infra.scheduled_job import ScheduledJob
+from tests.helpers.monitoring import alarm_series
+from tests.helpers.templates import everywhere, from_parent, role_statements
 from vigil_tools.emulator.template import Synthesized
 
 
@@ -19,27 +21,37 @@ def template(synthesized: Synthesized) -> Template:
     return Template.from_json(synthesized.template)
 
 
-def job_functions(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
-    return {
-        logical_id: resource
-        for logical_id, resource in synthesized.resources("AWS::Lambda::Function").items()
-        if "VIGIL_JOB_NAME" in resource["Properties"]["Environment"]["Variables"]
-    }
+def job_functions(synthesized: Synthesized) -> list[dict[str, Any]]:
+    """The jobs' functions, in their shards (each with ``id`` and ``stack``)."""
+    return [
+        function
+        for function in everywhere(synthesized, "AWS::Lambda::Function")
+        if "VIGIL_JOB_NAME" in function["Properties"]["Environment"]["Variables"]
+    ]
 
 
 def test_each_schedule_retries_dead_letters_and_passes_the_scheduled_time(
     template: Template, synthesized: Synthesized
 ) -> None:
-    everything = synthesized.resources("AWS::Scheduler::Schedule")
+    everything = everywhere(synthesized, "AWS::Scheduler::Schedule")
     # The jobs' schedules; the jobs-control audit has its own (tests/infra/test_jobs_control.py),
     # and so has the stranded-tasks audit (tests/infra/test_tasks_audit.py).
     audits = ("/JobsControl/", "/TasksApi/Audit/")
     schedules = {
-        k: v
-        for k, v in everything.items()
-        if not any(part in v["Metadata"]["aws:cdk:path"] for part in audits)
+        s["id"]: s
+        for s in everything
+        if not any(part in s["Metadata"]["aws:cdk:path"] for part in audits)
     }
     assert len(schedules) == 2
+    undelivered = {
+        json.dumps(
+            from_parent(
+                synthesized, s["stack"], s["Properties"]["Target"]["DeadLetterConfig"]["Arn"]
+            )
+        )
+        for s in schedules.values()
+    }
+    assert len(undelivered) == 1 and "JobsUndelivered" in undelivered.pop(), "one for the stack"
     for schedule in schedules.values():
         properties = schedule["Properties"]
         assert properties["FlexibleTimeWindow"] == {"Mode": "OFF"}
@@ -54,19 +66,13 @@ def test_each_schedule_retries_dead_letters_and_passes_the_scheduled_time(
     assert json.loads(report["Properties"]["Target"]["Input"])["vigil"]["job"] == "daily-report"
 
 
-def test_failed_runs_go_to_an_sqs_on_failure_destination(
-    template: Template, synthesized: Synthesized
-) -> None:
+def test_failed_runs_go_to_an_sqs_on_failure_destination(synthesized: Synthesized) -> None:
     # Two jobs, the observers' reconciler and the jobs' audit (each a destination of its own).
-    template.resource_count_is("AWS::Lambda::EventInvokeConfig", 4)
-    template.all_resources_properties(
-        "AWS::Lambda::EventInvokeConfig",
-        {"DestinationConfig": {"OnFailure": {"Destination": Match.any_value()}}},
-    )
-    retries = sorted(
-        c["Properties"]["MaximumRetryAttempts"]
-        for c in synthesized.resources("AWS::Lambda::EventInvokeConfig").values()
-    )
+    configs = everywhere(synthesized, "AWS::Lambda::EventInvokeConfig")
+    assert len(configs) == 4
+    for config in configs:
+        assert "Destination" in config["Properties"]["DestinationConfig"]["OnFailure"]
+    retries = sorted(c["Properties"]["MaximumRetryAttempts"] for c in configs)
     assert retries == [0, 2, 2, 2], "cleanup is not retried; the report, reconciler, audit twice"
 
 
@@ -82,20 +88,22 @@ def test_retries_that_would_arrive_too_late_to_run_are_a_synth_warning() -> None
         retry_attempts=2,
     )
     Annotations.from_stack(stack).has_warning(
-        "/Test/Cleanup", Match.string_like_regexp("late retries of a failed tick will not run")
+        "/Test/Jobs3/Cleanup",
+        Match.string_like_regexp("late retries of a failed tick will not run"),
     )
 
 
-def test_every_queue_is_encrypted_and_tls_only(template: Template) -> None:
-    template.all_resources_properties("AWS::SQS::Queue", {"SqsManagedSseEnabled": True})
-    template.all_resources_properties(
-        "AWS::SQS::QueuePolicy",
-        {
-            "PolicyDocument": {
-                "Statement": Match.array_with([Match.object_like({"Effect": "Deny"})])
-            }
-        },
-    )
+def test_every_queue_is_encrypted_and_tls_only(synthesized: Synthesized) -> None:
+    queues = everywhere(synthesized, "AWS::SQS::Queue")
+    assert all(q["Properties"]["SqsManagedSseEnabled"] is True for q in queues)
+    covered = set()
+    for policy in everywhere(synthesized, "AWS::SQS::QueuePolicy"):
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        (deny,) = [s for s in statements if s["Effect"] == "Deny"]
+        assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for queue in policy["Properties"]["Queues"]:
+            covered.add((id(policy["stack"]), queue["Ref"]))
+    assert covered == {(id(q["stack"]), q["id"]) for q in queues}, "every queue, TLS only"
 
 
 def test_the_runs_table_has_ttl_point_in_time_recovery_and_the_jobs_index(
@@ -113,27 +121,24 @@ def test_the_runs_table_has_ttl_point_in_time_recovery_and_the_jobs_index(
 
 
 def test_each_job_may_only_update_its_own_items(synthesized: Synthesized) -> None:
-    functions = job_functions(synthesized)
-    policies = synthesized.resources("AWS::IAM::Policy")
-    for function in functions.values():
+    for function in job_functions(synthesized):
         job = function["Properties"]["Environment"]["Variables"]["VIGIL_JOB_NAME"]
         role = function["Properties"]["Role"]["Fn::GetAtt"][0]
-        statements = [
-            statement
-            for policy in policies.values()
-            if {"Ref": role} in policy["Properties"]["Roles"]
-            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
-        ]
+        statements = role_statements(function["stack"], role)
+        resource = {
+            id(s): json.dumps(from_parent(synthesized, function["stack"], s["Resource"]))
+            for s in statements
+        }
         dynamo = [
             s
             for s in statements
-            if "dynamodb" in json.dumps(s["Action"]) and "JobRuns" in json.dumps(s["Resource"])
+            if "dynamodb" in json.dumps(s["Action"]) and "JobRuns" in resource[id(s)]
         ]
         # the rest: the app's own tables it declared (cleanup: its Sessions), nothing of Vigil's
         others = [
             s for s in statements if "dynamodb" in json.dumps(s["Action"]) and s not in dynamo
         ]
-        assert all("Sessions" in json.dumps(s["Resource"]) for s in others)
+        assert all("Sessions" in resource[id(s)] for s in others)
         # A job that declares writes may also read its own claim for run.fenced.strict (a
         # GetItem, or a ConditionCheck in its write's transaction): the same items only.
         strict = ["dynamodb:ConditionCheckItem", "dynamodb:GetItem"]
@@ -153,53 +158,60 @@ def test_each_job_may_only_update_its_own_items(synthesized: Synthesized) -> Non
 def test_functions_share_runtime_tracing_powertools_and_log_retention(
     synthesized: Synthesized,
 ) -> None:
-    for function in job_functions(synthesized).values():
+    for function in job_functions(synthesized):
         props = function["Properties"]
         assert props["Runtime"] == "python3.12"
         assert props["Architectures"] == ["arm64"]
         assert props["TracingConfig"] == {"Mode": "Active"}
         assert props["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "vigil"
-    for log_group in synthesized.resources("AWS::Logs::LogGroup").values():
+        assert (
+            props["FunctionName"]
+            == f"Vigil_job_{props['Environment']['Variables']['VIGIL_JOB_NAME']}"
+        )
+        (group,) = function["stack"].resources("AWS::Logs::LogGroup")
+        assert props["LoggingConfig"] == {"LogGroup": {"Ref": group}}, "its shard's log group"
+    for log_group in everywhere(synthesized, "AWS::Logs::LogGroup"):
         assert log_group["Properties"]["RetentionInDays"] == 30
 
 
-def test_alarms_watch_dead_letters_and_missed_ticks(
-    template: Template, synthesized: Synthesized
-) -> None:
-    job_alarms = [
-        alarm
-        for alarm in synthesized.resources("AWS::CloudWatch::Alarm").values()
-        # (json: a description may name a resource, a token CloudFormation joins)
-        if json.dumps(alarm["Properties"]["AlarmDescription"]).startswith('"Job ')
-    ]
-    assert len(job_alarms) == 6 * 2, (
-        "failed runs, undelivered, missed and never-delivered ticks, outcomes not recorded, "
-        "effects left uncertain"
-    )
-    template.has_resource_properties(
-        "AWS::CloudWatch::Alarm",
-        {"MetricName": "JobTickNeverDelivered", "Namespace": "Vigil", "Threshold": 0},
-    )
-    template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
-    template.has_resource_properties(
-        "AWS::CloudWatch::Alarm",
-        {"MetricName": "JobTickMissed", "Namespace": "Vigil", "Threshold": 0},
-    )
-    template.has_resource_properties(
-        "AWS::CloudWatch::Alarm",
-        {"MetricName": "JobRunUncertain", "Namespace": "Vigil", "Threshold": 0},
-    )
-    for job in ("cleanup", "daily-report"):
-        template.has_resource_properties(
-            "AWS::CloudWatch::Alarm",
-            {
-                "MetricName": "JobFinishUnrecorded",
-                "Namespace": "Vigil",
-                "Threshold": 0,
-                "Dimensions": Match.array_with([{"Name": "job", "Value": job}]),
-                "AlarmDescription": Match.string_like_regexp(f"vigil jobs history {job}"),
-            },
+def test_alarms_watch_dead_letters_and_missed_ticks(synthesized: Synthesized) -> None:
+    """One alarm a job (its failed runs waiting, in its shard); the rest one alarm each for every
+    job, a Metrics Insights query grouped by job that names it."""
+    for job in ("Cleanup", "DailyReport"):
+        (alarm,) = [
+            a
+            for a in everywhere(synthesized, "AWS::CloudWatch::Alarm")
+            if f"/{job}/FailedRunsAlarm/" in a["Metadata"]["aws:cdk:path"]
+        ]
+        assert [name for _, name, _ in alarm_series(alarm)] == [
+            "ApproximateNumberOfMessagesVisible"
+        ]
+    queries = {
+        q["Expression"]: a["Properties"]
+        for a in synthesized.resources("AWS::CloudWatch::Alarm").values()
+        for q in a["Properties"].get("Metrics", [])
+        if str(q.get("Expression", "")).startswith("SELECT")
+    }
+    for metric in (
+        "JobTickNeverDelivered",
+        "JobTickMissed",
+        "JobRunUncertain",
+        "JobFinishUnrecorded",
+    ):
+        (query,) = [q for q in queries if f'SUM("{metric}")' in q]
+        assert query == (
+            f'SELECT SUM("{metric}") FROM SCHEMA("Vigil", job, service) '
+            "WHERE service = 'vigil' GROUP BY job ORDER BY SUM() DESC"
         )
+        assert queries[query]["Threshold"] == 0
+        assert "`vigil jobs history JOB`" in json.dumps(queries[query]["AlarmDescription"])
+    assert synthesized.resources("AWS::CloudWatch::Dashboard"), "the stack's"
+    shards = [
+        d
+        for d in everywhere(synthesized, "AWS::CloudWatch::Dashboard")
+        if d["stack"].nested == {} and d["stack"] is not synthesized
+    ]
+    assert len(shards) == 4, "one per shard of jobs or tasks"
 
 
 VALID: dict[str, Any] = {"handler": "jobs.cleanup.handler", "schedule": "rate(5 minutes)"}

@@ -53,6 +53,24 @@ STAGE = STAGING
 ROOT = Path(__file__).resolve().parents[2]
 
 
+ENTITIES = ("Cleanup", "cleanup", "DailyReport", "dailyreport", "SendReceipt", "ProvisionTenant")
+"""The example's jobs and tasks: their own resources moved into their shards (the upgrade the
+deploying guide describes), and their alarms into the stack's Metrics Insights alarms."""
+
+
+def moved_to_the_shards(entry: list[Any]) -> bool:
+    """A name or alarm metric of a job's or task's own, before its shard: one the upgrade to the
+    shards replaces by design (docs/design/scale.md)."""
+    if len(entry) == 3:  # an alarm metric: (namespace, metric, dimensions)
+        keys = {key for key, _ in entry[2]}
+        return bool(keys & {"job", "task"}) or any(e in json.dumps(entry) for e in ENTITIES)
+    kind, name = entry
+    if any(entity in name for entity in ENTITIES) or name.startswith("Vigil-Monitoringtask"):
+        return True
+    # A job's schedule's own role (the audit's stays): the shard's one role now
+    return kind == "AWS::IAM::Role" and "SchedulerRoleForTarget" in name
+
+
 def test_the_default_stage_keeps_todays_names_and_alarm_metrics(
     synthesized: Synthesized, migrating: Synthesized
 ) -> None:
@@ -62,11 +80,14 @@ def test_the_default_stage_keeps_todays_names_and_alarm_metrics(
     now = identity(synthesized, STACK_NAME)
     # ... is all still there, unchanged, in the upgrade's deploy (-c legacyRegistry=true) and
     # the one after it: an existing deploy updates in place (new resources may be added; none
-    # renamed, no alarm moved to another metric). The registry keyed by name stays in both
-    # (docs/guides/deploying.md "Upgrading to the registry keyed by kind").
+    # renamed, no alarm moved to another metric), but for the jobs' and tasks' own, which the
+    # shards replaced (the tables, the fleet, the APIs are untouched). The registry keyed by name
+    # stays in both (docs/guides/deploying.md "Upgrading to the registry keyed by kind").
     for template in (upgrade, now):
         for key in ("physical_names", "alarm_metrics"):
-            missing = [entry for entry in before[key] if entry not in template[key]]
+            missing = [
+                e for e in before[key] if e not in template[key] and not moved_to_the_shards(e)
+            ]
             assert missing == [], key
     assert len(synthesized.resources("AWS::ApiGateway::Account")) == 1
 
@@ -79,7 +100,7 @@ def test_two_stages_share_no_physical_name_and_no_alarm_metric(
     default_alarms = alarm_metrics(synthesized, STACK_NAME)
     staging_alarms = alarm_metrics(staging, stack_name(STAGE))
     assert len(default_names) > 90 and len(staging_names) > 90
-    assert len(default_alarms) > 30 and len(staging_alarms) > 30
+    assert len(default_alarms) > 20 and len(staging_alarms) > 20
     # docs/guides/deploying.md "Stages": 0 shared physical names, 0 shared alarm metric identities
     assert default_names & staging_names == set()
     assert default_alarms & staging_alarms == set()
@@ -198,11 +219,13 @@ def test_an_invalid_stage_from_the_cdk_cli_fails_naming_it(tmp_path: Path) -> No
 
 def test_the_longest_stage_fits_every_derived_name() -> None:
     longest = "s" * max_stage_length()
-    assert max_stage_length() == 52  # the tasks' schedule group: Vigil-<stage>-tasks, 64 at most
+    # A job's or task's function: Vigil-<stage>_task_<name>, cut to 64 with a digest, keeps the
+    # stack's name whole and at least one character of its own.
+    assert max_stage_length() == 42
     assert check_stage(longest) == longest
     for name, limit in derived_names(stack_name(longest)).items():
         assert len(name) <= limit, name
-    with pytest.raises(InvalidStage, match=r"at most 52 fit.*'Vigil-s+-tasks' would be 65"):
+    with pytest.raises(InvalidStage, match=r"at most 42 fit.*'Vigil-s+_task_x-0+' would be 65"):
         check_stage(longest + "s")
 
 

@@ -34,6 +34,11 @@ def app(request: pytest.FixtureRequest) -> Synthesized:
     return synthesized
 
 
+def templates(app: Synthesized) -> list[dict[str, Any]]:
+    """The stack's template and its nested stacks' (the shards of jobs and tasks)."""
+    return [stack.template for _, stack in app.stacks()]
+
+
 def fixed(value: Any, resources: set[str]) -> bool:
     """A name the next create of the stack would give again: no reference to a resource of the
     stack (whose generated names and ids are new at each create), only text and pseudo values."""
@@ -49,15 +54,21 @@ def fixed(value: Any, resources: set[str]) -> bool:
 
 
 def test_nothing_that_outlives_its_stack_has_a_fixed_name(app: Synthesized) -> None:
-    resources = app.template["Resources"]
-    named = [
-        (kept.logical_id, resources[kept.logical_id]["Properties"][PHYSICAL_NAME[kept.type]])
-        for kept in staying(app.template)
-        if PHYSICAL_NAME.get(kept.type) in resources[kept.logical_id].get("Properties", {})
-    ]
-    assert [(k, n) for k, n in named if fixed(n, set(resources))] == []
+    named = []
+    for template in templates(app):
+        resources = template["Resources"]
+        named += [
+            (kept.logical_id, resources[kept.logical_id]["Properties"][PHYSICAL_NAME[kept.type]])
+            for kept in staying(template)
+            if PHYSICAL_NAME.get(kept.type) in resources[kept.logical_id].get("Properties", {})
+            and fixed(
+                resources[kept.logical_id]["Properties"][PHYSICAL_NAME[kept.type]],
+                set(resources),
+            )
+        ]
+    assert named == []
     # Every type that stays is known to the check (or it could not see a name to refuse)
-    assert {kept.type for kept in staying(app.template)} <= {
+    assert {kept.type for kept in staying(*templates(app))} <= {
         *PHYSICAL_NAME,
         "AWS::ApiGateway::Account",  # a setting of the account, nameless
     }
@@ -66,18 +77,23 @@ def test_nothing_that_outlives_its_stack_has_a_fixed_name(app: Synthesized) -> N
 def test_a_rolled_back_first_deploy_leaves_only_api_gateways_logging_role(
     app: Synthesized,
 ) -> None:
-    after_rollback = [k.type for k in staying(app.template) if Ending.ROLLBACK in k.after]
+    after_rollback = [k.type for k in staying(*templates(app)) if Ending.ROLLBACK in k.after]
     # The role the account's logging setting may already point at (tests/infra/test_stages.py)
     assert sorted(after_rollback) == ["AWS::ApiGateway::Account", "AWS::IAM::Role"]
 
 
 def test_data_outlives_a_destroy_a_removal_and_a_replacement(app: Synthesized) -> None:
-    data = {k: r for k, r in app.template["Resources"].items() if r["Type"] in DATA}
-    assert len(data) == 21  # 8 tables (the registry keyed by name among them) and 13 queues
+    data = {
+        (k, r["Metadata"]["aws:cdk:path"]): r
+        for template in templates(app)
+        for k, r in template["Resources"].items()
+        if r["Type"] in DATA
+    }
+    assert len(data) == 20  # 8 tables (the registry keyed by name among them) and 12 queues
     for logical_id, resource in data.items():
         assert resource["DeletionPolicy"] == "RetainExceptOnCreate", logical_id
         assert resource["UpdateReplacePolicy"] == "Retain", logical_id
-    kept = {k.logical_id for k in staying(app.template) if Ending.DESTROY in k.after}
+    kept = {(k.logical_id, k.path) for k in staying(*templates(app)) if Ending.DESTROY in k.after}
     assert set(data) <= kept
     # A table CloudFormation may delete (a rolled-back create) cannot be deletion-protected: the
     # rollback would fail on it (ROLLBACK_FAILED) and the retry with it.
@@ -89,9 +105,9 @@ def test_the_deploying_guide_lists_what_stays(synthesized: Synthesized) -> None:
     text = GUIDE.read_text()
     assert START in text and END in text
     block = text.split(START, 1)[1].split(END, 1)[0].strip()
-    rendered = teardown_markdown(synthesized.template)
+    rendered = teardown_markdown(*templates(synthesized))
     assert block == rendered, f"paste between the markers:\n{rendered}"
-    assert "| 8 | 0 |" in rendered and "| 13 | 0 |" in rendered  # tables, queues
+    assert "| 8 | 0 |" in rendered and "| 12 | 0 |" in rendered  # tables, queues (shards too)
 
 
 def resource(policy: str | None, kind: str = "AWS::SQS::Queue") -> dict[str, Any]:

@@ -12,12 +12,12 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
-from aws_cdk.assertions import Template
 
 from infra.background_task import BackgroundTask
 from infra.errors import ConfigurationError
 from infra.observer_fleet import ObserverFleet, ObserverKind
 from infra.scheduled_job import ScheduledJob
+from tests.helpers.templates import Stacks, actions
 from vigil.contract.effects import WRITES_ENV, WriteKind
 from vigil.contract.tasks import TaskEnv
 from vigil.effects.fence import Grants
@@ -49,17 +49,14 @@ def resolved(value: Any) -> Any:
     return value
 
 
-def statements(template: Template, role_prefix: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for logical, policy in template.find_resources("AWS::IAM::Policy").items():
-        if logical.startswith(role_prefix):
-            found += policy["Properties"]["PolicyDocument"]["Statement"]
-    assert found, sorted(template.find_resources("AWS::IAM::Policy"))
+def statements(template: Stacks, role_prefix: str) -> list[dict[str, Any]]:
+    found = template.role_statements(role_prefix)
+    assert found, role_prefix
     return found
 
 
 @pytest.fixture(scope="module")
-def template() -> Template:
+def template() -> Stacks:
     """One stack for the synthesizing tests (a synth costs tens of seconds here): a job declaring
     all four kinds, a job declaring nothing, a task and an observer kind declaring a table."""
     stack = Stack(App(), "Test", env=Environment(account="123456789012", region="us-east-1"))
@@ -73,7 +70,7 @@ def template() -> Template:
     ScheduledJob(stack, "Quiet", **JOB)
     BackgroundTask(stack, "SendReceipt", handler="tasks.send_receipt.handler", writes=declared[:1])
     ScheduledJob(stack, "Encrypted", writes=encrypted(stack), **JOB)
-    return Template.from_stack(stack)
+    return Stacks(stack)
 
 
 def encrypted(stack: Stack) -> list[Any]:
@@ -89,25 +86,25 @@ def encrypted(stack: Stack) -> list[Any]:
     return [table, s3.Bucket(stack, "EncryptedReports", encryption_key=key)]
 
 
-def variables_of(template: Template) -> list[dict[str, str]]:
+def variables_of(template: Stacks) -> list[dict[str, str]]:
     return [
         f["Properties"]["Environment"]["Variables"]
         for f in template.find_resources("AWS::Lambda::Function").values()
     ]
 
 
-def test_a_job_gets_exactly_the_declared_writes_and_their_names(template: Template) -> None:
+def test_a_job_gets_exactly_the_declared_writes_and_their_names(template: Stacks) -> None:
     function = next(
         f
         for f in template.find_resources("AWS::Lambda::Function").values()
         if f["Properties"]["Environment"]["Variables"].get("VIGIL_JOB_NAME") == "cleanup"
     )
-    granted = function["Properties"]["Environment"]["Variables"][WRITES_ENV]
+    granted = template.in_parent(function["Properties"]["Environment"]["Variables"][WRITES_ENV])
     # What the runtime reads once CloudFormation has resolved it (each Ref -> "<logical id>").
     grants = Grants.from_env({WRITES_ENV: resolved(granted)}, "job:cleanup")
     for kind, alias in zip(WriteKind, ("Sessions", "Reports", "Mail", "Bus"), strict=True):
         assert grants.resolve(kind, alias).startswith(f"<{alias}")
-    policy = statements(template, "CleanupFunctionRoleDefaultPolicy")
+    policy = statements(template, "CleanupFunctionRole")
     actions = [s["Action"] for s in policy]
     assert ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"] in actions
     objects = ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"]
@@ -121,12 +118,12 @@ def test_a_job_gets_exactly_the_declared_writes_and_their_names(template: Templa
             assert statement["Resource"] != "*", statement
 
 
-def test_a_job_without_writes_has_no_grants_environment(template: Template) -> None:
+def test_a_job_without_writes_has_no_grants_environment(template: Stacks) -> None:
     (quiet,) = [v for v in variables_of(template) if v.get("VIGIL_JOB_NAME") == "quiet"]
     assert WRITES_ENV not in quiet
 
 
-def test_a_task_gets_its_declared_writes(template: Template) -> None:
+def test_a_task_gets_its_declared_writes(template: Stacks) -> None:
     (task,) = [v for v in variables_of(template) if v.get(TaskEnv.NAME) == "send-receipt"]
     assert WRITES_ENV in task
 
@@ -158,7 +155,7 @@ def test_the_same_resource_declared_twice_fails_the_synth() -> None:
 
 
 def test_an_observer_kind_gets_its_declared_writes_in_its_containers_environment(
-    template: Template,
+    template: Stacks,
 ) -> None:
     environments = {}
     for definition in template.find_resources("AWS::ECS::TaskDefinition").values():
@@ -180,33 +177,34 @@ def test_bad_observer_writes_fail_the_synth_naming_the_kind() -> None:
         ObserverFleet(stack, "Observers", kinds=kinds, heartbeat_interval=Duration.seconds(20))
 
 
-def test_a_kms_encrypted_table_or_bucket_also_grants_its_key(template: Template) -> None:
+def test_a_kms_encrypted_table_or_bucket_also_grants_its_key(template: Stacks) -> None:
     """A table or bucket under a customer-managed key refuses a write without the key's grant
     (AccessDenied at the first fenced put, in production only: moto has no IAM)."""
-    found = statements(template, "EncryptedFunction")
+    found = statements(template, "EncryptedFunctionRole")
     on_key = [s for s in found if str(s["Resource"]).startswith("{'Fn::GetAtt': ['Key")]
     actions = {a for s in on_key for a in s["Action"]}
     assert {"kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey*"} <= actions, found
 
 
-def test_strict_writes_may_read_the_runs_own_claim_and_only_its_own(template: Template) -> None:
+def test_strict_writes_may_read_the_runs_own_claim_and_only_its_own(template: Stacks) -> None:
     """``run.fenced.strict`` reads the run's claim (GetItem) or checks it in the write's
     transaction (ConditionCheckItem): granted on the run's own items only, and only to a run
     that declares writes."""
-    check = ["dynamodb:GetItem", "dynamodb:ConditionCheckItem"]
+    check = ["dynamodb:ConditionCheckItem", "dynamodb:GetItem"]
 
     def claim_grants(role_prefix: str) -> list[dict[str, Any]]:
-        return [s for s in statements(template, role_prefix) if s["Action"] == check]
+        found = statements(template, role_prefix)
+        return [s for s in found if sorted(actions(s)) == check]
 
-    (job,) = claim_grants("CleanupFunctionRoleDefaultPolicy")
+    (job,) = claim_grants("CleanupFunctionRole")
     assert job["Condition"] == {
         "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["JOB#cleanup"]}
     }
-    (task,) = claim_grants("SendReceiptFunctionRoleDefaultPolicy")
+    (task,) = claim_grants("SendReceiptFunctionRole")
     assert task["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"] == [
         "TASK#send-receipt"
     ]
-    assert claim_grants("QuietFunctionRoleDefaultPolicy") == []
+    assert claim_grants("QuietFunctionRole") == []
     (observer,) = claim_grants("ObserversTaskRoleTicker")  # the registry, keyed by kind
     assert observer["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == ["ticker"]
     assert observer["Condition"]["Null"] == {"dynamodb:LeadingKeys": "false"}

@@ -102,9 +102,9 @@ def test_a_skip_jobs_redrive_goes_one_tick_at_a_time_and_keeps_what_fails_again(
         ["2026-11-23T06:15:00Z", "SUCCEEDED"],
         ["2026-11-23T06:10:00Z", "SUCCEEDED"],
     ]
-    queue = jobs_cli.JobsCatalog.from_stack(
-        account.session.client("cloudformation"), account.deployed.stack_name
-    ).job("cleanup")["failed_runs"]
+    queue = jobs_cli.JobsCatalog.from_stack(account.session, account.deployed.stack_name).job(
+        "cleanup"
+    )["failed_runs"]
     kept = peek(account.session, queue)  # (visible again at once: moto shows it once time moves)
     assert [json.loads(m["Body"])["requestPayload"] for m in kept] == [{"garbage": True}]
 
@@ -122,9 +122,9 @@ def vigil_jobs_calling(
 
 def _dead_letter(account: LocalAccount, job: str, event: Any) -> None:
     """What Lambda's on-failure destination receives for ``event`` (the shape the redrive reads)."""
-    queue = jobs_cli.JobsCatalog.from_stack(
-        account.session.client("cloudformation"), account.deployed.stack_name
-    ).job(job)["failed_runs"]
+    queue = jobs_cli.JobsCatalog.from_stack(account.session, account.deployed.stack_name).job(job)[
+        "failed_runs"
+    ]
     record = {
         "version": "1.0",
         "requestContext": {"requestId": "r-1", "condition": "RetriesExhausted"},

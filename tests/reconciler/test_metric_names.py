@@ -7,6 +7,7 @@ every Vigil series the synthesized dashboard and alarms read must be among them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
@@ -18,7 +19,7 @@ import pytest
 from handlers.tasks_api import run_audit
 from tests.conftest import REGION
 from tests.helpers.jobs import FaultyTransactions
-from tests.helpers.monitoring import emitted, series_read
+from tests.helpers.monitoring import emitted, insights_queries, series_read
 from tests.helpers.moto_fleet import MotoFleet
 from tests.helpers.tables import create_tasks_table
 from tests.helpers.tasks import PLAIN, build_stack, invoke, record_of, records
@@ -187,7 +188,16 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
         "JobRunFenced",
         "JobTickNeverDelivered",
         "JobRunUncertain",
+        "JobTickPaused",
     }
+    # The stack's Metrics Insights alarms read a metric under exactly the dimensions its SCHEMA
+    # names: each one the code emits, it emits so (one series per job or task, and per stage).
+    for query in insights_queries(synthesized):
+        found = re.match(r'SELECT SUM\("(\w+)"\) FROM SCHEMA\("Vigil", ([\w, ]+)\)', query)
+        assert found, query
+        metric, keys = found[1], frozenset(found[2].split(", "))
+        emitted_shapes = {dims for _, name, dims in shapes_named(series, metric)}
+        assert emitted_shapes <= {keys}, (metric, emitted_shapes)
     # A task: a run, a duplicate copy of it, a malformed message. Failures, retries, fences,
     # cancels and lost events need a race or a fault (tests/tasks drives each of them).
     assert {"TaskSucceeded", "TaskDuplicateSuppressed", "TaskMessageMalformed"} <= emitted_names
@@ -204,6 +214,12 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
     units = {name: u for (_, name, _), u in series.items()}
     for metric, unit in METRIC_UNITS.items():
         assert units[metric] == {unit}
+
+
+def shapes_named(series: Any, metric: str) -> set[tuple[str, str, frozenset[str]]]:
+    return {
+        (ns, name, frozenset(k for k, _ in dims)) for ns, name, dims in series if name == metric
+    }
 
 
 def _drive_a_task(fleet: MotoFleet) -> None:

@@ -6,6 +6,8 @@ import io
 import json
 from typing import Any
 
+import boto3
+
 from tests.helpers.tasks import ORDERED, PLAIN, Stack
 from vigil.contract.tasks import TaskStatus
 from vigil.tasks.envelope import parse
@@ -36,6 +38,7 @@ class Session:
             "sqs": stack.sqs,
             "dynamodb": stack.dynamodb,
             "scheduler": stack.scheduler,
+            "ssm": boto3.client("ssm", region_name="us-east-1"),
             "s3": stack.s3,
         }
 
@@ -85,11 +88,30 @@ def test_bad_input_is_refused_plainly_and_sends_nothing(stack: Stack) -> None:
 
 
 def test_a_stack_without_tasks_is_a_clear_error(stack: Stack) -> None:
-    code, _, err = vigil(stack, "list", PLAIN, outputs={})
+    code, _, err = vigil(stack, "list", PLAIN, outputs={})  # and no catalog under its path
     assert code == EXIT_API_ERROR and "declares no tasks" in err
     code, _, err = vigil(stack, "--stack", "Other", "list", PLAIN)
     assert code == EXIT_API_ERROR and "stack 'Other' not found" in err
     assert "Vigil stacks deployed here: Vigil" in err
+
+
+def test_the_tasks_are_read_from_the_stacks_catalog_in_ssm(stack: Stack) -> None:
+    """A stack of the shards keeps its tasks in SSM parameters under /vigil/<stack>/tasks, each
+    part some entries and one what they share (``vigil.catalog``): the CLI finds them there."""
+    ssm = boto3.client("ssm", region_name="us-east-1")
+    entries = json.loads(stack.catalog.to_json())
+    shared = {"table": entries[PLAIN]["table"], "schedule_group": entries[PLAIN]["schedule_group"]}
+    for index, name in enumerate(sorted(entries)):
+        own = {k: v for k, v in entries[name].items() if k not in shared}
+        ssm.put_parameter(
+            Name=f"/vigil/Vigil/tasks/{index}", Value=json.dumps({name: own}), Type="String"
+        )
+    ssm.put_parameter(Name="/vigil/Vigil/tasks/stack", Value=json.dumps(shared), Type="String")
+
+    code, out, err = vigil(stack, "enqueue", PLAIN, "--key", "k-ssm", outputs={})
+
+    assert (code, out, err) == (EXIT_OK, "k-ssm\n", "")
+    assert len(stack.messages(stack.catalog.spec(PLAIN).queue_url)) == 1
 
 
 def test_redrive_sends_tasks_back_marked_and_keeps_what_is_not_a_task(stack: Stack) -> None:

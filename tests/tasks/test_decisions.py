@@ -165,7 +165,9 @@ def test_schedule_names_fit_schedulers_limit_whatever_the_key() -> None:
 
 
 def test_the_catalog_refuses_what_it_cannot_use_naming_the_problem() -> None:
-    with pytest.raises(SettingsError, match="VIGIL_TASKS_CATALOG is required"):
+    with pytest.raises(
+        SettingsError, match=r"VIGIL_STACK .* or VIGIL_TASKS_CATALOG .* is required"
+    ):
         Catalog.from_env({})
     with pytest.raises(SettingsError, match="not JSON"):
         Catalog.parse("{")

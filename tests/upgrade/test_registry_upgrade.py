@@ -23,16 +23,11 @@ run (~8 CPU s, shared with ``tests/infra/test_stages.py``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from freezegun import freeze_time
-from moto import mock_aws
-from moto.moto_api import state_manager
 
 from tests.helpers.upgrade import name_keyed_app
 from vigil.contract.observers import LEGACY_REGISTRY_TABLE_ENV
@@ -40,37 +35,13 @@ from vigil.dynamo import from_wire, to_wire
 from vigil.observers.registry import Fenced, FencedWrites, RegistryRef
 from vigil.observers.registry.layout import Layout
 from vigil_tools.api_client import ApiError
-from vigil_tools.emulator.account import REGION, deploy_account
 from vigil_tools.emulator.template import Synthesized
-from vigil_tools.testing.plugin import START
 from vigil_tools.testing.stack import VigilStack
 
 DEDICATED, POOLED = ("d1",), ("p1", "p2")
 OBSERVERS = DEDICATED + POOLED
 HEARTBEAT = timedelta(seconds=30)
 STEP = timedelta(seconds=10)
-
-
-@pytest.fixture
-def old_stack(tmp_path: Path) -> Iterator[VigilStack]:
-    """main's app deployed on a fresh emulator, on a simulated clock."""
-    default_session = boto3.DEFAULT_SESSION
-    with mock_aws(), freeze_time(START) as frozen:
-        state_manager.set_transition(
-            model_name="ecs::task", transition={"progression": "manual", "times": 10**9}
-        )
-        boto3.setup_default_session(
-            region_name=REGION, aws_access_key_id="local", aws_secret_access_key="local"
-        )
-        account = deploy_account(name_keyed_app(tmp_path / "cdk.out"), boto3.DEFAULT_SESSION)
-        stack = VigilStack(account, now=lambda: datetime.now(UTC), move_to=frozen.move_to)
-        try:
-            yield stack
-        finally:
-            stack.close()
-            stack.fleet.kill_all()
-            state_manager.unset_transition(model_name="ecs::task")
-            boto3.DEFAULT_SESSION = default_session
 
 
 def running(stack: VigilStack) -> dict[str, set[int]]:

@@ -132,7 +132,7 @@ def simulate(project: Project | None = None, cdk_out: Path | None = None) -> dic
         journal = Journal()
         schedules = deployed_schedules(account.session)
         print(
-            f"Deployed stack {account.deployed.stack_name}: {len(account.deployed.physical)} "
+            f"Deployed stack {account.deployed.stack_name}: {account.deployed.resource_count} "
             f"resources, plus {account.created} created from the template where moto skips them."
         )
         print(
@@ -210,9 +210,7 @@ def _malformed(
 def _redrive_all(account: LocalAccount, runtime: LocalLambda, journal: Journal) -> None:
     """What ``vigil jobs redrive`` does, for every job the stack's outputs list."""
     sqs = account.session.client("sqs")
-    catalog = JobsCatalog.from_stack(
-        account.session.client("cloudformation"), account.deployed.stack_name
-    )
+    catalog = JobsCatalog.from_stack(account.session, account.deployed.stack_name)
     print("\nRedriving the dead-letter queues (each event twice: a redrive is safe to repeat):")
     for name, job in sorted(catalog.jobs.items()):
         function = job["function"]
@@ -264,13 +262,13 @@ def _summary(
                 f"{record.fencing_token or '':<18}{detail[:70]}"
             )
     print("\nDead-letter queues after the redrive:")
-    for logical_id in sorted(account.synth.resources("AWS::SQS::Queue")):
+    for queue in sorted(account.everywhere("AWS::SQS::Queue"), key=lambda q: q.logical_id):
         attributes = sqs.get_queue_attributes(
-            QueueUrl=account.physical_id(logical_id), AttributeNames=["ApproximateNumberOfMessages"]
+            QueueUrl=queue.physical_id, AttributeNames=["ApproximateNumberOfMessages"]
         )["Attributes"]
         depth = int(attributes["ApproximateNumberOfMessages"])
-        facts["queues"][logical_id[:-8]] = depth
-        print(f"  {logical_id[:-8]:<24} {depth} message(s)")
+        facts["queues"][queue.logical_id[:-8]] = depth
+        print(f"  {queue.logical_id[:-8]:<24} {depth} message(s)")
     ran = journal.outcomes["SUCCEEDED"]
     ticks = sum(1 for _ in store.heads())
     print(

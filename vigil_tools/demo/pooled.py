@@ -17,6 +17,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from vigil.catalog import STACK_ENV, read_catalog
+from vigil.contract.layout import CATALOG_DIGEST_ENV, Catalogued, catalog_path
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.fleet import DeployedFleet
 from vigil_tools.testing.stack import VigilStack
@@ -320,22 +322,34 @@ def _span(generations: Any) -> str:
 
 
 def deploy_new_revision(account: LocalAccount, kind: str) -> str:
-    """What a deploy that changes ``kind``'s image does: a new revision of its task definition,
-    and the reconciler's ``VIGIL_TASK_DEFINITIONS`` naming it (a new function configuration)."""
+    """What a deploy that changes ``kind``'s image does: a new revision of its task definition, in
+    the kinds catalog the reconciler reads, and its revision in the reconciler's environment (a
+    new function configuration)."""
     ecs, functions = account.session.client("ecs"), account.session.client("lambda")
+    ssm = account.session.client("ssm")
     reconciler = DeployedFleet.of(account).reconciler
     variables = functions.get_function_configuration(FunctionName=reconciler)["Environment"][
         "Variables"
     ]
-    definitions = json.loads(variables["VIGIL_TASK_DEFINITIONS"])
-    current = ecs.describe_task_definition(taskDefinition=definitions[kind])["taskDefinition"]
+    stack = variables[STACK_ENV]
+    parts = read_catalog(ssm, stack, Catalogued.KINDS)
+    current_arn = parts.entries[kind]["task_definition"]
+    current = ecs.describe_task_definition(taskDefinition=current_arn)["taskDefinition"]
     registered = ecs.register_task_definition(
         **{key: current[key] for key in _REGISTERED if key in current}
     )["taskDefinition"]["taskDefinitionArn"]
-    definitions[kind] = registered
+    path = catalog_path(stack, Catalogued.KINDS)
+    for parameter in ssm.get_parameters_by_path(Path=path)["Parameters"]:
+        entries = json.loads(parameter["Value"])
+        if kind in entries:
+            entries[kind]["task_definition"] = registered
+            ssm.put_parameter(
+                Name=parameter["Name"], Value=json.dumps(entries), Type="String", Overwrite=True
+            )
+    digest = f"{variables[CATALOG_DIGEST_ENV]},{registered.rsplit(':', 1)[-1]}"
     functions.update_function_configuration(
         FunctionName=reconciler,
-        Environment={"Variables": {**variables, "VIGIL_TASK_DEFINITIONS": json.dumps(definitions)}},
+        Environment={"Variables": {**variables, CATALOG_DIGEST_ENV: digest}},
     )
     return str(registered)
 

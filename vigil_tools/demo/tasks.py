@@ -131,7 +131,7 @@ def _story(
     stall: Stall,
     log_dir: Path,
 ) -> dict[str, Any]:
-    catalog = tasks_catalog(account.session.client("cloudformation"), account.deployed.stack_name)
+    catalog = tasks_catalog(account.session, account.deployed.stack_name)
     poller = Poller(
         runtime,
         now,
@@ -141,7 +141,7 @@ def _story(
     facts: dict[str, Any] = {}
     # The application's side: vigil.tasks' enqueue, as any Python application calls it.
     client = TaskClient(
-        catalog_of(account.session.client("cloudformation"), account.deployed.stack_name),
+        catalog_of(account.session, account.deployed.stack_name),
         sqs=account.session.client("sqs"),
         dynamodb=account.session.client("dynamodb"),
         scheduler=account.session.client("scheduler"),

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 import boto3
 from moto import mock_aws
 
-from vigil_tools.emulator.complete import complete
+from vigil_tools.emulator.complete import complete, forget_completed, refresh_parameters
 from vigil_tools.emulator.deploy import Deployed, deploy, update
 from vigil_tools.emulator.event_log import capture_events
 from vigil_tools.emulator.intrinsics import Resolver
@@ -46,6 +46,17 @@ class RequestCounter:
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class Placed:
+    """A deployed resource: its construct path, logical id (in its own stack), template entry and
+    physical id."""
+
+    path: str
+    logical_id: str
+    resource: dict[str, Any]
+    physical_id: str
+
+
 @dataclass
 class LocalAccount:
     session: Any
@@ -59,7 +70,22 @@ class LocalAccount:
     the testing kit builds a stack on the same deployment for every test (:meth:`once`)."""
 
     def physical_id(self, logical_id: str) -> str:
+        """A resource of the stack itself (a nested stack's: :meth:`everywhere`)."""
         return self.deployed.physical_id(logical_id)
+
+    def everywhere(self, resource_type: str) -> list[Placed]:
+        """Every resource of a type in the stack and its nested ones (the shards of jobs and
+        tasks), each with its construct path and physical id."""
+        deployed = dict(self.deployed.stacks())
+        found: list[Placed] = []
+        for path, synth in self.synth.stacks():
+            stack = deployed.get(path)
+            if stack is None:
+                continue
+            for logical_id, resource in synth.resources(resource_type).items():
+                construct = str(resource.get("Metadata", {}).get("aws:cdk:path", logical_id))
+                found.append(Placed(construct, logical_id, resource, stack.physical[logical_id]))
+        return found
 
     def once(self, key: str, read: Callable[[], T]) -> T:
         """``read()`` the first time ``key`` is asked of this deployment; the same answer after."""
@@ -71,10 +97,12 @@ class LocalAccount:
         """Deploy ``synth`` over this account's stack, as ``cdk deploy`` of a newer version does
         (:func:`vigil_tools.emulator.deploy.update`): the data stays, running tasks run on, and
         what readers derived from the earlier deployment is read again."""
+        forget_completed(self.resolver)
         with _quiet() if quiet else contextlib.nullcontext():
             self.deployed = update(synth, self.session, stack_name=self.deployed.stack_name)
         self.synth = synth
         self.resolver = Resolver(synth, self.deployed, self.session)
+        refresh_parameters(self.resolver)
         self.created = complete(synth, self.resolver)
         self.derived.clear()
 

@@ -8,6 +8,7 @@ deploy of the stack, again: what exists already is updated to the template's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from functools import partial
@@ -22,7 +23,22 @@ Client = Callable[[str], Any]
 
 
 def complete(synth: Synthesized, resolver: Resolver) -> dict[str, int]:
-    """Create what moto skipped, through the resolver's session and clients (one per service)."""
+    """Create what moto skipped, in the stack and its nested ones (the shards), through the
+    resolver's session and clients (one per service)."""
+    created = {
+        "schedule_groups": 0,
+        "schedules": 0,
+        "event_invoke_configs": 0,
+        "alarms": 0,
+        "queue_policies": 0,
+    }
+    for template, stack_resolver in resolver.every_stack():
+        for key, count in _complete_one(template, stack_resolver).items():
+            created[key] += count
+    return created
+
+
+def _complete_one(synth: Synthesized, resolver: Resolver) -> dict[str, int]:
     client = resolver.client
     created = {
         "schedule_groups": 0,
@@ -34,10 +50,16 @@ def complete(synth: Synthesized, resolver: Resolver) -> dict[str, int]:
     for resource in synth.resources("AWS::SQS::QueuePolicy").values():
         _queue_policy(resolver.resolve(resource["Properties"]), client)
         created["queue_policies"] += 1
-    for logical_id, resource in synth.resources("AWS::Scheduler::ScheduleGroup").items():
+    groups = synth.resources("AWS::Scheduler::ScheduleGroup")
+    existing = _schedule_groups(client) if groups else set()
+    for logical_id, resource in groups.items():
         name = resolver.resolve(resource["Properties"]).get("Name", logical_id)
-        if not _exists(partial(client("scheduler").create_schedule_group, Name=name)):
-            created["schedule_groups"] += 1
+        if name in existing:
+            # Kept from the stack's previous version (a later deploy): moto's create would
+            # replace it with an empty group, losing its one-time schedules.
+            continue
+        client("scheduler").create_schedule_group(Name=name)
+        created["schedule_groups"] += 1
     for logical_id, resource in synth.resources("AWS::Scheduler::Schedule").items():
         _schedule(logical_id, resolver.resolve(resource["Properties"]), client)
         created["schedules"] += 1
@@ -48,6 +70,50 @@ def complete(synth: Synthesized, resolver: Resolver) -> dict[str, int]:
         _alarm(logical_id, resolver.resolve(resource["Properties"]), client)
         created["alarms"] += 1
     return created
+
+
+def refresh_parameters(resolver: Resolver) -> int:
+    """After a later deploy: each SSM parameter's value as the template has it now. moto's update
+    creates the resources it adds before it changes the ones it modifies, whatever they depend
+    on: a new parameter naming a task definition that the same update registers anew (the kinds
+    catalog) got the old revision, where CloudFormation waits for the new one. Returns how many
+    it corrected."""
+    ssm = resolver.client("ssm")
+    corrected = 0
+    for synth, stack in resolver.every_stack():
+        for resource in synth.resources("AWS::SSM::Parameter").values():
+            props = stack.resolve(resource["Properties"])
+            name, value = props["Name"], props["Value"]
+            if ssm.get_parameter(Name=name)["Parameter"]["Value"] != value:
+                ssm.put_parameter(Name=name, Value=value, Type="String", Overwrite=True)
+                corrected += 1
+    return corrected
+
+
+def forget_completed(resolver: Resolver) -> None:
+    """Before a later deploy: the schedules and alarms :func:`complete` created for the stack as it
+    was (moto's stack never held them), deleted, so those the new template drops go as they do on
+    AWS; ``complete`` makes the new template's again."""
+    scheduler = resolver.client("scheduler")
+    cloudwatch = resolver.client("cloudwatch")
+    for synth, stack in resolver.every_stack():
+        for logical_id, resource in synth.resources("AWS::Scheduler::Schedule").items():
+            props = stack.resolve(resource["Properties"])
+            with contextlib.suppress(ClientError):  # already gone
+                scheduler.delete_schedule(
+                    Name=props.get("Name", logical_id), GroupName=props.get("GroupName", "default")
+                )
+        alarms = [
+            stack.resolve(resource["Properties"]).get("AlarmName", logical_id)
+            for logical_id, resource in synth.resources("AWS::CloudWatch::Alarm").items()
+        ]
+        for start in range(0, len(alarms), 100):
+            cloudwatch.delete_alarms(AlarmNames=alarms[start : start + 100])
+
+
+def _schedule_groups(client: Client) -> set[str]:
+    pages = client("scheduler").get_paginator("list_schedule_groups").paginate()
+    return {group["Name"] for page in pages for group in page["ScheduleGroups"]}
 
 
 def _exists(create: Callable[[], Any]) -> bool:

@@ -12,6 +12,9 @@ ArnLookup = Callable[[str, str], str]
 
 
 class Resolver:
+    """Resolves one deployed stack's template; :meth:`nested` gives each nested stack's, sharing
+    the clients and the account."""
+
     def __init__(self, synth: Synthesized, deployed: Deployed, session: Any) -> None:
         self._synth = synth
         self._deployed = deployed
@@ -19,6 +22,22 @@ class Resolver:
         self._arns: dict[str, str] = {}
         self._account: str | None = None
         self._clients: dict[str, Any] = {}
+
+    def nested(self, logical_id: str) -> Resolver:
+        inner = Resolver(
+            self._synth.nested[logical_id], self._deployed.nested[logical_id], self._session
+        )
+        inner._clients = self._clients
+        inner._account = self._account
+        return inner
+
+    def every_stack(self) -> list[tuple[Synthesized, Resolver]]:
+        """This stack's template and resolver, then each nested stack's, depth first."""
+        found: list[tuple[Synthesized, Resolver]] = [(self._synth, self)]
+        for logical_id in self._synth.nested:
+            if logical_id in self._deployed.nested:
+                found += self.nested(logical_id).every_stack()
+        return found
 
     def resolve(self, value: Any) -> Any:
         if isinstance(value, list):
@@ -29,6 +48,8 @@ class Resolver:
             return self._ref(value["Ref"])
         if "Fn::GetAtt" in value:
             logical_id, attribute = value["Fn::GetAtt"]
+            if attribute.startswith("Outputs."):
+                return self._deployed.nested[logical_id].outputs[attribute.removeprefix("Outputs.")]
             if attribute == "Arn":
                 return self.arn(logical_id)
             if attribute == "QueueName":
@@ -47,7 +68,11 @@ class Resolver:
             "AWS::AccountId": self.account_id,
             "AWS::StackName": lambda: self._deployed.stack_name,
         }
-        return str(pseudo[name]()) if name in pseudo else self._deployed.physical_id(name)
+        if name in pseudo:
+            return str(pseudo[name]())
+        if name in self._deployed.parameters:
+            return self._deployed.parameters[name]
+        return self._deployed.physical_id(name)
 
     def account_id(self) -> str:
         """Asked once per deploy, not once per ``Ref`` (a template holds about a hundred)."""

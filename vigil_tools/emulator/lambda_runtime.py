@@ -114,6 +114,8 @@ class LocalLambda:
         self._now = now
         self._advance = advance
         self._log_dir = log_dir
+        self.log_dir = log_dir
+        """Where each function's log goes (none: the console)."""
         self._handlers: dict[str, Callable[[Any, Any], Any]] = {}
         self.pending: list[tuple[str, Any]] = []
         # A function that invokes another asynchronously (jobs control sending a manual tick):

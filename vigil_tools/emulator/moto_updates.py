@@ -16,6 +16,11 @@
   ``DeletionProtectionEnabled``. A change it does not model (key schema, an index's keys, the
   stream) is refused, naming the table, rather than done halfway.
 
+* A resource the new template drops is deleted, where CloudFormation keeps (forgets, leaving it in
+  the account) one whose ``DeletionPolicy`` is ``Retain`` or ``RetainExceptOnCreate``: the one-stack layout's queues, holding
+  work in flight, on the upgrade to the shards (``vigil upgrade drain`` then moves it). Retained
+  resources are no longer removed.
+
 ``tests/upgrade/test_registry_upgrade.py`` deploys today's template over an older one, and back to
 the default, through them.
 """
@@ -32,6 +37,7 @@ def install() -> None:
     if _installed:
         return
     from moto.awslambda.models import LambdaFunction, lambda_backends
+    from moto.cloudformation.parsing import ResourceMap
     from moto.core.utils import pascal_to_camelcase, remap_nested_keys
     from moto.dynamodb.models import dynamodb_backends
     from moto.dynamodb.models.table import Table
@@ -66,6 +72,19 @@ def install() -> None:
             account_id=account_id,
             region_name=region_name,
         )
+
+    build_resource_diff = ResourceMap.build_resource_diff
+
+    def kept_retained(self: Any, other: Any, parameters: Any = None) -> Any:
+        diff = build_resource_diff(self, other, parameters)
+        diff["Remove"] = [
+            name
+            for name in diff["Remove"]
+            if self._resource_json_map[name].get("DeletionPolicy") not in RETAINED_ON_REMOVAL
+        ]
+        return diff
+
+    ResourceMap.build_resource_diff = kept_retained  # type: ignore[method-assign,assignment]
 
     def table_in_place(
         cls: Any,
@@ -103,6 +122,11 @@ def install() -> None:
     TaskDefinition.update_from_cloudformation_json = classmethod(remapped)  # type: ignore[assignment]
     Table.update_from_cloudformation_json = classmethod(table_in_place)  # type: ignore[assignment]
     _installed.append(True)
+
+
+RETAINED_ON_REMOVAL = frozenset({"Retain", "RetainExceptOnCreate"})
+"""The deletion policies CloudFormation honours when an update drops a resource (only a
+rolled-back create deletes a ``RetainExceptOnCreate`` one, and the emulator never rolls back)."""
 
 
 def table_changes(table: Any, properties: dict[str, Any]) -> list[str]:

@@ -9,7 +9,8 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -26,13 +27,25 @@ class Synthesized:
     outdir: Path
     template: dict[str, Any]
     assets: dict[str, Any]
+    nested: dict[str, Synthesized] = field(default_factory=dict)
+    """Each nested stack (a shard of jobs or tasks) by its logical id in this template."""
+    file: str = ""
+    """The template's file in the cloud assembly (a nested one's asset file)."""
 
     def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        """This template's resources of a type (not its nested stacks': :meth:`stacks`)."""
         return {
             logical_id: resource
             for logical_id, resource in self.template["Resources"].items()
             if resource["Type"] == resource_type
         }
+
+    def stacks(self) -> Iterator[tuple[tuple[str, ...], Synthesized]]:
+        """This template and every nested one, each with the logical ids that lead to it."""
+        yield (), self
+        for logical_id, nested in self.nested.items():
+            for path, inner in nested.stacks():
+                yield (logical_id, *path), inner
 
 
 Context = tuple[tuple[str, str], ...]
@@ -53,10 +66,13 @@ def synthesize(
     use_installed_node()
     (project or find_project()).importable()
     from app import build_app
+    from infra.quotas import check_assembly
 
     target = Path(outdir or tempfile.mkdtemp(prefix="vigil-cdk-"))
     build_app(outdir=str(target), stage=stage, context=dict(context)).synth()
-    return load(target, stack if stage is None else stack_name(stage))
+    name = stack if stage is None else stack_name(stage)
+    check_assembly(target, name)  # what app.py checks: every deploy quota (infra.quotas)
+    return load(target, name)
 
 
 SHARED_SYNTH_ENV = "VIGIL_SYNTH_DIR"
@@ -149,9 +165,22 @@ def create_table(synth: Synthesized, client: Any, path_prefix: str, name: str) -
 
 
 def load(outdir: Path, stack: str = STACK_NAME) -> Synthesized:
-    template = json.loads((outdir / f"{stack}.template.json").read_text())
     assets = json.loads((outdir / f"{stack}.assets.json").read_text())
-    return Synthesized(outdir=outdir, template=template, assets=assets)
+    return _load_template(outdir, f"{stack}.template.json", assets)
+
+
+def _load_template(outdir: Path, file: str, assets: dict[str, Any]) -> Synthesized:
+    """A template and its nested stacks' (their asset files: ``infra.quotas``)."""
+    from infra.quotas import nested_template_file
+
+    template = json.loads((outdir / file).read_text())
+    nested = {}
+    for logical_id, resource in template.get("Resources", {}).items():
+        if resource.get("Type") == "AWS::CloudFormation::Stack":
+            nested_file = nested_template_file(assets, resource)
+            if nested_file:
+                nested[logical_id] = _load_template(outdir, nested_file, assets)
+    return Synthesized(outdir=outdir, template=template, assets=assets, nested=nested, file=file)
 
 
 def table_definitions(synth: Synthesized) -> dict[str, dict[str, Any]]:

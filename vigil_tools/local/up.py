@@ -231,14 +231,12 @@ class _Running:
             metadata=endpoint.task_metadata,
         )
         endpoint.api = _api(runtime, fleet.api_function, account)
-        catalog = JobsCatalog.from_stack(
-            session.client("cloudformation"), account.deployed.stack_name
-        )
-        tasks = tasks_catalog(session.client("cloudformation"), account.deployed.stack_name)
+        catalog = JobsCatalog.from_stack(session, account.deployed.stack_name)
+        tasks = tasks_catalog(session, account.deployed.stack_name)
         if tasks:  # an application on this machine enqueues with it (vigil.tasks.enqueue)
             env[CATALOG_ENV] = json.dumps(tasks, separators=(",", ":"))
         print(
-            f"Deployed {account.deployed.stack_name}: {len(account.deployed.physical)} resources; "
+            f"Deployed {account.deployed.stack_name}: {account.deployed.resource_count} resources; "
             f"jobs {', '.join(sorted(catalog.jobs))}; tasks {', '.join(sorted(tasks)) or 'none'}; "
             f"logs in {log_dir}/",
             file=out,
@@ -291,7 +289,7 @@ def _api(runtime: Any, observers_function: str, account: Any) -> Any:
     observers' API function (the routes the deployed REST API integrates)."""
     functions = {
         config["Handler"]: config["FunctionName"]
-        for logical_id in account.synth.resources("AWS::Lambda::Function")
+        for logical_id in account.synth.resources("AWS::Lambda::Function")  # the stack's own
         for config in [
             account.session.client("lambda").get_function_configuration(
                 FunctionName=account.physical_id(logical_id)

@@ -82,8 +82,8 @@ def _empty(account: Any) -> None:
         for page in dynamodb.get_paginator("scan").paginate(TableName=table):
             for item in page["Items"]:
                 dynamodb.delete_item(TableName=table, Key={k: item[k] for k in keys})
-    for logical_id in account.synth.resources("AWS::SQS::Queue"):
-        sqs.purge_queue(QueueUrl=account.physical_id(logical_id))
+    for queue in account.everywhere("AWS::SQS::Queue"):
+        sqs.purge_queue(QueueUrl=queue.physical_id)
     forget_events(account.session)
     scheduler = account.session.client("scheduler")
     for once in one_time_schedules(scheduler):  # what a test's enqueue(delay=...) left

@@ -204,7 +204,7 @@ class VigilStack:
         stack = account.deployed.stack_name
         self.catalog = account.once(
             "jobs catalog",
-            lambda: JobsCatalog.from_stack(account.session.client("cloudformation"), stack),
+            lambda: JobsCatalog.from_stack(account.session, stack),
         )
         self.fleet = SteppedFleet.of(account, self.runtime, now)
         self._schedules = account.once("schedules", lambda: deployed_schedules(account.session))
@@ -221,7 +221,7 @@ class VigilStack:
         """Items past their TTL leave the tables on the way, as on AWS."""
         self.tasks_catalog: dict[str, dict[str, Any]] = account.once(
             "tasks catalog",
-            lambda: tasks_catalog(account.session.client("cloudformation"), stack),
+            lambda: tasks_catalog(account.session, stack),
         )
         """The stack's ``TasksCatalog`` output: per task, its queues, table, function."""
         self._sqs = own_client(account.session, "sqs")
@@ -239,18 +239,26 @@ class VigilStack:
         tasks and their containers run on (on their old task definitions, with their old
         environment), and the functions run the new configuration from their next invocation.
         The clock does not move."""
+        before = {s.name for s in self._schedules} | {r.name for r in self._rules}
         self.account.redeploy(synth)
+        session = self.account.session
         stack = self.account.deployed.stack_name
         self.catalog = self.account.once(
             "jobs catalog",
-            lambda: JobsCatalog.from_stack(self.account.session.client("cloudformation"), stack),
+            lambda: JobsCatalog.from_stack(session, stack),
+        )
+        self.tasks_catalog = self.account.once(
+            "tasks catalog", lambda: tasks_catalog(session, stack)
         )
         self.fleet.refresh()
         self._registry_reader = None
-        self._schedules = self.account.once(
-            "schedules", lambda: deployed_schedules(self.account.session)
-        )
-        self._rules = self.account.once("rules", lambda: scheduled_rules(self.account.session))
+        self._schedules = self.account.once("schedules", lambda: deployed_schedules(session))
+        self._rules = self.account.once("rules", lambda: scheduled_rules(session))
+        # A schedule or rule the deploy created fires from now on, not from the kit's start.
+        for name in {s.name for s in self._schedules} | {r.name for r in self._rules}:
+            if name not in before:
+                self._after[name] = self.now()
+        self._queues = QueueMapping.all_of(session, sqs=self._sqs)
 
     # -- time ------------------------------------------------------------------------------------
 

@@ -33,10 +33,14 @@ a healthy batch is handled within seconds; 5 minutes is retries failing or the f
 
 
 class AlarmScope(StrEnum):
-    """What one copy of an alarm watches: an alarm of a per-job scope exists once per job."""
+    """What one copy of an alarm watches: an alarm of a per-job scope exists once per job; one of
+    the *every job* scopes exists once per stack, a Metrics Insights alarm whose query groups by
+    job, so each job is a contributor with its own state and CloudWatch notifies naming it."""
 
     JOB = "job"
     TASK = "task"
+    JOBS = "every job (one alarm; each job a contributor)"
+    TASKS = "every task (one alarm; each task a contributor)"
     JOBS_CONTROL = "jobs control"
     TASKS_AUDIT = "tasks audit"
     FLEET = "observer fleet"
@@ -55,8 +59,7 @@ class Alarm(StrEnum):
     JOB_UNCERTAIN = "job-uncertain"
     JOB_TOO_LONG = "job-too-long"
     JOB_TOO_SHORT = "job-too-short"
-    TASK_QUEUE_AGE = "task-queue-age"
-    TASK_DEAD_LETTERS = "task-dead-letters"
+    TASK_QUEUE = "task-queue"
     TASK_FAILED = "task-failed"
     TASK_FINISH_UNRECORDED = "task-finish-unrecorded"
     TASK_UNCERTAIN = "task-uncertain"
@@ -100,6 +103,9 @@ class AlarmSpec:
     periods: int = 1
     threshold: str = "0"
     """Zero, or where the threshold comes from (a parameter, a constant)."""
+    grouped_by: str = ""
+    """A Metrics Insights alarm's GROUP BY dimension (``job``, ``task``): what names the entity
+    in its notification. Empty: a standard alarm."""
     gauge: bool = False
     """A state only some periods report: a period without data keeps the last state instead of
     reading as zero (and sending a false OK)."""
@@ -120,6 +126,20 @@ def _dlq(scope: AlarmScope, queue: str, meaning: str, minutes: int = 5) -> Alarm
     )
 
 
+def _insights(
+    scope: AlarmScope, metric: JobMetric | TaskMetric, meaning: str, declared_when: str = ""
+) -> AlarmSpec:
+    return AlarmSpec(
+        scope,
+        metric,
+        "Sum",
+        5,
+        meaning,
+        grouped_by="job" if scope is AlarmScope.JOBS else "task",
+        declared_when=declared_when,
+    )
+
+
 ALARMS: dict[Alarm, AlarmSpec] = {
     Alarm.JOB_FAILED_RUNS: _dlq(
         AlarmScope.JOB,
@@ -127,96 +147,73 @@ ALARMS: dict[Alarm, AlarmSpec] = {
         "Runs failed after all of Lambda's retries; their events wait in the dead-letter queue.",
     ),
     Alarm.JOB_UNDELIVERED: _dlq(
-        AlarmScope.JOB,
-        "the job's Undelivered queue",
-        "EventBridge Scheduler could not invoke the job's function at all.",
+        AlarmScope.JOBS_CONTROL,
+        "the stack's JobsUndelivered queue (every job's schedule sends there)",
+        "EventBridge Scheduler could not invoke a job's function at all (each message's input "
+        "names the job; the never-delivered audit names it too once the tick is missed).",
     ),
-    Alarm.JOB_MISSED_TICKS: AlarmSpec(
-        AlarmScope.JOB,
+    Alarm.JOB_MISSED_TICKS: _insights(
+        AlarmScope.JOBS,
         JobMetric.MISSED,
-        "Sum",
-        5,
         "Ticks arrived later than max_lateness and were recorded MISSED without running.",
     ),
-    Alarm.JOB_NEVER_DELIVERED: AlarmSpec(
-        AlarmScope.JOB,
+    Alarm.JOB_NEVER_DELIVERED: _insights(
+        AlarmScope.JOBS,
         JobMetric.NEVER_DELIVERED,
-        "Sum",
-        5,
         "The audit found expected ticks that never arrived and recorded them MISSED.",
     ),
-    Alarm.JOB_FINISH_UNRECORDED: AlarmSpec(
-        AlarmScope.JOB,
+    Alarm.JOB_FINISH_UNRECORDED: _insights(
+        AlarmScope.JOBS,
         JobMetric.FINISH_UNRECORDED,
-        "Sum",
-        5,
         "A run ended but its outcome could not be written before the invocation's time ran out.",
     ),
-    Alarm.JOB_UNCERTAIN: AlarmSpec(
-        AlarmScope.JOB,
+    Alarm.JOB_UNCERTAIN: _insights(
+        AlarmScope.JOBS,
         JobMetric.UNCERTAIN,
-        "Sum",
-        5,
         "A tick stopped UNCERTAIN on an effect an earlier run began and never recorded done.",
     ),
-    Alarm.JOB_TOO_LONG: AlarmSpec(
-        AlarmScope.JOB,
+    Alarm.JOB_TOO_LONG: _insights(
+        AlarmScope.JOBS,
         JobMetric.TOO_LONG,
-        "Sum",
-        5,
         "A run took longer than the job's max_duration.",
-        declared_when="the job sets max_duration",
+        declared_when="a job sets max_duration",
     ),
-    Alarm.JOB_TOO_SHORT: AlarmSpec(
-        AlarmScope.JOB,
+    Alarm.JOB_TOO_SHORT: _insights(
+        AlarmScope.JOBS,
         JobMetric.TOO_SHORT,
-        "Sum",
-        5,
         "A run finished in less than the job's min_duration.",
-        declared_when="the job sets min_duration",
+        declared_when="a job sets min_duration",
     ),
-    Alarm.TASK_QUEUE_AGE: AlarmSpec(
+    Alarm.TASK_QUEUE: AlarmSpec(
         AlarmScope.TASK,
-        "AWS/SQS ApproximateAgeOfOldestMessage of the task's queue",
+        "AWS/SQS ApproximateAgeOfOldestMessage of the task's queue, and "
+        "ApproximateNumberOfMessagesVisible of its DeadLetters queue",
         "Maximum",
         5,
-        "A message has waited longer than the task's max_queue_age.",
-        threshold="the task's max_queue_age, in seconds",
+        "A message has waited longer than the task's max_queue_age, or messages wait in its "
+        "dead-letter queue (out of retries, malformed, or an invocation that kept dying).",
+        threshold="the task's max_queue_age, in seconds (the queue); 0 (the dead letters)",
     ),
-    Alarm.TASK_DEAD_LETTERS: _dlq(
-        AlarmScope.TASK,
-        "the task's DeadLetters queue",
-        "Messages reached the task's dead-letter queue (out of retries, malformed, or an "
-        "invocation that kept dying).",
-    ),
-    Alarm.TASK_FAILED: AlarmSpec(
-        AlarmScope.TASK,
+    Alarm.TASK_FAILED: _insights(
+        AlarmScope.TASKS,
         TaskMetric.FAILED,
-        "Sum",
-        5,
         "Tasks are FAILED after all their retries.",
     ),
-    Alarm.TASK_FINISH_UNRECORDED: AlarmSpec(
-        AlarmScope.TASK,
+    Alarm.TASK_FINISH_UNRECORDED: _insights(
+        AlarmScope.TASKS,
         TaskMetric.FINISH_UNRECORDED,
-        "Sum",
-        5,
         "A run ended but its outcome could not be written before the invocation's time ran out.",
     ),
-    Alarm.TASK_UNCERTAIN: AlarmSpec(
-        AlarmScope.TASK,
+    Alarm.TASK_UNCERTAIN: _insights(
+        AlarmScope.TASKS,
         TaskMetric.UNCERTAIN,
-        "Sum",
-        5,
         "A task stopped UNCERTAIN on an effect an earlier attempt began and never recorded done.",
     ),
-    Alarm.TASK_EVENT_UNSENT: AlarmSpec(
-        AlarmScope.TASK,
+    Alarm.TASK_EVENT_UNSENT: _insights(
+        AlarmScope.TASKS,
         TaskMetric.EVENT_UNSENT,
-        "Sum",
-        5,
         "Completion events EventBridge did not take in time: subscribers missed these outcomes.",
-        declared_when='the task\'s completion_events is not "none"',
+        declared_when='a task\'s completion_events is not "none"',
     ),
     Alarm.TASKS_STRANDED: AlarmSpec(
         AlarmScope.TASKS_AUDIT,

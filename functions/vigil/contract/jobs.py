@@ -4,6 +4,8 @@ from __future__ import annotations
 
 JOBS_INDEX = "jobs-index"
 """The runs table's sparse index (``entity``, ``job``) over the jobs' head items."""
+JOB_PK_PREFIX = "JOB#"
+"""The partition of a job's records (``JOB#<job>``); the jobs control's grant is its prefix."""
 SCHEDULER_INPUT_KEY = "vigil"
 """The key of the object a job's schedule puts in its target input (``{"vigil": {...}}``)."""
 IDEMPOTENCY_PK = "IDEMPOTENCY#jobs-control"

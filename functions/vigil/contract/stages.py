@@ -60,13 +60,18 @@ def derived_names(stack: str) -> dict[str, int]:
     """Every explicit name built from the stack's name, with the longest its service accepts.
 
     The names CloudFormation or the CDK generate (tables, queues, functions, roles, log groups,
-    rules, alarms, task families) include the stack's name and are shortened by them to fit.
+    rules, alarms, task families) include the stack's name and are shortened by them to fit. The
+    jobs' and tasks' functions are named here (``vigil.contract.layout``): cut to fit, but their
+    prefix, the stack's name, is kept whole (one stack's grants over its functions rely on it).
     """
+    from vigil.contract.layout import shortest_function_name
+
     return {
         stack: 128,  # CloudFormation stack name
         tasks_schedule_group(stack): 64,  # EventBridge Scheduler schedule group
         dashboard_name(stack, LONGEST_REGION): 255,  # CloudWatch dashboard
         f"{stack}/one observer's story": 255,  # CloudWatch Logs saved query (the longest)
+        shortest_function_name(stack): 64,  # a job's or task's Lambda function, cut at its name
     }
 
 

@@ -25,11 +25,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from vigil.catalog import read_catalog
 from vigil.clock import epoch_ms, from_epoch_ms
 from vigil.contract.jobs import SCHEDULER_INPUT_KEY
+from vigil.contract.layout import Catalogued
 from vigil.contract.schedule import InvalidSchedule, Schedule
 from vigil.jobs.events import Trigger, tick_key
 from vigil.jobs.model import STANDING_STATUSES, JobHead
+from vigil.settings import SettingsError
 
 OPEN_ENDED_MS = epoch_ms(datetime(9999, 12, 31, tzinfo=UTC))
 """``paused_until_ms`` of a pause without ``--until``: one number keeps the claim's condition one."""
@@ -93,6 +96,15 @@ def parse_catalog(text: str) -> dict[str, JobSpec]:
         return {name: JobSpec.from_json(name, spec) for name, spec in raw.items()}
     except (ValueError, KeyError, TypeError, AttributeError, InvalidSchedule) as error:
         raise ValueError(f"VIGIL_JOBS is not a valid jobs catalog: {error}") from error
+
+
+def read_jobs(ssm: Any, stack: str) -> dict[str, JobSpec]:
+    """The stack's jobs catalog (``vigil.catalog``); raises SettingsError on a bad part."""
+    parts = read_catalog(ssm, stack, Catalogued.JOBS)
+    try:
+        return {name: JobSpec.from_json(name, spec) for name, spec in parts.entries.items()}
+    except (ValueError, KeyError, TypeError, AttributeError, InvalidSchedule) as error:
+        raise SettingsError(f"the jobs catalog of stack {stack} is not valid: {error}") from error
 
 
 def find_job(jobs: Mapping[str, JobSpec], name: str) -> JobSpec:

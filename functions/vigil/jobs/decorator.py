@@ -58,14 +58,23 @@ def scheduled_job(
     return wrap(body) if body is not None else wrap
 
 
+def _count(job: str, metric: JobMetric) -> None:
+    """A success counts for the stack (one series, whatever the number of jobs); anything else
+    for its job too (``job`` dimension): those series exist, and are billed, only while something
+    goes wrong, and the stack's alarms read them by job (``infra.monitoring``)."""
+    if metric is JobMetric.SUCCEEDED:
+        telemetry.metrics().add_metric(name=metric, unit="Count", value=1)
+    else:
+        telemetry.count_one(metric, job=job)
+
+
 def _handle(guard: JobGuard, body: Body, event: Any, context: Any) -> dict[str, Any]:
-    logger, metrics = telemetry.logger(), telemetry.metrics()
+    logger = telemetry.logger()
     job = guard.settings.job
-    metrics.add_dimension(name="job", value=job)
     try:
         tick = parse_tick(event)
     except MalformedEvent:
-        metrics.add_metric(name=JobMetric.MALFORMED, unit="Count", value=1)
+        _count(job, JobMetric.MALFORMED)
         logger.exception("rejected a malformed event; it goes to the dead-letter queue")
         raise
     logger.append_keys(job=job, tick=tick.key, delivery=tick.source)
@@ -77,24 +86,24 @@ def _handle(guard: JobGuard, body: Body, event: Any, context: Any) -> dict[str, 
             holder=getattr(context, "aws_request_id", "local"),
         )
     except WrongJob:
-        metrics.add_metric(name=JobMetric.MALFORMED, unit="Count", value=1)
+        _count(job, JobMetric.MALFORMED)
         logger.exception("rejected an event for another job; it goes to the dead-letter queue")
         raise
     except OutcomeUnrecorded:
         # The body succeeded; its outcome waits on this container for Lambda's retry.
-        metrics.add_metric(name=JobMetric.FINISH_UNRECORDED, unit="Count", value=1)
+        _count(job, JobMetric.FINISH_UNRECORDED)
         logger.exception("run succeeded but its outcome is not recorded; Lambda's retry writes it")
         raise
     except Exception as error:
-        metrics.add_metric(name=JobMetric.FAILED, unit="Count", value=1)
+        _count(job, JobMetric.FAILED)
         flag = getattr(error, "vigil_duration_flag", None)
         if isinstance(flag, DurationFlag):
-            metrics.add_metric(name=_FLAG_METRIC[flag], unit="Count", value=1)
+            _count(job, _FLAG_METRIC[flag])
         if isinstance(getattr(error, "vigil_unrecorded", None), OutcomeUnrecorded):
-            metrics.add_metric(name=JobMetric.FINISH_UNRECORDED, unit="Count", value=1)
+            _count(job, JobMetric.FINISH_UNRECORDED)
         logger.exception("job run failed; Lambda retries or dead-letters the event")
         raise
-    _record(result)
+    _record(job, result)
     return result.to_json()
 
 
@@ -116,11 +125,10 @@ _FLAG_METRIC = {
 _WORTH_A_WARNING = frozenset({Outcome.MISSED, Outcome.SKIPPED, Outcome.FENCED, Outcome.UNCERTAIN})
 
 
-def _record(result: Result) -> None:
-    telemetry.metrics().add_metric(name=_OUTCOME_METRIC[result.outcome], unit="Count", value=1)
+def _record(job: str, result: Result) -> None:
+    _count(job, _OUTCOME_METRIC[result.outcome])
     if result.duration_flag:
-        metric = _FLAG_METRIC[result.duration_flag]
-        telemetry.metrics().add_metric(name=metric, unit="Count", value=1)
+        _count(job, _FLAG_METRIC[result.duration_flag])
     logger = telemetry.logger()
     log = logger.warning if result.outcome in _WORTH_A_WARNING else logger.info
     log(f"tick {result.outcome.value.lower()}", extra={"result": result.to_json()})

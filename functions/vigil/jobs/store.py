@@ -25,7 +25,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, epoch_ms, iso
-from vigil.contract.jobs import JOBS_INDEX
+from vigil.contract.jobs import JOB_PK_PREFIX, JOBS_INDEX
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE, Verdict
 from vigil.dynamo import (
     Item,
@@ -51,7 +51,7 @@ LEASE_ATTRIBUTES = ("lease_token", "lease_tick", "lease_until_ms", "lease_until"
 
 
 def job_pk(job: str) -> str:
-    return f"JOB#{job}"
+    return f"{JOB_PK_PREFIX}{job}"
 
 
 def tick_sk(tick: str) -> str:

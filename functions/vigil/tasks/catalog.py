@@ -1,7 +1,8 @@
 """Where an application finds each task's queue, table and scheduler role: the catalog.
 
-The stack publishes it as its ``TasksCatalog`` output (JSON); an application reads it from
-``VIGIL_TASKS_CATALOG`` or is handed it (the CLI builds it from the stack's outputs), so
+The stack keeps it in SSM parameters (``vigil.catalog``): an application names the stack
+(``VIGIL_STACK``) and reads it once a minute at most, or is handed a catalog as JSON
+(``VIGIL_TASKS_CATALOG``, e.g. ``BackgroundTask``'s ``catalog(tasks)`` for a few tasks), so
 ``enqueue`` needs no lookup of its own: one SendMessage and one PutItem per task.
 """
 
@@ -14,6 +15,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from vigil.catalog import STACK_ENV, CatalogParts, Kept, read_catalog
+from vigil.clock import Clock, system_clock
+from vigil.contract.layout import Catalogued
 from vigil.contract.tasks import (
     CATALOG_ENV,
     DEFAULT_COMPLETION_EVENTS,
@@ -116,10 +120,39 @@ def _seconds(raw: Mapping[str, Any], field: CatalogField, task: str) -> timedelt
 
 
 class Catalog(Mapping[str, TaskSpec]):
-    """The stack's tasks by name; :meth:`spec` refuses an unknown one naming those that exist."""
+    """The stack's tasks by name; :meth:`spec` refuses an unknown one naming those that exist.
 
-    def __init__(self, specs: Mapping[str, TaskSpec]) -> None:
+    Given whole (``VIGIL_TASKS_CATALOG``, a test's) or read from the stack's catalog in SSM
+    (:meth:`from_stack`): then read again each minute, and at once for a name it does not know
+    (a deploy may just have added the task), before refusing it.
+    """
+
+    def __init__(self, specs: Mapping[str, TaskSpec], *, source: Kept | None = None) -> None:
         self._specs = dict(specs)
+        self._source = source
+
+    @classmethod
+    def from_parts(cls, parts: CatalogParts) -> Catalog:
+        """The stack's catalog as stored: each entry with what every task shares."""
+        return cls(
+            {
+                name: TaskSpec.from_json(name, {**parts.shared, **entry})
+                for name, entry in parts.entries.items()
+            }
+        )
+
+    @classmethod
+    def from_stack(cls, ssm: Any, stack: str, *, clock: Clock = system_clock) -> Catalog:
+        """The stack's tasks catalog (``vigil.catalog``), kept a minute at a time."""
+        source = Kept(
+            lambda: cls.from_parts(read_catalog(ssm, stack, Catalogued.TASKS))._specs, clock=clock
+        )
+        return cls(source.get(), source=source)
+
+    def _current(self) -> dict[str, TaskSpec]:
+        if self._source is not None:
+            self._specs = self._source.get()
+        return self._specs
 
     @classmethod
     def parse(cls, text: str) -> Catalog:
@@ -133,28 +166,42 @@ class Catalog(Mapping[str, TaskSpec]):
         return cls({name: TaskSpec.from_json(name, spec) for name, spec in raw.items()})
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Catalog:
+    def from_env(cls, environ: Mapping[str, str] = os.environ, ssm: Any = None) -> Catalog:
+        """``VIGIL_TASKS_CATALOG`` (a catalog given whole), else the catalog of the stack
+        ``VIGIL_STACK`` names (``ssm``: a client, else boto3's)."""
         text = environ.get(CATALOG_ENV, "").strip()
-        if not text:
+        if text:
+            return cls.parse(text)
+        stack = environ.get(STACK_ENV, "").strip()
+        if not stack:
             raise SettingsError(
-                f"environment variable {CATALOG_ENV} is required (the stack's TasksCatalog output)"
+                f"environment variable {STACK_ENV} (the stack's name: its tasks catalog) or "
+                f"{CATALOG_ENV} (a catalog as JSON) is required"
             )
-        return cls.parse(text)
+        if ssm is None:
+            import boto3
+
+            ssm = boto3.client("ssm")
+        return cls.from_stack(ssm, stack)
 
     def spec(self, task: str) -> TaskSpec:
+        specs = self._current()
+        if task not in specs and self._source is not None:
+            specs = self._specs = self._source.refresh()
         try:
-            return self._specs[task]
+            return specs[task]
         except KeyError:
-            raise UnknownTask(task, self._specs) from None
+            raise UnknownTask(task, specs) from None
 
     def to_json(self) -> str:
-        return json.dumps({name: spec.to_json() for name, spec in sorted(self._specs.items())})
+        specs = self._current()
+        return json.dumps({name: spec.to_json() for name, spec in sorted(specs.items())})
 
     def __getitem__(self, task: str) -> TaskSpec:
-        return self._specs[task]
+        return self._current()[task]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._specs)
+        return iter(self._current())
 
     def __len__(self) -> int:
-        return len(self._specs)
+        return len(self._current())

@@ -98,7 +98,6 @@ def processor_for(ordered: bool) -> BasePartialBatchProcessor:
 def handle_batch(guard: TaskGuard, body: Body, event: Any, context: Any) -> dict[str, Any]:
     """``{"batchItemFailures": [...]}``: the messages SQS must keep."""
     name = guard.settings.task
-    telemetry.metrics().add_dimension(name="task", value=name)
     logger = telemetry.logger()
     logger.append_keys(task=name)
     holder = str(getattr(context, "aws_request_id", "local"))
@@ -111,7 +110,7 @@ def handle_batch(guard: TaskGuard, body: Body, event: Any, context: Any) -> dict
         delivery = guard.deliver(
             message, body, remaining_ms=context.get_remaining_time_in_millis, holder=holder
         )
-        _report(delivery)
+        _report(name, delivery)
         if not delivery.delete:
             raise MessageKept(f"{delivery.outcome.value}: {delivery.reason}")
 
@@ -162,11 +161,17 @@ _WORTH_A_WARNING = frozenset(
 )
 
 
-def _report(delivery: Delivery) -> None:
+def _report(task: str, delivery: Delivery) -> None:
+    """A success, its duration and its wait count for the stack (one series each, whatever the
+    number of tasks); anything else counts for its task too (``task`` dimension): those series
+    exist, and are billed, only while something goes wrong, and the stack's alarms read them by
+    task (``infra.monitoring``). The task's own durations are in its log line."""
     metrics, logger = telemetry.metrics(), telemetry.logger()
     metric = _OUTCOME_METRIC.get(delivery.outcome)
-    if metric is not None:
+    if metric is TaskMetric.SUCCEEDED:
         metrics.add_metric(name=metric, unit="Count", value=1)
+    elif metric is not None:
+        telemetry.count_one(metric, task=task)
     if delivery.duration_ms is not None:
         metrics.add_metric(
             name=TaskMetric.DURATION, unit="Milliseconds", value=delivery.duration_ms
@@ -176,7 +181,7 @@ def _report(delivery: Delivery) -> None:
             name=TaskMetric.QUEUE_WAIT, unit="Milliseconds", value=delivery.queue_wait_ms
         )
     if delivery.event_unsent:
-        metrics.add_metric(name=TaskMetric.EVENT_UNSENT, unit="Count", value=1)
+        telemetry.count_one(TaskMetric.EVENT_UNSENT, task=task)
     worth_a_warning = delivery.outcome in _WORTH_A_WARNING or delivery.announce_pending
     log = logger.warning if worth_a_warning else logger.info
     log(
@@ -185,6 +190,8 @@ def _report(delivery: Delivery) -> None:
             "id": delivery.task_id,
             "attempt": delivery.attempt,
             "reason": delivery.reason,
+            "duration_ms": delivery.duration_ms,
+            "queue_wait_ms": delivery.queue_wait_ms,
             **(
                 {"event": "not sent yet: the message comes back to send it"}
                 if delivery.announce_pending

@@ -39,7 +39,7 @@ def test_the_throttled_report_ran_once_from_the_redrive(facts: dict[str, Any]) -
 
 def test_the_poison_event_stays_dead_lettered(facts: dict[str, Any]) -> None:
     assert facts["queues"]["CleanupFailedRuns"] >= 1
-    assert facts["queues"]["CleanupUndelivered"] == 0
+    assert facts["queues"]["JobsUndelivered"] == 0
 
 
 def test_job_control_act_pauses_runs_now_catches_a_never_delivered_tick_and_backfills(
