@@ -26,6 +26,7 @@ from benchmarks import (
     import_time,
     jobs_requests,
     local_memory,
+    operators_scale,
     pooled_scale,
     pooled_soak,
     reconciler_scale,
@@ -84,6 +85,11 @@ SECTIONS = (
         lambda a: local_memory.run(minutes=10 if a.quick else 60),
     ),
     Section("idle-cost", None, lambda a: idle_cost.run()),
+    Section(
+        "operators",
+        "Operators at 200 jobs and 200 tasks",
+        lambda a: operators_scale.run(),
+    ),
 )
 
 
