@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -55,6 +56,9 @@ CONTROL_HANDLER = "handlers.jobs_control.handler"
 class Measured:
     what: str
     seconds: float
+    """Wall time: what an operator waits, on this machine under its load."""
+    cpu: float
+    """This process's CPU time (all its threads): what the wait would be on an idle core."""
     requests: Counter[str]
     note: str = ""
 
@@ -109,15 +113,16 @@ def seed(account: LocalAccount, now: datetime, size: Size) -> dict[str, int]:
 
 def timed(account: LocalAccount, what: str, run: Callable[[], str], note: str = "") -> Measured:
     """The median of ``REPEATS`` runs; the requests of the last one."""
-    times = []
+    times, cpu = [], []
     for _ in range(REPEATS):
         account.requests.counts.clear()
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         check = run()
         times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - used)
     requests = Counter(account.requests.counts)
     requests.pop("lambda:GetFunctionConfiguration", None)  # the emulator's, not the function's
-    return Measured(what, statistics.median(times), requests, note or check)
+    return Measured(what, statistics.median(times), statistics.median(cpu), requests, note or check)
 
 
 Read = Callable[[str | None], dict[str, Any]]
@@ -219,12 +224,13 @@ def measure(account: LocalAccount, size: Size) -> tuple[dict[str, int], list[Mea
             timed(account, f"{label}, every page", every_page(cli(account, *command))),
         ]
     account.requests.counts.clear()
-    started = time.perf_counter()
+    started, used = time.perf_counter(), time.process_time()
     api(runtime, function)(None)
     results.append(
         Measured(
             "GET /jobs, the container's first request (reads the catalog)",
             time.perf_counter() - started,
+            time.process_time() - used,
             Counter({k: n for k, n in account.requests.counts.items() if "lambda:" not in k}),
             "once",
         )
@@ -251,23 +257,29 @@ def render(
 ) -> str:
     lines = [
         f"The generated app of {size.jobs} jobs, {size.tasks} tasks and {size.kinds} observer "
-        f"kinds (`benchmarks/scale_app.py`) deployed on the in-process emulator (synthesized in "
-        f"{setup['synth']:.0f} s, deployed in {setup['deploy']:.0f} s). Seeded: "
+        f"kinds (`benchmarks/scale_app.py`) deployed on the in-process emulator ("
+        + (f"synthesized in {setup['synth']:.0f} s, " if "synth" in setup else "")
+        + f"deployed in {setup['deploy']:.0f} s). Seeded: "
         + ", ".join(f"{what} {n}" for what, n in sorted(seeded.items()))
         + ". Each line is the median of "
         f"{REPEATS} runs (the CLI through `vigil_tools.cli.main --json`, the API through the "
         "deployed jobs-control function's handler in a warm container); target under "
-        f"{TARGET_S:.0f} s. Requests are those one run sends (botocore's own events).",
+        f"{TARGET_S:.0f} s. Wall time is what an operator waited on this machine, shared with "
+        f"other work (load average {setup['load']:.1f} on {os.cpu_count()} cores during the "
+        "run); CPU is this process's own time (its threads too), what the wait is on an idle "
+        "core: the emulator (moto) runs in the process, so it is counted in both. Requests are "
+        "those one run sends (botocore's own events).",
         "",
-        "| what | answer | median | under 1 s | requests |",
-        "|---|---|---:|---|---|",
+        "| what | answer | wall | CPU | under 1 s (CPU) | requests |",
+        "|---|---|---:|---:|---|---|",
     ]
     for m in results:
         requests = ", ".join(f"{op} {n}" for op, n in sorted(m.requests.items()))
         total = sum(m.requests.values())
-        ok = "yes" if m.seconds < TARGET_S else "**no**"
+        ok = "yes" if m.cpu < TARGET_S else "**no**"
         lines.append(
-            f"| {m.what} | {m.note} | {m.seconds * 1000:.0f} ms | {ok} | {total}: {requests} |"
+            f"| {m.what} | {m.note} | {m.seconds * 1000:.0f} ms | {m.cpu * 1000:.0f} ms | {ok} "
+            f"| {total}: {requests} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -282,13 +294,11 @@ def deployed_scale(
         started = time.perf_counter()
         if cdk_out is None or not (cdk_out / "manifest.json").exists():
             synthesize_scale(out, size)
-        timings["synth"] = time.perf_counter() - started
+            timings["synth"] = time.perf_counter() - started
         started = time.perf_counter()
         with local_account(out) as account:
             timings["deploy"] = time.perf_counter() - started
-            print(
-                f"synth {timings['synth']:.0f} s, deploy {timings['deploy']:.0f} s", file=sys.stderr
-            )
+            print(f"deployed in {timings['deploy']:.0f} s", file=sys.stderr)
             yield account
 
 
@@ -296,7 +306,9 @@ def run(size: Size | None = None, cdk_out: Path | None = None) -> str:
     size = size or Size()
     timings: dict[str, float] = {}
     with deployed_scale(size, timings, cdk_out) as account:
+        before = os.getloadavg()[0]
         seeded, results = measure(account, size)
+        timings["load"] = (before + os.getloadavg()[0]) / 2
     return render(size, seeded, results, timings)
 
 
