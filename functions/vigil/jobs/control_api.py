@@ -168,7 +168,9 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
         prefix: Annotated[
             str | None, Query(max_length=48, description="Only jobs whose name starts so")
         ] = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT,
+        limit: Annotated[
+            int, Query(ge=1, le=MAX_LIMIT, description=f"Jobs a page ({DEFAULT_LIMIT})")
+        ] = DEFAULT_LIMIT,
         next_page: Annotated[
             str | None,
             Query(alias="next", max_length=2048, description="next of the previous page"),
