@@ -166,6 +166,7 @@ def cdk_json_context() -> dict[str, Any]:
 def build_app(
     outdir: str | None = None,
     stage: str | None = None,
+    context: dict[str, Any] | None = None,
     *,
     jobs: Callable[[Construct, JobRunsTable], Sequence[ScheduledJob]] = declare_jobs,
     tasks: Callable[[Construct, TasksTable], Sequence[BackgroundTask]] = declare_tasks,
@@ -173,13 +174,16 @@ def build_app(
 ) -> App:
     """The app for one stage: ``stage`` here, or ``-c stage=NAME`` from the CDK CLI, or none (the
     stack ``Vigil`` as it was before stages). A stage name that does not fit raises InvalidStage.
-    ``jobs``, ``tasks`` and ``observers`` declare another app on the same stack (the benchmarks'
-    200 jobs, 200 tasks and 20 kinds: ``benchmarks.scale_app``)."""
+    ``context``: more, as ``-c KEY=VALUE`` gives it (``legacyRegistry``). ``jobs``, ``tasks`` and
+    ``observers`` declare another app on the same stack (the benchmarks' 200 jobs, 200 tasks and
+    20 kinds: ``benchmarks.scale_app``)."""
     # Under the CDK CLI, CDK_CONTEXT_JSON already carries cdk.json's context (and -c options).
-    context = None if "CDK_CONTEXT_JSON" in os.environ else cdk_json_context()
-    app = App(outdir=outdir or os.environ.get("CDK_OUTDIR", "cdk.out"), context=context)
+    base = None if "CDK_CONTEXT_JSON" in os.environ else cdk_json_context()
+    app = App(outdir=outdir or os.environ.get("CDK_OUTDIR", "cdk.out"), context=base)
     if stage is not None:
         app.node.set_context(STAGE_CONTEXT, stage)
+    for key, value in (context or {}).items():
+        app.node.set_context(key, value)
     account = os.environ.get("CDK_DEFAULT_ACCOUNT")
     region = os.environ.get("CDK_DEFAULT_REGION", "us-east-1")
     stack = VigilStack(

@@ -24,8 +24,9 @@ from typing import Any
 from moto import mock_aws
 
 from tests.helpers.moto_fleet import TABLE, MotoFleet, default_task_transitions
+from tests.helpers.observers import registry_key
 from vigil.clock import ManualClock
-from vigil.dynamo import from_wire, to_wire
+from vigil.dynamo import from_wire
 from vigil.observers.model import Desired, Status
 from vigil.observers.registry import ObserverRegistry
 
@@ -103,7 +104,7 @@ def write_units(old: dict[str, Any], new: dict[str, Any], table: dict[str, Any])
 
 
 def _item(fleet: MotoFleet, name: str) -> dict[str, Any]:
-    raw = fleet.dynamodb.get_item(TableName=TABLE, Key=to_wire({"name": name}))
+    raw = fleet.dynamodb.get_item(TableName=TABLE, Key=registry_key(fleet.dynamodb, TABLE, name))
     return from_wire(raw["Item"]) or {}
 
 

@@ -39,6 +39,7 @@ from tests.helpers.observers import (
     HOSTS_TABLE,
     create_hosts_table,
     create_registry_table,
+    registry_key,
     start_container,
 )
 from vigil.clock import ManualClock, system_clock
@@ -294,7 +295,9 @@ def _dedicated(client: Any) -> tuple[float, int]:
     counter.attach(client)
     for _ in range(INTERVALS):
         runtime.heartbeat_once()
-    item = client.get_item(TableName="vigil-observers", Key={"name": {"S": "solo"}})["Item"]
+    item = client.get_item(
+        TableName="vigil-observers", Key=registry_key(client, "vigil-observers", "solo")
+    )["Item"]
     return counter.calls["UpdateItem"] / INTERVALS, _wire_size(item)
 
 

@@ -38,10 +38,12 @@ from vigil.contract.hosts import (
     LIVE_INDEX_MARKER,
     HostStatus,
 )
+from vigil.contract.observers import HOST_REGISTRY_ATTRIBUTE
 from vigil.dynamo import to_wire
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.host_process.supervisor import BEATS_PER_INTERVAL
 from vigil.observers.model import Status
+from vigil.observers.registry.layout import Layout
 
 START = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 K = 50
@@ -122,6 +124,7 @@ def _host_item(
         "start_attempts": 0,
         "version": 2,
         LIVE_HOST_ATTRIBUTE: LIVE_HOST_PARTITION,
+        HOST_REGISTRY_ATTRIBUTE: Layout.BY_KIND.value,  # started since the registry is by kind
     }
 
 

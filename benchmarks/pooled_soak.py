@@ -17,8 +17,18 @@ Faults, drawn from the seed (none in the first minutes, none around a rollout):
 * ``kill``: a host task dies at once (SIGKILL, every child with it); ECS reports it STOPPED;
 * ``zombie``: a host cut off from ECS and DynamoDB: ECS reports its task STOPPED, every call of
   the host and its children fails, yet its processes run on until the host fences itself;
+* ``hang``: a zombie whose calls hang instead of failing: each of the host's calls is answered
+  late (within its read timeout, so it lands) or never (botocore gives up at its read timeout,
+  the host's own client settings); ECS reports its task STOPPED at once;
+* ``partition``: the same hang, cut just after some of the host's children crashed (their exit
+  reports are pending at the cut), and ECS says nothing until the partition heals
+  (:attr:`Soak.heal_after`): the manager finds the host by its silence (three intervals);
 * ``throttle``: 1 % of the host's writes (heartbeats, exit reports) are refused as throttled;
 * ``rollout``: two deploys of a new task definition revision, spread over the run.
+
+A host runs its calls as the real one does, beside its loop (:class:`ClockCalls`: a call's time
+is its own, its answer shows when the clock gets there), and is stepped at the exact moment it is
+due (a heartbeat, a deadline, a call's end), not at the clock's 5 s resolution.
 
 What is measured never reads the registry: "working" is a child process alive and not fenced
 (its own ``stop_reason``), whatever the records say.
@@ -26,7 +36,11 @@ What is measured never reads the registry: "working" is a child process alive an
 * **lost**: an observer that went longer than :attr:`Soak.recovery_limit` with no working
   generation (the documented failover from a last heartbeat, plus a task start and a restart's
   backoff), unless the registry says it FAILED by the restart rules;
-* **overlap**: the longest time two generations of one observer both worked (target: one interval);
+* **overlap**: the longest time two generations of one observer both worked (target: one
+  interval), timed from the moments the children started and stopped working, exactly;
+* **cut off**: for each host whose calls hang, how long after its last accepted heartbeat (and,
+  for ``hang``, after the STOPPED event that moved its observers) its last child stopped working
+  (target: one interval);
 * **rollout**: the most observers not working at once during a rollout, of those working when it
   began, against the budget (``max_unavailable`` % of the kind);
 * **failovers**: observers that worked on a killed or zombie host, from that moment until a later
@@ -46,13 +60,13 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError, EndpointConnectionError
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from moto import mock_aws
 
 from benchmarks.offline import offline_aws
@@ -62,6 +76,7 @@ from tests.helpers.pooled_fleet import POOLED, PooledFleet
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HOST_EXIT, HOST_ID_ENV, HOSTS_TABLE_ENV
 from vigil.observers import decisions as d
+from vigil.observers.container_client import AttemptTimeouts, host_timeouts
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.model import Status
 from vigil.observers.reconciler import changed_records
@@ -69,10 +84,10 @@ from vigil.observers.rollout import budget
 from vigil.observers.runtime import StopReason
 from vigil_tools.emulator import moto_responses, moto_speed
 from vigil_tools.emulator.ecs import TaskEvents, container_environment
-from vigil_tools.emulator.hosts import EmulatedHost, task_runner
+from vigil_tools.emulator.hosts import ClockCalls, EmulatedHost
 from vigil_tools.emulator.streams import StreamMapping
 
-FAULTS = ("crash", "kill", "zombie", "throttle", "rollout")
+FAULTS = ("crash", "kill", "zombie", "hang", "partition", "throttle", "rollout")
 START = datetime(2026, 11, 25, 0, 0, tzinfo=UTC)
 KINDS = json.dumps({POOLED: "observers.ticker.run"})
 RESYNC_EVERY = timedelta(minutes=1)
@@ -105,6 +120,15 @@ class Soak:
     crashes_per_hour: float = 20.0
     kills_per_hour: float = 1.0
     zombies_per_hour: float = 0.5
+    hangs_per_hour: float = 0.5
+    partitions_per_hour: float = 0.5
+    crashes_at_the_cut: int = 6
+    """A partition's host: children that crash just after the cut (their reports hang)."""
+    heal_after: timedelta = timedelta(minutes=10)
+    """How long ECS says nothing of a partitioned host's task."""
+    unanswered: float = 0.5
+    """The share of a hanging host's calls never answered; the rest are answered after up to
+    four read timeouts (those within one land, late; the others time out)."""
     rollouts: int = 2
     throttle_rate: float = 0.01
     warm_up: timedelta = timedelta(minutes=10)
@@ -156,6 +180,11 @@ class Result:
     """Minutes each finished rollout took; an unfinished one is missing."""
     failovers: list[float] = field(default_factory=list)
     restarts: list[float] = field(default_factory=list)
+    cut_off: list[tuple[str, float, float | None]] = field(default_factory=list)
+    """Hosts whose calls hung: (fault, seconds from the host's last accepted heartbeat to its
+    last child stopping, seconds from the STOPPED event that moved its observers, if any)."""
+    hung_calls: int = 0
+    """Calls of hanging hosts that went unanswered (given up at their read timeout)."""
     faults: dict[str, int] = field(default_factory=dict)
     diagnosis: list[str] = field(default_factory=list)
     """What the registry and hosts table say about each lost observer, at the end."""
@@ -180,11 +209,30 @@ class Result:
             + (f", worst {self.overlap_worst}" if self.overlap_worst else ""),
             f"- worst rollout unavailability: **{self.rollout_worst}** observers at once, budget "
             f"{self.rollout_budget} (target never above); rollouts finished: {done}",
+            *self._cut_off_lines(),
             f"- failovers (host killed or cut off): {len(self.failovers)}, median {fail[0]}, "
             f"worst {fail[1]}; restarts after a crash: {len(self.restarts)}, median "
             f"{restart[0]}, worst {restart[1]}",
             f"- wall time {self.wall_s:.0f} s",
         ]
+
+    def _cut_off_lines(self) -> list[str]:
+        if not self.cut_off:
+            return []
+        after_beat = max(beat for _, beat, _ in self.cut_off)
+        events = [event for _, _, event in self.cut_off if event is not None]
+        kinds = ", ".join(
+            f"{sum(1 for f, _, _ in self.cut_off if f == fault)} {fault}"
+            for fault in sorted({f for f, _, _ in self.cut_off})
+        )
+        line = (
+            f"- hosts cut off while their calls hang ({kinds}; {self.hung_calls} calls "
+            f"unanswered): their children all gone at most **{after_beat:.1f} s** after the "
+            f"host's last accepted heartbeat (target <= {self.soak.heartbeat_s} s)"
+        )
+        if events:
+            line += f", at most {max(events):.1f} s after the STOPPED event that moved them"
+        return [line]
 
 
 def _spread(values: Sequence[float]) -> tuple[str, str]:
@@ -199,14 +247,33 @@ def _spread(values: Sequence[float]) -> tuple[str, str]:
 class HostLink:
     """A host task's DynamoDB client (its children share it): ``cut`` makes every call fail as
     a partition does; ``throttle_rate`` of the host's own writes (heartbeats on the hosts table,
-    exit reports) are refused as throttled, as they are once the SDK's retries are spent."""
+    exit reports) are refused as throttled, as they are once the SDK's retries are spent.
 
-    def __init__(self, client: Any, rng: random.Random, throttle_rate: float) -> None:
+    ``hang``, once set, draws how long each of the host's own calls waits for its answer (None:
+    never answered). The call spends that time on the clock (the host's :class:`ClockCalls` gives
+    it back: a call's time is its own), up to the read timeout of the host's client settings, at
+    which botocore gives up (``ReadTimeoutError``; the host's client tries once). Its children's
+    calls fail at once meanwhile, as under ``cut``: a child's call cannot take its own time here
+    (the children run between the host's steps), and a child only ever stops working when its
+    host fences or kills it, which is what is measured."""
+
+    def __init__(
+        self,
+        client: Any,
+        rng: random.Random,
+        throttle_rate: float,
+        clock: ManualClock,
+        timeouts: AttemptTimeouts,
+    ) -> None:
         self._client = client
         self._rng = rng
         self._rate = throttle_rate
+        self._clock = clock
+        self._timeouts = timeouts
         self.cut = False
+        self.hang: Callable[[], float | None] | None = None
         self.throttled = 0
+        self.unanswered = 0
 
     @property
     def exceptions(self) -> Any:
@@ -220,10 +287,16 @@ class HostLink:
         call = getattr(self._client, name)
 
         def guarded(**request: Any) -> Any:
-            if self.cut:
-                raise EndpointConnectionError(
-                    endpoint_url=f"https://dynamodb.{REGION}.amazonaws.com"
-                )
+            if self.cut or (self.hang is not None and not _host_write(request)):
+                raise EndpointConnectionError(endpoint_url=ENDPOINT)
+            if self.hang is not None:
+                answered_after = self.hang()
+                if answered_after is None or answered_after > self._timeouts.read:
+                    self._clock.advance(self._timeouts.read)
+                    self.unanswered += 1
+                    raise ReadTimeoutError(endpoint_url=ENDPOINT)
+                self._clock.advance(answered_after)
+                return call(**request)
             throttled = self._rate and name == "update_item" and _host_write(request)
             if throttled and self._rng.random() < self._rate:
                 self.throttled += 1
@@ -233,6 +306,9 @@ class HostLink:
             return call(**request)
 
         return guarded
+
+
+ENDPOINT = f"https://dynamodb.{REGION}.amazonaws.com"
 
 
 def _host_write(request: dict[str, Any]) -> bool:
@@ -255,6 +331,10 @@ class _Task:
     runner: EmulatedHost | None = None
     reported: bool = False
     """Its STOPPED event has reached the reconciler."""
+    silent_until: datetime | None = None
+    """A partition: ECS says nothing of the task (no event, no StopTask reaches it) until then."""
+    cut: tuple[str, datetime] | None = None
+    """(the fault, when) its calls started to hang."""
 
 
 class SoakRun:
@@ -289,7 +369,8 @@ class SoakRun:
         # What the children show
         self.last_working = {n: START for n in self.names}
         self.worst_gap: dict[str, float] = {}
-        self.overlap_since: dict[str, datetime] = {}
+        self.working: dict[tuple[str, int, str], datetime] = {}
+        """(name, generation, task ARN) -> since when that child works, as last observed."""
         self.pending_failover: dict[str, tuple[datetime, int]] = {}
         self.pending_restart: dict[str, tuple[datetime, int]] = {}
         self.rollout: tuple[datetime, set[str], str] | None = None
@@ -315,14 +396,9 @@ class SoakRun:
                 self.fleet.reconciler().resync(f"soak-{now:%H%M}")
                 next_resync += RESYNC_EVERY
                 self._settle()
-            for task in self._live():
-                runner = task.runner
-                assert runner is not None
-                if runner.due_at <= now:
-                    runner.step()
-            self._settle()
-            self._measure(now)
-            self.clock.advance(step)
+            self._step_hosts(until=now + step)
+            self._measure(self.clock())
+            self.clock.set(now + step)
         self._finish(end)
         self.result.wall_s = time.perf_counter() - started
         return self.result
@@ -342,6 +418,8 @@ class SoakRun:
             "crash": soak.crashes_per_hour,
             "kill": soak.kills_per_hour,
             "zombie": soak.zombies_per_hour,
+            "hang": soak.hangs_per_hour,
+            "partition": soak.partitions_per_hour,
         }
         free = _free(soak.warm_up, soak.duration - soak.warm_up, quiet)
         room = sum((b - a).total_seconds() for a, b in free)
@@ -351,6 +429,29 @@ class SoakRun:
             for _ in range(round(rate * soak.hours)):
                 events.append((_at(free, rng.uniform(0, room)), fault))
         return sorted(events)
+
+    def _step_hosts(self, until: datetime) -> None:
+        """Each live host at the moment it is due (a heartbeat, a deadline, the end of one of its
+        calls), in time order, up to ``until``: the clock moves to each moment in turn."""
+        stepped: dict[str, int] = {}
+        while True:
+            due = [
+                (t.runner.due_at, t.host_id, t)  # type: ignore[union-attr]
+                for t in self._live()
+                if t.runner.due_at < until  # type: ignore[union-attr]
+            ]
+            if not due:
+                return
+            at, host_id, task = min(due, key=lambda entry: entry[:2])
+            if at > self.clock():
+                self.clock.set(at)
+                stepped.clear()
+            stepped[host_id] = stepped.get(host_id, 0) + 1
+            if stepped[host_id] > SETTLE_ROUNDS:
+                raise RuntimeError(f"host {host_id} stays due at {self.clock():%H:%M:%S}")
+            assert task.runner is not None
+            task.runner.step()
+            self._settle()
 
     # -- ECS, played ------------------------------------------------------------------------------
 
@@ -366,6 +467,7 @@ class SoakRun:
             acted |= self._start_tasks()
             acted |= self._report_stopped()
             if not acted:
+                self._observe()
                 return
         raise RuntimeError(f"the fleet kept changing at {self.clock():%H:%M:%S}")
 
@@ -399,7 +501,13 @@ class SoakRun:
                 environment[HOST_ID_ENV],
                 str(request["taskDefinition"]),
                 self.clock() + timedelta(seconds=self.soak.task_start_s + jitter),
-                HostLink(self.fleet.dynamodb, self.rng, self._throttle_rate),
+                HostLink(
+                    self.fleet.dynamodb,
+                    self.rng,
+                    self._throttle_rate,
+                    self.clock,
+                    host_timeouts(self.soak.heartbeat_s),
+                ),
                 environment,
             )
         return answer
@@ -417,7 +525,7 @@ class SoakRun:
             if self.clock() < task.starts_at:
                 continue
             environment = {
-                "VIGIL_OBSERVERS_TABLE": TABLE,
+                "VIGIL_REGISTRY_TABLE": TABLE,
                 "VIGIL_OBSERVER_KINDS": KINDS,
                 "VIGIL_HEARTBEAT_SECONDS": str(self.soak.heartbeat_s),
                 HOSTS_TABLE_ENV: HOSTS_TABLE,
@@ -427,8 +535,14 @@ class SoakRun:
                 "AWS_DEFAULT_REGION": REGION,
                 **task.environment,
             }
-            runner = task_runner(task.arn, environment, task.link, now=self.clock, log=self.log)
-            assert isinstance(runner, EmulatedHost)
+            runner = EmulatedHost(
+                task.arn,
+                environment,
+                task.link,
+                now=self.clock,
+                log=self.log,
+                calls=ClockCalls(self.clock),
+            )
             task.runner = runner
             runner.start()
             acted = True
@@ -441,8 +555,8 @@ class SoakRun:
     def _report_stopped(self) -> bool:
         acted = False
         for task in sorted(self.tasks.values(), key=lambda t: t.host_id):
-            if task.reported:
-                continue
+            if task.reported or (task.silent_until and self.clock() < task.silent_until):
+                continue  # a partitioned task: nothing of ECS reaches it, nor comes from it
             if task.arn in self.stopping:
                 # StopTask (the reconciler's): SIGTERM to the host, which hands its children over.
                 code = task.runner.sigterm() if task.runner is not None else None
@@ -471,7 +585,9 @@ class SoakRun:
     # -- faults -----------------------------------------------------------------------------------
 
     def _inject(self, fault: str) -> None:
-        hosts = [t for t in self._live() if not t.link.cut and not t.reported]
+        hosts = [
+            t for t in self._live() if not t.link.cut and t.link.hang is None and not t.reported
+        ]
         if fault == "rollout":
             self._deploy()
         elif fault == "crash":
@@ -487,16 +603,26 @@ class SoakRun:
             assert task.runner is not None
             self._expect(self.pending_restart, task, [name])
             task.runner.crash_child(name)
-        elif fault in ("kill", "zombie"):
+        elif fault in ("kill", "zombie", "hang", "partition"):
             if not hosts:
                 return
             task = self.rng.choice(hosts)
             assert task.runner is not None
-            self._expect(self.pending_failover, task, sorted(_working(task)))
+            working = sorted(_working(task))
+            self._expect(self.pending_failover, task, working)
             if fault == "kill":
                 task.runner.kill()
-            else:
+            elif fault == "zombie":
                 task.link.cut = True
+            else:
+                task.link.hang = self._answer_delay
+                task.cut = (fault, self.clock())
+            if fault == "partition":
+                task.silent_until = self.clock() + self.soak.heal_after
+                crashing = [n for n in working if n in task.runner.children]
+                for name in crashing[: self.soak.crashes_at_the_cut]:
+                    task.runner.crash_child(name)  # its report hangs: pending at the cut
+            elif fault in ("zombie", "hang"):
                 self._ecs_stop_task(
                     cluster=self.fleet.cluster_arn, task=task.arn, reason="Task lost contact"
                 )
@@ -504,6 +630,12 @@ class SoakRun:
         else:
             raise ValueError(f"unknown fault {fault!r}")
         self.result.faults[fault] = self.result.faults.get(fault, 0) + 1
+
+    def _answer_delay(self) -> float | None:
+        """How long one call of a hanging host waits for its answer (None: never answered)."""
+        if self.rng.random() < self.soak.unanswered:
+            return None
+        return self.rng.uniform(0.0, 4 * host_timeouts(self.soak.heartbeat_s).read)
 
     def _expect(
         self, pending: dict[str, tuple[datetime, int]], task: _Task, names: Iterable[str]
@@ -537,11 +669,6 @@ class SoakRun:
                 gap = (now - self.last_working[name]).total_seconds()
                 self.worst_gap[name] = max(self.worst_gap.get(name, 0.0), gap)
             generations = {g for g, _ in copies}
-            if len(generations) > 1:
-                since = self.overlap_since.setdefault(name, now)
-                self._overlap(name, now - since, copies)
-            elif name in self.overlap_since:
-                self._overlap(name, now - self.overlap_since.pop(name), copies, ended=True)
             for pending, into in (
                 (self.pending_failover, self.result.failovers),
                 (self.pending_restart, self.result.restarts),
@@ -550,21 +677,54 @@ class SoakRun:
                     into.append((now - pending.pop(name)[0]).total_seconds())
         self._measure_rollout(now, working)
 
-    def _overlap(
-        self,
-        name: str,
-        lasted: timedelta,
-        copies: list[tuple[int, _Task]],
-        *,
-        ended: bool = False,
-    ) -> None:
-        seconds = lasted.total_seconds() + (0 if ended else self.soak.step_s)
-        if ended:
+    def _observe(self) -> None:
+        """Note, at the clock's time, each child that started or stopped working since the last
+        look (every change happens in a step this follows): overlaps are timed exactly."""
+        now = self.clock()
+        current = {
+            (name, generation, task.arn): task
+            for task in self.tasks.values()
+            for name, generation in _working(task).items()
+        }
+        for key in current.keys() - self.working.keys():
+            self.working[key] = now
+        for key in sorted(self.working.keys() - current.keys()):
+            self._stopped_working(key, now)
+        for task in self.tasks.values():
+            if task.cut is not None and not any(k[2] == task.arn for k in current):
+                self._cut_off(task, now)
+
+    def _stopped_working(self, key: tuple[str, int, str], now: datetime) -> None:
+        """A child stopped working at ``now``: how long it worked beside another generation."""
+        name, generation, arn = key
+        since = self.working.pop(key)
+        for (other, other_generation, other_arn), other_since in self.working.items():
+            if other != name or other_generation == generation:
+                continue
+            seconds = (now - max(since, other_since)).total_seconds()
+            if seconds <= 0:
+                continue
             self.result.overlaps += 1
-        if seconds > self.result.overlap_s:
-            self.result.overlap_s = seconds
-            hosts = ", ".join(f"gen {g} on {t.host_id}" for g, t in sorted(copies, key=_gen))
-            self.result.overlap_worst = f"{name} ({hosts})" if hosts else name
+            if seconds > self.result.overlap_s:
+                self.result.overlap_s = seconds
+                ours, theirs = self.tasks[arn].host_id, self.tasks[other_arn].host_id
+                self.result.overlap_worst = (
+                    f"{name} (gen {generation} on {ours} until {now:%H:%M:%S}, "
+                    f"gen {other_generation} on {theirs} from {other_since:%H:%M:%S})"
+                )
+
+    def _cut_off(self, task: _Task, now: datetime) -> None:
+        """A hanging host's last child stopped working: how long after its last accepted beat
+        (and the STOPPED event that moved its observers, for ``hang``)."""
+        assert task.cut is not None and task.runner is not None
+        fault, at = task.cut
+        task.cut = None
+        lease_end = task.runner.supervisor.lease_end
+        if lease_end is None:
+            return
+        beat = datetime.fromtimestamp(lease_end - self.soak.heartbeat_s, tz=UTC)
+        event = (now - at).total_seconds() if fault == "hang" else None
+        self.result.cut_off.append((fault, (now - beat).total_seconds(), event))
 
     def _measure_rollout(self, now: datetime, working: dict[str, list[tuple[int, _Task]]]) -> None:
         if self.rollout is None:
@@ -581,6 +741,9 @@ class SoakRun:
 
     def _finish(self, end: datetime) -> None:
         self._measure(end)
+        for key in sorted(self.working):
+            self._stopped_working(key, end)  # overlaps still open at the end count to the end
+        self.result.hung_calls = sum(t.link.unanswered for t in self.tasks.values())
         limit = self.soak.recovery_limit.total_seconds()
         statuses = {n: self.fleet.item(n)["status"] for n in self.names}
         self.result.failed = sorted(n for n, s in statuses.items() if s == Status.FAILED.value)
@@ -624,10 +787,6 @@ def _at(free: list[tuple[datetime, datetime]], offset: float) -> datetime:
             return a + timedelta(seconds=offset)
         offset -= length
     return free[-1][1]
-
-
-def _gen(copy: tuple[int, _Task]) -> int:
-    return copy[0]
 
 
 def _working(task: _Task) -> dict[str, int]:
@@ -728,10 +887,24 @@ def config(argv: Sequence[str] | None = None) -> Soak:
     )
 
 
+SECTION_INTRO = (
+    "`python -m benchmarks.pooled_soak`: the example app's pooled kind under seeded faults on the "
+    "simulated clock, the reconciler and the real host supervisor on moto with emulated children; "
+    '"working" is read from the children, never from the registry (the faults and what each '
+    "figure means: the module's docstring)."
+)
+
+
+def section(lines: Sequence[str]) -> str:
+    """The ``make bench`` section's text from a soak's :meth:`Result.lines`."""
+    first, *figures = lines
+    return "\n".join([SECTION_INTRO, "", first + ":", "", *figures])
+
+
 def run(quick: bool = False) -> str:
     """The ``make bench`` section: the full soak (one hour with ``quick``)."""
     result = soak(Soak(hours=1.0) if quick else Soak())
-    return "\n".join(result.lines())
+    return section(result.lines())
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -27,12 +27,14 @@ from moto import mock_aws
 
 from benchmarks.offline import offline_aws
 from tests.helpers.moto_fleet import (
+    KIND,
     TABLE,
     MotoFleet,
     default_task_transitions,
     task_event,
 )
 from vigil.clock import ManualClock
+from vigil.dynamo import to_wire
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.model import Status
 from vigil.observers.reconciler.report import PassReport
@@ -157,7 +159,7 @@ def _make_stale(fleet: MotoFleet, size: int) -> int:
     for index in range(0, size, STALE_EVERY):
         fleet.dynamodb.update_item(
             TableName="vigil-observers",
-            Key={"name": {"S": f"obs-{index:05d}"}},
+            Key=to_wire({"kind": KIND, "name": f"obs-{index:05d}"}),
             UpdateExpression="SET heartbeat_at_ms = :old",
             ExpressionAttributeValues={":old": {"N": str(old_ms)}},
         )

@@ -31,6 +31,7 @@ from benchmarks import (
     pooled_soak,
     reconciler_scale,
     rollout_scale,
+    scale_layout,
     tasks_requests,
 )
 
@@ -85,6 +86,11 @@ SECTIONS = (
         lambda a: local_memory.run(minutes=10 if a.quick else 60),
     ),
     Section("idle-cost", None, lambda a: idle_cost.run()),
+    Section(
+        "scale",
+        "Scale: 200 jobs, 200 tasks and 20 kinds",
+        lambda a: scale_layout.run(),
+    ),
     Section(
         "operators",
         "Operators at 200 jobs and 200 tasks",

@@ -96,10 +96,10 @@ def _default(cls: griffe.Class, default: object) -> str:
 
 
 def context_keys() -> list[tuple[str, str, str]]:
-    """``(key, constant, meaning)`` of every ``*_CONTEXT`` constant in ``infra``."""
+    """``(key, constant, meaning)`` of every ``*_CONTEXT`` constant in ``infra`` and its
+    packages (``infra.observer_fleet``)."""
     found = []
-    infra = source.module("infra")
-    for module in sorted(infra.modules.values(), key=lambda m: m.path):
+    for module in sorted(_modules(source.module("infra")), key=lambda m: m.path):
         for name, member in module.members.items():
             if (
                 name.endswith(CONTEXT_SUFFIX)
@@ -110,6 +110,15 @@ def context_keys() -> list[tuple[str, str, str]]:
                     (str(member.value).strip("'\""), member.path, source.docstring(member))
                 )
     return sorted(found)
+
+
+def _modules(package: griffe.Module) -> list[griffe.Module]:
+    """Every module of a package, its packages' modules too."""
+    found = []
+    for module in package.modules.values():
+        found.append(module)
+        found += _modules(module)
+    return found
 
 
 def parameter_anchor(construct: str, parameter: str) -> str:

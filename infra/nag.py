@@ -105,7 +105,7 @@ WILDCARDS: tuple[Wildcard, ...] = (
         "*",
     ),
     Wildcard(
-        RECONCILER_ROLE,
+        r"\w*ReconcilerKindGrants\d[0-9A-F]{8}",
         frozenset({"ecs:RunTask"}),
         ARN.format(service="ecs") + r"task-definition/[A-Za-z0-9_-]+:\*",
         "Any revision of the fleet's own task definition families (an observer keeps the revision "
@@ -146,11 +146,12 @@ WILDCARDS: tuple[Wildcard, ...] = (
         "log-group:SHARD:log-stream:????/??/??/FUNCTION[*",
     ),
     Wildcard(
-        r"\w*((JobsControl|TasksApi)Function|Reconciler)RoleDefaultPolicy[0-9A-F]{8}",
+        r"\w*((JobsControl|TasksApi|Api)Function|Reconciler)RoleDefaultPolicy[0-9A-F]{8}",
         frozenset({"ssm:GetParameter", "ssm:GetParameters"}),
         CATALOG_PARTS,
-        "The parts of the stack's catalog of jobs (tasks, the kinds' task definitions), read as one "
-        "path: their number grows with the jobs (tasks, kinds) declared",
+        "The parts of the stack's catalog of jobs (tasks, the kinds: their handlers, options and "
+        "task definitions), read as one path: their number grows with the jobs (tasks, kinds) "
+        "declared",
         "parameter/vigil/STACK/jobs/* (tasks/*, kinds/*)",
     ),
     Wildcard(
@@ -308,7 +309,7 @@ def suppress_accepted_findings(stack: Stack) -> None:
         for accepted in ACCEPTED:
             if accepted.picks(construct, path):
                 _acknowledge(construct, accepted.rule, accepted.reason)
-        if isinstance(construct, iam.CfnPolicy):
+        if isinstance(construct, (iam.CfnPolicy, iam.CfnManagedPolicy)):
             owner = Stack.of(construct)
             document = owner.resolve(construct.policy_document)
             for rule, reason in _accepted_wildcards(owner, construct, document):
@@ -332,7 +333,9 @@ def _acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
 
 
 def _accepted_wildcards(
-    stack: Stack, policy: iam.CfnPolicy | iam.CfnRole, document: Mapping[str, Any]
+    stack: Stack,
+    policy: iam.CfnPolicy | iam.CfnManagedPolicy | iam.CfnRole,
+    document: Mapping[str, Any],
 ) -> list[tuple[str, str]]:
     """IAM5 findings of the policy (or a role's inline policies), named as cdk-nag names them,
     that every grant behind them is accepted for: a finding names only a resource (or action),

@@ -62,6 +62,7 @@ ENVIRONMENT = Quota(
 FUNCTION_NAME = Quota(FUNCTION_NAME_LIMIT, "characters of a Lambda function's name", LAMBDA)
 INLINE_POLICIES = Quota(10_240, "characters of a role's inline policies, all together", IAM)
 MANAGED_POLICY = Quota(6144, "characters of a managed policy", IAM)
+ATTACHED_POLICIES = Quota(10, "managed policies attached to a role (the default quota)", IAM)
 DASHBOARD_WIDGETS = Quota(500, "widgets on a CloudWatch dashboard", DASHBOARD)
 ALARM_DESCRIPTION = Quota(DESCRIPTION_LIMIT, "characters of an alarm's description", ALARMS)
 INSIGHTS_ALARMS = Quota(
@@ -85,6 +86,7 @@ QUOTAS: tuple[Quota, ...] = (
     FUNCTION_NAME,
     INLINE_POLICIES,
     MANAGED_POLICY,
+    ATTACHED_POLICIES,
     DASHBOARD_WIDGETS,
     ALARM_DESCRIPTION,
     INSIGHTS_ALARMS,
@@ -113,9 +115,13 @@ def role_arn(path: str = "/") -> int:
     return len("arn:") + PARTITION + len(":iam::") + ACCOUNT + len(":role") + len(path) + 64
 
 
+REVISION_DIGITS = 7
+"""A task definition's revision: ECS keeps up to 1,000,000 of a family."""
+
+
 def task_definition_arn(family: str) -> int:
     """An ECS task definition's ARN (what ``Ref`` gives): its family, a revision of 7 digits."""
-    return ARN_HEAD + len("task-definition/") + len(family) + 1 + 7
+    return ARN_HEAD + len("task-definition/") + len(family) + 1 + REVISION_DIGITS
 
 
 WORST: dict[tuple[str, str], int] = {
@@ -298,12 +304,32 @@ class _Estimate:
         if key == "Fn::Sub":
             return len(str(argument if isinstance(argument, str) else argument[0])) + UNKNOWN
         if key == "Fn::Select":
-            return self.length(argument[1]) if isinstance(argument, list) else UNKNOWN
+            return self._select(argument)
         if key in ("Fn::Split", "Fn::If", "Fn::ImportValue", "Fn::FindInMap", "Fn::Base64"):
             return UNKNOWN
         if key == "Fn::GetAZs":
             return UNKNOWN
         return None
+
+    def _select(self, argument: Any) -> int:
+        """One item of a list; of a split string, one of its parts: a task definition's revision
+        (part 6 of its ARN split at ``:``) at most :data:`REVISION_DIGITS`, any other part no
+        longer than the string."""
+        if not isinstance(argument, list) or len(argument) != 2:
+            return UNKNOWN
+        index, listed = argument
+        split = listed.get("Fn::Split") if isinstance(listed, dict) and len(listed) == 1 else None
+        if not isinstance(split, list) or len(split) != 2:
+            return self.length(listed)
+        separator, value = split
+        referenced = value.get("Ref") if isinstance(value, dict) and len(value) == 1 else None
+        resource = self.template.resources.get(str(referenced)) if referenced else None
+        if (resource or {}).get("Type") == "AWS::ECS::TaskDefinition" and (separator, index) == (
+            ":",
+            6,
+        ):
+            return REVISION_DIGITS
+        return self.length(value)
 
     def _ref(self, name: str) -> int:
         if name in PSEUDO:
@@ -420,6 +446,7 @@ def _resource_problems(
             measured.append((FUNCTION_NAME, len(props["FunctionName"])))
     elif kind == "AWS::IAM::Role":
         measured.append((INLINE_POLICIES, inline_policy_size(template, logical_id)))
+        measured.append((ATTACHED_POLICIES, attached_policies(template, logical_id)))
     elif kind == "AWS::IAM::ManagedPolicy":
         measured.append((MANAGED_POLICY, policy_size(template, props.get("PolicyDocument", {}))))
     elif kind == "AWS::CloudWatch::Dashboard":
@@ -465,6 +492,20 @@ def inline_policy_size(template: Template, role: str) -> int:
         if {"Ref": role} in props.get("Roles", []):
             total += policy_size(template, props.get("PolicyDocument", {}))
     return total
+
+
+def attached_policies(template: Template, role: str) -> int:
+    """The managed policies a role has: those it lists and each ``AWS::IAM::ManagedPolicy`` of the
+    template that names it."""
+    resources = template.resources
+    listed = resources[role].get("Properties", {}).get("ManagedPolicyArns", [])
+    naming = [
+        resource
+        for resource in resources.values()
+        if resource.get("Type") == "AWS::IAM::ManagedPolicy"
+        and {"Ref": role} in resource.get("Properties", {}).get("Roles", [])
+    ]
+    return (len(listed) if isinstance(listed, list) else 1) + len(naming)
 
 
 def dashboard_widgets(template: Template, props: Mapping[str, Any]) -> int:

@@ -179,6 +179,7 @@ SLOW_FIXTURES = frozenset(
     {
         "synthesized",  # the app's synth (shared, but ~15 CPU s the first time)
         "staging",  # a named stage's synth (shared too)
+        "migrating",  # the app under -c legacyRegistry=true (shared too)
         "vigil_stack",  # the app deployed on the emulator
         "runs_table",  # tables created from the synthesized template ...
         "registry_table",
@@ -344,6 +345,16 @@ def staging() -> Any:
     from vigil_tools.emulator.template import synthesized_app
 
     return synthesized_app(STAGING)
+
+
+@pytest.fixture(scope="session")
+def migrating() -> Any:
+    """The app as the upgrade from a name-keyed registry deploys it (``-c legacyRegistry=true``),
+    synthesized once per test run like the default's (shared by its workers)."""
+    from tests.helpers.stages import MIGRATING
+    from vigil_tools.emulator.template import synthesized_app
+
+    return synthesized_app(context=MIGRATING)
 
 
 @pytest.fixture

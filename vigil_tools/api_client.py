@@ -213,6 +213,10 @@ class ObserversClient:
         body = {"effect": effect, "outcome": "done" if done else "not_done"}
         return dict(self._call("POST", f"/observers/{_segment(name)}/settle", body=body))
 
+    def migration(self) -> dict[str, Any]:
+        """Where an upgrade from a registry keyed by name stands (``GET /migration``)."""
+        return dict(self._call("GET", "/migration"))
+
     def rebalance(self, kind: str, max_moves: int | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"kind": kind}
         if max_moves is not None:

@@ -115,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
         dest="max_moves",
         help=f"observers moved at most (1-{MAX_REBALANCE_MOVES}; default {DEFAULT_REBALANCE_MOVES})",
     )
+    commands.add_parser(
+        "migrate",
+        help="an upgrade from a registry keyed by name: copied yet, and what still writes it",
+    )
     hosts = groups.add_parser("hosts", help="the hosts of pooled kinds")
     host_commands = hosts.add_subparsers(dest="command", required=True)
     host_list = host_commands.add_parser("list", help="list hosts")
@@ -275,6 +279,8 @@ def _run(client: ObserversClient, args: argparse.Namespace, config: dict[str, An
             return client.settle(args.name, args.effect, done=args.done)
         case "rebalance":
             return client.rebalance(args.kind, args.max_moves)
+        case "migrate":
+            return client.migration()
     raise _Usage(f"unknown command {args.command!r}")  # pragma: no cover - argparse refuses it
 
 
@@ -335,11 +341,47 @@ def _human(args: argparse.Namespace, result: Any) -> str:
         )
     if command == "settle":
         return _settled(args, result)
+    if command == "migrate":
+        return _migration(result)
     if command in ("create", "stop", "restart"):
         verb = {"create": "created", "stop": "stopping", "restart": "restart requested for"}
         headline = f"{verb[command]} {result['name']}: status {result['status']}, desired {result['desired']}"
         return headline + "\n\n" + _details(result)
     return _details(result) + _to_settle(result)
+
+
+def _migration(status: Mapping[str, Any]) -> str:
+    """Where the upgrade from a registry keyed by name stands, and the operator's next step
+    (docs/guides/deploying.md "Upgrading to the registry keyed by kind")."""
+    table = status.get("legacy_table")
+    if not table:
+        return (
+            "no registry keyed by name is wired to this deployment (deployed without "
+            "-c legacyRegistry=true): nothing to migrate"
+        )
+    if status.get("copied_at") is None:
+        return (
+            f"migrating from {table}: the reconciler has not copied it yet (it does at its next "
+            "invocation, within a minute); the API answers 503 until then"
+        )
+    lines = [f"copied {status['copied']} observers from {table} at {status['copied_at']}"]
+    if status.get("conflicts"):
+        names = ", ".join(status["conflicts"])
+        lines.append(f"NOT copied (the name is another kind's here): {names}")
+    writing = status.get("writing_old_registry") or []
+    if writing:
+        lines.append(f"still writing the old registry ({len(writing)}): {', '.join(writing)}")
+        lines.append(
+            "next: wait (each kind's rollout hands them over, max_unavailable at a time), "
+            "then `vigil observers migrate` again"
+        )
+    else:
+        lines.append(
+            "no observer writes the old registry any more: deploy without the context "
+            "(`npx cdk deploy`) to drop it and its grants from the stack (the table is "
+            "retained: delete it by hand once no longer wanted)"
+        )
+    return "\n".join(lines)
 
 
 def _to_settle(observer: Mapping[str, Any]) -> str:

@@ -15,8 +15,9 @@ from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from vigil import telemetry
-from vigil.observers.api import ApiSettings, Services, build_app
+from vigil.observers.api import ApiSettings, MigrationGate, Services, build_app
 from vigil.observers.host_fleet.store import HostStore
+from vigil.observers.kinds_catalog import with_kinds
 from vigil.observers.rebalance_requests import RebalanceRequests
 from vigil.observers.registry import ObserverCommands
 
@@ -29,7 +30,7 @@ _app: APIGatewayRestResolver | None = None
 def app() -> APIGatewayRestResolver:
     global _app
     if _app is None:
-        settings = ApiSettings.from_env(os.environ)
+        settings = ApiSettings.from_env(with_kinds(os.environ, lambda: boto3.client("ssm")))
         client = boto3.client("dynamodb")
         _app = build_app(
             Services(
@@ -44,6 +45,9 @@ def app() -> APIGatewayRestResolver:
                 placements=settings.placements,
                 rebalance=RebalanceRequests(client, settings.hosts_table)
                 if settings.hosts_table
+                else None,
+                migration=MigrationGate(client, settings.table, settings.legacy_table)
+                if settings.legacy_table
                 else None,
             )
         )

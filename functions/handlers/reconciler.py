@@ -6,16 +6,14 @@ A malformed event raises before anything is read or written.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from vigil.catalog import STACK_ENV, read_catalog
-from vigil.contract.layout import Catalogued
 from vigil.events import MalformedEvent
 from vigil.observers.ecs_tasks import task_state
+from vigil.observers.kinds_catalog import with_kinds
 from vigil.observers.reconciler import (
     Reconciler,
     ReconcilerConfig,
@@ -30,17 +28,12 @@ log = logger()
 
 @cache
 def config() -> ReconcilerConfig:
-    """Its environment, and the kinds' task definitions from the stack's kinds catalog (read once:
-    a deploy that registers a revision changes the environment, so the container is replaced).
-    ``VIGIL_TASK_DEFINITIONS`` in the environment wins (a stack before the catalogs, tests)."""
-    environ = dict(os.environ)
-    if "VIGIL_TASK_DEFINITIONS" not in environ and environ.get(STACK_ENV):
-        import boto3
+    """Its environment, and the kinds' placements and task definitions from the stack's kinds
+    catalog (read once: a deploy that changes a kind or registers a revision changes the
+    environment, so the container is replaced)."""
+    import boto3
 
-        parts = read_catalog(boto3.client("ssm"), environ[STACK_ENV], Catalogued.KINDS)
-        definitions = {kind: entry["task_definition"] for kind, entry in parts.entries.items()}
-        environ["VIGIL_TASK_DEFINITIONS"] = json.dumps(definitions)
-    return ReconcilerConfig.from_env(environ)
+    return ReconcilerConfig.from_env(with_kinds(os.environ, lambda: boto3.client("ssm")))
 
 
 @cache
@@ -73,6 +66,7 @@ def dispatch(
             not isinstance(r, dict) or r.get("eventSource") != "aws:dynamodb" for r in records
         ):
             raise MalformedEvent("Records must be DynamoDB stream records")
+        records = target.replay_legacy(records)  # an upgrade's old registry: onto its copies
         report = target.on_records(changed_records(records))
         _log_actions(report)
         log.info("stream pass", extra={"observers": report.observers, "started": report.started})

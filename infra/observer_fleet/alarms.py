@@ -136,7 +136,8 @@ def _stuck_alarms(fleet: ObserverFleet) -> dict[str, cloudwatch.Alarm]:
         "ResyncSkipped": f"Vigil observers: the resync was skipped for {passes}: its lease is "
         f"held (a pass longer than a minute, or a release that never landed: it expires "
         f"after {RESYNC_LEASE_SECONDS} s). Observers whose ECS events were lost wait meanwhile. Type `aws "
-        'dynamodb get-item --table-name TABLE --key \'{"name":{"S":"#resync"}}\'` on the '
+        "dynamodb get-item --table-name TABLE --key "
+        '\'{"kind":{"S":"#resync"},"name":{"S":"#resync"}}\'` on the '
         f"observers table for lease_holder (a request id) and lease_until, then find that "
         f"request id in {logs}.",
         "ObserverErrors": f"Vigil observers: the resync skipped observers after AWS errors "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_apigateway as apigateway
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -14,6 +14,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.catalogs import Catalog
 from infra.function import vigil_function
 from infra.management_api import (
     API_GATEWAY_TIMEOUT_SECONDS,
@@ -24,8 +25,14 @@ from infra.management_api import (
 )
 from infra.observer_fleet import hosts as fleet_hosts
 from infra.observer_fleet.registry import index_arns
-from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV
-from vigil.contract.observers import FLEET_INDEX, STOPPED_INDEX
+from vigil.contract.hosts import HOSTS_TABLE_ENV
+from vigil.contract.layout import CATALOG_DIGEST_ENV, STACK_ENV
+from vigil.contract.observers import (
+    FLEET_INDEX,
+    LEGACY_REGISTRY_TABLE_ENV,
+    REGISTRY_TABLE_ENV,
+    STOPPED_INDEX,
+)
 
 
 def build_api_function(
@@ -34,13 +41,15 @@ def build_api_function(
     registry: dynamodb.Table,
     idempotency: dynamodb.Table,
     hosts: dynamodb.Table,
-    kinds_json: str,
-    placements_json: str,
+    kinds_catalog: Catalog,
     pooled: Sequence[str],
     max_observers: int,
     heartbeat_seconds: int,
+    legacy: dynamodb.Table | None = None,
 ) -> lambda_.Function:
-    """The function behind ``/observers`` and ``/hosts``, with the grants its routes use."""
+    """The function behind ``/observers`` and ``/hosts``, with the grants its routes use.
+    ``legacy``: a name-keyed registry being migrated (the API answers 503 until the reconciler
+    has copied it; it reads nothing of it)."""
     function = vigil_function(
         scope,
         "ApiFunction",
@@ -48,15 +57,17 @@ def build_api_function(
         description="Vigil observers management API",
         timeout=Duration.seconds(API_GATEWAY_TIMEOUT_SECONDS),
         environment={
-            "VIGIL_OBSERVERS_TABLE": registry.table_name,
+            REGISTRY_TABLE_ENV: registry.table_name,
+            **({LEGACY_REGISTRY_TABLE_ENV: legacy.table_name} if legacy is not None else {}),
             "VIGIL_IDEMPOTENCY_TABLE": idempotency.table_name,
-            "VIGIL_OBSERVER_KINDS": kinds_json,
+            STACK_ENV: Stack.of(scope).stack_name,
+            CATALOG_DIGEST_ENV: kinds_catalog.digest,
             "VIGIL_MAX_OBSERVERS": str(max_observers),
             "VIGIL_HEARTBEAT_SECONDS": str(heartbeat_seconds),
             HOSTS_TABLE_ENV: hosts.table_name,
-            PLACEMENTS_ENV: placements_json,
         },
     )
+    kinds_catalog.grant_read(function)  # each kind's handler and options
     # Only what the registry's API calls use: reads and list pages, and the transactions of
     # create, stop, restart and settle (TransactWriteItems is authorised per Put and Update
     # action).

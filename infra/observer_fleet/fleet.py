@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
@@ -23,7 +23,7 @@ from infra.quotas import task_definition_arn
 from infra.removal import data_removal_policy
 from infra.stage import stage_of
 from infra.writes import check_writes
-from vigil.contract.layout import Catalogued
+from vigil.contract.layout import Catalogued, KindField
 from vigil.contract.metrics import ObserverMetric
 
 
@@ -92,17 +92,24 @@ class ObserverFleet(Construct):
         )
         self.heartbeat_seconds = heartbeat
         self.max_observers = max_observers
-        self.kinds_json = Stack.of(self).to_json_string(
-            {kind: spec.handler for kind, spec in self.kinds.items()}
-        )
         self.placements_json = json.dumps(
             {kind: spec.options_json() for kind, spec in self.kinds.items()}, sort_keys=True
         )
-        """``PLACEMENTS_ENV``: per kind, one JSON object of its placement, rollout and capacity."""
+        """Per kind, one JSON object of its placement, rollout and capacity (``PLACEMENTS_ENV``
+        as the API and the reconciler read it from the kinds catalog)."""
 
         data_policy = removal_policy or data_removal_policy(self)
         self.log_retention = log_retention
         self.table = registry.build_registry(self, data_policy, pooled=bool(self.pooled_kinds))
+        self.name_keyed_table = registry.build_legacy_registry(
+            self, data_policy, pooled=bool(self.pooled_kinds)
+        )
+        """The registry keyed by name of deployments from before it was keyed by kind, kept in
+        the stack as they made it (empty in a stack that never had one): a deploy that left out
+        ``legacyRegistry=true`` takes it out of nothing, and the next one with it migrates."""
+        self.legacy_table = self.name_keyed_table if registry.legacy_registry_wanted(self) else None
+        """That table while its observers move over (context ``legacyRegistry=true``): wired to
+        the reconciler and the task roles; ``vigil observers migrate`` says when it can go."""
         self.idempotency_table = registry.build_idempotency_table(self, data_policy)
         self.hosts_table = hosts.build_hosts_table(self, data_policy)
         self.observers_dlq = dead_letter_queue(self, "ObserversDlq")
@@ -129,6 +136,7 @@ class ObserverFleet(Construct):
                 registry=self.table,
                 hosts=self.hosts_table,
                 writes=self.kind_writes[kind],
+                legacy=self.legacy_table,
             )
             for kind, spec in self.kinds.items()
         }
@@ -157,25 +165,29 @@ class ObserverFleet(Construct):
             catalogued=Catalogued.KINDS,
             entries={
                 kind: {
-                    "task_definition": Filled(
+                    KindField.HANDLER: self.kinds[kind].handler,
+                    KindField.OPTIONS: self.kinds[kind].options_json(),
+                    KindField.TASK_DEFINITION: Filled(
                         definition.task_definition_arn, task_definition_arn(definition.family)
-                    )
+                    ),
                 }
                 for kind, definition in self.task_definitions.items()
             },
         )
-        """The kinds' task definitions, for the reconciler (``vigil.catalog``)."""
+        """Each kind's handler, placement options and task definition, for the API and the
+        reconciler (``vigil.observers.kinds_catalog``): not in their environment, which would
+        grow with every kind past Lambda's 4 KB."""
 
         self.api_function = api.build_api_function(
             self,
             registry=self.table,
             idempotency=self.idempotency_table,
             hosts=self.hosts_table,
-            kinds_json=self.kinds_json,
-            placements_json=self.placements_json,
+            kinds_catalog=self.kinds_catalog,
             pooled=self.pooled_kinds,
             max_observers=self.max_observers,
             heartbeat_seconds=self.heartbeat_seconds,
+            legacy=self.legacy_table,
         )
         self.api, self.api_access_logs = api.build_rest_api(
             self, self.api_function, self.log_retention
@@ -184,7 +196,6 @@ class ObserverFleet(Construct):
             self,
             registry=self.table,
             hosts=self.hosts_table,
-            placements_json=self.placements_json,
             cluster=self.cluster,
             task_definitions=self.task_definitions,
             kinds_catalog=self.kinds_catalog,
@@ -193,6 +204,7 @@ class ObserverFleet(Construct):
             failures=self.reconciler_failures,
             heartbeat_seconds=self.heartbeat_seconds,
             restarts=reconciler.Restarts(failure_threshold, backoff_base, backoff_cap),
+            legacy=self.legacy_table,
         )
         reconciler.grant_reconciler(
             self.reconciler,
@@ -201,8 +213,10 @@ class ObserverFleet(Construct):
             pooled=bool(self.pooled_kinds),
             cluster=self.cluster,
             task_definitions=self.task_definitions,
-            passed_roles=[*self.task_roles.values(), self.execution_role],
+            task_roles=self.task_roles,
+            execution_role=self.execution_role,
             observers_dlq=self.observers_dlq,
+            legacy=self.legacy_table,
         )
         triggers = reconciler.build_triggers(
             self,
@@ -211,6 +225,7 @@ class ObserverFleet(Construct):
             cluster=self.cluster,
             events_dlq=self.events_dlq,
             stream_dlq=self.stream_dlq,
+            legacy=self.legacy_table,
         )
         self.task_events_rule = triggers.task_events
         self.resync_rule = triggers.resync

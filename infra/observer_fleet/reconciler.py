@@ -4,6 +4,7 @@ its least-privilege grants, and its three triggers: ECS task state changes, the 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +27,20 @@ from infra.observer_fleet import hosts as fleet_hosts
 from infra.observer_fleet.network import Network
 from infra.observer_fleet.registry import index_arns
 from infra.observer_fleet.tasks import CONTAINER_NAME
-from vigil.contract.hosts import HOST_EXIT, HOSTS_TABLE_ENV, PLACEMENTS_ENV, WAITING_INDEX
+from vigil.contract.hosts import HOST_EXIT, HOSTS_TABLE_ENV, WAITING_INDEX
 from vigil.contract.layout import CATALOG_DIGEST_ENV, STACK_ENV
-from vigil.contract.observers import FLEET_INDEX, STOPPED_INDEX, Desired, Status
+from vigil.contract.observers import (
+    FLEET_ATTRIBUTE,
+    FLEET_INDEX,
+    LEGACY_REGISTRY_TABLE_ENV,
+    REGISTRY_TABLE_ENV,
+    STOPPED_ATTRIBUTE,
+    STOPPED_INDEX,
+    Desired,
+    Status,
+)
 
+ECS_TASKS = "ecs-tasks.amazonaws.com"
 RECONCILER_TIMEOUT_SECONDS = 180
 RESYNC_LEASE_SECONDS = RECONCILER_TIMEOUT_SECONDS + 60
 """A resync lease outlives the pass that took it by a minute (a crashed pass frees it then)."""
@@ -50,7 +61,6 @@ def build_reconciler(
     *,
     registry: dynamodb.Table,
     hosts: dynamodb.Table,
-    placements_json: str,
     cluster: ecs.Cluster,
     task_definitions: Mapping[str, ecs.FargateTaskDefinition],
     kinds_catalog: Catalog,
@@ -59,11 +69,14 @@ def build_reconciler(
     failures: sqs.Queue,
     heartbeat_seconds: int,
     restarts: Restarts,
+    legacy: dynamodb.Table | None = None,
 ) -> lambda_.Function:
     """The function; ``failures`` keeps the ECS events and ticks it failed on after Lambda's
-    async retries. The kinds' task definitions are in the kinds catalog (their ARNs passed
-    Lambda's 4 KB of environment near 20 kinds); the environment keeps each one's revision, so a
-    deploy that registers one replaces the warm containers, as the ARNs in it did."""
+    async retries; ``legacy``: a name-keyed registry it migrates (``legacyRegistry``). The
+    kinds' options and task definitions are in the kinds catalog (in the environment they passed
+    Lambda's 4 KB near 20 kinds); the environment keeps the catalog's digest and each task
+    definition's revision, so a deploy that changes a kind or registers a revision replaces the
+    warm containers, as the kinds in it did."""
     function = vigil_function(
         scope,
         "Reconciler",
@@ -72,9 +85,9 @@ def build_reconciler(
         timeout=Duration.seconds(RECONCILER_TIMEOUT_SECONDS),
         memory_size=1024,
         environment={
-            "VIGIL_OBSERVERS_TABLE": registry.table_name,
+            REGISTRY_TABLE_ENV: registry.table_name,
+            **({LEGACY_REGISTRY_TABLE_ENV: legacy.table_name} if legacy is not None else {}),
             HOSTS_TABLE_ENV: hosts.table_name,
-            PLACEMENTS_ENV: placements_json,
             "VIGIL_CLUSTER_ARN": cluster.cluster_arn,
             STACK_ENV: Stack.of(scope).stack_name,
             CATALOG_DIGEST_ENV: Fn.join(
@@ -117,10 +130,14 @@ def grant_reconciler(
     pooled: bool,
     cluster: ecs.Cluster,
     task_definitions: Mapping[str, ecs.FargateTaskDefinition],
-    passed_roles: list[iam.IRole],
+    task_roles: Mapping[str, iam.IRole],
+    execution_role: iam.IRole,
     observers_dlq: sqs.Queue,
+    legacy: dynamodb.Table | None = None,
 ) -> None:
-    """Least privilege: this fleet's table, task definitions, cluster, roles and queue."""
+    """Least privilege: this fleet's table, task definitions, cluster, roles and queue; and a
+    name-keyed registry being migrated: read whole (the copy), its records fenced one by one
+    as their generations end."""
     stack = Stack.of(function)
     indexes = [FLEET_INDEX, STOPPED_INDEX, *([WAITING_INDEX] if pooled else [])]
     function.add_to_role_policy(
@@ -129,18 +146,23 @@ def grant_reconciler(
             resources=[registry.table_arn, *index_arns(registry, *indexes)],
         )
     )
+    if legacy is not None:
+        # The copy puts each observer (and its name's claim) that is not there yet.
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[registry.table_arn])
+        )
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:Scan", "dynamodb:UpdateItem"],
+                resources=[legacy.table_arn],
+            )
+        )
     fleet_hosts.grant_reconciler(function, hosts)
-    families = [
-        stack.format_arn(service="ecs", resource="task-definition", resource_name=f"{d.family}:*")
-        for d in task_definitions.values()
-    ]
     on_cluster = {"ArnEquals": {"ecs:cluster": cluster.cluster_arn}}
     tasks = stack.format_arn(
         service="ecs", resource="task", resource_name=f"{cluster.cluster_name}/*"
     )
-    function.add_to_role_policy(
-        iam.PolicyStatement(actions=["ecs:RunTask"], resources=families, conditions=on_cluster)
-    )
+    _grant_kinds(function, task_definitions, task_roles, on_cluster)
     function.add_to_role_policy(
         iam.PolicyStatement(
             actions=["ecs:StopTask", "ecs:DescribeTasks"],
@@ -162,11 +184,62 @@ def grant_reconciler(
     function.add_to_role_policy(
         iam.PolicyStatement(
             actions=["iam:PassRole"],
-            resources=[role.role_arn for role in passed_roles],
-            conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}},
+            resources=[execution_role.role_arn],
+            conditions={"StringEquals": {"iam:PassedToService": ECS_TASKS}},
         )
     )
     observers_dlq.grant_send_messages(function)
+
+
+def _grant_kinds(
+    function: lambda_.Function,
+    task_definitions: Mapping[str, ecs.FargateTaskDefinition],
+    task_roles: Mapping[str, iam.IRole],
+    on_cluster: Mapping[str, Any],
+) -> None:
+    """Each kind's RunTask (its family) and PassRole (its task role), in managed policies of their
+    own: in the role's inline policies they grew with the kinds past IAM's 10,240 characters near
+    twenty. A kind's grants sit in the policy its name hashes to, so adding a kind changes one
+    policy and moves none; each policy holds some twenty kinds at most (6,144 characters: the
+    synth's quota check says so past it)."""
+    stack = Stack.of(function)
+    groups: dict[int, list[str]] = {}
+    for kind in sorted(task_definitions):
+        groups.setdefault(kind_grants_policy(kind), []).append(kind)
+    for index, kinds in sorted(groups.items()):
+        families = [
+            stack.format_arn(
+                service="ecs",
+                resource="task-definition",
+                resource_name=f"{task_definitions[kind].family}:*",
+            )
+            for kind in kinds
+        ]
+        iam.ManagedPolicy(
+            function,
+            f"KindGrants{index}",
+            description=f"Vigil reconciler: run and pass the roles of kinds {', '.join(kinds)}",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["ecs:RunTask"], resources=families, conditions=dict(on_cluster)
+                ),
+                iam.PolicyStatement(
+                    actions=["iam:PassRole"],
+                    resources=[task_roles[kind].role_arn for kind in kinds],
+                    conditions={"StringEquals": {"iam:PassedToService": ECS_TASKS}},
+                ),
+            ],
+            roles=[function.role] if function.role is not None else [],
+        )
+
+
+KIND_GRANT_POLICIES = 4
+"""Managed policies the kinds' grants are spread over (of the 10 a role may have attached)."""
+
+
+def kind_grants_policy(kind: str) -> int:
+    """The managed policy a kind's grants live in, for good: a stable hash of its name."""
+    return int(hashlib.sha256(kind.encode()).hexdigest()[:8], 16) % KIND_GRANT_POLICIES
 
 
 @dataclass(frozen=True)
@@ -183,8 +256,10 @@ def build_triggers(
     cluster: ecs.Cluster,
     events_dlq: sqs.Queue,
     stream_dlq: sqs.Queue,
+    legacy: dynamodb.Table | None = None,
 ) -> Triggers:
-    """ECS task state changes of the cluster, the minute resync, the registry's stream."""
+    """ECS task state changes of the cluster, the minute resync, the registry's stream (and a
+    name-keyed registry's being migrated: every write of its observers, to replay)."""
     target_options: dict[str, Any] = {
         "dead_letter_queue": events_dlq,
         "retry_attempts": 4,
@@ -215,20 +290,38 @@ def build_triggers(
             )
         ],
     )
-    function.add_event_source(
-        event_sources.DynamoEventSource(
-            registry,
-            starting_position=lambda_.StartingPosition.LATEST,
-            batch_size=50,
-            max_batching_window=Duration.seconds(1),
-            bisect_batch_on_error=True,
-            retry_attempts=5,
-            max_record_age=STREAM_MAX_RECORD_AGE,
-            on_failure=event_sources.SqsDlq(stream_dlq),
-            filters=stream_filters(),
+    for table, filters in (
+        (registry, stream_filters()),
+        *([(legacy, legacy_stream_filters())] if legacy is not None else []),
+    ):
+        function.add_event_source(
+            event_sources.DynamoEventSource(
+                table,
+                starting_position=lambda_.StartingPosition.LATEST,
+                batch_size=50,
+                max_batching_window=Duration.seconds(1),
+                bisect_batch_on_error=True,
+                retry_attempts=5,
+                max_record_age=STREAM_MAX_RECORD_AGE,
+                on_failure=event_sources.SqsDlq(stream_dlq),
+                filters=filters,
+            )
         )
-    )
     return Triggers(task_events, resync)
+
+
+def legacy_stream_filters() -> list[dict[str, Any]]:
+    """Every write of an observer in a name-keyed registry being migrated (heartbeats too: its
+    running generations' liveness is replayed into the registry keyed by kind); not the
+    counter's or the lease's."""
+    return [
+        dict(
+            lambda_.FilterCriteria.filter(
+                {"dynamodb": {"NewImage": {attribute: {"S": [{"exists": True}]}}}}
+            )
+        )
+        for attribute in (FLEET_ATTRIBUTE, STOPPED_ATTRIBUTE)
+    ]
 
 
 def stream_filters() -> list[dict[str, Any]]:

@@ -21,12 +21,16 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.function import FUNCTIONS_DIR
-from infra.observer_fleet.hosts import grant_own_hosts
+from infra.observer_fleet.hosts import grant_own_hosts, own_keys
 from infra.observer_fleet.kinds import ObserverKind, construct_suffix
 from infra.stage import stage_environment
 from infra.writes import Declared, grant_writes, writes_environment
 from vigil.contract.hosts import HOST_SLOTS_ENV, HOSTS_TABLE_ENV, Capacity
-from vigil.contract.observers import CONTAINER_UPDATE_ATTRIBUTES
+from vigil.contract.observers import (
+    CONTAINER_UPDATE_ATTRIBUTES,
+    LEGACY_CONTAINER_UPDATE_ATTRIBUTES,
+    REGISTRY_TABLE_ENV,
+)
 
 CONTAINER_NAME = "observer"
 
@@ -66,18 +70,23 @@ def build_task_role(
     registry: dynamodb.Table,
     hosts: dynamodb.Table,
     writes: Sequence[Declared],
+    legacy: dynamodb.Table | None = None,
 ) -> iam.Role:
     """The role of one kind's containers, so one kind's code cannot use another's grants.
 
-    A pooled kind's hosts read and heartbeat their own items: the grant holds only for keys
-    that begin with the kind (``host_id_pattern``, ``dynamodb:LeadingKeys``), and only
-    GetItem and UpdateItem, which always name their one key (a Scan or Query would name none,
-    and ``ForAllValues`` holds for an empty set, hence the ``Null`` check as well). Dedicated
-    kinds get no hosts grant. The registry grant reaches every item (its key is the
-    observer's name, which does not begin with its kind) but writes only what a container
-    writes or compares (``CONTAINER_UPDATE_ATTRIBUTES``): never an observer's kind, config,
-    task or placement history; its desired state, generation and host only as far as a
-    fenced write compares them (the README's "Least privilege" says so).
+    Every grant on a table the kinds share is held to the kind's own keys by
+    ``dynamodb:LeadingKeys``, which GetItem and UpdateItem always name (a Scan or a Query of
+    an index would name none, and ``ForAllValues`` holds for an empty set, hence the ``Null``
+    check as well; neither is granted). The registry's partition is the kind: a container reads
+    and writes its own kind's observers and no other's, and of them only what a container
+    writes or compares (``CONTAINER_UPDATE_ATTRIBUTES``): never an observer's config, task or
+    placement history; its desired state, generation and host only as far as a fenced write
+    compares them. A pooled kind's hosts read and heartbeat their own host items: keys that
+    begin with the kind (``host_id_pattern``). Dedicated kinds get no hosts grant.
+
+    ``legacy``: the name-keyed registry of an earlier deployment, while its observers move over
+    (``legacyRegistry``): the grants its running containers have always had (any item, the
+    attributes a container writes), until the deploy without the context drops them.
     """
     role = iam.Role(
         scope,
@@ -85,18 +94,32 @@ def build_task_role(
         assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
         description=f"Vigil observer containers of the kind {kind}",
     )
-    # The container reads its own record and writes claims, heartbeats and checkpoints:
-    # any item (the key is no kind's), but only the attributes it writes or compares.
+    # The container reads its own record and writes claims, heartbeats and checkpoints: items
+    # of its own kind's partition, and only the attributes it writes or compares.
+    own = own_keys(kind)  # no wildcard in a kind's name: exactly its partition
     role.add_to_policy(
-        iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[registry.table_arn])
+        iam.PolicyStatement(
+            actions=["dynamodb:GetItem"], resources=[registry.table_arn], conditions=own
+        )
     )
     role.add_to_policy(
         iam.PolicyStatement(
             actions=["dynamodb:UpdateItem"],
             resources=[registry.table_arn],
-            conditions=only_attributes(CONTAINER_UPDATE_ATTRIBUTES),
+            conditions=both(own, only_attributes(CONTAINER_UPDATE_ATTRIBUTES)),
         )
     )
+    if legacy is not None:
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[legacy.table_arn])
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:UpdateItem"],
+                resources=[legacy.table_arn],
+                conditions=only_attributes(LEGACY_CONTAINER_UPDATE_ATTRIBUTES),
+            )
+        )
     if spec.pooled:
         grant_own_hosts(role, hosts, kind)
     grant_writes(role, writes)
@@ -152,7 +175,7 @@ def build_task_definition(
         logging=ecs.LogDrivers.aws_logs(stream_prefix=kind, log_group=log_group),
         environment={
             **stage_environment(scope),
-            "VIGIL_OBSERVERS_TABLE": registry.table_name,
+            REGISTRY_TABLE_ENV: registry.table_name,
             # Its own kind only: a container (a host's child too) refuses a record of
             # another kind (unknown kind, exit BAD_CONFIGURATION) rather than run its code
             # under this kind's role.
@@ -166,6 +189,18 @@ def build_task_definition(
         },
     )
     return definition
+
+
+def both(*conditions: dict[str, Any]) -> dict[str, Any]:
+    """IAM conditions that must all hold (one statement's blocks, merged by operator)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for condition in conditions:
+        for operator, keys in condition.items():
+            clash = set(merged.get(operator, {})) & set(keys)
+            if clash:
+                raise ValueError(f"two conditions on {operator} {sorted(clash)}")
+            merged.setdefault(operator, {}).update(keys)
+    return merged
 
 
 def only_attributes(attributes: Sequence[str]) -> dict[str, Any]:

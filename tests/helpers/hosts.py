@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tests.helpers.observers import registry_key
 from vigil.contract.hosts import HOSTS_KEY, OBSERVER_HOST, HostStatus
 from vigil.dynamo import Update, from_wire, to_wire
 
@@ -83,7 +84,9 @@ def place(client: Any, table: str, name: str, generation: int, host_id: str | No
     if host_id is not None:
         update.set(OBSERVER_HOST, host_id)
     client.update_item(
-        TableName=table, Key=to_wire({"name": name}), **update.increment("version").request()
+        TableName=table,
+        Key=registry_key(client, table, name),
+        **update.increment("version").request(),
     )
 
 

@@ -18,8 +18,10 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 from moto.moto_api import state_manager
 
+from tests.helpers.observers import REGISTRY_PATH
 from vigil.clock import ManualClock, iso
 from vigil.contract.hosts import Capacity
+from vigil.contract.observers import NAMED_KIND, NAMES_PARTITION
 from vigil.dynamo import from_wire, to_wire
 from vigil.leases import LeaseTable
 from vigil.observers import decisions as d
@@ -48,7 +50,7 @@ def default_task_transitions() -> None:
 
 def create_registry_table(client: Any) -> None:
     """The registry exactly as the synthesized template defines it."""
-    create_table(synthesized_app(), client, "Vigil/Observers/Registry", TABLE)
+    create_table(synthesized_app(), client, REGISTRY_PATH, TABLE)
 
 
 class CallCounter:
@@ -185,17 +187,18 @@ class MotoFleet:
         return Observer(**values)
 
     def put(self, observer: Observer, **tracking: Any) -> None:
-        item = to_item(observer)
-        item.update(tracking)
-        self.dynamodb.put_item(TableName=TABLE, Item=to_wire(item))
+        """The observer's record as given, with its name's claim (as ``create`` writes it)."""
+        self.put_many([observer], **tracking)
 
     def put_many(self, observers: list[Observer], **tracking: Any) -> None:
-        for start in range(0, len(observers), 25):
-            batch = []
-            for observer in observers[start : start + 25]:
-                item = to_item(observer)
-                item.update(tracking)
-                batch.append({"PutRequest": {"Item": to_wire(item)}})
+        items: list[dict[str, Any]] = []
+        for observer in observers:
+            item = to_item(observer)
+            item.update(tracking)
+            claim = {"kind": NAMES_PARTITION, "name": observer.name, NAMED_KIND: observer.kind}
+            items += [item, claim]
+        for start in range(0, len(items), 24):
+            batch = [{"PutRequest": {"Item": to_wire(item)}} for item in items[start : start + 24]]
             self.dynamodb.batch_write_item(RequestItems={TABLE: batch})
 
     def item(self, name: str) -> dict[str, Any]:
@@ -203,9 +206,12 @@ class MotoFleet:
         what GetItem answers, without a request through botocore and moto's dispatch (the tests
         look at records several hundred times a module; the code under test still makes its
         own requests, counted by :attr:`counter`). KeyError: no such record."""
-        stored = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].get_item(
-            TABLE, {"name": {"S": name}}
-        )
+        backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION]
+        claim = backend.get_item(TABLE, {"kind": {"S": NAMES_PARTITION}, "name": {"S": name}})
+        if claim is None:
+            raise KeyError(name)
+        kind = claim.to_json()["Attributes"][NAMED_KIND]["S"]
+        stored = backend.get_item(TABLE, {"kind": {"S": kind}, "name": {"S": name}})
         if stored is None:
             raise KeyError(name)
         item = from_wire(stored.to_json()["Attributes"])

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from vigil.contract.effects import WRITES_ENV
+from vigil.dynamo import from_wire, to_wire
 from vigil_tools.emulator.template import create_table, synthesized_app
 
-REGISTRY_PATH = "Vigil/Observers/Registry"
+REGISTRY_PATH = "Vigil/Observers/KindRegistry"
 IDEMPOTENCY_PATH = "Vigil/Observers/Idempotency"
 HOSTS_PATH = "Vigil/Observers/Hosts"
 REGISTRY_TABLE = "vigil-observers"
@@ -47,6 +48,37 @@ def create_idempotency_table(client: Any, name: str = IDEMPOTENCY_TABLE) -> None
 def create_hosts_table(client: Any, name: str = HOSTS_TABLE) -> None:
     """The pooled hosts' table exactly as the synthesized template defines it."""
     create_table(synthesized_app(), client, HOSTS_PATH, name)
+
+
+def registry_key(client: Any, table: str, name: str) -> dict[str, Any]:
+    """The key of the observer named ``name`` (wire format): its kind from its name's claim, as
+    the API and the reconciler find it."""
+    from vigil.observers.registry.table import RegistryTable
+
+    kind = RegistryTable(client, table).kind_of(name)
+    assert kind is not None, f"no observer named {name!r} in {table}"
+    return to_wire({"kind": kind, "name": name})
+
+
+def raw_item(client: Any, table: str, name: str) -> dict[str, Any]:
+    """The observer's whole item, as stored."""
+    item = from_wire(
+        client.get_item(
+            TableName=table, Key=registry_key(client, table, name), ConsistentRead=True
+        ).get("Item")
+    )
+    assert item is not None
+    return item
+
+
+def put_observer(client: Any, table: str, item: dict[str, Any]) -> None:
+    """An observer's item written as it stands (plain attributes), with its name's claim, as
+    ``create`` leaves them: for tests that start from a record in a given state."""
+    from vigil.contract.observers import NAMED_KIND, NAMES_PARTITION
+
+    client.put_item(TableName=table, Item=to_wire(item))
+    claim = {"kind": NAMES_PARTITION, "name": item["name"], NAMED_KIND: item["kind"]}
+    client.put_item(TableName=table, Item=to_wire(claim))
 
 
 def scan_all(client: Any, table: str) -> list[dict[str, Any]]:
@@ -81,7 +113,7 @@ def start_container(
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
-        "VIGIL_OBSERVERS_TABLE": table,
+        "VIGIL_REGISTRY_TABLE": table,
         "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
         "VIGIL_HEARTBEAT_SECONDS": "1",
         "POWERTOOLS_METRICS_DISABLED": "true",
@@ -105,7 +137,7 @@ def leave_uncertain(
     ``effect`` (the container's mark) and the reconciler took its exit code 4 (FAILED): the
     effect's intent in the journal, without its completion."""
     from vigil.contract.observers import Status, status_fields
-    from vigil.dynamo import Update, to_wire
+    from vigil.dynamo import Update
 
     status, unlisted = status_fields(Status.FAILED)
     update = Update().set_all(
@@ -119,4 +151,4 @@ def leave_uncertain(
         }
     )
     update.remove(*unlisted).increment("version")
-    client.update_item(TableName=table, Key=to_wire({"name": name}), **update.request())
+    client.update_item(TableName=table, Key=registry_key(client, table, name), **update.request())

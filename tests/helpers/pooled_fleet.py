@@ -14,7 +14,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ecs.models import ecs_backends
 
 from tests.helpers.moto_fleet import CONTAINER, KIND, REGION, TABLE, MotoFleet, stream
-from tests.helpers.observers import HOSTS_TABLE, create_hosts_table
+from tests.helpers.observers import HOSTS_TABLE, create_hosts_table, registry_key
 from vigil.clock import epoch_ms
 from vigil.contract.hosts import (
     HOST_EXIT,
@@ -171,7 +171,7 @@ class PooledFleet(MotoFleet):
         update.condition(update.one_of("status", Status.STARTING.value, Status.RUNNING.value))
         try:
             self.dynamodb.update_item(
-                TableName=TABLE, Key=to_wire({"name": name}), **update.request()
+                TableName=TABLE, Key=registry_key(self.dynamodb, TABLE, name), **update.request()
             )
         except self.dynamodb.exceptions.ConditionalCheckFailedException:
             return False
@@ -192,7 +192,8 @@ class PooledFleet(MotoFleet):
         update.condition(
             update.eq("generation", old["generation"]), update.eq(OBSERVER_HOST, old["host"])
         )
-        self.dynamodb.update_item(TableName=TABLE, Key=to_wire({"name": name}), **update.request())
+        key = registry_key(self.dynamodb, TABLE, name)
+        self.dynamodb.update_item(TableName=TABLE, Key=key, **update.request())
         return {"new": self.item(name), "old": old}
 
     def refuse_run_task(self, reason: str = "RESOURCE:FARGATE") -> list[str]:

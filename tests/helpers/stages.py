@@ -37,6 +37,8 @@ STAGING = "staging"
 
 DEFAULT_STAGE_FILE = Path(__file__).parents[1] / "infra" / "default_stage_identity.json"
 """The stack ``Vigil``'s names and alarm metrics as they were before stages (from main's synth)."""
+MIGRATING = (("legacyRegistry", "true"),)
+"""The ``-c`` option of the upgrade from a registry keyed by name (the ``migrating`` fixture)."""
 
 
 def _name(value: Any, stack: str) -> str:

@@ -4,6 +4,7 @@ reading what a role may do, inline policies included."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from vigil_tools.emulator.template import Synthesized
@@ -74,9 +75,14 @@ def from_parent(synthesized: Synthesized, stack: Synthesized, value: Any) -> Any
 def catalog(synthesized: Synthesized, entity: str) -> dict[str, Any]:
     """A catalog as its parts hold it in the template (each value CloudFormation fills in left as
     ``"ref"``): ``{"entries": {...}, "shared": {...}}``."""
+    return catalog_of(synthesized.resources("AWS::SSM::Parameter").values(), entity)
+
+
+def catalog_of(parameters: Iterable[dict[str, Any]], entity: str) -> dict[str, Any]:
+    """:func:`catalog` from a template's ``AWS::SSM::Parameter`` resources."""
     entries: dict[str, Any] = {}
     shared: dict[str, Any] = {}
-    for resource in synthesized.resources("AWS::SSM::Parameter").values():
+    for resource in parameters:
         name = resource["Properties"]["Name"]
         if not name.startswith("/vigil/") or f"/{entity}/" not in name:
             continue

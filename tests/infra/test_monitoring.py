@@ -289,7 +289,9 @@ def test_every_table_has_point_in_time_recovery_and_data_is_retained_and_protect
     synthesized: Synthesized,
 ) -> None:
     tables = synthesized.resources("AWS::DynamoDB::Table")
-    assert len(tables) == 7  # runs, registry, idempotency, hosts, tasks; the app's sessions, counts
+    # runs, registry, the older registry keyed by name, idempotency, hosts, tasks; the app's
+    # sessions, counts
+    assert len(tables) == 8
     for table in tables.values():
         spec = table["Properties"]["PointInTimeRecoverySpecification"]
         assert spec["PointInTimeRecoveryEnabled"] is True

@@ -39,7 +39,11 @@ def built() -> tuple[Template, ObserverFleet, Stack]:
 
 def statements(template: Template) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
-    for policy in template.find_resources("AWS::IAM::Policy").values():
+    policies = [
+        *template.find_resources("AWS::IAM::Policy").values(),
+        *template.find_resources("AWS::IAM::ManagedPolicy").values(),  # the kinds' grants
+    ]
+    for policy in policies:
         found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
     return found
 
@@ -63,12 +67,13 @@ def test_run_task_is_scoped_to_the_fleet_task_definitions(
     built: tuple[Template, ObserverFleet, Stack],
 ) -> None:
     template, fleet, stack = built
-    (statement,) = with_action(template, "ecs:RunTask")
-    rendered = json.dumps(stack.resolve(statement["Resource"]))
+    run = with_action(template, "ecs:RunTask")  # in the managed policy each kind hashes to
+    resources = [r for statement in run for r in statement["Resource"]]
+    rendered = json.dumps(stack.resolve(resources))
     for definition in fleet.task_definitions.values():
         assert f"task-definition/{definition.family}:*" in rendered
-    assert statement["Resource"] != "*" and len(statement["Resource"]) == 2
-    assert "ecs:cluster" in statement["Condition"]["ArnEquals"]
+    assert "*" not in resources and len(resources) == 2
+    assert all("ecs:cluster" in statement["Condition"]["ArnEquals"] for statement in run)
     (stop,) = with_action(template, "ecs:StopTask")
     assert "ecs:cluster" in stop["Condition"]["ArnEquals"]
 
@@ -77,11 +82,12 @@ def test_pass_role_is_scoped_to_the_task_roles_for_ecs_tasks(
     built: tuple[Template, ObserverFleet, Stack],
 ) -> None:
     template, _, _ = built
-    (statement,) = with_action(template, "iam:PassRole")
-    assert statement["Condition"] == {
-        "StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}
-    }
-    refs = json.dumps(statement["Resource"])
+    passing = with_action(template, "iam:PassRole")  # the execution role's, the kinds' own
+    for statement in passing:
+        assert statement["Condition"] == {
+            "StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}
+        }
+    refs = json.dumps([statement["Resource"] for statement in passing])
     assert "TaskRole" in refs and "ExecutionRole" in refs and '"*"' not in refs
 
 
@@ -100,7 +106,7 @@ def test_each_kind_has_a_task_definition_with_container_memory(
         assert container["StopTimeout"] == 30
         sizes.add((props["Cpu"], props["Memory"]))
         env = {e["Name"] for e in container["Environment"]}
-        assert {"VIGIL_OBSERVERS_TABLE", "VIGIL_OBSERVER_KINDS", "VIGIL_HEARTBEAT_SECONDS"} <= env
+        assert {"VIGIL_REGISTRY_TABLE", "VIGIL_OBSERVER_KINDS", "VIGIL_HEARTBEAT_SECONDS"} <= env
         assert {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"} <= env
     assert sizes == {("256", "512"), ("1024", "2048")}
 
@@ -117,7 +123,11 @@ def test_the_registry_table_and_its_index(built: tuple[Template, ObserverFleet, 
     template.has_resource_properties(
         "AWS::DynamoDB::Table",
         {
-            "KeySchema": [{"AttributeName": "name", "KeyType": "HASH"}],
+            # Keyed by kind: a kind's task role is held to its partition (dynamodb:LeadingKeys)
+            "KeySchema": [
+                {"AttributeName": "kind", "KeyType": "HASH"},
+                {"AttributeName": "name", "KeyType": "RANGE"},
+            ],
             "StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"},
             "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
             "GlobalSecondaryIndexes": [

@@ -11,8 +11,10 @@ from aws_cdk.assertions import Template
 
 from infra.errors import ConfigurationError
 from infra.observer_fleet import ObserverFleet, ObserverKind
+from tests.helpers.templates import catalog_of
 from tests.infra.test_observer_fleet import build
-from vigil.contract.hosts import PLACEMENTS_ENV, Capacity
+from vigil.contract.hosts import Capacity
+from vigil.contract.layout import CATALOG_DIGEST_ENV, Catalogued, KindField
 from vigil.observers.kind_options import KindOptions, parse_kind_options
 
 TICKER = "observers.ticker.run"
@@ -62,20 +64,17 @@ def test_the_reconciler_and_the_api_get_each_kinds_options(
     mixed: tuple[Stack, ObserverFleet, Template],
 ) -> None:
     stack, fleet, template = mixed
-    raw = function_env(stack, template, fleet.reconciler, PLACEMENTS_ENV)
-    text = raw if isinstance(raw, str) else json.dumps(raw)
-    parsed = parse_kind_options(_plain(text))
+    # As both read them: from the kinds catalog (``vigil.observers.kinds_catalog.with_kinds``).
+    parameters = template.find_resources("AWS::SSM::Parameter").values()
+    entries = catalog_of(parameters, Catalogued.KINDS)["entries"]
+    text = json.dumps({kind: entry[KindField.OPTIONS] for kind, entry in entries.items()})
+    parsed = parse_kind_options(text)
     assert parsed == {
         "ticker": KindOptions(),
         "cheap": KindOptions(max_unavailable=25, capacity=Capacity.SPOT),
     }
-    assert function_env(stack, template, fleet.api_function, PLACEMENTS_ENV) is not None
-
-
-def _plain(text: str) -> str:
-    """to_json_string of plain values synthesizes as a plain JSON string."""
-    value = json.loads(text) if text.startswith('"') else text
-    return value if isinstance(value, str) else json.dumps(value)
+    for function in (fleet.reconciler, fleet.api_function):
+        assert function_env(stack, template, function, CATALOG_DIGEST_ENV) is not None
 
 
 def test_a_spot_kind_enables_the_fargate_capacity_providers(

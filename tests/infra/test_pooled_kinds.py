@@ -11,6 +11,7 @@ from aws_cdk.assertions import Match, Template
 
 from infra.errors import ConfigurationError
 from infra.observer_fleet import HOST_BASE_MEMORY_MIB, ObserverFleet, ObserverKind
+from tests.helpers.templates import catalog_of
 from vigil.contract.hosts import (
     HOST_EXPIRES,
     HOST_SLOTS_ENV,
@@ -19,11 +20,13 @@ from vigil.contract.hosts import (
     WAITING_INDEX,
     host_id_pattern,
 )
+from vigil.contract.layout import CATALOG_DIGEST_ENV, Catalogued, KindField
 from vigil.contract.observers import (
     CONDITION_ONLY,
     CONTAINER_UPDATE_ATTRIBUTES,
     RECONCILER_OWNED,
-    REGISTRY_KEY,
+    REGISTRY_PARTITION,
+    REGISTRY_SORT,
 )
 
 POOLED = ObserverKind(
@@ -61,13 +64,22 @@ def test_placements_reach_the_reconciler_and_the_api_and_slots_the_host_containe
         "pooled-ticker": {"placement": "pooled", "slots_per_host": 10, "headroom": 3, **rollout},
     }
     assert json.loads(fleet.placements_json) == expected
+    # Each kind's options are in the kinds catalog (not the functions' environment, which grew
+    # past Lambda's 4 KB near twenty kinds), and both the reconciler and the API read it.
+    parameters = template.find_resources("AWS::SSM::Parameter").values()
+    entries = catalog_of(parameters, Catalogued.KINDS)["entries"]
+    assert {kind: e[KindField.OPTIONS] for kind, e in entries.items()} == expected
     functions = template.find_resources("AWS::Lambda::Function")
-    with_placements = [
+    reading = [
         f
         for f in functions.values()
-        if PLACEMENTS_ENV in f["Properties"].get("Environment", {}).get("Variables", {})
+        if f["Properties"].get("Environment", {}).get("Variables", {}).get(CATALOG_DIGEST_ENV)
     ]
-    assert len(with_placements) == 2  # the reconciler and the API
+    assert len(reading) == 2  # the reconciler and the API
+    assert all(
+        PLACEMENTS_ENV not in f["Properties"].get("Environment", {}).get("Variables", {})
+        for f in functions.values()
+    )
     definitions = template.find_resources("AWS::ECS::TaskDefinition")
     envs = {
         d["Properties"].get("Family", key): {
@@ -144,13 +156,21 @@ def test_each_kind_runs_under_its_own_task_role_knowing_only_its_own_kind(
         # A container (a host's child too) refuses a record of another kind (BAD_CONFIGURATION).
         assert json.loads(env["VIGIL_OBSERVER_KINDS"]) == {kind: "observers.ticker.run"}
     # The reconciler may pass each of them, and the execution role, to ECS: nothing else.
-    (pass_role,) = [
-        s
-        for p in template.find_resources("AWS::IAM::Policy").values()
+    # (The kinds' own in managed policies a stable hash of the kind picks: they outgrew the
+    # role's inline policies near twenty kinds.)
+    policies = [
+        *template.find_resources("AWS::IAM::Policy").values(),
+        *template.find_resources("AWS::IAM::ManagedPolicy").values(),
+    ]
+    passed = [
+        resource
+        for p in policies
         for s in p["Properties"]["PolicyDocument"]["Statement"]
         if s["Action"] == "iam:PassRole"
+        for resource in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
     ]
-    assert len(pass_role["Resource"]) == 3
+    own = [stack.resolve(r) for r in (fleet.execution_role.role_arn, *roles.values())]
+    assert sorted(map(json.dumps, passed)) == sorted(map(json.dumps, own))
 
 
 def test_a_kind_s_task_role_reaches_only_its_own_hosts(
@@ -172,18 +192,26 @@ def test_a_kind_s_task_role_reaches_only_its_own_hosts(
                 "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [host_id_pattern(kind)]},
                 "Null": {"dynamodb:LeadingKeys": "false"},
             }
-        # The registry's grant reaches every item (its key is the observer's name, which does not
-        # begin with its kind: the README's "Least privilege"), but its writes only the
-        # attributes a container writes or compares (tests/observers/test_registry_access.py).
+        # The registry's grants reach the kind's own partition only (reads and writes), and its
+        # writes only the attributes a container writes or compares
+        # (tests/observers/test_registry_access.py); tests/infra/test_kind_roles.py evaluates
+        # them against every other kind's keys.
         on_registry = {s["Action"]: s for s in own if registry in json.dumps(s["Resource"])}
         assert set(on_registry) == {"dynamodb:GetItem", "dynamodb:UpdateItem"}, kind
-        assert "Condition" not in on_registry["dynamodb:GetItem"]
+        own_partition = {
+            "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [kind]},
+            "Null": {"dynamodb:LeadingKeys": "false"},
+        }
+        assert on_registry["dynamodb:GetItem"]["Condition"] == own_partition
         write = on_registry["dynamodb:UpdateItem"]["Condition"]
+        assert write["ForAllValues:StringLike"] == own_partition["ForAllValues:StringLike"]
         allowed = write["ForAllValues:StringEquals"]["dynamodb:Attributes"]
-        assert allowed == list(CONTAINER_UPDATE_ATTRIBUTES) and REGISTRY_KEY in allowed
-        assert write["Null"] == {"dynamodb:Attributes": "false"}
-        assert not set(allowed) & {"config", "kind", "task_arn", "restart_generation"}
-        assert not set(allowed) & (set(RECONCILER_OWNED) - set(CONDITION_ONLY))
+        assert allowed == list(CONTAINER_UPDATE_ATTRIBUTES)
+        assert {REGISTRY_PARTITION, REGISTRY_SORT} <= set(allowed)
+        assert write["Null"] == {"dynamodb:Attributes": "false", "dynamodb:LeadingKeys": "false"}
+        assert not set(allowed) & {"config", "task_arn", "restart_generation"}
+        keys = {REGISTRY_PARTITION, REGISTRY_SORT}
+        assert not set(allowed) - keys & (set(RECONCILER_OWNED) - set(CONDITION_ONLY))
 
 
 def test_the_default_headroom_is_half_a_host() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from infra.quotas import (
+    ATTACHED_POLICIES,
     DASHBOARD_WIDGETS,
     ENVIRONMENT,
     INLINE_POLICIES,
@@ -128,3 +129,26 @@ def test_check_assembly_fails_listing_every_problem(tmp_path: Path) -> None:
     assert lines[0] == "stack Vigil would fail to deploy:"
     assert any(line.startswith("  Vigil: 502 resources in a stack") for line in lines)
     assert any(line.startswith("  Vigil/Fn/Resource: 50") and "4096" in line for line in lines)
+
+
+def test_a_role_with_more_managed_policies_than_it_may_have_is_refused() -> None:
+    def managed(role: str) -> dict[str, Any]:
+        statement = {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": "*"}
+        document = {"Statement": [statement]}
+        return {
+            "Type": "AWS::IAM::ManagedPolicy",
+            "Properties": {"PolicyDocument": document, "Roles": [{"Ref": role}]},
+        }
+
+    role = {
+        "Type": "AWS::IAM::Role",
+        "Properties": {"ManagedPolicyArns": ["arn:aws:iam::aws:policy/ReadOnlyAccess"]},
+    }
+    resources = {"Role": at("Vigil/Fleet/Role/Resource", role)}
+    resources |= {f"Grants{i}": managed("Role") for i in range(10)}
+    (problem,) = problems([template(resources)])
+    assert (problem.quota, problem.where, problem.size) == (
+        ATTACHED_POLICIES,
+        "Vigil/Fleet/Role/Resource",
+        11,
+    )

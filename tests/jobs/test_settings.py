@@ -66,7 +66,7 @@ def test_gather_reports_every_bad_variable_at_once() -> None:
 
 
 RECONCILER_ENV = {
-    "VIGIL_OBSERVERS_TABLE": "t",
+    "VIGIL_REGISTRY_TABLE": "t",
     "VIGIL_CLUSTER_ARN": "c",
     "VIGIL_TASK_DEFINITIONS": '{"ticker": "td"}',
     "VIGIL_CONTAINER_NAME": "observer",

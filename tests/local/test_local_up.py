@@ -155,7 +155,7 @@ def test_local_up_serves_the_stack_to_both_clis_and_stops_cleanly(
     endpoint = env["AWS_ENDPOINT_URL"]
     session = boto3.Session(region_name=env["AWS_DEFAULT_REGION"])
     dynamodb = session.client("dynamodb", endpoint_url=endpoint)
-    registry = next(t for t in dynamodb.list_tables()["TableNames"] if "ObserversRegistry" in t)
+    registry = next(t for t in dynamodb.list_tables()["TableNames"] if "ObserversKindRegistry" in t)
 
     def running() -> Any:
         items = dynamodb.scan(TableName=registry)["Items"]

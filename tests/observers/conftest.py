@@ -74,7 +74,7 @@ def api_env(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both tables on moto and the API function's environment; its app is rebuilt per test."""
     create_registry_table(dynamodb)
     create_idempotency_table(dynamodb)
-    monkeypatch.setenv("VIGIL_OBSERVERS_TABLE", REGISTRY_TABLE)
+    monkeypatch.setenv("VIGIL_REGISTRY_TABLE", REGISTRY_TABLE)
     monkeypatch.setenv("VIGIL_IDEMPOTENCY_TABLE", IDEMPOTENCY_TABLE)
     monkeypatch.setenv("VIGIL_OBSERVER_KINDS", json.dumps(API_KINDS))
     monkeypatch.setenv("VIGIL_MAX_OBSERVERS", "2")

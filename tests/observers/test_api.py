@@ -11,7 +11,13 @@ import pytest
 
 from handlers import observers_api
 from tests.helpers.api_errors import Refusal, check_refusals
-from tests.helpers.observers import IDEMPOTENCY_TABLE, REGISTRY_TABLE, leave_uncertain, scan_all
+from tests.helpers.observers import (
+    IDEMPOTENCY_TABLE,
+    REGISTRY_TABLE,
+    leave_uncertain,
+    registry_key,
+    scan_all,
+)
 from tests.helpers.rest import send_json
 from vigil.observers.api import ApiSettings
 from vigil.settings import SettingsError
@@ -325,7 +331,7 @@ def test_given_a_config_number_dynamodb_cannot_store_when_posted_then_422_and_no
 
 def test_the_api_environment_is_read_once_and_a_bad_one_names_the_variable() -> None:
     env = {
-        "VIGIL_OBSERVERS_TABLE": "observers",
+        "VIGIL_REGISTRY_TABLE": "observers",
         "VIGIL_IDEMPOTENCY_TABLE": "idempotency",
         "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
         "VIGIL_MAX_OBSERVERS": "3",
@@ -547,7 +553,7 @@ def test_given_an_uncertain_generation_still_running_when_settled_then_409_until
     after a settlement's restart: the settlement waits for it."""
     dynamodb.update_item(
         TableName=REGISTRY_TABLE,
-        Key={"name": {"S": "btc"}},
+        Key=registry_key(dynamodb, REGISTRY_TABLE, "btc"),
         UpdateExpression="SET #s = :running",
         ExpressionAttributeNames={"#s": "status"},
         ExpressionAttributeValues={":running": {"S": "RUNNING"}},

@@ -101,7 +101,7 @@ def test_given_a_missing_environment_when_started_then_exit_2(endpoint: str) -> 
     output, _ = process.communicate(timeout=DEADLINE_S)
 
     assert process.returncode == 2, output
-    assert "VIGIL_OBSERVERS_TABLE" in output
+    assert "VIGIL_REGISTRY_TABLE" in output
 
 
 def test_given_the_image_dependencies_only_when_importing_the_entry_point_then_it_loads() -> None:

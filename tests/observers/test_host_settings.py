@@ -20,7 +20,7 @@ ENV = {
     "VIGIL_HOST_ID": "h1",
     "VIGIL_HOSTS_TABLE": "hosts",
     "VIGIL_HOST_SLOTS": "50",
-    "VIGIL_OBSERVERS_TABLE": "observers",
+    "VIGIL_REGISTRY_TABLE": "observers",
     "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
     "VIGIL_HEARTBEAT_SECONDS": "30",
 }

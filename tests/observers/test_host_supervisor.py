@@ -29,6 +29,7 @@ from tests.helpers.observers import HOSTS_TABLE, create_hosts_table
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HOST_EXIT, HostStatus
 from vigil.contract.observers import ExitCode
+from vigil.observers.host_process.calls import Calls, InlineCalls, Outcome
 from vigil.observers.host_process.exits import describe_exit
 from vigil.observers.host_process.heartbeat_store import HeartbeatStore
 from vigil.observers.host_process.plan import ChildView, Plan, plan
@@ -51,6 +52,7 @@ class Host:
         clock: ManualClock,
         slots: int,
         stop_timeout: float = STOP_TIMEOUT,
+        calls: Calls | None = None,
     ) -> None:
         self.client = client
         self.clock = clock
@@ -65,7 +67,9 @@ class Host:
             heartbeat_seconds=INTERVAL,
             stop_timeout_seconds=stop_timeout,
             fence_grace_seconds=1.0,
+            monotonic=lambda: self.now,  # the host's clock is the test's
             sleep=self.pauses.append,  # retries pause without sleeping
+            calls=calls,
         )
 
     def step(self, seconds: float = 0.0) -> ExitCode | None:
@@ -78,7 +82,8 @@ class Host:
 
 
 NewHost = Callable[..., Host]
-"""``new_host(slots=5, stop_timeout=60)``: h1's supervisor, h1 already in the hosts table."""
+"""``new_host(slots=5, stop_timeout=60, calls=...)``: h1's supervisor, h1 already in the hosts
+table."""
 
 
 @pytest.fixture
@@ -280,24 +285,35 @@ def test_given_more_assigned_than_slots_when_the_host_beats_then_it_runs_only_it
     assert host.launcher.pairs() == [("a", 1), ("b", 1)]
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError("Cannot allocate memory"),
+        # multiprocessing's answer when the forkserver dies while it forks the child (issue 33)
+        EOFError("unexpected EOF"),
+        ConnectionRefusedError(111, "Connection refused"),
+    ],
+    ids=lambda error: type(error).__name__,
+)
 def test_given_a_launcher_that_fails_when_starting_then_reported_as_a_crash_and_others_start(
-    host: Host, registry_table: str, monkeypatch: pytest.MonkeyPatch
+    host: Host, registry_table: str, monkeypatch: pytest.MonkeyPatch, error: Exception
 ) -> None:
-    placed(host, registry_table, {"a": 1, "b": 1})
+    placed(host, registry_table, {"a": 1, "b": 1, "c": 1})
     real = host.launcher.start
 
     def start(name: str, generation: int) -> FakeChild:
-        if name == "a":
-            raise OSError("Cannot allocate memory")
+        if name == "b":
+            raise error
         return real(name, generation)
 
     monkeypatch.setattr(host.launcher, "start", start)
 
-    host.step()
+    assert host.step() is None
 
-    assert host.launcher.pairs() == [("b", 1)]
-    report = raw_item(host.client, registry_table, "a")[HOST_EXIT]
-    assert report["exit_code"] == 1 and "Cannot allocate memory" in report["reason"]
+    assert host.launcher.pairs() == [("a", 1), ("c", 1)]
+    report = raw_item(host.client, registry_table, "b")[HOST_EXIT]
+    assert report["exit_code"] == 1 and str(error) in report["reason"]
+    assert host.step(INTERVAL / 2) is None and set(host.supervisor.children) == {"a", "c"}
 
 
 # -- the pure parts ------------------------------------------------------------------------------
@@ -427,8 +443,8 @@ class ThrottledReports:
 
 
 def throttled(host: Host, failures: int, meanwhile: Any = None) -> ThrottledReports:
-    reports = ThrottledReports(host.supervisor._reports, failures, meanwhile)
-    host.supervisor._reports = reports
+    reports = ThrottledReports(host.supervisor._exits.reports, failures, meanwhile)
+    host.supervisor._exits.reports = reports
     return reports
 
 
@@ -558,3 +574,201 @@ def test_each_heartbeat_carries_a_beat_counter_and_the_hosts_lease(
     assert beats == [1, 2, 3]
     assert item["lease_ms"] == INTERVAL * 1000
     assert item["version"] == 1  # still no version bump
+
+
+# -- issue 33: calls that hang, not fail ---------------------------------------------------------
+
+
+class Held:
+    """A call the network holds: never answered unless released. ``sent``: its request reached
+    DynamoDB at once (it is applied when started, its answer shows when released); else the
+    request itself is held (applied when released, if ever)."""
+
+    def __init__(self, work: Callable[[], Any], *, sent: bool) -> None:
+        self._work = work
+        self._outcome = Outcome[Any]()
+        self._released = False
+        if sent:
+            self._outcome.run(work)
+
+    def release(self) -> None:
+        if not self._outcome.done():
+            self._outcome.run(self._work)
+        self._released = True
+
+    def done(self) -> bool:
+        return self._released
+
+    def result(self) -> Any:
+        return self._outcome.result()
+
+
+class HangingCalls:
+    """The host's calls: inline while ``hang`` is None; held while it is "request" (the request
+    never arrives) or "answer" (it arrives and is applied, its answer is held). ``held`` keeps
+    every call held, in order."""
+
+    def __init__(self) -> None:
+        self.hang: str | None = None
+        self.held: list[Held] = []
+
+    def start(self, work: Callable[[], Any]) -> Any:
+        if self.hang is None:
+            return InlineCalls().start(work)
+        self.held.append(Held(work, sent=self.hang == "answer"))
+        return self.held[-1]
+
+
+def hanging_host(
+    new_host: NewHost, registry_table: str, names: dict[str, int], stop_timeout: float = 5.0
+) -> Host:
+    host = new_host(slots=10, calls=HangingCalls(), stop_timeout=stop_timeout)
+    placed(host, registry_table, names)
+    host.step()  # accepted, sent at 0: the lease ends at 10
+    return host
+
+
+def calls_of(host: Host) -> HangingCalls:
+    calls = host.supervisor._calls
+    assert isinstance(calls, HangingCalls)
+    return calls
+
+
+def signals_at(host: Host, name: str) -> list[str]:
+    return host.launcher.child(name).signals
+
+
+@pytest.mark.parametrize("pending", [0, 6])
+def test_given_every_call_hanging_from_the_cut_then_children_are_killed_at_the_lease_end(
+    new_host: NewHost, registry_table: str, pending: int
+) -> None:
+    # Given 8 children under a lease from a beat sent at 0, of which ``pending`` exit just as
+    # every call starts to hang (their exit reports are pending at the cut)
+    names = {f"obs-{i}": 1 for i in range(8)}
+    host = hanging_host(new_host, registry_table, names)
+    calls_of(host).hang = "request"
+    for name in list(names)[:pending]:
+        host.launcher.child(name).exitcode = 1
+    alive = list(names)[pending:]
+
+    # When the host steps on (each step is as short as the test likes: nothing blocks it)
+    fenced_at = killed_at = None
+    while host.now < 12.0:
+        code = host.step(0.25)
+        if fenced_at is None and host.supervisor.fenced is not None:
+            fenced_at = host.now
+        if killed_at is None and all("KILL" in signals_at(host, n) for n in alive):
+            killed_at = host.now
+        if code is not None:
+            break
+
+    # Then it fenced one fence grace (1 s) before the lease's end and killed at its end, whatever
+    # its calls (a beat at 5 and the reports, all unanswered) were doing
+    assert (fenced_at, killed_at) == (9.0, 10.0)
+    assert code is ExitCode.FENCED and host.supervisor.pending_reports == {}
+    assert all(signals_at(host, n) == ["USR1", "KILL"] for n in alive)
+    # the beat at 5; one report at a time: the first given up on at its deadline (5 s), the next
+    # then until the fence
+    assert len(calls_of(host).held) == (3 if pending else 1)
+
+
+def test_given_exit_reports_that_hang_then_heartbeats_go_on_and_no_child_is_fenced(
+    new_host: NewHost, registry_table: str
+) -> None:
+    host = hanging_host(new_host, registry_table, {f"obs-{i}": 1 for i in range(8)})
+    calls = calls_of(host)
+    for name in ("obs-0", "obs-1"):
+        host.launcher.child(name).exitcode = 1
+    calls.hang = "request"
+    host.step(0.1)  # the first report is held from here on
+    calls.hang = None
+
+    for _ in range(8):  # four intervals
+        assert host.step(INTERVAL / 2) is None
+
+    assert host.supervisor.fenced is None
+    assert host.supervisor.lease_end == host.now + INTERVAL  # each beat renewed it
+    assert all(signals_at(host, f"obs-{i}") == [] for i in range(2, 8))
+    # the held report was given up on at its deadline and both landed since
+    assert host.supervisor.pending_reports == {}
+    assert raw_item(host.client, registry_table, "obs-0")[HOST_EXIT]["exit_code"] == 1
+
+
+def answer_held_from_5(new_host: NewHost, registry_table: str) -> tuple[Host, HangingCalls]:
+    """Child "a" under a lease from a beat sent at 0; the beat sent at 5 is applied, its answer
+    held."""
+    host = hanging_host(new_host, registry_table, {"a": 1})
+    calls = calls_of(host)
+    calls.hang = "answer"
+    host.step(INTERVAL / 2)
+    return host, calls
+
+
+def test_given_a_beat_answered_late_then_its_lease_counts_from_when_it_was_sent(
+    new_host: NewHost, registry_table: str
+) -> None:
+    host, calls = answer_held_from_5(new_host, registry_table)
+    host.step(3.5)
+    calls.held[0].release()  # answered (accepted) at 8.5, before the fence at 9
+    calls.hang = "request"  # and nothing after it is ever answered
+
+    host.step(0.0)
+    assert host.supervisor.lease_end == 15.0  # from 5, when it was sent; not 18.5
+    for _ in range(int((14.0 - 8.5) / 0.5)):
+        host.step(0.5)
+    assert host.now == 14.0 and signals_at(host, "a") == ["USR1"]
+    host.step(1.0)
+    assert signals_at(host, "a") == ["USR1", "KILL"]
+
+
+def test_given_a_beat_answered_after_the_fence_then_the_children_still_go(
+    new_host: NewHost, registry_table: str
+) -> None:
+    host, calls = answer_held_from_5(new_host, registry_table)
+    host.step(4.0)  # 9: the fence; the beat is given up on
+    assert signals_at(host, "a") == ["USR1"]
+
+    calls.held[0].release()  # it lands at 9.5: too late, the host is fenced for good
+    host.step(0.5)
+    host.step(0.5)
+
+    assert signals_at(host, "a") == ["USR1", "KILL"] and host.now == 10.0
+    assert host.supervisor.fenced is not None and host.step(0.1) is ExitCode.FENCED
+
+
+def test_given_a_killed_child_not_ended_yet_then_the_host_waits_for_it_instead_of_spinning(
+    host: Host, registry_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SIGKILL is not instant (a process in uninterruptible sleep ends when its I/O does): its
+    # sentinel wakes the host then; a deadline already passed must not make every wait zero
+    placed(host, registry_table, {"a": 1})
+    host.step()
+    child = host.launcher.child("a")
+    monkeypatch.setattr(child, "kill", lambda: child.signals.append("KILL"))
+    assign(host.client, HOSTS_TABLE, "h1", {})
+    host.step(INTERVAL / 2)
+    host.step(STOP_TIMEOUT)
+
+    assert child.signals == ["TERM", "KILL"] and child.exitcode is None
+    assert host.supervisor.next_wake(host.now) > 0
+
+
+def test_given_half_the_lease_spent_without_a_renewal_then_no_child_is_started(
+    new_host: NewHost, registry_table: str
+) -> None:
+    # A start may block for seconds (after the forkserver died, the next one imports its
+    # preloads before it forks): with no renewal in sight it could run into the fence
+    host = hanging_host(new_host, registry_table, {"a": 1}, stop_timeout=60)
+    place(host.client, registry_table, "a", 2, "h1")
+    assign(host.client, HOSTS_TABLE, "h1", {"a": 2})
+    host.step(INTERVAL / 2)  # accepted at 5 (lease to 15): generation 1 is told to stop
+    calls_of(host).hang = "request"  # nothing is answered from here on
+    host.step(INTERVAL / 2)  # the beat at 10 hangs: 5 s of lease left
+    host.launcher.child("a").exitcode = 0
+
+    host.step(0.5)
+
+    assert host.launcher.pairs() == [("a", 1)]  # generation 2 waits for a renewed lease
+    for _ in range(8):
+        host.step(0.5)
+    assert host.supervisor.fenced is not None and host.launcher.pairs() == [("a", 1)]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from handlers import observers_api
-from tests.helpers.observers import HOSTS_TABLE, REGISTRY_TABLE, create_hosts_table
+from tests.helpers.observers import HOSTS_TABLE, REGISTRY_TABLE, create_hosts_table, registry_key
 from vigil.clock import ManualClock
 from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV, HostStatus
 from vigil.dynamo import to_wire
@@ -113,7 +113,7 @@ def test_an_observer_names_its_host_and_a_dedicated_one_null(
         create_observer(name, kind)
     dynamodb.update_item(
         TableName=REGISTRY_TABLE,
-        Key=to_wire({"name": "a"}),
+        Key=registry_key(dynamodb, REGISTRY_TABLE, "a"),
         UpdateExpression="SET host = :h, task_definition = :d, task_arn = :t",
         ExpressionAttributeValues=to_wire(
             {":h": "pooled-ticker-h1", ":d": DEFINITION, ":t": "arn:t"}
@@ -168,7 +168,7 @@ def test_a_dead_host_lists_no_observers_while_each_observer_names_where_it_is_no
     create_observer("a", "pooled-ticker")
     dynamodb.update_item(
         TableName=REGISTRY_TABLE,
-        Key=to_wire({"name": "a"}),
+        Key=registry_key(dynamodb, REGISTRY_TABLE, "a"),
         UpdateExpression="SET host = :h",
         ExpressionAttributeValues=to_wire({":h": "pooled-ticker-h1"}),
     )

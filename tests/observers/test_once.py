@@ -9,6 +9,7 @@ import pytest
 
 from vigil.clock import ManualClock
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
+from vigil.dynamo import to_wire
 from vigil.effects import journal
 from vigil.observers import decisions as d
 from vigil.observers.registry import ObserverRegistry
@@ -182,7 +183,7 @@ def test_a_full_observer_journal_of_unfinished_effects_is_still_refused(
     begun = {"state": {"S": "INTENT"}, "fence": {"N": "1"}, "at": {"S": "2026-11-25T00:00:00Z"}}
     site.client.update_item(
         TableName=site.table,
-        Key={"name": {"S": "obs"}},
+        Key=to_wire(site.key),
         UpdateExpression="SET #j = :j",
         ExpressionAttributeNames={"#j": JOURNAL_ATTRIBUTE},
         ExpressionAttributeValues={":j": {"M": {f"e{i}": {"M": begun} for i in range(2)}}},

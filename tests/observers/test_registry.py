@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.helpers.observers import scan_all
+from tests.helpers.observers import raw_item, registry_key, scan_all
 from vigil.clock import ManualClock
-from vigil.dynamo import from_wire, to_wire
+from vigil.dynamo import to_wire
 from vigil.observers.model import FLEET_COUNTER_NAME, Desired, InvalidObserver, Status
 from vigil.observers.registry import (
     Fenced,
@@ -29,7 +29,7 @@ def start_generation(client: Any, table: str, name: str, generation: int, task: 
     """What the reconciler writes when it starts a task: a new generation and its task ARN."""
     client.update_item(
         TableName=table,
-        Key=to_wire({"name": name}),
+        Key=registry_key(client, table, name),
         UpdateExpression=(
             "SET generation = :gen, task_arn = :task, #s = :starting, version = version + :one"
         ),
@@ -38,12 +38,6 @@ def start_generation(client: Any, table: str, name: str, generation: int, task: 
             {":gen": generation, ":task": task, ":starting": "STARTING", ":one": 1}
         ),
     )
-
-
-def raw_item(client: Any, table: str, name: str) -> dict[str, Any]:
-    item = from_wire(client.get_item(TableName=table, Key=to_wire({"name": name})).get("Item"))
-    assert item is not None
-    return item
 
 
 def test_given_a_new_name_when_created_then_pending_desired_running_and_counted(
@@ -160,7 +154,7 @@ def test_given_a_failed_observer_when_restarted_then_rearmed_with_backoff_cleare
     start_generation(dynamodb, registry_table, "a", 4, "arn:task/4")
     dynamodb.update_item(
         TableName=registry_table,
-        Key=to_wire({"name": "a"}),
+        Key=registry_key(dynamodb, registry_table, "a"),
         UpdateExpression=(
             "SET #s = :failed, consecutive_failures = :five, failure_reason = :why, "
             "next_start_at_ms = :ms, next_start_at = :at"
@@ -211,7 +205,7 @@ def test_given_a_writer_that_always_wins_when_stopping_then_version_conflict_aft
             answer = self._client.get_item(**kwargs)
             self._client.update_item(
                 TableName=registry_table,
-                Key=to_wire({"name": "a"}),
+                Key=registry_key(dynamodb, registry_table, "a"),
                 UpdateExpression="SET version = version + :one",
                 ExpressionAttributeValues=to_wire({":one": 1}),
             )
@@ -267,7 +261,7 @@ def set_status(client: Any, table: str, name: str, status: str) -> None:
     """What the reconciler writes when it gives up on a generation without replacing it yet."""
     client.update_item(
         TableName=table,
-        Key=to_wire({"name": name}),
+        Key=registry_key(client, table, name),
         UpdateExpression="SET #s = :status, version = version + :one",
         ExpressionAttributeNames={"#s": "status"},
         ExpressionAttributeValues=to_wire({":status": status, ":one": 1}),

@@ -359,7 +359,7 @@ def test_given_fenced_code_that_ignores_stopping_when_the_grace_ends_then_hard_e
 
 def test_given_the_container_environment_when_read_then_validated_once() -> None:
     env = {
-        "VIGIL_OBSERVERS_TABLE": "t",
+        "VIGIL_REGISTRY_TABLE": "t",
         "VIGIL_OBSERVER_NAME": "btc",
         "VIGIL_OBSERVER_GENERATION": "3",
         "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
@@ -373,7 +373,7 @@ def test_given_the_container_environment_when_read_then_validated_once() -> None
         ("VIGIL_OBSERVER_GENERATION", "0"),
         ("VIGIL_OBSERVER_NAME", "Bad Name"),
         ("VIGIL_OBSERVER_KINDS", "[]"),
-        ("VIGIL_OBSERVERS_TABLE", ""),
+        ("VIGIL_REGISTRY_TABLE", ""),
         ("VIGIL_HEARTBEAT_SECONDS", ""),
         ("VIGIL_HEARTBEAT_SECONDS", "0"),
     ]:
@@ -528,7 +528,7 @@ def test_given_the_container_when_it_builds_its_client_then_calls_cannot_outlast
 
     monkeypatch.setattr(main.boto3, "client", client)
     env = {
-        "VIGIL_OBSERVERS_TABLE": "t",
+        "VIGIL_REGISTRY_TABLE": "t",
         "VIGIL_OBSERVER_NAME": "btc",
         "VIGIL_OBSERVER_GENERATION": "3",
         "VIGIL_OBSERVER_KINDS": '{"ticker": "observers.ticker.run"}',
@@ -541,7 +541,8 @@ def test_given_the_container_when_it_builds_its_client_then_calls_cannot_outlast
     config = call["config"]
     assert call["service"] == "dynamodb"
     assert (config.connect_timeout, config.read_timeout) == (2, read_timeout)
-    assert config.retries == {"mode": "standard", "max_attempts": 2}
+    # three tries (botocore's client setting max_attempts would count retries: said plainly)
+    assert config.retries == {"mode": "standard", "total_max_attempts": 3}
 
 
 def test_a_handed_over_container_checkpoints_and_exits_clean_on_sigterm(

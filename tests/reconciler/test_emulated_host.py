@@ -22,7 +22,7 @@ from vigil.contract.observers import ExitCode
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.model import to_item
 from vigil.observers.reconciler import changed_records
-from vigil_tools.emulator.hosts import EmulatedHost, task_runner
+from vigil_tools.emulator.hosts import ClockCalls, EmulatedHost, task_runner
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def boot(pool: PooledFleet, host_id: str) -> EmulatedHost:
     host = pool.host(host_id)
     assert host.task_arn is not None
     environment = {
-        "VIGIL_OBSERVERS_TABLE": TABLE,
+        "VIGIL_REGISTRY_TABLE": TABLE,
         "VIGIL_OBSERVER_KINDS": json.dumps({POOLED: "observers.ticker.run"}),
         "VIGIL_HEARTBEAT_SECONDS": "30",
         HOSTS_TABLE_ENV: HOSTS_TABLE,
@@ -197,7 +197,7 @@ def test_a_crash_whose_exit_report_is_throttled_once_still_restarts_the_observer
 ) -> None:
     # issue 19: one throttled exit report used to lose the observer for good
     host_id, host = a_and_b_running(pool)
-    reports = host.supervisor._reports
+    reports = host.supervisor._exits.reports
     calls = []
 
     def throttled_once(*args: object, **kwargs: object) -> bool:
@@ -209,7 +209,7 @@ def test_a_crash_whose_exit_report_is_throttled_once_still_restarts_the_observer
             )
         return bool(reports.report_host_exit(*args, **kwargs))  # type: ignore[arg-type]
 
-    host.supervisor._reports = SimpleNamespace(report_host_exit=throttled_once)  # type: ignore[assignment]
+    host.supervisor._exits.reports = SimpleNamespace(report_host_exit=throttled_once)  # type: ignore[assignment]
     before = pool.item("a")
     host.crash_child("a")
 
@@ -219,3 +219,26 @@ def test_a_crash_whose_exit_report_is_throttled_once_still_restarts_the_observer
     assert (pool.item("a")["generation"], pool.item("a")["host"]) == (2, host_id)
     run(pool, host, 35)
     assert pool.item("a")["status"] == "RUNNING" and host.children["a"].generation == 2
+
+
+def test_clock_calls_give_a_calls_time_back_and_show_its_answer_when_the_clock_gets_there(
+    clock: ManualClock,
+) -> None:
+    # What lets the soak's hosts step on while their calls hang, as the real host's loop does
+    calls = ClockCalls(clock)
+    began = clock()
+
+    def hangs_then_answers() -> str:
+        clock.advance(timedelta(seconds=2.5))  # the call's own time
+        return "answer"
+
+    call = calls.start(hangs_then_answers)
+
+    assert clock() == began and not call.done()
+    assert calls.next_end == began + timedelta(seconds=2.5)
+    clock.advance(timedelta(seconds=2.4))
+    assert not call.done()
+    clock.advance(timedelta(seconds=0.1))
+    assert call.done() and call.result() == "answer" and calls.next_end is None
+    instant = calls.start(lambda: "at once")
+    assert instant.done() and instant.result() == "at once"

@@ -20,7 +20,7 @@ SCHEDULED = {"source": "aws.events", "detail-type": "Scheduled Event", "detail":
 
 def env(fleet: MotoFleet, **overrides: str) -> dict[str, str]:
     values = {
-        "VIGIL_OBSERVERS_TABLE": TABLE,
+        "VIGIL_REGISTRY_TABLE": TABLE,
         "VIGIL_CLUSTER_ARN": fleet.cluster_arn,
         "VIGIL_TASK_DEFINITIONS": json.dumps({KIND: fleet.task_definition_arn}),
         "VIGIL_CONTAINER_NAME": CONTAINER,
@@ -48,7 +48,7 @@ def test_every_bad_variable_is_named_at_once_in_one_settings_error() -> None:
         )
     message = str(raised.value)
     for name in (
-        "VIGIL_OBSERVERS_TABLE",
+        "VIGIL_REGISTRY_TABLE",
         "VIGIL_SUBNETS",
         "VIGIL_HEARTBEAT_SECONDS",
         "VIGIL_ASSIGN_PUBLIC_IP",
@@ -61,7 +61,7 @@ def test_each_event_shape_reaches_its_pass(fleet: MotoFleet) -> None:
     assert config.subnets == [fleet.subnet_id] and config.decision_settings().failure_threshold == 5
     reconciler = fleet.reconciler()
     created = to_item(fleet.observer("a"))
-    fleet.dynamodb.put_item(TableName=TABLE, Item=to_wire(created))
+    fleet.put(fleet.observer("a"))
     record = {
         "eventSource": "aws:dynamodb",
         "eventName": "INSERT",

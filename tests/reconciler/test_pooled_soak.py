@@ -4,7 +4,8 @@ registry says).
 
 Each soak here is a fixed seed: the same faults at the same moments on every run. The lost-observer
 and failover assertions failed before issue 19's defect 1 was fixed (a throttled exit report lost
-the observer).
+the observer). Hosts whose calls hang (issue 33) are among the faults: cut off with ECS's STOPPED
+event (``hang``), and by silence with exit reports pending at the cut (``partition``).
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ FAULTS = Soak(
     hosts=2,
     hours=0.5,
     seed=7,
-    faults=frozenset({"crash", "zombie", "throttle"}),
+    faults=frozenset({"crash", "zombie", "hang", "partition", "throttle"}),
     crashes_per_hour=60,
-    zombies_per_hour=6,
+    zombies_per_hour=4,
+    hangs_per_hour=4,
+    partitions_per_hour=4,
     throttle_rate=0.1,
     warm_up=timedelta(minutes=4),
 )
-"""Child crashes, hosts cut off from ECS and DynamoDB, and 10 % of the hosts' writes throttled."""
+"""Child crashes, hosts cut off from ECS and DynamoDB (their calls failing, or hanging), and 10 %
+of the hosts' writes throttled."""
 ROLLOUT = Soak(
     observers=20,
     hosts=2,
@@ -57,6 +61,17 @@ def test_no_observer_is_lost(faults: Result) -> None:
 
 def test_two_generations_never_work_together_beyond_one_interval(faults: Result) -> None:
     assert faults.overlap_s <= FAULTS.heartbeat_s, faults.overlap_worst
+
+
+def test_a_host_whose_calls_hang_runs_nothing_one_interval_after_its_last_beat(
+    faults: Result,
+) -> None:
+    assert faults.faults["hang"] > 0 and faults.faults["partition"] > 0
+    assert faults.hung_calls > 0
+    assert {fault for fault, _, _ in faults.cut_off} == {"hang", "partition"}
+    assert all(after_beat <= FAULTS.heartbeat_s for _, after_beat, _ in faults.cut_off)
+    events = [event for _, _, event in faults.cut_off if event is not None]
+    assert events and all(event <= FAULTS.heartbeat_s for event in events)
 
 
 def test_every_failover_finishes(faults: Result) -> None:

@@ -233,7 +233,7 @@ def test_a_spot_interruption_the_container_did_not_survive_is_a_crash(fleet: Mot
 def test_the_deployed_reconciler_rolls_dedicated_kinds_only() -> None:
     config = ReconcilerConfig.from_env(
         {
-            "VIGIL_OBSERVERS_TABLE": "t",
+            "VIGIL_REGISTRY_TABLE": "t",
             "VIGIL_CLUSTER_ARN": "arn:aws:ecs:us-east-1:123456789012:cluster/c",
             "VIGIL_TASK_DEFINITIONS": '{"ticker": "td-ticker:2", "pool": "td-pool:5"}',
             "VIGIL_CONTAINER_NAME": "observer",

@@ -14,6 +14,7 @@ import pytest
 
 from tests.helpers.clients import ItemReads
 from tests.helpers.moto_fleet import TABLE, MotoFleet
+from tests.helpers.observers import registry_key
 from vigil.clock import epoch_ms, iso
 from vigil.contract.observers import (
     FLEET_ATTRIBUTE,
@@ -24,7 +25,7 @@ from vigil.contract.observers import (
     Status,
     status_fields,
 )
-from vigil.dynamo import Update, to_wire
+from vigil.dynamo import Update
 from vigil.observers import decisions as d
 from vigil.observers.fleet_store import FleetStore
 from vigil.observers.model import Desired, LastExit
@@ -57,7 +58,9 @@ def beat(fleet: MotoFleet, name: str) -> None:
     update = Update().set_all(
         {"heartbeat_at": iso(fleet.clock()), "heartbeat_at_ms": epoch_ms(fleet.clock())}
     )
-    fleet.dynamodb.update_item(TableName=TABLE, Key=to_wire({"name": name}), **update.request())
+    fleet.dynamodb.update_item(
+        TableName=TABLE, Key=registry_key(fleet.dynamodb, TABLE, name), **update.request()
+    )
 
 
 def membership(fleet: MotoFleet, name: str) -> tuple[bool, bool]:
@@ -70,7 +73,9 @@ def as_written_before_the_split(fleet: MotoFleet, name: str) -> None:
     """A STOPPED record as every writer left it before the stopped index: still in the fleet
     index."""
     update = Update().set(FLEET_ATTRIBUTE, FLEET_PARTITION).remove(STOPPED_ATTRIBUTE)
-    fleet.dynamodb.update_item(TableName=TABLE, Key=to_wire({"name": name}), **update.request())
+    fleet.dynamodb.update_item(
+        TableName=TABLE, Key=registry_key(fleet.dynamodb, TABLE, name), **update.request()
+    )
 
 
 def gauge(fleet: MotoFleet, metric: ObserverMetric) -> list[float]:
@@ -226,7 +231,7 @@ def test_a_record_an_older_writer_restarted_in_the_stopped_index_is_moved_back(
     stopped_history(fleet, 1)
     update = Update().set_all({"status": Status.PENDING.value, "desired": Desired.RUNNING.value})
     fleet.dynamodb.update_item(
-        TableName=TABLE, Key=to_wire({"name": "old-0000"}), **update.request()
+        TableName=TABLE, Key=registry_key(fleet.dynamodb, TABLE, "old-0000"), **update.request()
     )
     # Then an ordinary pass does not see it, the sweep minute moves it back, and it starts
     minute(fleet, sweep=False)

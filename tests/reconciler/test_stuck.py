@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 
 from tests.helpers.moto_fleet import KIND, TABLE, MotoFleet, running, stream
 from vigil.contract.hosts import Capacity
+from vigil.dynamo import to_wire
 from vigil.leases import LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.model import Desired, Status, to_item
@@ -42,7 +43,7 @@ class ThrottledRelease(Wrapped):
         self.times = times
 
     def update_item(self, **request: Any) -> Any:
-        releasing = request["Key"] == {"name": {"S": RESYNC_LEASE_KEY["name"]}} and request[
+        releasing = request["Key"] == to_wire(RESYNC_LEASE_KEY) and request[
             "UpdateExpression"
         ].startswith("REMOVE")
         if releasing and self.times > 0:
@@ -144,7 +145,7 @@ class ThrottledWrites(Wrapped):
         self._name = name
 
     def update_item(self, **request: Any) -> Any:
-        if request["Key"] == {"name": {"S": self._name}}:
+        if request["Key"].get("name") == {"S": self._name}:
             raise throttled("UpdateItem")
         return self._client.update_item(**request)
 

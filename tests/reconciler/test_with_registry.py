@@ -10,6 +10,7 @@ from tests.helpers.moto_fleet import TABLE, MotoFleet, running, stream, task_eve
 from vigil.observers.ecs_tasks import task_state
 from vigil.observers.reconciler import changed_records
 from vigil.observers.registry import Fenced, ObserverRegistry
+from vigil.observers.registry.table import RegistryTable
 
 
 def test_create_claim_restart_stop_through_the_registry(fleet: MotoFleet) -> None:
@@ -23,7 +24,7 @@ def test_create_claim_restart_stop_through_the_registry(fleet: MotoFleet) -> Non
         reconciler.on_records(changed_records([stream(fleet.item("btc"), before)]))
 
     def registry_has(name: str) -> bool:
-        return "Item" in fleet.dynamodb.get_item(TableName=TABLE, Key={"name": {"S": name}})
+        return RegistryTable(fleet.dynamodb, TABLE).kind_of(name) is not None
 
     # Created by the API: the stream starts generation 1, and its container claims it.
     act(lambda: registry.create("btc", "ticker", {"symbol": "BTC-USD"}))

@@ -37,7 +37,7 @@ from vigil_tools.emulator.ecs import (
 from vigil_tools.emulator.fleet import DeployedFleet
 from vigil_tools.emulator.lambda_runtime import LocalLambda
 from vigil_tools.emulator.rules import scheduled_event
-from vigil_tools.emulator.streams import StreamMapping
+from vigil_tools.emulator.streams import StreamMappings
 from vigil_tools.lambda_context import LambdaContext
 
 KIND = "ticker"
@@ -58,7 +58,7 @@ class Story:
     frozen: Any
     out: Callable[[str], None]
     fleet: DeployedFleet
-    stream: StreamMapping
+    stream: StreamMappings
     log_dir: Path | None
     containers: dict[str, ObserverContainer] = field(default_factory=dict)
     """Live and finished containers by task ARN."""
@@ -182,7 +182,7 @@ class Story:
     # -- reading back --------------------------------------------------------------------------------
 
     def registry(self) -> ObserverRegistry:
-        return ObserverRegistry(self.account.session.client("dynamodb"), self.fleet.registry_table)
+        return ObserverRegistry(self.account.session.client("dynamodb"), self.fleet.registry)
 
     def count(self, name: str) -> int | None:
         checkpoint = self.registry().get(name).checkpoint
@@ -218,7 +218,7 @@ def simulate(
         frozen=frozen,
         out=out,
         fleet=fleet,
-        stream=StreamMapping.of(account.session, fleet.reconciler),
+        stream=StreamMappings.of(account.session, fleet.reconciler),
         log_dir=log_dir,
     )
     try:

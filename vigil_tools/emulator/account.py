@@ -16,8 +16,8 @@ from typing import Any, TypeVar, cast
 import boto3
 from moto import mock_aws
 
-from vigil_tools.emulator.complete import complete
-from vigil_tools.emulator.deploy import Deployed, deploy
+from vigil_tools.emulator.complete import complete, forget_completed, refresh_parameters
+from vigil_tools.emulator.deploy import Deployed, deploy, update
 from vigil_tools.emulator.event_log import capture_events
 from vigil_tools.emulator.intrinsics import Resolver
 from vigil_tools.emulator.moto_memory import install as keep_moto_flat
@@ -92,6 +92,19 @@ class LocalAccount:
         if key not in self.derived:
             self.derived[key] = read()
         return cast(T, self.derived[key])
+
+    def redeploy(self, synth: Synthesized, *, quiet: bool = True) -> None:
+        """Deploy ``synth`` over this account's stack, as ``cdk deploy`` of a newer version does
+        (:func:`vigil_tools.emulator.deploy.update`): the data stays, running tasks run on, and
+        what readers derived from the earlier deployment is read again."""
+        forget_completed(self.resolver)
+        with _quiet() if quiet else contextlib.nullcontext():
+            self.deployed = update(synth, self.session, stack_name=self.deployed.stack_name)
+        self.synth = synth
+        self.resolver = Resolver(synth, self.deployed, self.session)
+        refresh_parameters(self.resolver)
+        self.created = complete(synth, self.resolver)
+        self.derived.clear()
 
 
 @contextmanager

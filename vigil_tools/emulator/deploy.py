@@ -1,5 +1,6 @@
 """Deploy a synthesized stack onto the emulator the way ``cdk deploy`` would: bootstrap, publish
-file assets, create the CloudFormation stack, and report its physical resources."""
+file assets, create the CloudFormation stack (or update it with a newer template), and report its
+physical resources."""
 
 from __future__ import annotations
 
@@ -53,18 +54,27 @@ class Deployed:
 
 
 def deploy(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) -> Deployed:
-    return apply_template(synth, session, stack_name)
+    account = session.client("sts").get_caller_identity()["Account"]
+    _bootstrap(session, account, session.region_name)
+    return _apply(synth, session, stack_name, update=False)
 
 
-def apply_template(
-    synth: Synthesized, session: Any, stack_name: str, *, update: bool = False
-) -> Deployed:
-    """The stack created from ``synth`` (or, ``update``, the deployed one updated to it), as
-    CloudFormation would; :class:`DeployFailed` naming what moto refused."""
+def update(synth: Synthesized, session: Any, *, stack_name: str = STACK_NAME) -> Deployed:
+    """Deploy ``synth`` over the stack an earlier :func:`deploy` created, as ``cdk deploy`` of a
+    new version does: CloudFormation adds, changes and removes resources (keeping those it
+    retains); data in tables it keeps stays. Resources moto's CloudFormation skips are not changed
+    (``complete`` creates them)."""
+    from vigil_tools.emulator.moto_updates import install
+
+    install()
+    return _apply(synth, session, stack_name, update=True)
+
+
+def _apply(synth: Synthesized, session: Any, stack_name: str, *, update: bool) -> Deployed:
+    """The stack created from ``synth`` (or updated to it), as CloudFormation would;
+    :class:`DeployFailed` naming what moto refused."""
     account = session.client("sts").get_caller_identity()["Account"]
     region = session.region_name
-    if not update:
-        _bootstrap(session, account, region)
     install_nested_stack_outputs()
     _publish_file_assets(synth, session, account, region, stack_name)
     cloudformation = session.client("cloudformation")
@@ -80,8 +90,9 @@ def apply_template(
         except ClientError as refused:
             unsupported = {str(w.message) for w in skipped}
             raise DeployFailed.of(synth, stack_name, _message(refused), unsupported) from None
-    done = "UPDATE_COMPLETE" if update else "CREATE_COMPLETE"
-    _check_complete(cloudformation, synth, stack_name, done)
+    _check_complete(
+        cloudformation, synth, stack_name, "UPDATE_COMPLETE" if update else "CREATE_COMPLETE"
+    )
     return deployed_stack(cloudformation, stack_name)
 
 
@@ -157,8 +168,8 @@ def install_nested_stack_outputs() -> None:
 
     from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
 
-    MotoStack.get_cfn_attribute = get_cfn_attribute
-    MotoStack._vigil_outputs = True
+    MotoStack.get_cfn_attribute = get_cfn_attribute  # type: ignore[attr-defined]
+    MotoStack._vigil_outputs = True  # type: ignore[attr-defined]
 
 
 class DeployFailed(Exception):

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vigil.observers.registry.layout import RegistryRef, registry_ref
+from vigil.settings import Environment
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.rules import scheduled_rules
 
@@ -22,7 +24,9 @@ class DeployedFleet:
 
     api_function: str
     reconciler: str
-    registry_table: str
+    registry: RegistryRef
+    """The registry (how it is keyed: a deployment from before it was keyed by kind has one
+    keyed by name)."""
     idempotency_table: str
     cluster: str
     container: str
@@ -42,12 +46,16 @@ class DeployedFleet:
         return cls(
             api_function=api["FunctionName"],
             reconciler=reconciler["FunctionName"],
-            registry_table=reconciler_env["VIGIL_OBSERVERS_TABLE"],
+            registry=registry_ref(Environment(reconciler_env)),
             idempotency_table=api_env["VIGIL_IDEMPOTENCY_TABLE"],
             cluster=reconciler_env["VIGIL_CLUSTER_ARN"],
             container=reconciler_env["VIGIL_CONTAINER_NAME"],
             resync_rule=_resync_rule(account, reconciler["FunctionArn"]),
         )
+
+    @property
+    def registry_table(self) -> str:
+        return self.registry.table
 
 
 def _resync_rule(account: LocalAccount, function_arn: str) -> str:

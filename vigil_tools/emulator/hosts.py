@@ -19,10 +19,12 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import IO, Any, Protocol
+from typing import IO, Any, Generic, Protocol, TypeVar
 
+from vigil.clock import ManualClock
 from vigil.contract.hosts import HOST_ID_ENV, TASK_ARN_ENV
 from vigil.contract.observers import ExitCode
+from vigil.observers.host_process.calls import Call, Outcome
 from vigil.observers.host_process.heartbeat_store import HeartbeatStore
 from vigil.observers.host_process.settings import HostSettings
 from vigil.observers.host_process.supervisor import HostSupervisor
@@ -30,6 +32,7 @@ from vigil.observers.registry import FencedWrites
 from vigil.observers.runtime import StopReason
 from vigil_tools.emulator.ecs import ObserverContainer, container_logger
 
+T = TypeVar("T")
 STOP_STEPS = 100
 """Steps a host gets to hand its children over after SIGTERM before ECS kills it."""
 
@@ -131,6 +134,48 @@ class ContainerLauncher:
         return child
 
 
+class ClockCalls:
+    """The host's calls on a clock that moves only when told (a soak's :class:`ManualClock`):
+    each runs at once, and whatever clock time it spends (a call that hangs moves the clock on,
+    as :func:`~vigil.persist.persist`'s pauses may) is given back when it returns; its outcome
+    shows only once the clock reaches the time it ended. So a host whose calls hang steps on
+    while they do, as the real host's loop does beside its call threads
+    (:class:`~vigil.observers.host_process.calls.ThreadCalls`). What a call writes is applied
+    when it starts (a late answer's write lands early, never later)."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self._clock = clock
+        self._ends: list[datetime] = []
+
+    def start(self, work: Callable[[], T]) -> Call[T]:
+        began = self._clock()
+        outcome: Outcome[T] = Outcome()
+        outcome.run(work)
+        ended = self._clock()
+        self._clock.set(began)
+        if ended > began:
+            self._ends.append(ended)
+        return _Ends(outcome, ended, self._clock)
+
+    @property
+    def next_end(self) -> datetime | None:
+        """When the next call still running ends (the host looks at it then)."""
+        now = self._clock()
+        self._ends = [end for end in self._ends if end > now]
+        return min(self._ends, default=None)
+
+
+class _Ends(Generic[T]):
+    def __init__(self, outcome: Outcome[T], ended: datetime, clock: Callable[[], datetime]) -> None:
+        self._outcome, self._ended, self._clock = outcome, ended, clock
+
+    def done(self) -> bool:
+        return self._clock() >= self._ended
+
+    def result(self) -> T:
+        return self._outcome.result()
+
+
 class EmulatedHost:
     """One host task: the real supervisor, ticked on the emulator's clock by :meth:`step`."""
 
@@ -142,7 +187,10 @@ class EmulatedHost:
         *,
         now: Callable[[], datetime],
         log: IO[str],
+        calls: ClockCalls | None = None,
     ) -> None:
+        """``calls``: where the host's own calls run; by default inline (a call takes no time
+        on the emulator's clock), :class:`ClockCalls` where calls may hang."""
         settings = HostSettings.from_env({**environment, TASK_ARN_ENV: task_arn})
         self.task_arn = task_arn
         self.host_id = settings.host_id
@@ -165,7 +213,9 @@ class EmulatedHost:
             # The emulated clock stands still while a report or a beat backs off: the retry
             # budget counts the pauses, so none needs to be slept for real.
             sleep=lambda _seconds: None,
+            calls=calls,
         )
+        self._calls = calls
         self.exit_code: ExitCode | None = None
 
     @property
@@ -227,12 +277,14 @@ class EmulatedHost:
 
     @property
     def due_at(self) -> datetime:
-        """When the host next has something to do: a heartbeat, a deadline, a child's wake."""
+        """When the host next has something to do: a heartbeat, a deadline, a child's wake, the
+        end of one of its calls."""
         now = self._now()
         moment = datetime.fromtimestamp(
             now.timestamp() + self.supervisor.next_wake(now.timestamp()), tz=now.tzinfo
         )
-        return min([moment, *(c.due_at for c in self.children.values())])
+        ends = self._calls.next_end if self._calls is not None else None
+        return min([moment, *(c.due_at for c in self.children.values()), *filter(None, [ends])])
 
     def _tick(self) -> None:
         code = self.supervisor.tick(self._now().timestamp())

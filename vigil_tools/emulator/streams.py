@@ -169,6 +169,54 @@ class StreamMapping:
         return self.deliver(runtime.invoke)
 
 
+@dataclass
+class StreamMappings:
+    """Every DynamoDB stream mapping of one function (the reconciler's registry; during an upgrade
+    from a name-keyed registry, that table's too), delivered one after the other."""
+
+    session: Any
+    function: str
+    mappings: list[StreamMapping]
+
+    @classmethod
+    def of(cls, session: Any, function: str) -> StreamMappings:
+        found = cls(session, function, [])
+        found.refresh()
+        if not found.mappings:
+            raise LookupError(f"{function} has no DynamoDB stream mapping")
+        return found
+
+    def refresh(self) -> None:
+        """Read the function's mappings again (after a deploy): one already polled keeps its
+        place in its stream and takes its new settings (filters); a new one starts where its
+        mapping says (LATEST: now); one gone is dropped."""
+        known = {m.mapping.get("UUID"): m for m in self.mappings}
+        listed = self.session.client("lambda").list_event_source_mappings(
+            FunctionName=self.function
+        )["EventSourceMappings"]
+        mappings = []
+        for config in (m for m in listed if ":dynamodb:" in m.get("EventSourceArn", "")):
+            mapping = known.get(config.get("UUID"))
+            if mapping is not None and mapping.stream_arn == config["EventSourceArn"]:
+                mapping.mapping = config
+            else:
+                mapping = StreamMapping(self.session, self.function, config)
+                detach_moto_delivery(self.session, mapping.table_name)
+                mapping._position(config.get("StartingPosition", "LATEST"))
+            mappings.append(mapping)
+        self.mappings = mappings
+
+    def deliver(self, invoke: Invoke) -> list[Invocation]:
+        """Each mapping's poll, in turn; one Invocation per batch."""
+        return [result for mapping in self.mappings for result in mapping.deliver(invoke)]
+
+    def deliver_to(self, runtime: LocalLambda) -> list[Invocation]:
+        return self.deliver(runtime.invoke)
+
+    def passed(self) -> dict[str, int | None]:
+        return {table: at for m in self.mappings for table, at in m.passed().items()}
+
+
 def _lambda_record(raw: Mapping[str, Any], region: str, source_arn: str) -> dict[str, Any]:
     """A DynamoDB Streams API record as Lambda's event carries it (times as epoch seconds)."""
     change = dict(raw["dynamodb"])

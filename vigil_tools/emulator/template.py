@@ -48,22 +48,28 @@ class Synthesized:
                 yield (logical_id, *path), inner
 
 
+Context = tuple[tuple[str, str], ...]
+"""``-c KEY=VALUE`` options, in order (hashable: a synth is cached per context)."""
+
+
 def synthesize(
     outdir: str | Path | None = None,
     stack: str = STACK_NAME,
     project: Project | None = None,
     stage: str | None = None,
+    context: Context = (),
 ) -> Synthesized:
     """Synthesize the project's app.py in-process (jsii needs Node, not the CDK CLI, and no AWS
     credentials). Without ``project``, the one :func:`find_project` finds; with ``stage``, that
-    named stage's app (``-c stage=NAME``) and its stack, ``stack`` then unused."""
+    named stage's app (``-c stage=NAME``) and its stack, ``stack`` then unused; ``context``: more
+    ``-c`` options (``(("legacyRegistry", "true"),)``: the upgrade of a name-keyed registry)."""
     use_installed_node()
     (project or find_project()).importable()
     from app import build_app
     from infra.quotas import check_assembly
 
     target = Path(outdir or tempfile.mkdtemp(prefix="vigil-cdk-"))
-    build_app(outdir=str(target), stage=stage).synth()
+    build_app(outdir=str(target), stage=stage, context=dict(context)).synth()
     name = stack if stage is None else stack_name(stage)
     check_assembly(target, name)  # what app.py checks: every deploy quota (infra.quotas)
     return load(target, name)
@@ -78,25 +84,31 @@ SYNTH_ENVIRONMENT = ("CDK_CONTEXT_JSON", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REG
 _COMPLETE = ".vigil-synth-complete"
 
 
-def synthesized_app(stage: str | None = None) -> Synthesized:
+def synthesized_app(stage: str | None = None, context: Context = ()) -> Synthesized:
     """The app synthesized once per process, for tests and benchmarks that need its template;
-    with ``stage``, that named stage's app (the suite's ``staging`` fixture).
+    with ``stage``, that named stage's app (the suite's ``staging`` fixture); with ``context``,
+    the app under those ``-c`` options.
 
     With ``$VIGIL_SYNTH_DIR`` set, once for every process sharing that folder (the suite's xdist
     workers, each of which would otherwise pay ~15 CPU seconds for the same template, or ~5 for
     a second stage's): see :func:`shared_synth`.
     """
-    return _synthesized_app(stage)  # one cache entry per stage, however the caller spells it
+    return _synthesized_app(stage, context)  # one cache entry per stage and context
 
 
 @functools.cache
-def _synthesized_app(stage: str | None) -> Synthesized:
+def _synthesized_app(stage: str | None, context: Context) -> Synthesized:
     shared = os.environ.get(SHARED_SYNTH_ENV)
-    return shared_synth(Path(shared), stage=stage) if shared else synthesize(stage=stage)
+    if shared:
+        return shared_synth(Path(shared), stage=stage, context=context)
+    return synthesize(stage=stage, context=context)
 
 
 def shared_synth(
-    folder: Path, project: Project | None = None, stage: str | None = None
+    folder: Path,
+    project: Project | None = None,
+    stage: str | None = None,
+    context: Context = (),
 ) -> Synthesized:
     """The project's app (of ``stage``) synthesized into ``folder``, once per state of its sources.
 
@@ -108,20 +120,23 @@ def shared_synth(
     project = project or find_project()
     folder.mkdir(parents=True, exist_ok=True)
     stack = stack_name(stage)
-    outdir = folder / f"{stack}-{synth_key(project)}"
+    outdir = folder / f"{stack}-{synth_key(project, context)}"
     with (folder / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if not (outdir / _COMPLETE).exists():
             shutil.rmtree(outdir, ignore_errors=True)
-            synthesize(outdir, project=project, stage=stage)
+            synthesize(outdir, project=project, stage=stage, context=context)
             (outdir / _COMPLETE).touch()
     return load(outdir, stack)
 
 
-def synth_key(project: Project) -> str:
+def synth_key(project: Project, context: Context = ()) -> str:
     """A digest of what the synth reads: the project's app, constructs and Lambda asset, the CDK
-    libraries' versions and the environment the app consults; another state, another key."""
+    libraries' versions, the environment the app consults and the ``-c`` options given; another
+    state, another key."""
     digest = hashlib.sha256()
+    for key, value in context:
+        digest.update(f"-c {key}={value}\n".encode())
     for package in ("aws-cdk-lib", "cdk-nag"):
         digest.update(f"{package}=={version(package)}\n".encode())
     for name in SYNTH_ENVIRONMENT:

@@ -36,7 +36,7 @@ from vigil_tools.emulator.moto_memory import StreamTrim
 from vigil_tools.emulator.queue_mappings import BatchResult, QueueMapping
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.scheduler import deployed_schedules, fire_one_time, one_time_schedules
-from vigil_tools.emulator.streams import StreamMapping
+from vigil_tools.emulator.streams import StreamMappings
 from vigil_tools.emulator.ttl import TtlSweep
 from vigil_tools.local.reload import CodeWatcher
 
@@ -200,7 +200,7 @@ class Live:
         self.clock = clock
         self.out = out
         self.deliveries = deliveries
-        self.stream = StreamMapping.of(account.session, reconciler)
+        self.stream = StreamMappings.of(account.session, reconciler)
         self.reconciler = reconciler
         self.watcher = CodeWatcher(functions)
         self.last: dict[str, str] = {}

@@ -9,7 +9,7 @@ from typing import Any
 from vigil.contract.tasks import TaskStatus
 from vigil.dynamo import from_wire
 from vigil.jobs.store import RunStore
-from vigil.observers.model import from_item
+from vigil.observers.model import from_item, is_observer_item
 from vigil.tasks.catalog import Catalog
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.store import TaskStore
@@ -62,8 +62,8 @@ def render(
     items = session.client("dynamodb").scan(TableName=registry_table, ConsistentRead=True)
     records = (from_wire(i) or {} for i in items.get("Items", []))
     observers = sorted(
-        # the registry holds the fleet's counter too: observers are the items with a kind
-        (from_item(r) for r in records if "kind" in r),
+        # the registry holds its counter, lease and names' claims too
+        (from_item(r) for r in records if is_observer_item(r)),
         key=lambda o: o.name,
     )
     rows = [

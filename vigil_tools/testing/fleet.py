@@ -32,7 +32,7 @@ from vigil_tools.emulator.ecs import (
 from vigil_tools.emulator.fleet import DeployedFleet
 from vigil_tools.emulator.hosts import EmulatedHost, task_runner
 from vigil_tools.emulator.lambda_runtime import Invocation, LocalLambda
-from vigil_tools.emulator.streams import StreamMapping
+from vigil_tools.emulator.streams import StreamMappings
 
 MAX_ROUNDS = 100
 """Rounds of settling before the fleet is declared to loop (a reconciler bug, never a wait)."""
@@ -48,7 +48,7 @@ class SteppedFleet:
     runtime: LocalLambda
     fleet: DeployedFleet
     now: Callable[[], datetime]
-    stream: StreamMapping
+    stream: StreamMappings
     containers: dict[str, ObserverContainer] = field(default_factory=dict)
     hosts: dict[str, EmulatedHost] = field(default_factory=dict)
     """Host tasks (pooled kinds) by task ARN."""
@@ -63,7 +63,7 @@ class SteppedFleet:
         cls, account: LocalAccount, runtime: LocalLambda, now: Callable[[], datetime]
     ) -> SteppedFleet:
         fleet = account.once("fleet", lambda: DeployedFleet.of(account))
-        stream = StreamMapping.of(account.session, fleet.reconciler)
+        stream = StreamMappings.of(account.session, fleet.reconciler)
         ecs = account.session.client("ecs")
         # Tasks of earlier tests on the same deployment are history: no events for them.
         earlier = {
@@ -72,6 +72,12 @@ class SteppedFleet:
             for arn in ecs.list_tasks(cluster=fleet.cluster, desiredStatus=status)["taskArns"]
         }
         return cls(account, runtime, fleet, now, stream, reported=earlier)
+
+    def refresh(self) -> None:
+        """After a deploy over the running stack: the fleet's resources read again (a new registry
+        table, a new stream mapping); the tasks and their containers run on."""
+        self.fleet = self.account.once("fleet", lambda: DeployedFleet.of(self.account))
+        self.stream.refresh()
 
     @cached_property
     def ecs(self) -> Any:

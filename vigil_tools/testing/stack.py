@@ -39,7 +39,7 @@ from vigil.clock import iso_seconds
 from vigil.contract.journal import JOURNAL_ATTRIBUTE
 from vigil.contract.schedule import Schedule as Evaluator
 from vigil.contract.tasks import ENVELOPE_KEY, MAX_QUEUE_DELAY_S, REASON_ATTRIBUTE, CatalogField
-from vigil.dynamo import from_wire, to_wire
+from vigil.dynamo import from_wire
 from vigil.effects.journal import journal_entries
 from vigil.events import MalformedEvent
 from vigil.jobs.events import parse_tick
@@ -63,7 +63,6 @@ from vigil_tools.emulator.scheduler import (
 )
 from vigil_tools.emulator.template import Synthesized
 from vigil_tools.emulator.ttl import TtlSweep
-from vigil_tools.emulator.update import update_account
 from vigil_tools.jobs_cli import JobsCatalog
 from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.project import find_project
@@ -212,6 +211,7 @@ class VigilStack:
         self._failures: dict[tuple[str, str], BaseException] = {}
         """(job, tick) -> what the job's code raised on its last failed attempt."""
         self._api = ObserversClient(InProcessTransport(self._api_handler))
+        self._registry_reader: ObserverRegistry | None = None
         self._held: list[HeldRun] = []
         self._ttl = TtlSweep.of(account.session)
         """Items past their TTL leave the tables on the way, as on AWS."""
@@ -227,18 +227,34 @@ class VigilStack:
         self.batches: list[BatchResult] = []
         """Every batch the SQS event source mappings delivered, in order."""
 
-    def upgrade(self, synth: Synthesized) -> VigilStack:
-        """``synth`` deployed over this stack, as ``cdk deploy`` of a new version updates it
-        (``vigil_tools.emulator.update``: what the new template drops but retains stays in the
-        account): a kit on the new deployment, on the same clock, whose observers' containers run
-        on (a deploy does not touch the fleet's tasks)."""
-        account = update_account(self.account, synth)
-        upgraded = VigilStack(
-            account, now=self._now, move_to=self._move_to, log_dir=self.runtime.log_dir
+    # -- deploys ---------------------------------------------------------------------------------
+
+    def redeploy(self, synth: Synthesized) -> None:
+        """Deploy ``synth`` (a newer version of the app) over the running stack, as ``cdk deploy``
+        does: CloudFormation updates the stack in place, the tables keep their data, running
+        tasks and their containers run on (on their old task definitions, with their old
+        environment), and the functions run the new configuration from their next invocation.
+        The clock does not move."""
+        before = {s.name for s in self._schedules} | {r.name for r in self._rules}
+        self.account.redeploy(synth)
+        session = self.account.session
+        stack = self.account.deployed.stack_name
+        self.catalog = self.account.once(
+            "jobs catalog",
+            lambda: JobsCatalog.from_stack(session, stack),
         )
-        upgraded.fleet = self.fleet
-        self.fleet.account = account
-        return upgraded
+        self.tasks_catalog = self.account.once(
+            "tasks catalog", lambda: tasks_catalog(session, stack)
+        )
+        self.fleet.refresh()
+        self._registry_reader = None
+        self._schedules = self.account.once("schedules", lambda: deployed_schedules(session))
+        self._rules = self.account.once("rules", lambda: scheduled_rules(session))
+        # A schedule or rule the deploy created fires from now on, not from the kit's start.
+        for name in {s.name for s in self._schedules} | {r.name for r in self._rules}:
+            if name not in before:
+                self._after[name] = self.now()
+        self._queues = QueueMapping.all_of(session, sqs=self._sqs)
 
     # -- time ------------------------------------------------------------------------------------
 
@@ -687,6 +703,11 @@ class VigilStack:
         """``vigil observers list``: every observer as ``GET /observers`` answers (with its host)."""
         return self._api.list()
 
+    def migration(self) -> dict[str, Any]:
+        """``vigil observers migrate``: where an upgrade from a registry keyed by name stands
+        (``GET /migration``: copied yet, and which observers still write the old table)."""
+        return self._api.migration()
+
     def create_observer(
         self, name: str, kind: str, config: dict[str, Any] | None = None
     ) -> ObserverState:
@@ -753,11 +774,19 @@ class VigilStack:
     def _journal(self, name: str) -> dict[str, Any]:
         item = self.account.session.client("dynamodb").get_item(
             TableName=self.fleet.fleet.registry_table,
-            Key=to_wire({"name": name}),
+            Key=self._registry().key(name),
             ProjectionExpression="#e",
             ExpressionAttributeNames={"#e": JOURNAL_ATTRIBUTE},
         )
         return journal_entries(from_wire(item.get("Item")))
+
+    def _registry(self) -> ObserverRegistry:
+        """The registry as the deployment names it, read through one client (a test reads its
+        observers often; a client costs more than the reads); made again after a redeploy."""
+        if self._registry_reader is None:
+            client = self.account.session.client("dynamodb")
+            self._registry_reader = ObserverRegistry(client, self.fleet.fleet.registry)
+        return self._registry_reader
 
     def observer_logs(self, name: str) -> str:
         """What the observer's containers wrote (JSON lines), every generation, oldest first."""
@@ -769,11 +798,8 @@ class VigilStack:
         return "".join(self.fleet.logs[c.task_arn].getvalue() for c in containers)
 
     def _known_observer(self, name: str) -> Any:
-        registry = ObserverRegistry(
-            self.account.session.client("dynamodb"), self.fleet.fleet.registry_table
-        )
         try:
-            return registry.get(name)
+            return self._registry().get(name)
         except ObserverNotFound:
             names = [o["name"] for o in self._api.list()]
             raise UnknownName("observer", name, names) from None

@@ -10,7 +10,7 @@ one of these, named by one scheme a client can rely on:
   the validation of that value would (:func:`invalid`), so one field has one code.
 * ``<thing>_not_found`` (404): what the path names does not exist.
 * a state the request met, named for the state (409: ``job_paused``, ``not_cancellable``, ``not_settleable``; 429:
-  ``fleet_full``; 503: ``enqueued_unrecorded``).
+  ``fleet_full``; 503: ``enqueued_unrecorded``, ``registry_migrating``).
 * ``idempotency_key_reused`` (422) and ``request_in_progress`` (409): the ``Idempotency-Key`` of a
   POST, as the IETF draft "The Idempotency-Key HTTP Header Field" answers them, on every API.
 """
@@ -59,6 +59,8 @@ class ErrorCode(StrEnum):
     NOT_SETTLEABLE = "not_settleable"
     """409: a settlement refused: the observer is not uncertain on that effect, still has its
     task, or moved to another generation meanwhile (the message says which); nothing changed."""
+    REGISTRY_MIGRATING = "registry_migrating"
+    """503: an upgrade's copy of the registry keyed by name is not done yet: retry shortly."""
     # Tasks.
     TASK_NOT_FOUND = "task_not_found"
     """404: no task of that name (the message names the tasks there are)."""

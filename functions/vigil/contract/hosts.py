@@ -173,7 +173,13 @@ OBSERVER_TASK_DEFINITION = "task_definition"
 """On an observer's registry item: the task definition ARN (with revision) its generation runs."""
 HOST_EXIT = "host_exit"
 """On an observer's registry item, written by its host when the child exits: {"generation",
-"exit_code" (an ``ExitCode``), "reason", "at_ms"}."""
+"exit_code" (an ``ExitCode``), "reason", "at_ms", ``HOST_EXIT_RAN_MS``}."""
+HOST_EXIT_RAN_MS = "ran_ms"
+"""In ``HOST_EXIT``: how long the child ran (from the host's start of it to its end), measured on
+the host's monotonic clock. The reconciler's failure count reads this duration (a failure is quick
+when the child ran less than ``healthy_after``), never ``at_ms`` (the host's wall clock) against its
+own clock: minutes of skew between the two would make a healthy observer FAILED, or a crash loop
+never FAILED. A report without it (a host from before it) is timed on the reconciler's clock."""
 
 
 class Capacity(StrEnum):

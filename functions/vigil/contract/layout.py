@@ -51,6 +51,18 @@ class Catalogued(StrEnum):
     """The observer kinds' task definitions (the reconciler's; their number grows with kinds)."""
 
 
+class KindField(StrEnum):
+    """A kinds catalog entry's fields: what the API and the reconciler know of each kind (their
+    environment held it once, and grew past Lambda's 4 KB near twenty kinds)."""
+
+    HANDLER = "handler"
+    """``module.function``: what ``VIGIL_OBSERVER_KINDS`` maps the kind to."""
+    OPTIONS = "options"
+    """Its placement, rollout and capacity: what ``VIGIL_OBSERVER_PLACEMENTS`` maps it to."""
+    TASK_DEFINITION = "task_definition"
+    """Its task definition's ARN: what ``VIGIL_TASK_DEFINITIONS`` maps it to."""
+
+
 class Entity(StrEnum):
     """What a shard holds; its value names the functions and the shards."""
 

@@ -88,7 +88,8 @@ class ObserverMetric(StrEnum):
     ORPHAN_STOPPED = "ObserverOrphanStopped"
     """A task no registry record owns (or an old generation's) was stopped."""
     STALE_EVENT_IGNORED = "ObserverStaleEventIgnored"
-    """An ECS event about an older generation of an observer was ignored."""
+    """An ECS event about an older generation of an observer, or a registry change the record
+    has since moved past (a stream record delivered again), was ignored."""
     RUN_TASK_FAILED = "ObserverRunTaskFailed"
     """ECS refused a RunTask (capacity, quota, permissions); the start is retried with backoff."""
     HEARTBEAT_STALE = "ObserverHeartbeatStale"

@@ -106,6 +106,14 @@ FLEET_INDEX_ATTRIBUTES = (
 )
 """An observer's status fields, never config or checkpoint: the registry lists them and the fleet
 index projects them, so a pass over the whole fleet reads small items."""
+LEGACY_ATTRIBUTE = "legacy_registry"
+"""On an observer copied from a name-keyed registry: its current generation's container still
+writes that table (it was started before the migration). The reconciler replays those writes here
+and, when it starts the next generation, carries the old record's checkpoint and journal over and
+fences the old record in the same transaction; the next generation has no mark."""
+LEGACY_VERSION = "legacy_version"
+"""Beside ``LEGACY_ATTRIBUTE``: the old record's version as last copied or replayed here (a take-over
+carries over what the old container wrote after it)."""
 TRACKING_ATTRIBUTES = (
     "task_version",
     "task_status",
@@ -113,6 +121,8 @@ TRACKING_ATTRIBUTES = (
     "start_attempts",
     OBSERVER_TASK_DEFINITION,
     OBSERVER_CAPACITY,
+    LEGACY_ATTRIBUTE,
+    LEGACY_VERSION,
 )
 """The reconciler's own fields on each item (the task definition and capacity its current task was
 started with are projected so a rollout pass finds outdated observers without reading items)."""
@@ -121,8 +131,42 @@ FLEET_INDEX_PROJECTION = (*FLEET_INDEX_ATTRIBUTES, *TRACKING_ATTRIBUTES)
 items."""
 
 
-REGISTRY_KEY = "name"
-"""The registry's partition key (an observer's name)."""
+REGISTRY_TABLE_ENV = "VIGIL_REGISTRY_TABLE"
+"""The registry (keyed by kind), in every function and container environment that reads it."""
+LEGACY_REGISTRY_TABLE_ENV = "VIGIL_LEGACY_REGISTRY_TABLE"
+"""The name-keyed registry of an earlier deployment, while it is being migrated (the reconciler
+copies its observers and follows their running generations; the API waits for the copy):
+``ObserverFleet`` sets it under context ``legacyRegistry=true`` only."""
+NAME_KEYED_TABLE_ENV = "VIGIL_OBSERVERS_TABLE"
+"""Where a deployment from before the registry was keyed by kind names its (name-keyed) registry:
+code that finds it instead of ``REGISTRY_TABLE_ENV`` works on that table as that deployment did
+(a function whose new code meets its old environment for a moment of a deploy; the containers an
+old task definition runs)."""
+
+REGISTRY_PARTITION = "kind"
+"""The registry's partition key: an observer's kind, so ``dynamodb:LeadingKeys`` keeps a kind's
+task role to its own observers (reads and writes alike)."""
+REGISTRY_SORT = "name"
+"""The registry's sort key: an observer's name (unique across kinds: ``NAMES_PARTITION``)."""
+REGISTRY_KEY = REGISTRY_SORT
+"""The name-keyed registry's only key (deployments from before the registry was keyed by kind)."""
+NAMES_PARTITION = "#names"
+"""The partition of the registry holding one small item per observer name (sort key the name,
+``NAMED_KIND`` its kind), written in the create's transaction: names stay unique across kinds,
+and a request that names only an observer (the API, an ECS event) finds its kind. ``#`` is in no
+kind's name, so no kind's role reaches it."""
+NAMED_KIND = "observer_kind"
+"""On a ``NAMES_PARTITION`` item: the kind of the observer of that name."""
+FLEET_COUNTER_KEY = "#fleet"
+"""The partition (and sort key) of the fleet's ``active`` counter."""
+RESYNC_LEASE = "#resync"
+"""The partition (and sort key) of the resync pass's lease."""
+MIGRATION_KEY = "#migration"
+"""The partition (and sort key) of the migration's progress (``vigil observers migrate``)."""
+HOST_REGISTRY_ATTRIBUTE = "registry"
+"""On a host item the reconciler created: ``REGISTRY_PARTITION``, its children write the registry
+keyed by kind. A live host without it was started before the migration (its children write the
+name-keyed registry): it takes no new observer and counts as outdated, so a rollout drains it."""
 CONTAINER_WRITES = (
     "heartbeat_at",
     "heartbeat_at_ms",
@@ -149,11 +193,21 @@ CONTAINER_CONDITIONS = ("generation", OBSERVER_HOST, "desired", "status")
 """What the container's writes are conditioned on: its own generation (the fence), its host
 (pooled), and desired/status (a claim or a STOPPED exit only while the operator still wants
 it). DynamoDB counts an attribute a ConditionExpression names in ``dynamodb:Attributes`` as it
-counts one the UpdateExpression sets: IAM cannot grant "compare" without "write", so these are
-writable by every kind's role too (the README's "Least privilege" says what would close it)."""
-CONTAINER_UPDATE_ATTRIBUTES = (REGISTRY_KEY, *CONTAINER_WRITES, *CONTAINER_CONDITIONS)
+counts one the UpdateExpression sets: IAM cannot grant "compare" without "write", so a kind's
+role can write these on its own kind's observers (never another kind's: the registry's
+partition is the kind, and every grant is held to it by ``dynamodb:LeadingKeys``)."""
+CONTAINER_UPDATE_ATTRIBUTES = (
+    REGISTRY_PARTITION,
+    REGISTRY_SORT,
+    *CONTAINER_WRITES,
+    *CONTAINER_CONDITIONS,
+)
 """A kind's task role's UpdateItem grant on the registry (``ForAllValues:StringEquals`` on
-``dynamodb:Attributes``; the key is listed as AWS requires)."""
+``dynamodb:Attributes``; the key attributes are listed as AWS requires), on its own partition
+only (``dynamodb:LeadingKeys``)."""
+LEGACY_CONTAINER_UPDATE_ATTRIBUTES = (REGISTRY_KEY, *CONTAINER_WRITES, *CONTAINER_CONDITIONS)
+"""The same grant on a name-keyed registry being migrated (its containers' writes): any item, as
+before the registry was keyed by kind, until context ``legacyRegistry`` is dropped."""
 RECONCILER_OWNED = (
     "kind",
     "config",
@@ -174,7 +228,8 @@ RECONCILER_OWNED = (
 )
 """What only the operators' commands and the reconciler write: what an observer is, what it
 should be doing and where it runs. No container writes any of them; a kind's role can write only
-those of them a container's condition names (``CONTAINER_CONDITIONS``)."""
+those of them a container's condition names (``CONTAINER_CONDITIONS``), on its own kind's
+observers."""
 CONDITION_ONLY = tuple(a for a in RECONCILER_OWNED if a in CONTAINER_CONDITIONS)
 """The reconciler-owned attributes a kind's role can still write, because its fenced writes
 compare them: the residue a fence attribute of the container's own would remove."""

@@ -38,6 +38,7 @@ from vigil.contract.hosts import (
     MAX_REBALANCE_MOVES,
     PLACEMENTS_ENV,
 )
+from vigil.contract.observers import LEGACY_REGISTRY_TABLE_ENV
 from vigil.effects.journal import EFFECT_NAME
 from vigil.http_answers import (
     answer_unknown_routes,
@@ -55,6 +56,12 @@ from vigil.observers.host_fleet.listing import (
 )
 from vigil.observers.host_fleet.store import HostStore
 from vigil.observers.kind_options import KindOptions, parse_kind_options
+from vigil.observers.migration import (
+    MigrationStatus,
+    RegistryMigrating,
+    migration_status,
+    read_progress,
+)
 from vigil.observers.model import (
     NAME_PATTERN,
     InvalidObserver,
@@ -70,8 +77,10 @@ from vigil.observers.registry import (
     ObserverCommands,
     ObserverExists,
     ObserverNotFound,
+    RegistryRef,
     VersionConflict,
 )
+from vigil.observers.registry.layout import registry_ref
 from vigil.settings import Environment
 from vigil.settle import NotSettleable
 
@@ -96,13 +105,16 @@ class NothingToRebalance(Exception):
 class ApiSettings:
     """The API function's environment, read and validated once."""
 
-    table: str
+    table: RegistryRef
     idempotency_table: str
     kinds: dict[str, str]
     max_observers: int
     hosts_table: str = ""
     """Hosts to list and where rebalance requests go (empty: this fleet has no hosts table)."""
     placements: dict[str, KindOptions] = field(default_factory=dict)
+    legacy_table: str = ""
+    """A name-keyed registry the reconciler migrates from (``-c legacyRegistry=true``): the
+    observers' routes wait (503) until it has copied it."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> ApiSettings:
@@ -110,7 +122,7 @@ class ApiSettings:
         read = Environment(environ)
         return cls(
             **read.gather(
-                table=lambda: read.text("VIGIL_OBSERVERS_TABLE"),
+                table=lambda: registry_ref(read),
                 idempotency_table=lambda: read.text("VIGIL_IDEMPOTENCY_TABLE"),
                 kinds=lambda: read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),
                 max_observers=lambda: read.integer("VIGIL_MAX_OBSERVERS", minimum=1),
@@ -118,6 +130,7 @@ class ApiSettings:
                 placements=lambda: read.parsed(
                     PLACEMENTS_ENV, parse_kind_options, dict[str, KindOptions]()
                 ),
+                legacy_table=lambda: read.text(LEGACY_REGISTRY_TABLE_ENV, ""),
             )
         )
 
@@ -252,6 +265,32 @@ class Services:
     """Kind -> options (a kind not named is dedicated)."""
     rebalance: RebalanceRequests | None = None
     clock: Clock = system_clock
+    migration: MigrationGate | None = None
+    """An upgrade from a name-keyed registry: its state (``GET /migration``), and the wait of the
+    observers' routes until the reconciler has copied it."""
+
+
+class MigrationGate:
+    """Whether the registry holds every observer yet (an upgrade's copy is done), read until it
+    does, then known for the life of the process."""
+
+    def __init__(self, client: Any, registry: RegistryRef, legacy_table: str) -> None:
+        self._client = client
+        self._registry = registry
+        self.legacy_table = legacy_table
+        self._open = False
+
+    def check(self) -> None:
+        """Raises RegistryMigrating until the reconciler has copied the old registry."""
+        if self._open:
+            return
+        progress = read_progress(self._client, self._registry)
+        if progress is None or progress.done_at is None:
+            raise RegistryMigrating()
+        self._open = True
+
+    def status(self) -> MigrationStatus:
+        return migration_status(self._client, self._registry, self.legacy_table)
 
 
 _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
@@ -267,6 +306,7 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     InvalidHostKind: (HTTPStatus.UNPROCESSABLE_ENTITY, invalid("kind")),
     UnknownHostKind: (HTTPStatus.UNPROCESSABLE_ENTITY, ErrorCode.UNKNOWN_KIND),
     NotPooled: (HTTPStatus.UNPROCESSABLE_ENTITY, ErrorCode.NOT_POOLED),
+    RegistryMigrating: (HTTPStatus.SERVICE_UNAVAILABLE, ErrorCode.REGISTRY_MIGRATING),
     **idempotent_requests.ERRORS,
 }
 _MESSAGES = idempotent_requests.MESSAGES
@@ -275,6 +315,7 @@ _MESSAGES = idempotent_requests.MESSAGES
 def build_app(services: Services) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
     registry = services.registry
+    gate = services.migration.check if services.migration is not None else lambda: None
 
     def create(request: CreateObserver) -> dict[str, Any]:
         if request.kind not in services.kinds:
@@ -317,6 +358,7 @@ def build_app(services: Services) -> APIGatewayRestResolver:
     ) -> Response[dict[str, Any]]:
         if request.kind not in services.kinds:  # refused before the idempotency store is touched
             raise UnknownKind(request.kind, services.kinds)
+        gate()
         if idempotency_key:
             body = create_once(idempotency_key, request.model_dump())
         else:
@@ -329,6 +371,7 @@ def build_app(services: Services) -> APIGatewayRestResolver:
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = MAX_PAGE,
         cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
     ) -> dict[str, Any]:
+        gate()
         page = registry.list_page(status=status, limit=limit, cursor=cursor)
         return {
             "observers": [o.to_json() for o in page.observers],
@@ -339,6 +382,7 @@ def build_app(services: Services) -> APIGatewayRestResolver:
         "/observers/<name>", summary="One observer", responses=_responses(HTTPStatus.OK, _NOT_FOUND)
     )
     def get_observer(name: Annotated[str, Path(pattern=NAME_RULE)]) -> dict[str, Any]:
+        gate()
         return registry.get(name).to_json()
 
     @app.delete(
@@ -349,6 +393,7 @@ def build_app(services: Services) -> APIGatewayRestResolver:
     def delete_observer(
         name: Annotated[str, Path(pattern=NAME_RULE)],
     ) -> Response[dict[str, Any]]:
+        gate()
         body = registry.request_stop(name).to_json()
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
 
@@ -362,6 +407,7 @@ def build_app(services: Services) -> APIGatewayRestResolver:
     def restart_observer(
         name: Annotated[str, Path(pattern=NAME_RULE)],
     ) -> Response[dict[str, Any]]:
+        gate()
         body = registry.request_restart(name).to_json()
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
 
@@ -380,6 +426,7 @@ def build_app(services: Services) -> APIGatewayRestResolver:
         name: Annotated[str, Path(pattern=NAME_RULE)],
         request: Annotated[SettleObserver, Body(embed=False)],
     ) -> Response[dict[str, Any]]:
+        gate()
         done = request.outcome == "done"
         observer = registry.request_settle(name, request.effect, done=done)
         _count(telemetry.ObserverMetric.SETTLED, observer.kind)
@@ -430,6 +477,15 @@ def build_app(services: Services) -> APIGatewayRestResolver:
         return {
             "hosts": list_hosts(found, services.placements, services.kinds, kind, services.clock())
         }
+
+    @app.get(
+        "/migration",
+        summary="An upgrade from a registry keyed by name: copied yet, and what still writes it",
+    )
+    def get_migration() -> dict[str, Any]:
+        if services.migration is None:
+            return migration_status(registry.client, registry.ref, None).to_json()
+        return services.migration.status().to_json()
 
     @app.get("/openapi", include_in_schema=False)
     def openapi() -> Response[str]:

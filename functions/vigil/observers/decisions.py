@@ -75,6 +75,11 @@ class Tracking:
     """RunTask calls that failed for the current generation (drives the retry backoff)."""
     capacity: str | None = None
     """The capacity (``Capacity``) the current task got."""
+    legacy: bool = False
+    """Its current generation's container writes the name-keyed registry it was copied from
+    (``LEGACY_ATTRIBUTE``): a rollout hands it over whatever it runs."""
+    legacy_version: int | None = None
+    """The old record's version as last copied or replayed (``LEGACY_VERSION``)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,9 @@ class HostExit:
     exit_code: int | None = None
     reason: str | None = None
     at: datetime | None = None
+    """When the host wrote it, by the host's clock: shown, never compared with the reconciler's."""
+    ran: timedelta | None = None
+    """How long the child ran, by the host's monotonic clock (``HOST_EXIT_RAN_MS``)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,9 @@ class TaskState:
     stopped_at: datetime | None = None
     host: str | None = None
     """A pooled host's task: its host id (such a task carries no observer marks)."""
+    ran_for: timedelta | None = None
+    """How long the task ran, measured on one clock (a pooled child's, by its host's monotonic
+    clock): when known, a failure is quick by it, not by ``stopped_at`` against ``started_at``."""
 
     @property
     def stopped(self) -> bool:
@@ -548,7 +559,7 @@ def _restart(record: Record, task: TaskState, now: datetime, settings: Settings)
             )
         if not task.stopped:
             last_exit = LastExit(reason="no heartbeat", task_arn=task.arn, at=now)
-        failures = _failure_streak(record, last_exit, now, settings)
+        failures = _failure_streak(record, last_exit, now, settings, ran_for=task.ran_for)
         if failures >= settings.failure_threshold:
             return Plan(MarkFailed(_failure_reason(failures, last_exit), failures, last_exit))
     delay = backoff_delay(failures, settings) if last_exit.crashed else timedelta(0)
@@ -578,16 +589,27 @@ _NOT_RESTARTED = {
 """Exit codes a restart would only repeat: the observer is marked FAILED with the reason."""
 
 
-def _failure_streak(record: Record, last_exit: LastExit, now: datetime, settings: Settings) -> int:
+def _failure_streak(
+    record: Record,
+    last_exit: LastExit,
+    now: datetime,
+    settings: Settings,
+    *,
+    ran_for: timedelta | None = None,
+) -> int:
     """A failure is quick unless the generation claimed and then ran ``healthy_after``.
 
     A task that never claimed (still STARTING: it cannot reach the registry, its image does not
-    pull...) is always a quick failure, so such an observer backs off and ends FAILED.
+    pull...) is always a quick failure, so such an observer backs off and ends FAILED. How long
+    it ran is ``ran_for`` when one clock measured it, else its end against its start.
     """
-    started = record.tracking.started_at
-    ended = last_exit.at or now
     never_claimed = record.observer.status is Status.STARTING
-    quick = never_claimed or started is None or ended - started < settings.healthy_after
+    if ran_for is not None:
+        quick = never_claimed or ran_for < settings.healthy_after
+    else:
+        started = record.tracking.started_at
+        ended = last_exit.at or now
+        quick = never_claimed or started is None or ended - started < settings.healthy_after
     return record.observer.consecutive_failures + 1 if quick else 1
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import suppress
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 from vigil.clock import epoch_ms, from_epoch_ms, iso
 from vigil.contract.hosts import (
     HOST_EXIT,
+    HOST_EXIT_RAN_MS,
     OBSERVER_CAPACITY,
     OBSERVER_HOST,
     OBSERVER_TASK_DEFINITION,
@@ -25,6 +26,8 @@ from vigil.contract.hosts import (
     WAITING_SORT,
 )
 from vigil.contract.observers import (
+    LEGACY_ATTRIBUTE,
+    LEGACY_VERSION,
     STATUS_REASON,
     STOPPED_ATTRIBUTE,
     STOPPED_INDEX,
@@ -33,6 +36,7 @@ from vigil.contract.observers import (
 from vigil.dynamo import (
     Item,
     Update,
+    cancellation_reasons,
     from_wire,
     is_condition_failure,
     old_item,
@@ -55,6 +59,7 @@ from vigil.observers.decisions import (
     Tracking,
     Write,
 )
+from vigil.observers.migration import LegacyRegistry, take_over_update
 from vigil.observers.model import (
     FLEET_INDEX,
     FLEET_PARTITION,
@@ -63,6 +68,8 @@ from vigil.observers.model import (
     from_item,
     is_observer_item,
 )
+from vigil.observers.registry.layout import RegistryRef
+from vigil.observers.registry.table import RegistryTable
 
 MAX_ATTEMPTS = 4
 
@@ -86,6 +93,8 @@ def record_from_item(item: Mapping[str, Any]) -> Record:
             else None,
             start_attempts=int(item.get("start_attempts", 0)),
             capacity=item.get(OBSERVER_CAPACITY),
+            legacy=bool(item.get(LEGACY_ATTRIBUTE)),
+            legacy_version=int(item[LEGACY_VERSION]) if LEGACY_VERSION in item else None,
         ),
         pooled=_pooled(item),
     )
@@ -99,11 +108,13 @@ def _pooled(item: Mapping[str, Any]) -> Pooled:
     if isinstance(raw, Mapping) and raw.get("generation") is not None:
         code = raw.get("exit_code")
         at = raw.get("at_ms")
+        ran = raw.get(HOST_EXIT_RAN_MS)
         host_exit = HostExit(
             generation=int(raw["generation"]),
             exit_code=int(code) if code is not None else None,
             reason=raw.get("reason"),
             at=from_epoch_ms(int(at)) if at is not None else None,
+            ran=timedelta(milliseconds=int(ran)) if ran is not None else None,
         )
     return Pooled(
         host=item.get(OBSERVER_HOST),
@@ -115,15 +126,37 @@ class FleetStore:
     def __init__(
         self,
         client: Any,
-        table: str,
+        table: str | RegistryRef,
         *,
         index: str = FLEET_INDEX,
         pooled_kinds: frozenset[str] = frozenset(),
+        legacy: LegacyRegistry | None = None,
     ) -> None:
         self._client = client
-        self._table = table
+        self._legacy = legacy
+        """The name-keyed registry being migrated: a marked observer's next generation fences
+        its old record (:mod:`vigil.observers.migration`)."""
+        self._keys = RegistryTable(client, table)
+        """Every key the store makes (an observer's kind found from its name's claim when an
+        ECS event names only the observer, remembered from every record read)."""
+        self._ref = self._keys.ref
+        self._table = self._ref.table
         self._index = index
         self._pooled = pooled_kinds
+
+    @property
+    def ref(self) -> RegistryRef:
+        return self._ref
+
+    def _key(self, name: str) -> dict[str, Any] | None:
+        """The observer's key; None when no observer has the name."""
+        kind = self._keys.kind_of(name)
+        return None if kind is None else self._ref.key(kind, name)
+
+    def _read(self, item: Mapping[str, Any]) -> Record:
+        record = record_from_item(item)
+        self._keys.remember(record.name, record.observer.kind)
+        return record
 
     # Reads ---------------------------------------------------------------------------------------
 
@@ -142,7 +175,7 @@ class FleetStore:
             for raw in response.get("Items") or []:
                 item = from_wire(raw)
                 assert item is not None
-                yield record_from_item(item)
+                yield self._read(item)
             last = response.get("LastEvaluatedKey")
             if not last:
                 return
@@ -155,18 +188,21 @@ class FleetStore:
             "TableName": self._table,
             "IndexName": STOPPED_INDEX,
             "KeyConditionExpression": "#p = :p",
-            "ProjectionExpression": "#name, #status",
+            "ProjectionExpression": "#name, #status, #kind",
             "ExpressionAttributeNames": {
                 "#p": STOPPED_ATTRIBUTE,
                 "#name": "name",
                 "#status": "status",
+                "#kind": "kind",
             },
             "ExpressionAttributeValues": to_wire({":p": FLEET_PARTITION}),
         }
-        return {
-            str(item["name"]): Status(item.get("status", Status.STOPPED))
-            for item in paginate(self._client.query, request)
-        }
+        found: dict[str, Status] = {}
+        for item in paginate(self._client.query, request):
+            name = str(item["name"])
+            self._keys.remember(name, str(item.get("kind", "")))
+            found[name] = Status(item.get("status", Status.STOPPED))
+        return found
 
     def relist(self, name: str, status: Status) -> bool:
         """Put a record in the index its ``status`` belongs to (:func:`status_fields`): one
@@ -177,10 +213,11 @@ class FleetStore:
         fields, unlisted = status_fields(status)
         update = Update().set_all(fields).remove(*unlisted)
         update.condition(update.eq("status", status.value))
+        key = self._key(name)
+        if key is None:
+            return False
         try:
-            self._client.update_item(
-                TableName=self._table, Key=to_wire({"name": name}), **update.request()
-            )
+            self._client.update_item(TableName=self._table, Key=key, **update.request())
         except ClientError as error:
             if not is_condition_failure(error):
                 raise
@@ -198,17 +235,19 @@ class FleetStore:
             "ExpressionAttributeNames": {"#w": WAITING_ATTRIBUTE},
             "ExpressionAttributeValues": to_wire({":kind": kind}),
         }
-        return {
-            str(item["name"]): from_epoch_ms(int(item[WAITING_SORT]))
-            for item in paginate(self._client.query, request)
-        }
+        waiting: dict[str, datetime] = {}
+        for item in paginate(self._client.query, request):
+            self._keys.remember(str(item["name"]), kind)
+            waiting[str(item["name"])] = from_epoch_ms(int(item[WAITING_SORT]))
+        return waiting
 
     def get(self, name: str) -> Record | None:
-        response = self._client.get_item(
-            TableName=self._table, Key=to_wire({"name": name}), ConsistentRead=True
-        )
+        key = self._key(name)
+        if key is None:
+            return None
+        response = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
         item = from_wire(response.get("Item"))
-        return record_from_item(item) if item is not None and is_observer_item(item) else None
+        return self._read(item) if item is not None and is_observer_item(item) else None
 
     # Transitions ---------------------------------------------------------------------------------
 
@@ -216,7 +255,44 @@ class FleetStore:
         """Write one decided transition, conditional on the record's version."""
         pooled = record.observer.kind in self._pooled
         update = _transition(record, write, now, seen, pooled=pooled)
+        if isinstance(write, StartTask) and record.tracking.legacy:
+            self._take_over(record, write.generation, update, now)
+            return
         self._update(record.name, record.observer.version, update, now)
+
+    def _take_over(self, record: Record, generation: int, update: Update, now: datetime) -> None:
+        """The next generation of an observer whose running one writes the name-keyed registry:
+        what that container wrote since the last replay comes over, the mark goes, and its old
+        record is fenced, in one transaction (:mod:`vigil.observers.migration`). With the old
+        table retired (no grant reaches it any more) only the mark goes."""
+        old = self._legacy.get(record.name) if self._legacy is not None else None
+        take_over_update(update, old, record.tracking.legacy_version)
+        if old is None or self._legacy is None:
+            self._update(record.name, record.observer.version, update, now)
+            return
+        if int(old.get("generation", 0)) >= generation:
+            # The old side started a generation the copy does not show yet (its writer ran on
+            # during the deploy): decide again once the replay has brought it.
+            raise Conflict(self.get(record.name))
+        expected = record.observer.version
+        update.set_all({"version": expected + 1, "updated_at": iso(now)})
+        update.condition(update.eq("version", expected))
+        key = self._ref.key(record.observer.kind, record.name)
+        mine = {"TableName": self._table, "Key": key, **update.request()}
+        mine["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        fence = self._legacy.fence(old, generation)
+        try:
+            self._client.transact_write_items(TransactItems=[{"Update": mine}, fence])
+        except ClientError as error:
+            reasons = cancellation_reasons(error)
+            if reasons is None:
+                raise
+            (code, current), _ = reasons
+            if code == "ConditionalCheckFailed":
+                raise Conflict(
+                    self._read(current) if current and is_observer_item(current) else None
+                ) from error
+            raise Conflict(self.get(record.name)) from error  # the old record moved: again
 
     def record_placed(
         self,
@@ -362,10 +438,13 @@ class FleetStore:
         """One write conditional on ``version = expected``, which it advances by one."""
         update.set_all({"version": expected + 1, "updated_at": iso(now)})
         update.condition(update.eq("version", expected))
+        key = self._key(name)
+        if key is None:
+            raise Conflict(None)  # no observer has the name (any more): as a record gone
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key=to_wire({"name": name}),
+                Key=key,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 **update.request(),
             )
@@ -374,7 +453,7 @@ class FleetStore:
                 raise
             old: Item | None = old_item(error)
             raise Conflict(
-                record_from_item(old) if old is not None and is_observer_item(old) else None
+                self._read(old) if old is not None and is_observer_item(old) else None
             ) from error
 
 

@@ -43,6 +43,9 @@ from dataclasses import dataclass
 from vigil.contract.hosts import LIVE_HOST_STATUSES, HostStatus
 from vigil.contract.observers import Desired, Status
 
+LEGACY_REVISION = "(started before the registry was keyed by kind)"
+"""The task definition a rollout sees for a generation (or a host) whose container writes the
+name-keyed registry: never the current one, so the rollout hands it over."""
 IN_FLIGHT = (Status.PENDING, Status.STARTING, Status.STOPPING)
 """A dedicated observer wanted running but not RUNNING is unavailable: a hand-over in flight, a
 start, a backoff. FAILED and STOPPED ones are not counted (nothing will bring them back by itself,

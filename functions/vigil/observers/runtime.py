@@ -47,8 +47,10 @@ from vigil.observers.registry import (
     FencedWrites,
     ObserverNotFound,
     RegistryError,
+    RegistryRef,
     StopRequested,
 )
+from vigil.observers.registry.layout import registry_ref
 from vigil.settings import Environment
 
 if TYPE_CHECKING:
@@ -86,7 +88,7 @@ _OVERRIDES = {
 class RuntimeSettings:
     """The container's environment, read and validated once."""
 
-    table: str
+    table: RegistryRef
     name: str
     generation: int
     heartbeat_seconds: int
@@ -106,10 +108,11 @@ class RuntimeSettings:
 
 
 def container_readers(read: Environment) -> dict[str, Callable[[], Any]]:
-    """What every observer container reads, dedicated or host: ``table``, ``heartbeat_seconds``
-    and ``kinds`` (readers for :meth:`Environment.gather`)."""
+    """What every observer container reads, dedicated or host: ``table`` (the registry, and the
+    one kind whose partition it addresses), ``heartbeat_seconds`` and ``kinds`` (readers for
+    :meth:`Environment.gather`)."""
     return {
-        "table": lambda: read.text("VIGIL_OBSERVERS_TABLE"),
+        "table": lambda: registry_ref(read, container=True),
         # No default: the reconciler's staleness depends on it.
         "heartbeat_seconds": lambda: read.integer("VIGIL_HEARTBEAT_SECONDS", minimum=1),
         "kinds": lambda: read.parsed("VIGIL_OBSERVER_KINDS", parse_kinds),

@@ -71,7 +71,7 @@ def _decide(record: d.Record, host: Host | None, now: datetime, settings: d.Sett
         return d.only(d.RetryStart(observer.generation))
     exited = record.pooled.exit_of(observer.generation)
     if exited is not None:
-        return d.decide(view, _stopped(arn, exited), now, settings)
+        return d.decide(view, _stopped(arn, exited, record, now), now, settings)
     why = _lost(record, host, now, settings)
     if why is not None:
         gone = d.TaskState(arn=arn, last_status=d.STOPPED, stop_code=HOST_LOST, stopped_reason=why)
@@ -103,13 +103,23 @@ def _decide(record: d.Record, host: Host | None, now: datetime, settings: d.Sett
     return d.only(d.Ignore(f"placed on live host {host.host_id}"))
 
 
-def _stopped(arn: str, exited: d.HostExit) -> d.TaskState:
+def _stopped(arn: str, exited: d.HostExit, record: d.Record, now: datetime) -> d.TaskState:
+    """The exit report as a stopped task. How long the child ran is read on one clock: the
+    host's monotonic one (``ran``), or, from a host that does not measure it, the reconciler's
+    own (from placing it to reading the report): never the host's ``at`` against the
+    reconciler's ``started_at``, which minutes of skew would turn into a healthy run or a quick
+    failure at will."""
+    ran = exited.ran
+    started = record.tracking.started_at
+    if ran is None and started is not None:
+        ran = now - started
     return d.TaskState(
         arn=arn,
         last_status=d.STOPPED,
         stopped_reason=exited.reason,
         exit_code=exited.exit_code,
         stopped_at=exited.at,
+        ran_for=ran,
     )
 
 

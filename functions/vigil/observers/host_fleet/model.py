@@ -9,6 +9,7 @@ from typing import Any
 
 from vigil.clock import from_epoch_ms
 from vigil.contract.hosts import HOSTS_KEY, Capacity, HostStatus
+from vigil.contract.observers import HOST_REGISTRY_ATTRIBUTE
 
 ACCEPTING = (HostStatus.STARTING, HostStatus.RUNNING)
 """Statuses that take new observers (a DRAINING host takes none)."""
@@ -50,6 +51,9 @@ class Host:
     """A heartbeat that looked off by the reconciler's clock, and when the reconciler saw it."""
     evacuated: bool = False
     """LOST or STOPPED, its task stopped and every observer it had moved: nothing left to do."""
+    registry: str | None = None
+    """How the registry its children write is keyed (``HOST_REGISTRY_ATTRIBUTE``): ``kind`` for a
+    host the reconciler started since the registry is keyed by kind, None for an older one."""
 
     @property
     def used(self) -> int:
@@ -101,6 +105,7 @@ def host_from_item(item: Mapping[str, Any]) -> Host:
         beat_seen=_beat_seen(item.get("beat_seen")),
         evacuated=bool(item.get("evacuated", False)),
         on_demand=item.get("capacity") == Capacity.ON_DEMAND.value,
+        registry=item.get(HOST_REGISTRY_ATTRIBUTE),
     )
 
 

@@ -28,6 +28,7 @@ from vigil.contract.hosts import (
     Capacity,
     HostStatus,
 )
+from vigil.contract.observers import HOST_REGISTRY_ATTRIBUTE
 from vigil.dynamo import (
     Update,
     any_of,
@@ -168,10 +169,18 @@ class HostStore:
     # Writes --------------------------------------------------------------------------------------
 
     def create(
-        self, host_id: str, kind: str, slots: int, task_definition: str, now: datetime
+        self,
+        host_id: str,
+        kind: str,
+        slots: int,
+        task_definition: str,
+        now: datetime,
+        *,
+        registry: str | None = None,
     ) -> Host:
-        """The STARTING item, written before RunTask so a host is never started unrecorded."""
-        item = {
+        """The STARTING item, written before RunTask so a host is never started unrecorded
+        (``registry``: how the registry its children write is keyed, ``HOST_REGISTRY_ATTRIBUTE``)."""
+        item: dict[str, Any] = {
             HOSTS_KEY: host_id,
             "kind": kind,
             "status": HostStatus.STARTING.value,
@@ -185,6 +194,8 @@ class HostStore:
             "version": 1,
             LIVE_HOST_ATTRIBUTE: LIVE_HOST_PARTITION,
         }
+        if registry is not None:
+            item[HOST_REGISTRY_ATTRIBUTE] = registry
         self._client.put_item(
             TableName=self._table,
             Item=to_wire(item),

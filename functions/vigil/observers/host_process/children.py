@@ -36,9 +36,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from vigil.observers.host_process.exits import STATUS_LOST
+
+if TYPE_CHECKING:
+    from vigil.observers.registry.layout import RegistryRef
 
 PRELOADED = (
     "boto3",
@@ -60,7 +63,7 @@ FORKSERVER_GONE = 255
 class ChildConfig:
     """What every child of one host needs (picklable: it crosses into the forkserver)."""
 
-    table: str
+    table: str | RegistryRef
     kinds: dict[str, str]
     heartbeat_seconds: int
     host_id: str

@@ -21,6 +21,7 @@ from vigil.contract.hosts import (
     HOSTS_TABLE_ENV,
     TASK_ARN_ENV,
 )
+from vigil.observers.registry.layout import RegistryRef
 from vigil.observers.runtime import container_readers
 from vigil.settings import Environment, SettingsError
 
@@ -43,7 +44,7 @@ class HostSettings:
     slots: int
     task_arn: str
     stop_timeout_seconds: float
-    table: str
+    table: RegistryRef
     heartbeat_seconds: int
     kinds: dict[str, str]
 

@@ -22,12 +22,14 @@ from datetime import timedelta
 from typing import Any
 
 from vigil.clock import Clock, Sleeper, system_clock
+from vigil.dynamo import from_wire
 from vigil.leases import LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
 from vigil.observers.fleet_store import FleetStore
 from vigil.observers.host_fleet.store import HostStore
 from vigil.observers.kind_options import KindOptionsMap, pooled_kinds
+from vigil.observers.migration import LegacyRegistry, Migration
 from vigil.observers.reconciler.config import ReconcilerConfig
 from vigil.observers.reconciler.executor import Executor, Settler
 from vigil.observers.reconciler.hosts import HostManager
@@ -66,22 +68,48 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Reconciler:
-    """The three passes, as the Lambda handler dispatches to them."""
+    """The three passes, as the Lambda handler dispatches to them; and, during an upgrade from a
+    name-keyed registry, its migration, which every pass waits for (:mod:`..migration`)."""
 
     events: EventPass
     changes: StreamPass
     resyncs: ResyncPass
+    migration: Migration | None = None
 
     def on_task_event(self, task: d.TaskState) -> PassReport:
+        self._migrated()
         return self.events.run(task)
 
     def on_records(self, records: Iterable[d.Record]) -> PassReport:
+        self._migrated()
         return self.changes.run(records)
 
     def resync(
         self, holder: str, time_left_s: Callable[[], float] | None = None
     ) -> PassReport | None:
+        self._migrated()
         return self.resyncs.run(holder, time_left_s)
+
+    def replay_legacy(self, stream_records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The name-keyed registry's stream records replayed onto their copies (in order); the
+        other records, for the stream pass."""
+        if self.migration is None:
+            return stream_records
+        self._migrated()
+        legacy = self.migration.legacy
+        for record in stream_records:
+            if legacy.owns(record):
+                change = record.get("dynamodb") or {}
+                new, old = from_wire(change.get("NewImage")), from_wire(change.get("OldImage"))
+                self.migration.replay(new, old)
+        return [r for r in stream_records if not legacy.owns(r)]
+
+    def _migrated(self) -> None:
+        """Every observer of the name-keyed registry is here before any pass acts (one read of
+        the marker per process once done): a pass that did not know one would take its running
+        task for an orphan."""
+        if self.migration is not None:
+            self.migration.ensure()
 
 
 def assemble(
@@ -102,6 +130,7 @@ def assemble(
     hosts: HostStore | None = None,
     placements: KindOptionsMap | None = None,
     new_host_id: Callable[[str], str] = random_host_id,
+    migration: Migration | None = None,
 ) -> Reconciler:
     """Wire the units together on the given adapters (real clients, or moto's in tests).
 
@@ -155,7 +184,7 @@ def assemble(
         events=EventPass(
             store=store, executor=executor, settings=settings, clock=clock, hosts=manager
         ),
-        changes=StreamPass(settler=settler),
+        changes=StreamPass(store=store, settler=settler),
         resyncs=ResyncPass(
             store=store,
             ecs=ecs,
@@ -172,6 +201,7 @@ def assemble(
             hosts=manager,
             dedicated_kinds=placements is None or any(not p.pooled for p in placements.values()),
         ),
+        migration=migration,
     )
 
 
@@ -188,8 +218,11 @@ def build_reconciler(
     session = session or boto3.session.Session()
     dynamodb = session.client("dynamodb")
     placements = config.kind_options
+    legacy = LegacyRegistry(dynamodb, config.legacy_table) if config.legacy_table else None
     return assemble(
-        store=FleetStore(dynamodb, config.table, pooled_kinds=pooled_kinds(placements)),
+        store=FleetStore(
+            dynamodb, config.table, pooled_kinds=pooled_kinds(placements), legacy=legacy
+        ),
         ecs=EcsTasks(
             session.client("ecs"),
             cluster=config.cluster_arn,
@@ -201,7 +234,7 @@ def build_reconciler(
             capacities={k: config.options(k).capacity for k in config.task_definitions},
         ),
         notices=Notices(session.client("sqs"), config.dlq_url),
-        leases=LeaseTable(dynamodb, config.table, clock),
+        leases=LeaseTable(dynamodb, config.table.table, clock),
         settings=config.decision_settings(),
         clock=clock,
         metric=metric,
@@ -209,6 +242,7 @@ def build_reconciler(
         rollouts=dedicated_rollouts(config),
         hosts=HostStore(dynamodb, config.hosts_table) if config.hosts_table else None,
         placements=placements,
+        migration=Migration(dynamodb, config.table, legacy, clock=clock) if legacy else None,
     )
 
 

@@ -7,14 +7,16 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from vigil.contract.hosts import HOSTS_TABLE_ENV, PLACEMENTS_ENV
+from vigil.contract.observers import LEGACY_REGISTRY_TABLE_ENV
 from vigil.observers import decisions as d
 from vigil.observers.kind_options import KindOptions, parse_kind_options
+from vigil.observers.registry.layout import RegistryRef, registry_ref
 from vigil.settings import Environment
 
 
 @dataclass(frozen=True)
 class ReconcilerConfig:
-    table: str
+    table: RegistryRef
     cluster_arn: str
     task_definitions: dict[str, str]
     container_name: str
@@ -33,6 +35,8 @@ class ReconcilerConfig:
     """Per kind: placement, rollout budget and capacity (a kind not named gets the defaults:
     dedicated, on-demand)."""
     hosts_table: str = ""
+    legacy_table: str = ""
+    """A name-keyed registry this deployment migrates from (``-c legacyRegistry=true``)."""
 
     def options(self, kind: str) -> KindOptions:
         return self.kind_options.get(kind, KindOptions())
@@ -43,7 +47,7 @@ class ReconcilerConfig:
         read = Environment(env)
         return cls(
             **read.gather(
-                table=lambda: read.text("VIGIL_OBSERVERS_TABLE"),
+                table=lambda: registry_ref(read),
                 cluster_arn=lambda: read.text("VIGIL_CLUSTER_ARN"),
                 task_definitions=lambda: read.mapping("VIGIL_TASK_DEFINITIONS"),
                 container_name=lambda: read.text("VIGIL_CONTAINER_NAME"),
@@ -74,6 +78,7 @@ class ReconcilerConfig:
                     PLACEMENTS_ENV, parse_kind_options, dict[str, KindOptions]()
                 ),
                 hosts_table=lambda: read.text(HOSTS_TABLE_ENV, ""),
+                legacy_table=lambda: read.text(LEGACY_REGISTRY_TABLE_ENV, ""),
             )
         )
 

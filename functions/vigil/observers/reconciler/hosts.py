@@ -44,7 +44,7 @@ from vigil.observers.reconciler.executor import Settler
 from vigil.observers.reconciler.placer import Placer
 from vigil.observers.reconciler.report import PassReport, isolated
 from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
-from vigil.observers.rollout import HostView, plan_pooled, plan_rebalance
+from vigil.observers.rollout import LEGACY_REVISION, HostView, plan_pooled, plan_rebalance
 from vigil.telemetry import ObserverMetric
 
 SWEEP_MINUTES = 10
@@ -197,7 +197,7 @@ class HostManager:
             return
         options = self.placer.placements[kind]
         hosts = [h for h in self.placer.all_hosts().values() if h.kind == kind]
-        views = _views(hosts, current)
+        views = _views(hosts, current, ours=self.placer.ours)
         step = plan_pooled(current, options.max_unavailable, options.slots_per_host, views)
         if step.empty:
             return
@@ -412,10 +412,14 @@ class HostManager:
         return None
 
 
-def _views(hosts: list[Host], current: str) -> list[HostView]:
+def _views(
+    hosts: list[Host], current: str, ours: Callable[[Host], bool] | None = None
+) -> list[HostView]:
     """The kind's hosts as the pure rollout and rebalance planners see them. A host whose task
     definition is not recorded yet is starting on the current one (RunTask uses the kind's
-    current revision). In flight on a host: what it holds but does not run yet (``starting``),
+    current revision); one whose children write the registry of before it was keyed by kind
+    (not ``ours``: :meth:`Placer.ours`) is outdated whatever it runs, so the rollout drains it.
+    In flight on a host: what it holds but does not run yet (``starting``),
     and what it handed over that no live host holds yet (``leaving``: its child still stopping,
     or its exit report not yet acted on); one placed again counts on its new host until it
     runs there, so no observer is counted twice or missed while it moves."""
@@ -424,7 +428,9 @@ def _views(hosts: list[Host], current: str) -> list[HostView]:
         HostView(
             host_id=h.host_id,
             kind=h.kind,
-            task_definition=h.task_definition or current,
+            task_definition=LEGACY_REVISION
+            if ours is not None and not ours(h)
+            else h.task_definition or current,
             status=h.status,
             assigned=len(h.assigned),
             slots=h.slots,

@@ -21,6 +21,7 @@ from vigil.observers.reconciler.executor import Executor, Settler
 from vigil.observers.reconciler.hosts import HostManager
 from vigil.observers.reconciler.report import PassReport
 from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
+from vigil.telemetry import ObserverMetric
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,17 +55,47 @@ class EventPass:
 
 @dataclass(frozen=True, kw_only=True)
 class StreamPass:
+    store: FleetStore
     settler: Settler
 
     def run(self, records: Iterable[d.Record]) -> PassReport:
-        """Act on each changed record as it now stands."""
+        """Act on each changed record as it now stands (one consistent read each).
+
+        A stream record is a picture of the record when it was written, and the event source
+        mapping may deliver it again long after (``bisect_batch_on_error`` retries a batch with
+        records up to an hour old). A picture the record has moved past (another version) is
+        ignored and counted (``ObserverStaleEventIgnored``): acting on it would undo what came
+        after, such as taking a later generation off its host. Each later change has a stream
+        record of its own, and the minute resync looks at every record anyway.
+        """
         report = PassReport()
         if self.settler.executor.placer is not None:
             self.settler.executor.placer.begin()  # this invocation's view of the hosts
-        for record in records:
+        for picture in records:
             report.observers += 1
-            self.settler.settle(record, None, report)
+            current = self.store.get(picture.name)
+            stale = _moved_past(picture, current)
+            if stale is not None or current is None:
+                report.note(picture.name, stale or d.Ignore("the record is gone"))
+                if stale is not None:
+                    self.settler.executor.metric(
+                        ObserverMetric.STALE_EVENT_IGNORED, picture.observer.kind, 1
+                    )
+                continue
+            self.settler.settle(current, None, report)
         return report
+
+
+def _moved_past(picture: d.Record, current: d.Record | None) -> d.Ignore | None:
+    """Why the stream's picture is not the record any more (None: it still is, or it is gone)."""
+    if current is None or current.observer.version == picture.observer.version:
+        return None
+    was, now = picture.observer, current.observer
+    return d.Ignore(
+        f"stale change: version {was.version} (generation {was.generation}, {was.status.value}); "
+        f"the record is at version {now.version} (generation {now.generation})",
+        stale=True,
+    )
 
 
 def changed_records(stream_records: Iterable[Mapping[str, Any]]) -> list[d.Record]:

@@ -36,7 +36,14 @@ from vigil.observers.host_fleet.store import HostConflict, HostStore
 from vigil.observers.kind_options import KindOptionsMap
 from vigil.observers.reconciler.report import MetricSink, no_metrics
 from vigil.observers.reconciler.starter import MAX_DECISION_ROUNDS
+from vigil.observers.registry.layout import Layout, RegistryRef
 from vigil.telemetry import ObserverMetric
+
+
+def legacy_host(host: Host, registry: RegistryRef) -> bool:
+    """A host started before the registry was keyed by kind (its children write the name-keyed
+    registry), seen by a reconciler of the registry keyed by kind."""
+    return registry.by_kind and host.registry != Layout.BY_KIND.value
 
 
 def random_host_id(kind: str) -> str:
@@ -97,8 +104,15 @@ class Placer:
     # Placement ------------------------------------------------------------------------------------
 
     def choose(self, kind: str, prefer: str | None, name: str | None = None) -> Host:
-        found = choose_host(self.all_hosts().values(), kind, prefer, name)
+        ours = (h for h in self.all_hosts().values() if self.ours(h))
+        found = choose_host(ours, kind, prefer, name)
         return found if found is not None else self.start_host(kind)
+
+    def ours(self, host: Host) -> bool:
+        """Whether the host's children write the registry this reconciler keeps. One started
+        before the registry was keyed by kind writes the old one: it takes no new observer (its
+        own are handed over by the rollout, :func:`legacy_host`)."""
+        return not legacy_host(host, self.store.ref)
 
     def start_host(self, kind: str) -> Host:
         """A new host: its item first (STARTING), then RunTask; a failed RunTask is kept on the
@@ -106,7 +120,12 @@ class Placer:
         placement = self.placements[kind]
         definition = self.ecs.task_definition(kind) or ""
         host = self.hosts.create(
-            self.new_host_id(kind), kind, placement.slots_per_host, definition, self.clock()
+            self.new_host_id(kind),
+            kind,
+            placement.slots_per_host,
+            definition,
+            self.clock(),
+            registry=Layout.BY_KIND.value if self.store.ref.by_kind else None,
         )
         return self.run_host(self.book.put(host))
 
@@ -190,19 +209,36 @@ class Placer:
     def take_off(self, record: d.Record, *, handover: bool = False) -> None:
         """The host stops the observer's child at its next heartbeat (the child checkpoints).
         Without ``handover`` it leaves the host for good: an earlier hand-over of it is
-        forgotten too (nothing then counts it as in flight)."""
+        forgotten too (nothing then counts it as in flight). Only the record's generation (or
+        an older one) leaves: a later generation the host holds is not the record's to stop."""
         host = self.host(record.pooled.host)
-        self._unassign(host, record.name, handover=handover, forget=not handover)
+        self._unassign(
+            host,
+            record.name,
+            handover=handover,
+            forget=not handover,
+            upto=record.observer.generation,
+        )
 
     def _unassign(
-        self, host: Host | None, name: str, *, handover: bool = False, forget: bool = False
+        self,
+        host: Host | None,
+        name: str,
+        *,
+        handover: bool = False,
+        forget: bool = False,
+        upto: int | None = None,
     ) -> None:
         """``forget``: also when only ``handover`` still names it (else that entry stays, so
-        the gauges see the next generation as the hand-over's until it runs)."""
+        the gauges see the next generation as the hand-over's until it runs). ``upto``: leave
+        it alone where the host holds a later generation than that."""
         for _ in range(MAX_DECISION_ROUNDS):
             if host is None or (
                 name not in host.assigned and not (forget and name in host.handover)
             ):
+                return
+            held = max(host.assigned.get(name, 0), host.handover.get(name, 0))
+            if upto is not None and held > upto:
                 return
             try:
                 self.book.put(self.hosts.unassign(host, name, handover=handover))

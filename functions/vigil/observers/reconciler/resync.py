@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from vigil.clock import Clock, Sleeper, system_clock
+from vigil.contract.observers import RESYNC_LEASE
 from vigil.leases import Lease, LeaseHeld, LeaseTable
 from vigil.observers import decisions as d
 from vigil.observers.ecs_tasks import EcsTasks
@@ -35,7 +36,9 @@ from vigil.observers.reconciler.rollouts import Rollouts
 from vigil.persist import OutOfTime, persist
 from vigil.telemetry import ObserverMetric, logger
 
-RESYNC_LEASE_KEY = {"name": "#resync"}
+RESYNC_LEASE_KEY = {"kind": RESYNC_LEASE, "name": RESYNC_LEASE}
+"""The lease's item in the registry (keyed by kind; :meth:`FleetStore.ref` gives it for either
+layout)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,7 +68,8 @@ class ResyncPass:
     def run(self, holder: str, time_left_s: Callable[[], float] | None = None) -> PassReport | None:
         """None when another pass holds the lease. ``time_left_s``: the invocation's time left
         (Lambda's context); the release is retried within it and within the lease."""
-        lease = self.leases.acquire(RESYNC_LEASE_KEY, holder, self.lease_duration)
+        key = self.store.ref.special(RESYNC_LEASE)
+        lease = self.leases.acquire(key, holder, self.lease_duration)
         if isinstance(lease, LeaseHeld):
             self.metric(ObserverMetric.RESYNC_SKIPPED, None, 1)
             return None

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from vigil.contract.hosts import DEFAULT_MAX_UNAVAILABLE
 from vigil.observers import decisions as d
-from vigil.observers.rollout import Member, plan_dedicated
+from vigil.observers.rollout import LEGACY_REVISION, Member, plan_dedicated
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,8 @@ class Rollouts:
         outdated: set[str] = set()
         for record in records:
             observer, started_on = record.observer, record.observer.task_definition
+            if record.tracking.legacy:
+                started_on = LEGACY_REVISION  # it writes the old registry: hand it over
             current = self.revisions.get(observer.kind)
             if current is None:
                 continue

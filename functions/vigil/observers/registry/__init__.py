@@ -9,7 +9,8 @@
 Every write is one conditional request (or one transaction), so a racing writer is refused by
 DynamoDB rather than overwritten. AWS errors become the domain exceptions of :mod:`.errors` only
 in the ``except`` blocks around those writes (reading the old item or the transaction's
-cancellation reasons). :mod:`.cursor` encodes the list's pagination cursor.
+cancellation reasons). :mod:`.cursor` encodes the list's pagination cursor; :mod:`.layout` makes
+every key (the registry is keyed by kind, so a container's requests stay in its kind's partition).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from vigil.observers.registry.errors import (
     VersionConflict,
 )
 from vigil.observers.registry.fenced import FencedWrites
+from vigil.observers.registry.layout import Layout, RegistryRef
 
 __all__ = [
     "MAX_OPTIMISTIC_ATTEMPTS",
@@ -38,6 +40,7 @@ __all__ = [
     "FleetFull",
     "GivenUp",
     "InvalidCursor",
+    "Layout",
     "ObserverCommands",
     "ObserverExists",
     "ObserverNotFound",
@@ -45,6 +48,7 @@ __all__ = [
     "Page",
     "PlacedElsewhere",
     "RegistryError",
+    "RegistryRef",
     "StopRequested",
     "VersionConflict",
 ]

@@ -20,6 +20,10 @@ from vigil.contract.hosts import OBSERVER_HOST, OBSERVER_TASK_DEFINITION
 from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.observers import (
     FLEET_ATTRIBUTE,
+    FLEET_COUNTER_KEY,
+    NAMED_KIND,
+    NAMES_PARTITION,
+    REGISTRY_PARTITION,
     STATUS_REASON,
     STOPPED_ATTRIBUTE,
     STOPPED_INDEX,
@@ -29,7 +33,6 @@ from vigil.contract.observers import (
 from vigil.dynamo import (
     Item,
     Update,
-    any_of,
     batch_get,
     cancellation_reasons,
     error_code,
@@ -37,7 +40,6 @@ from vigil.dynamo import (
     to_wire,
 )
 from vigil.observers.model import (
-    FLEET_COUNTER_NAME,
     FLEET_INDEX,
     FLEET_INDEX_ATTRIBUTES,
     FLEET_PARTITION,
@@ -58,7 +60,8 @@ from vigil.observers.registry.errors import (
     ObserverExists,
     VersionConflict,
 )
-from vigil.observers.registry.table import RegistryTable, key
+from vigil.observers.registry.layout import RegistryRef
+from vigil.observers.registry.table import RegistryTable, count_update, put_new
 from vigil.settle import NotSettleable, verdict
 
 MAX_PAGE = 100
@@ -140,7 +143,7 @@ class ObserverCommands(RegistryTable):
     def __init__(
         self,
         client: Any,
-        table: str,
+        table: str | RegistryRef,
         *,
         clock: Clock = system_clock,
         max_observers: int | None = None,
@@ -171,7 +174,7 @@ class ObserverCommands(RegistryTable):
             indexes = [(STOPPED_INDEX, STOPPED_ATTRIBUTE)]
         else:
             indexes = [(FLEET_INDEX, FLEET_ATTRIBUTE)]
-        names: set[str] = set()
+        names: dict[str, str] = {}
         covered: str | None = None  # the names up to here are all read; None: all of them
         for index, attribute in indexes:
             found, last = self._names(index, attribute, status, after, limit)
@@ -181,15 +184,15 @@ class ObserverCommands(RegistryTable):
         page = sorted(n for n in names if covered is None or n <= covered)
         if len(page) > limit:
             page, covered = page[:limit], page[limit - 1]
-        observers = self._batch_get(page)
+        observers = self._batch_get([(n, names[n]) for n in page])
         return Page(observers=observers, cursor=encode_cursor(covered) if covered else None)
 
     def _names(
         self, index: str, attribute: str, status: Status | None, after: str | None, limit: int
-    ) -> tuple[list[str], str | None]:
-        """Up to ``limit`` names after ``after`` from one index, and the last name read when the
-        index holds more (None: it was read to its end)."""
-        names: list[str] = []
+    ) -> tuple[dict[str, str], str | None]:
+        """Up to ``limit`` names (with their kinds) after ``after`` from one index, and the last
+        name read when the index holds more (None: it was read to its end)."""
+        names: dict[str, str] = {}
         while len(names) < limit:
             condition = "#p = :p" + (" AND #name > :after" if after is not None else "")
             values: dict[str, Any] = {":p": FLEET_PARTITION}
@@ -197,8 +200,8 @@ class ObserverCommands(RegistryTable):
                 "TableName": self._table,
                 "IndexName": index,
                 "KeyConditionExpression": condition,
-                "ExpressionAttributeNames": {"#p": attribute, "#name": "name"},
-                "ProjectionExpression": "#name",
+                "ExpressionAttributeNames": {"#p": attribute, "#name": "name", "#kind": "kind"},
+                "ProjectionExpression": "#name, #kind",
                 # Limit counts evaluated items, so a filtered page can never overshoot.
                 "Limit": limit - len(names),
             }
@@ -215,7 +218,9 @@ class ObserverCommands(RegistryTable):
                 if after is not None and error_code(error) == "ValidationException":
                     raise InvalidCursor() from error
                 raise
-            names += [str((from_wire(i) or {})["name"]) for i in answer.get("Items", [])]
+            for raw in answer.get("Items", []):
+                item = from_wire(raw) or {}
+                names[str(item["name"])] = str(item.get(REGISTRY_PARTITION, ""))
             last = from_wire(answer.get("LastEvaluatedKey"))
             if not last:
                 return names, None
@@ -232,7 +237,12 @@ class ObserverCommands(RegistryTable):
             cursor = page.cursor
 
     def active_count(self) -> int:
-        item = self._get_item(FLEET_COUNTER_NAME)
+        answer = self._client.get_item(
+            TableName=self._table,
+            Key=to_wire(self._ref.special(FLEET_COUNTER_KEY)),
+            ConsistentRead=True,
+        )
+        item = from_wire(answer.get("Item"))
         return int(item.get("active", 0)) if item else 0
 
     # -- writes ------------------------------------------------------------------------------
@@ -250,26 +260,23 @@ class ObserverCommands(RegistryTable):
             created_at=now,
             updated_at=now,
         )
-        put = {
-            "Put": {
-                "TableName": self._table,
-                "Item": to_wire(to_item(observer)),
-                "ConditionExpression": "attribute_not_exists(#name)",
-                "ExpressionAttributeNames": {"#name": "name"},
-                "ReturnValuesOnConditionCheckFailure": "NONE",
-            }
-        }
+        puts = [put_new(self._table, to_item(observer))]
+        if self._ref.by_kind:
+            # Its name's claim: names stay unique across kinds, and a name finds its kind.
+            claim = {"kind": NAMES_PARTITION, "name": name, NAMED_KIND: kind}
+            puts.append(put_new(self._table, claim))
         try:
-            self._client.transact_write_items(TransactItems=[put, self._count_update(+1)])
+            self._client.transact_write_items(TransactItems=[*puts, self._count_update(+1)])
         except ClientError as error:
             reasons = cancellation_reasons(error)
             if reasons is None:
                 raise
-            if reasons[0][0] == REFUSED:
+            if any(code == REFUSED for code, _ in reasons[: len(puts)]):
                 raise ObserverExists(name) from error
-            if reasons[1][0] == REFUSED:
-                raise self._fleet_full(reasons[1][1]) from error
+            if reasons[len(puts)][0] == REFUSED:
+                raise self._fleet_full(reasons[len(puts)][1]) from error
             raise
+        self._kinds[name] = kind
         return observer
 
     def request_stop(self, name: str) -> Observer:
@@ -339,7 +346,9 @@ class ObserverCommands(RegistryTable):
             update.condition(update.eq("version", current.version))
             if wanted.also is not None:
                 wanted.also(update)
-            items = [{"Update": {"TableName": self._table, "Key": key(name), **update.request()}}]
+            items = [
+                {"Update": {"TableName": self._table, "Key": self.key(name), **update.request()}}
+            ]
             if wanted.count:
                 items.append(self._count_update(wanted.count))
             try:
@@ -358,30 +367,23 @@ class ObserverCommands(RegistryTable):
 
     def _count_update(self, delta: int) -> dict[str, Any]:
         """Move the fleet's active count; an increase is refused at the maximum."""
-        update = Update().add("active", delta)
-        extra: dict[str, Any] = {}
-        if delta > 0 and self._max is not None:
-            below = update.lt("active", self._max - delta + 1)
-            update.condition(any_of(update.absent("active"), below))
-            extra["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        request = {"TableName": self._table, "Key": key(FLEET_COUNTER_NAME), **update.request()}
-        return {"Update": request | extra}
+        return count_update(self._ref, delta, self._max)
 
     def _fleet_full(self, counter: Item | None) -> FleetFull:
         assert self._max is not None
         return FleetFull(self._max, int(counter["active"]) if counter else None)
 
-    def _batch_get(self, names: list[str]) -> list[Observer]:
-        """Full items (minus checkpoints) for up to 100 names, in the order given."""
+    def _batch_get(self, names: list[tuple[str, str]]) -> list[Observer]:
+        """Full items (minus checkpoints) for up to 100 (name, kind), in the order given."""
         if not names:
             return []
         items = batch_get(
             self._client,
             self._table,
-            [{"name": n} for n in names],
+            [self._ref.plain_key(kind, name) for name, kind in names],
             LIST_ATTRIBUTES,
             sleep=self._sleep,
         )
         found = {item["name"]: from_item(item) for item in items if is_observer_item(item)}
         # An observer deleted between the index read and this one is simply absent.
-        return [found[n] for n in names if n in found]
+        return [found[n] for n, _ in names if n in found]

@@ -3,7 +3,8 @@
 Every write is fenced by ``generation``: the reconciler bumps the generation when it replaces a
 task, and from then on every write of the old container fails, which is how it learns it was
 replaced. The writes still bump ``version`` so that the read-modify-write writers (operators, the
-reconciler) see the change.
+reconciler) see the change. A container's writes and reads name keys of its own kind's partition
+only (``RegistryRef.kind``): its role reaches no other.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Sleeper, epoch_ms, iso
-from vigil.contract.hosts import HOST_EXIT, OBSERVER_HOST
+from vigil.contract.hosts import HOST_EXIT, HOST_EXIT_RAN_MS, OBSERVER_HOST
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.observers import UNCERTAIN_REASON, ExitCode, status_fields
 from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, truncate
@@ -30,8 +31,14 @@ from vigil.observers.model import (
     is_observer_item,
     validate_checkpoint,
 )
-from vigil.observers.registry.errors import Fenced, GivenUp, PlacedElsewhere, StopRequested
-from vigil.observers.registry.table import RegistryTable, key
+from vigil.observers.registry.errors import (
+    Fenced,
+    GivenUp,
+    ObserverNotFound,
+    PlacedElsewhere,
+    StopRequested,
+)
+from vigil.observers.registry.table import RegistryTable
 
 
 class FencedWrites(RegistryTable):
@@ -82,10 +89,13 @@ class FencedWrites(RegistryTable):
     ) -> RunRecordSite:
         """Where ``ctx.once`` journals effects: the observer's record, while ``generation`` holds
         it (any status: a stopping generation may still finish an effect)."""
+        kind = self.kind_of(name)
+        if kind is None:
+            raise ObserverNotFound(name)
         return RunRecordSite(
             client=self._client,
             table=self._table,
-            key={"name": name},
+            key=self._ref.plain_key(kind, name),
             token_attribute="generation",
             token=generation,
             running=None,
@@ -131,18 +141,29 @@ class FencedWrites(RegistryTable):
         self._update(name, generation, update)
 
     def report_host_exit(
-        self, name: str, generation: int, *, host: str, exit_code: ExitCode, reason: str
+        self,
+        name: str,
+        generation: int,
+        *,
+        host: str,
+        exit_code: ExitCode,
+        reason: str,
+        ran_s: float | None = None,
     ) -> bool:
         """A pooled observer's host records how its child process ended (``HOST_EXIT``), which the
         reconciler reads as it reads a dedicated task's STOPPED event. Fenced by generation and
-        host: False (nothing written) when the observer has moved on, which is no error."""
+        host: False (nothing written) when the observer has moved on, which is no error.
+        ``ran_s``: how long the child ran, by the host's monotonic clock (``ran_ms``: the
+        reconciler's failure count reads it instead of comparing the host's clock with its own)."""
         now = self._clock()
-        report = {
+        report: dict[str, Any] = {
             "generation": generation,
             "exit_code": int(exit_code),
             "reason": truncate(reason),
             "at_ms": epoch_ms(now),
         }
+        if ran_s is not None:
+            report[HOST_EXIT_RAN_MS] = round(ran_s * 1000)
         update = Update().set_all({HOST_EXIT: report, "updated_at": iso(now)})
         try:
             self._update(name, generation, update.increment("version"), host=host)
@@ -165,11 +186,14 @@ class FencedWrites(RegistryTable):
         update.condition(update.eq("generation", generation))
         if host is not None:
             update.condition(update.eq(OBSERVER_HOST, host))
+        kind = self.kind_of(name)
+        if kind is None:
+            raise Fenced(name, generation, None)  # no record of that name: as a record gone
         try:
             return dict(
                 self._client.update_item(
                     TableName=self._table,
-                    Key=key(name),
+                    Key=self._ref.key(kind, name),
                     ReturnValues=return_values,
                     ReturnValuesOnConditionCheckFailure="ALL_OLD",
                     **update.request(),

@@ -1,79 +1,35 @@
 """Upgrading a deployed stack from the one-stack layout to the shards loses nothing (issue 29).
 
-``Vigil.template.json`` here is main's synthesized app as it was before the shards (commit
-db5f9af: every job's and task's resources in the one stack). It is deployed on the emulator, work
-is put in flight (a tick recorded, a job's dead letter, a queued task, a task's one-time schedule, a
-running observer), the app of this checkout is deployed over it (``VigilStack.upgrade``: the update
-CloudFormation makes, the old queues retained), and ``vigil upgrade drain`` hands on what the old
-queues hold (and, run again with ``--delete``, removes them once empty). Then every piece of work is where it belongs and runs.
+main's app as it was before the shards (db5f9af, ``tests/helpers/upgrade.py``: every job's and
+task's resources in the one stack) is deployed on the emulator and work is put in flight: a tick
+recorded, a job's dead letter, a queued task, a task's one-time schedule, a running observer.
+This checkout's app is deployed over it as that version's upgrade deploys it (``-c
+legacyRegistry=true``: the registry's migration, ``test_registry_upgrade.py``), the old queues
+retained, and ``vigil upgrade drain`` hands on what they hold (run again with ``--delete``, it
+removes them once empty). Then every piece of work is where it belongs and runs.
 
-Cost: two deploys on the emulator (the new app's synth is the suite's shared one): ~25 s of CPU.
+Cost: ~15 s (two deploys on the emulator, 18 simulated minutes; the app's synth is the suite's
+shared ``migrating`` one).
 """
 
 from __future__ import annotations
 
 import io
-import json
-import shutil
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import boto3
-import pytest
-from freezegun import freeze_time
 from moto import mock_aws
-from moto.moto_api import state_manager
 
+from tests.helpers.upgrade import name_keyed_app
 from vigil_tools.cli import main
-from vigil_tools.emulator.account import deploy_account
-from vigil_tools.emulator.template import Synthesized, load
-from vigil_tools.project import find_project
+from vigil_tools.emulator.template import Synthesized
 from vigil_tools.testing.stack import VigilStack
 from vigil_tools.upgrade import drain, old_logical_id
 
-BEFORE = Path(__file__).parent
-START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)
 
-
-def before_the_shards(folder: Path) -> Synthesized:
-    """main's cloud assembly: its template and asset manifest, each file asset this checkout's
-    ``functions/`` (the emulator runs the handlers of the checkout anyway)."""
-    for name in ("Vigil.template.json", "Vigil.assets.json"):
-        shutil.copy(BEFORE / name, folder / name)
-    assets = json.loads((folder / "Vigil.assets.json").read_text())
-    for asset in assets["files"].values():
-        source = folder / asset["source"]["path"]
-        if asset["source"].get("packaging") == "zip" and not source.exists():
-            source.symlink_to(find_project().functions, target_is_directory=True)
-    return load(folder, "Vigil")
-
-
-@pytest.fixture
-def old_stack(tmp_path: Path) -> Any:
-    synth = before_the_shards(tmp_path)
-    with mock_aws(), freeze_time(START) as frozen:
-        state_manager.set_transition(
-            model_name="ecs::task", transition={"progression": "manual", "times": 10**9}
-        )
-        session = boto3.Session(
-            region_name="us-east-1", aws_access_key_id="local", aws_secret_access_key="local"
-        )
-        boto3.setup_default_session(
-            region_name="us-east-1", aws_access_key_id="local", aws_secret_access_key="local"
-        )
-        account = deploy_account(synth, session)
-        stack = VigilStack(account, now=lambda: datetime.now(UTC), move_to=frozen.move_to)
-        try:
-            yield stack
-        finally:
-            stack.close()
-            stack.fleet.kill_all()
-            state_manager.unset_transition(model_name="ecs::task")
-
-
-def test_the_old_layouts_queue_names_are_found_by_the_cdks_rule() -> None:
-    template = json.loads((BEFORE / "Vigil.template.json").read_text())
+def test_the_old_layouts_queue_names_are_found_by_the_cdks_rule(tmp_path: Path) -> None:
+    template = name_keyed_app(tmp_path).template
     queues = {k for k, r in template["Resources"].items() if r["Type"] == "AWS::SQS::Queue"}
     for construct, role in (
         ("Cleanup", "FailedRuns"),
@@ -85,7 +41,7 @@ def test_the_old_layouts_queue_names_are_found_by_the_cdks_rule() -> None:
 
 
 def test_an_upgrade_to_the_shards_loses_no_tick_task_dead_letter_or_observer(
-    old_stack: VigilStack, synthesized: Synthesized
+    old_stack: VigilStack, migrating: Synthesized
 ) -> None:
     kit = old_stack
     assert not kit.account.synth.nested, "main's layout: everything in the one stack"
@@ -98,7 +54,7 @@ def test_an_upgrade_to_the_shards_loses_no_tick_task_dead_letter_or_observer(
     assert len(kit.dead_letters("cleanup")) == 1
     payload = {"order": "o-1", "email": "a@example.com", "total": 5}
     later = kit.enqueue(
-        "send-receipt", {**payload, "order": "o-2"}, key="o-2", delay=timedelta(minutes=40)
+        "send-receipt", {**payload, "order": "o-2"}, key="o-2", delay=timedelta(minutes=16)
     )
     kit.create_observer("w1", "ticker")
     kit.advance(minutes=2)
@@ -108,7 +64,8 @@ def test_an_upgrade_to_the_shards_loses_no_tick_task_dead_letter_or_observer(
     queued = kit.enqueue("send-receipt", payload, key="o-1", deliver=False)
     assert kit.task("send-receipt", queued).status.value == "QUEUED"
 
-    upgraded = kit.upgrade(synthesized)
+    kit.redeploy(migrating)
+    upgraded = kit
     assert upgraded.account.synth.nested, "the shards"
     drained = drain(upgraded.account.session, "Vigil")
 
@@ -123,10 +80,10 @@ def test_an_upgrade_to_the_shards_loses_no_tick_task_dead_letter_or_observer(
     assert len(upgraded.dead_letters("cleanup")) == 1
     upgraded.advance(minutes=1)
     assert upgraded.task("send-receipt", queued).status.value == "SUCCEEDED"
-    upgraded.advance(minutes=40)
+    upgraded.advance(minutes=16)
     assert upgraded.task("send-receipt", later).status.value == "SUCCEEDED"
-    after = upgraded.observer("w1")
-    assert (after.status, after.generation) == ("RUNNING", before.generation)
+    after = upgraded.observer("w1")  # copied to the registry keyed by kind, handed over
+    assert after.status == "RUNNING" and after.generation >= before.generation
     # Run again (the CLI), it finds nothing more to move; with --delete, the emptied old queues go.
     out, err = io.StringIO(), io.StringIO()
     code = main(
