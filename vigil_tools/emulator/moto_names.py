@@ -20,6 +20,8 @@ from typing import Any
 
 from vigil_tools.emulator.moto_memory import AS_IS
 
+RENAME = "camelcase_to_underscores"
+"""The function the SQS models reach through their module's global."""
 CACHED_NAMES = 1024
 """Distinct names kept (SQS's attributes are about 30)."""
 
@@ -34,10 +36,9 @@ def install() -> bool:
         return True
     from moto.sqs import models
 
-    _original["camelcase_to_underscores"] = models.camelcase_to_underscores
-    models.camelcase_to_underscores = functools.lru_cache(maxsize=CACHED_NAMES)(  # type: ignore[assignment]
-        models.camelcase_to_underscores
-    )
+    names = vars(models)
+    _original[RENAME] = names[RENAME]
+    names[RENAME] = functools.lru_cache(maxsize=CACHED_NAMES)(names[RENAME])
     return True
 
 
@@ -47,7 +48,7 @@ def uninstall() -> None:
         return
     from moto.sqs import models
 
-    models.camelcase_to_underscores = _original.pop("camelcase_to_underscores")
+    vars(models)[RENAME] = _original.pop(RENAME)
 
 
 def installed() -> bool:
