@@ -26,6 +26,7 @@ from benchmarks import (
     import_time,
     jobs_requests,
     local_memory,
+    operators_scale,
     pooled_scale,
     pooled_soak,
     reconciler_scale,
@@ -95,6 +96,11 @@ SECTIONS = (
         "scale",
         "Scale: 200 jobs, 200 tasks and 20 kinds",
         lambda a: scale_layout.run(),
+    ),
+    Section(
+        "operators",
+        "Operators at 200 jobs and 200 tasks",
+        lambda a: operators_scale.run(),
     ),
 )
 

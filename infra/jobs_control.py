@@ -35,7 +35,6 @@ from vigil.contract.layout import CATALOG_DIGEST_ENV as DIGEST_ENV
 from vigil.contract.layout import STACK_ENV, Entity, function_prefix
 
 AUDIT_EVERY = Duration.minutes(5)
-JOBS_INDEX = "jobs-index"
 
 
 class JobsControl(Construct):
@@ -98,7 +97,12 @@ class JobsControl(Construct):
         catalog.grant_read(self.function)
         self.function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"],
+                actions=[
+                    "dynamodb:GetItem",
+                    "dynamodb:BatchGetItem",  # GET /jobs: the declared jobs' heads, by key
+                    "dynamodb:UpdateItem",
+                    "dynamodb:Query",
+                ],
                 resources=[runs_table.table_arn],
                 conditions={
                     "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{JOB_PK_PREFIX}*"]}
@@ -118,11 +122,6 @@ class JobsControl(Construct):
                 conditions={
                     "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [IDEMPOTENCY_PK]}
                 },
-            )
-        )
-        self.function.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["dynamodb:Query"], resources=[f"{runs_table.table_arn}/index/{JOBS_INDEX}"]
             )
         )
         stack = Stack.of(self)

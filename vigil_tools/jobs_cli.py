@@ -1,6 +1,7 @@
 """``vigil jobs``: the scheduled jobs of a deployed stack, read from its outputs and table.
 
-    vigil [--stage NAME] jobs list [--stack Vigil]
+    vigil [--stage NAME] [--json] jobs list [--stack Vigil] [--status FAILING,LATE] [--prefix P]
+                                            [--limit 50] [--next TOKEN]
     vigil jobs history JOB [--limit 20]
     vigil jobs redrive JOB [--limit 100]
     vigil jobs next JOB [-n 5]
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,11 +27,16 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from vigil.catalog import read_catalog
+from vigil.clock import Clock, system_clock
 from vigil.contract.layout import Catalogued
+from vigil.contract.schedule import InvalidSchedule
+from vigil.jobs.control import JobSpec
+from vigil.jobs.listing import FILTERS, jobs_query, list_jobs, row_json
 from vigil.jobs.model import JobHead, RunRecord
 from vigil.jobs.store import RunStore
+from vigil.listing import InvalidListing
 from vigil.settle import NotSettleable
-from vigil_tools import jobs_control_cli
+from vigil_tools import jobs_control_cli, listing
 from vigil_tools.direct_cli import add_group, add_redrive, positive
 from vigil_tools.redrive import Answer, Redriven, one_at_a_time, redrive_job
 from vigil_tools.settle_cli import add_settle, verdict_of
@@ -82,7 +87,10 @@ class JobsCatalog:
 
 def add_parser(groups: Any) -> None:
     commands = add_group(groups, "jobs", help="scheduled jobs: state, history, redrive")
-    commands.add_parser("list", help="every job's latest state")
+    listing.add_list_arguments(
+        commands.add_parser("list", help="every job's latest state, failing first"),
+        FILTERS,
+    )
     history = commands.add_parser("history", help="a job's ticks, newest first")
     history.add_argument("job", help="the job's name")
     history.add_argument("--limit", type=positive, default=20, help="how many ticks")
@@ -111,28 +119,12 @@ def run(
     out: TextIO,
     invoke: Invoke | None = None,
     call: Call | None = None,
+    clock: Clock = system_clock,
 ) -> int:
     catalog = JobsCatalog.from_stack(session, stack_of(args))
     store = RunStore(session.client("dynamodb"), catalog.runs_table)
     if args.command == "list":
-        heads = {head.job: head for head in store.heads()}
-        now_ms = int(time.time() * 1000)
-        rows = [
-            [
-                name,
-                head.last_tick if head else "-",
-                head.last_status.value if head and head.last_status else "-",
-                f"tick {head.lease_tick} until {head.lease_until}"
-                if head and head.lease_tick
-                else "-",
-                _pause(head, now_ms),
-            ]
-            for name in sorted(catalog.jobs)
-            for head in [heads.get(name)]
-        ]
-        header = ["JOB", "LAST TICK", "LAST STATUS", "LEASE", "PAUSED"]
-        out.write(render_table(header, rows) + "\n")
-        return 0
+        return list_command(args, catalog, store, out, clock())
     job = catalog.job(args.job)
     if args.command == "next":
         last = [r.tick for r in store.history(args.job, limit=20)]
@@ -172,6 +164,44 @@ def run(
         limit=args.limit,
     )
     out.write(_redrive_report(args.job, job, done))
+    return 0
+
+
+def list_command(
+    args: argparse.Namespace, catalog: JobsCatalog, store: RunStore, out: TextIO, now: datetime
+) -> int:
+    """One page of the jobs (``vigil.jobs.listing``): a table, or the API's JSON with ``--json``."""
+    try:
+        specs = {name: JobSpec.from_json(name, entry) for name, entry in catalog.jobs.items()}
+    except (ValueError, KeyError, TypeError, InvalidSchedule) as problem:
+        raise JobsError(f"the stack's jobs catalog is not valid: {problem}") from None
+    try:
+        query = jobs_query(args.status, args.prefix, args.limit, args.next)
+        page = list_jobs(
+            specs, store.heads_of(n for n in specs if n.startswith(query.prefix)), query, now
+        )
+    except InvalidListing as problem:
+        raise JobsError(f"jobs list: --{problem}") from None
+    now_ms = int(now.timestamp() * 1000)
+    if getattr(args, "json", False):
+        jobs = [row_json(job, now_ms) for job in page.entries]
+        listed = {"jobs": jobs, "next": page.next, "matching": page.matching}
+        out.write(json.dumps(listed, indent=2) + "\n")
+        return 0
+    rows = [
+        [
+            job.spec.name,
+            job.state,
+            job.head.last_tick if job.head and job.head.last_tick else "-",
+            f"tick {job.head.lease_tick} until {job.head.lease_until}"
+            if job.head and job.head.lease_tick
+            else "-",
+            _pause(job.head, now_ms),
+        ]
+        for job in page.entries
+    ]
+    out.write(render_table(["JOB", "STATE", "LAST TICK", "LEASE", "PAUSED"], rows) + "\n")
+    out.write(listing.footer("jobs list", args, page) + "\n")
     return 0
 
 

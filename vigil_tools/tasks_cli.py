@@ -3,6 +3,7 @@
     vigil tasks enqueue TASK [--payload JSON|@file.json] [--key K] [--delay S | --at ISO] [--group G]
     vigil tasks get TASK ID
     vigil tasks list TASK [--status FAILED] [--limit 50] [--next TOKEN]
+    vigil tasks summary [--status FAILING,BUSY,IDLE] [--prefix P] [--limit 50] [--next TOKEN]
     vigil tasks cancel TASK ID
     vigil tasks redrive TASK [--limit 100]
     vigil tasks settle TASK ID --effect NAME --done|--done-rerun|--not-done
@@ -21,12 +22,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from vigil.contract.tasks import TaskStatus
+from vigil.listing import InvalidListing
 from vigil.settle import NotSettleable
 from vigil.tasks.catalog import Catalog
 from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.redrive import redrive
 from vigil.tasks.store import TaskRecord, TaskStore
+from vigil_tools import tasks_summary
 from vigil_tools.direct_cli import add_group, add_redrive, positive
 from vigil_tools.settle_cli import add_settle, verdict_of
 from vigil_tools.stacks import StackNotFound, stack_of
@@ -75,6 +78,7 @@ def add_parser(groups: Any) -> None:
     )
     listing.add_argument("--limit", type=positive, default=50, help="records per page")
     listing.add_argument("--next", help="the page token a previous list printed")
+    tasks_summary.add_parser(commands)
     cancel = commands.add_parser("cancel", help="cancel a task that has not started")
     cancel.add_argument("task", help="the task's name")
     cancel.add_argument("id", help="the task's id (its key)")
@@ -97,6 +101,12 @@ def add_parser(groups: Any) -> None:
 
 def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = False) -> int:
     catalog = catalog_of(session, stack_of(args))
+    if args.command == "summary":
+        try:
+            tasks_summary.run(args, catalog, session.client("sqs"), out, as_json=as_json)
+        except InvalidListing as problem:
+            raise TasksError(f"tasks summary: --{problem}") from None
+        return 0
     client = TaskClient(
         catalog,
         sqs=session.client("sqs"),

@@ -46,9 +46,42 @@ def test_list_shows_every_job_and_its_latest_state(deployed: Any) -> None:
     code, out = vigil_jobs(deployed[0], None, "list")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["JOB", "LAST", "TICK", "LAST", "STATUS", "LEASE", "PAUSED"]
+    assert lines[0].split() == ["JOB", "STATE", "LAST", "TICK", "LEASE", "PAUSED"]
     assert any(line.startswith("cleanup") and "2026-11-23T06:05:00Z" in line for line in lines)
     assert any(line.startswith("daily-report") for line in lines)
+    assert lines[-1] == "2 of 2 matching"
+
+
+def listed(account: LocalAccount, now: datetime, *argv: str, as_json: bool = False) -> str:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json", action="store_true")
+    jobs_cli.add_parser(parser.add_subparsers(dest="group"))
+    out = io.StringIO()
+    args = parser.parse_args([*(["--json"] if as_json else []), "jobs", "list", *argv])
+    assert jobs_cli.run(args, account.session, out, clock=lambda: now) == 0
+    return out.getvalue()
+
+
+def test_list_puts_a_late_job_first_filters_and_pages(deployed: Any) -> None:
+    """cleanup's last tick is 06:05: at 06:20 its 06:10 tick is past its 2 minutes of lateness.
+    (~0.1 s after ``deployed``.)"""
+    account = deployed[0]
+    late = START + timedelta(minutes=20)
+    rows = listed(account, late, "--limit", "1").splitlines()
+    assert rows[1].split()[:2] == ["cleanup", "LATE"]
+    more = rows[-1]
+    assert more.startswith("1 of 2 matching; more: vigil jobs list --limit=1 --next ")
+    token = more.rsplit(" ", 1)[-1]
+    rest = listed(account, late, "--limit", "1", "--next", token).splitlines()
+    assert rest[1].split()[:2] == ["daily-report", "NEVER"] and rest[-1] == "1 of 1 matching"
+    early = listed(account, START + timedelta(minutes=6), "--status", "late", as_json=True)
+    assert json.loads(early) == {"jobs": [], "next": None, "matching": 0}
+    never = json.loads(
+        listed(account, late, "--status", "never,late", "--prefix", "d", as_json=True)
+    )
+    assert [(j["job"], j["state"]) for j in never["jobs"]] == [("daily-report", "NEVER")]
+    with pytest.raises(jobs_cli.JobsError, match="jobs list: --next: not a page token"):
+        listed(account, late, "--next", "nonsense")
 
 
 def test_history_is_newest_first(deployed: Any) -> None:

@@ -775,6 +775,11 @@ def test_the_cli_sends_its_idempotency_key_and_an_empty_until(
 
 JOB = "/jobs/cleanup"
 JOB_REFUSALS = [
+    Refusal("GET", "/jobs", "/jobs", query={"status": "BROKEN"}),
+    Refusal("GET", "/jobs", "/jobs", query={"limit": "0"}),
+    Refusal("GET", "/jobs", "/jobs", query={"limit": "many"}),
+    Refusal("GET", "/jobs", "/jobs", query={"next": "not-a-token"}),
+    Refusal("GET", "/jobs", "/jobs", query={"prefix": "Bad_"}),
     Refusal("GET", "/jobs/{job}", "/jobs/nope"),
     Refusal("GET", "/jobs/{job}", "/jobs/Bad_Name"),
     Refusal("GET", "/jobs/{job}/backfill", f"{JOB}/backfill", query={"from": "x", "to": "y"}),
@@ -801,6 +806,11 @@ def test_every_routes_refusals_use_the_documented_codes(
 
     codes = check_refusals(api.app, send, JOB_REFUSALS)
     assert codes == [
+        "invalid_status",
+        "invalid_limit",
+        "invalid_limit",
+        "invalid_next",
+        "invalid_prefix",
         "job_not_found",
         "invalid_job",
         "invalid_from",

@@ -21,6 +21,7 @@ from vigil_tools.emulator.deploy import Deployed, deploy, update
 from vigil_tools.emulator.event_log import capture_events
 from vigil_tools.emulator.intrinsics import Resolver
 from vigil_tools.emulator.moto_memory import install as keep_moto_flat
+from vigil_tools.emulator.moto_names import install as make_sqs_attributes_fast
 from vigil_tools.emulator.moto_responses import install as make_moto_answer_fast
 from vigil_tools.emulator.moto_speed import install as make_moto_fast
 from vigil_tools.emulator.moto_sqs_fifo import install as keep_fifo_queues_as_sqs_does
@@ -128,6 +129,7 @@ def deploy_account(synth: Synthesized, session: Any, *, quiet: bool = True) -> L
     make_moto_fast()  # nor spend most of each write re-parsing its expressions
     make_moto_answer_fast()  # nor most of each answer asking where each field is
     keep_fifo_queues_as_sqs_does()  # a group's order after a timeout, 5-minute deduplication
+    make_sqs_attributes_fast()  # nor most of a queue's attributes renaming them
     counter = RequestCounter()
     session.events.register("before-call.*.*", counter)
     # moto warns once per resource its CloudFormation skips; complete() creates those.

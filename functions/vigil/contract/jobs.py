@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+JOB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
+"""A job's name (``cleanup``): its API path segment, its records' partition, its function's name."""
 JOBS_INDEX = "jobs-index"
 """The runs table's sparse index (``entity``, ``job``) over the jobs' head items."""
 JOB_PK_PREFIX = "JOB#"

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from vigil import idempotent_requests
 from vigil.clock import Clock, system_clock
 from vigil.contract.api_errors import INVALID_FIELD, ErrorCode
+from vigil.contract.jobs import JOB_NAME
 from vigil.http_answers import (
     answer_unknown_routes,
     caller_of,
@@ -52,10 +53,12 @@ from vigil.jobs.control import (
 )
 from vigil.jobs.control_store import ControlStore, PauseChanged
 from vigil.jobs.events import Trigger, tick_key
-from vigil.jobs.model import FINAL_STATUSES, JobHead, RunRecord, RunStatus
+from vigil.jobs.listing import FILTERS, head_json, jobs_query, list_jobs, row_json
+from vigil.jobs.model import FINAL_STATUSES, RunRecord, RunStatus
 from vigil.jobs.store import RunStore
+from vigil.listing import DEFAULT_LIMIT, MAX_LIMIT, InvalidListing
 
-JOB_RULE = r"^[a-z0-9][a-z0-9-]{0,47}$"
+JOB_RULE = JOB_NAME.pattern
 JobName = Annotated[str, Path(pattern=JOB_RULE)]
 Invoke = Callable[[str, dict[str, Any]], None]
 """Invoke a job's function asynchronously (``InvocationType=Event``) with an event."""
@@ -69,6 +72,7 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     UnknownJob: (HTTPStatus.NOT_FOUND, ErrorCode.JOB_NOT_FOUND),
     TickNotFound: (HTTPStatus.NOT_FOUND, ErrorCode.TICK_NOT_FOUND),
     InvalidRequest: (HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_FIELD),
+    InvalidListing: (HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_FIELD),
     JobPaused: (HTTPStatus.CONFLICT, ErrorCode.JOB_PAUSED),
     NotPaused: (HTTPStatus.CONFLICT, ErrorCode.NOT_PAUSED),
     PauseChanged: (HTTPStatus.CONFLICT, ErrorCode.PAUSE_CHANGED),
@@ -102,27 +106,6 @@ class ControlServices:
     clock: Clock = system_clock
     idempotency_store: BasePersistenceLayer | None = None
     """Where ``Idempotency-Key`` answers are kept (the runs table, under IDEMPOTENCY_PK)."""
-
-
-def head_json(spec: JobSpec, head: JobHead | None, now_ms: int) -> dict[str, Any]:
-    paused = bool(head and head.paused_at(now_ms))
-    return {
-        "job": spec.name,
-        "schedule": spec.schedule.expression,
-        "time_zone": spec.schedule.time_zone,
-        "overlap": spec.overlap,
-        "last_tick": head.last_tick if head else None,
-        "last_status": head.last_status.value if head and head.last_status else None,
-        "paused": paused,
-        "pause": {
-            "by": head.paused_by,
-            "reason": head.pause_reason,
-            "since": head.paused_since,
-            "until": head.paused_until,
-        }
-        if paused and head
-        else None,
-    }
 
 
 def retries_left(record: RunRecord, spec: JobSpec, now: datetime) -> int:
@@ -170,10 +153,39 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
     def caller() -> str:
         return caller_of(app.current_event.request_context)
 
-    @app.get("/jobs", summary="Every declared job, its latest state and its pause")
-    def list_jobs() -> dict[str, Any]:
-        heads = {head.job: head for head in runs.heads()}
-        return {"jobs": [head_json(s, heads.get(n), now_ms()) for n, s in sorted(jobs.items())]}
+    @app.get(
+        "/jobs",
+        summary="Every declared job's latest state, failing first, one page at a time",
+    )
+    def get_jobs(
+        status: Annotated[
+            str | None,
+            Query(
+                max_length=200,
+                description=f"Only jobs in these states (commas, any case): {', '.join(FILTERS)}",
+            ),
+        ] = None,
+        prefix: Annotated[
+            str | None, Query(max_length=48, description="Only jobs whose name starts so")
+        ] = None,
+        limit: Annotated[
+            int, Query(ge=1, le=MAX_LIMIT, description=f"Jobs a page ({DEFAULT_LIMIT})")
+        ] = DEFAULT_LIMIT,
+        next_page: Annotated[
+            str | None,
+            Query(alias="next", max_length=2048, description="next of the previous page"),
+        ] = None,
+    ) -> dict[str, Any]:
+        query = jobs_query(status, prefix, limit, next_page)
+        now = services.clock()
+        page = list_jobs(
+            jobs, runs.heads_of(n for n in jobs if n.startswith(query.prefix)), query, now
+        )
+        return {
+            "jobs": [row_json(job, now_ms()) for job in page.entries],
+            "next": page.next,
+            "matching": page.matching,
+        }
 
     @app.get("/jobs/<job>", summary="One job")
     def get_job(job: JobName) -> dict[str, Any]:

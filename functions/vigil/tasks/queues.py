@@ -78,16 +78,23 @@ class TaskQueue:
 
     def depth(self) -> QueueDepth:
         """Two GetQueueAttributes: the queue's messages and the dead-letter queue's."""
+        waiting, delayed, in_flight = self.queued()
+        return QueueDepth(waiting, delayed, in_flight, self.dead_letters())
 
-        def counts(url: str) -> list[int]:
-            attributes = self._client.get_queue_attributes(
-                QueueUrl=url, AttributeNames=list(DEPTH_ATTRIBUTES)
-            )["Attributes"]
-            return [int(attributes.get(name, 0)) for name in DEPTH_ATTRIBUTES]
+    def queued(self) -> tuple[int, int, int]:
+        """One GetQueueAttributes: the queue's messages waiting, delayed and in flight."""
+        return self._counts(self.queue_url)
 
-        waiting, delayed, in_flight = counts(self.queue_url)
-        dead = counts(self.dead_letter_url)[0] if self.dead_letter_url else 0
-        return QueueDepth(waiting, delayed, in_flight, dead)
+    def dead_letters(self) -> int:
+        """One GetQueueAttributes: the messages in the dead-letter queue (none without one)."""
+        return self._counts(self.dead_letter_url)[0] if self.dead_letter_url else 0
+
+    def _counts(self, url: str) -> tuple[int, int, int]:
+        attributes = self._client.get_queue_attributes(
+            QueueUrl=url, AttributeNames=list(DEPTH_ATTRIBUTES)
+        )["Attributes"]
+        waiting, delayed, in_flight = (int(attributes.get(name, 0)) for name in DEPTH_ATTRIBUTES)
+        return waiting, delayed, in_flight
 
     def come_back_in(self, receipt_handle: str, seconds: int) -> None:
         """The message reappears after ``seconds`` (its visibility timeout from now)."""
