@@ -1,12 +1,17 @@
-"""Review of results by reference (issue 34 item 8): a result object the bucket no longer holds,
-and a record whose location points outside its own task's results (each failed first)."""
+"""Review of issue 34's tasks: a result object the bucket no longer holds, a record whose result
+location points outside its own task's results, a cancel during a retry's backoff (each failed
+first)."""
 
 from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
 
 from tests.helpers.tasks import ORDERED, PLAIN, Stack, invoke, records
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_api import Api
-from tests.tasks.test_runs import url
+from tests.tasks.test_runs import Body, url
+from vigil.contract.tasks import RETRIES_INDEX, TaskStatus
 from vigil.tasks.results import parse_ref, result_key
 
 BLOB = {"rows": ["x" * 100] * 60}
@@ -60,3 +65,23 @@ def test_a_record_pointing_at_another_tasks_result_is_not_read(
     status, body = Api(stack)("GET", f"/tasks/{PLAIN}/thief")
     assert status == 200 and body["result"] is None
     assert "not this task's" in body["result_unavailable"]
+
+
+def test_a_task_cancelled_during_its_retrys_backoff_leaves_the_retries_index(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """``cancel`` takes a QUEUED record, a retry's waiting one too, but kept its ``retry_at``:
+    the CANCELLED record stayed in the sparse ``retries`` index until its TTL, and every audit
+    pass (every 5 minutes) read it back again, one GetItem each, for days."""
+    stack.client().enqueue(PLAIN, {}, key="o-1")
+    batch = records(stack.messages(url(stack)))
+    handler = make_handler(Body(fail=1), retries=2, backoff=timedelta(minutes=10))
+    assert invoke(handler, batch) == [batch[0]["messageId"]]  # failed: a retry waits
+    assert [i["sk"]["S"] for i in _retries(stack)] == ["o-1"]
+
+    assert stack.client().cancel(PLAIN, "o-1").status is TaskStatus.CANCELLED
+    assert _retries(stack) == []
+
+
+def _retries(stack: Stack) -> list[dict[str, Any]]:
+    return list(stack.dynamodb.scan(TableName=stack.table, IndexName=RETRIES_INDEX)["Items"])

@@ -616,6 +616,8 @@ def _end_unstarted(
         }
     )
     update.set_default("attempts", 0)
+    # A retry's waiting record too: out of the sparse retries index, which the audit reads whole.
+    update.remove(*RETRY_ATTRIBUTES)
     update.condition(any_of(update.absent("pk"), update.eq("status", TaskStatus.QUEUED.value)))
     return update
 
