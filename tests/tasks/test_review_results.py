@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
+from unittest.mock import patch
 
 from tests.helpers.tasks import ORDERED, PLAIN, Stack, invoke, records
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_api import Api
 from tests.tasks.test_runs import Body, url
 from vigil.contract.tasks import RETRIES_INDEX, TaskStatus
+from vigil.tasks.envelope import parse
+from vigil.tasks.queues import TaskQueue
+from vigil.tasks.redrive import redrive
 from vigil.tasks.results import parse_ref, result_key
 
 BLOB = {"rows": ["x" * 100] * 60}
@@ -85,3 +89,53 @@ def test_a_task_cancelled_during_its_retrys_backoff_leaves_the_retries_index(
 
 def _retries(stack: Stack) -> list[dict[str, Any]]:
     return list(stack.dynamodb.scan(TableName=stack.table, IndexName=RETRIES_INDEX)["Items"])
+
+
+def test_a_redrive_moves_every_dead_letter_of_a_fifo_group_not_the_first_ten(
+    stack: Stack,
+) -> None:
+    """A FIFO queue hands out no message of a group while another of it is in flight: the
+    redrive took the first receive's 10, its next receive found the group held by them and
+    stopped, and it reported 10 moved of 12 as if the dead-letter queue were empty. It moves
+    what it took, then takes again; what its own operation sends back (a redriven task that failed
+    again at once) waits for the next redrive."""
+    spec = stack.catalog.spec(ORDERED)
+    queue = TaskQueue(stack.sqs, spec.queue_url, spec.dead_letter_url)
+    for i in range(12):
+        stack.client().enqueue(ORDERED, {}, key=f"k{i}", group="t-1")
+    for message in _drain(stack, spec.queue_url):
+        queue.dead_letter(message["Body"], "failed", message_id=message["MessageId"], group="t-1")
+
+    moved = redrive(stack.sqs, queue, task=ORDERED)
+    assert moved.moved == [f"k{i}" for i in range(12)]
+    assert stack.dead_letters(ORDERED) == []
+    sent = [parse(m["Body"], ORDERED) for m in _drain(stack, spec.queue_url)]
+    assert len(sent) == 12 and {e.redrive_id for e in sent} == {moved.operation}
+
+
+def test_a_redrive_leaves_what_its_own_operation_dead_lettered_again_for_the_next(
+    stack: Stack,
+) -> None:
+    spec = stack.catalog.spec(PLAIN)
+    queue = TaskQueue(stack.sqs, spec.queue_url, spec.dead_letter_url)
+    stack.client().enqueue(PLAIN, {}, key="o-1")
+    (message,) = stack.messages(spec.queue_url)
+    queue.dead_letter(message["Body"], "failed", message_id=message["MessageId"])
+    again = parse(message["Body"], PLAIN).redrive("this-operation").body()
+    queue.dead_letter(again, "failed again", message_id="m-2")
+
+    with patch("vigil.tasks.redrive.new_redrive_id", return_value="this-operation"):
+        moved = redrive(stack.sqs, queue, task=PLAIN)
+    assert moved.moved == ["o-1"]
+    (left,) = stack.dead_letters(PLAIN)
+    assert parse(left["Body"], PLAIN).redrive_id == "this-operation"
+
+
+def _drain(stack: Stack, queue_url: str) -> list[dict[str, Any]]:
+    """Every message of the queue, received and deleted (a FIFO group comes 10 at a time)."""
+    drained: list[dict[str, Any]] = []
+    while batch := stack.messages(queue_url, visibility=30):
+        for message in batch:
+            stack.sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+        drained += batch
+    return drained
