@@ -54,6 +54,10 @@ REMOVALS: dict[str, Removal] = {
         "SQS queues (dead letters, the tasks' work queues)",
         "`aws sqs delete-queue --queue-url URL`",
     ),
+    "AWS::S3::Bucket": Removal(
+        "S3 bucket of the tasks' results over 4 KiB (kept by reference)",
+        "`aws s3 rb s3://NAME --force` (deletes its objects, then the bucket)",
+    ),
     "AWS::IAM::Role": Removal(
         "API Gateway's CloudWatch Logs role",
         "first `aws apigateway get-account --query cloudwatchRoleArn`: while it names this role, "

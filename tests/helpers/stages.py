@@ -24,6 +24,7 @@ PHYSICAL_NAME = {
     "AWS::Lambda::Function": "FunctionName",
     "AWS::Logs::LogGroup": "LogGroupName",
     "AWS::Logs::QueryDefinition": "Name",
+    "AWS::S3::Bucket": "BucketName",
     "AWS::Scheduler::Schedule": "Name",
     "AWS::Scheduler::ScheduleGroup": "Name",
     "AWS::SNS::Topic": "TopicName",

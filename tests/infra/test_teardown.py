@@ -117,7 +117,7 @@ def test_each_deletion_policy_stays_after_what_cloudformation_keeps_it_for() -> 
 def test_what_the_model_does_not_know_is_an_error_naming_it() -> None:
     with pytest.raises(ValueError, match=r"Odd: DeletionPolicy 'Snapshot' is none of"):
         staying({"Resources": {"Odd": resource("Snapshot")}})
-    unknown = {"Resources": {"Bucket": resource("Retain", "AWS::S3::Bucket")}}
-    with pytest.raises(ValueError, match=r"AWS::S3::Bucket stays after its stack: add it"):
+    unknown = {"Resources": {"Files": resource("Retain", "AWS::EFS::FileSystem")}}
+    with pytest.raises(ValueError, match=r"AWS::EFS::FileSystem stays after its stack: add it"):
         teardown_markdown(unknown)
-    assert "AWS::S3::Bucket" not in REMOVALS
+    assert "AWS::EFS::FileSystem" not in REMOVALS
