@@ -54,7 +54,7 @@ from vigil.tasks.errors import (
     TaskNotFound,
 )
 from vigil.tasks.queues import MAX_TASK_MESSAGE_BYTES, TaskQueue
-from vigil.tasks.results import ResultStore
+from vigil.tasks.results import ResultStore, ResultUnavailable
 from vigil.tasks.store import TaskRecord, TaskStore
 
 Delay = timedelta | int | float
@@ -341,13 +341,17 @@ class TaskClient:
 
     def get(self, task: str, task_id: str) -> TaskRecord:
         """The task's record; a result stored out of it (``result_ref``) is read back into
-        ``result``."""
+        ``result``, or ``result_unavailable`` says why it cannot be (the record still answers)."""
         spec = self.catalog.spec(task)
         record = self.store(spec).get(task, task_id) if TASK_ID.match(task_id) else None
         if record is None:
             raise TaskNotFound(f"no task {task} {task_id} (never enqueued, or expired)")
         if record.result_ref and record.result is None:
-            record = replace(record, result=ResultStore(self._client("s3")).read(record.result_ref))
+            try:
+                result = ResultStore(self._client("s3")).read(task, task_id, record.result_ref)
+            except ResultUnavailable as unavailable:
+                return replace(record, result_unavailable=str(unavailable))
+            record = replace(record, result=result)
         return record
 
     def list(

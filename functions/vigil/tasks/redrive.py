@@ -40,9 +40,51 @@ class Redrive:
 def redrive(sqs: Any, queue: TaskQueue, *, task: str, limit: int = 100) -> Redrive:
     """Move up to ``limit`` dead-lettered messages of ``task`` back to its queue.
 
-    All are taken first and moved after, so a redriven task that fails again and returns to the
-    dead-letter queue waits for the next redrive instead of looping within this one."""
+    In rounds: what one round takes is moved after it is all taken, then the next round takes
+    again, because a FIFO dead-letter queue hands out no message of a group while another of it
+    is in flight (a group of more than 10 comes over several rounds). A message this operation
+    itself sent back (a redriven task that failed again within it) is left for the next redrive
+    instead of looping within this one; the rounds end when one moves nothing new."""
     operation = new_redrive_id()
+    moved: list[str] = []
+    kept: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    while len(moved) < limit:
+        taken = _take(sqs, queue, limit - len(moved))
+        progressed = False
+        for message in taken:
+            if message["MessageId"] in seen:
+                _release(sqs, queue, message)
+                continue
+            seen.add(message["MessageId"])
+            try:
+                envelope = parse(message["Body"], expected_task=task)
+            except MalformedTask as malformed:
+                kept.append((message["MessageId"], malformed.reason))
+                _release(sqs, queue, message)
+                continue
+            if envelope.redrive_id == operation:
+                _release(sqs, queue, message)  # failed again under this very operation
+                continue
+            again = envelope.redrive(operation)
+            queue.send(
+                again.body(),
+                group=(again.group or task) if queue.fifo else None,
+                # A redrive is a new message to FIFO's five-minute deduplication: its own id.
+                dedup=_redrive_dedup(message["MessageId"]) if queue.fifo else None,
+            )
+            sqs.delete_message(
+                QueueUrl=queue.dead_letter_url, ReceiptHandle=message["ReceiptHandle"]
+            )
+            moved.append(again.id)
+            progressed = True
+        if not progressed:
+            break
+    return Redrive(moved, kept, operation)
+
+
+def _take(sqs: Any, queue: TaskQueue, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` dead letters, each invisible for ``TAKE_FOR_S``, until a receive is empty."""
     taken: list[dict[str, Any]] = []
     while len(taken) < limit:
         messages = sqs.receive_message(
@@ -55,32 +97,14 @@ def redrive(sqs: Any, queue: TaskQueue, *, task: str, limit: int = 100) -> Redri
         if not messages:
             break
         taken.extend(messages)
-    moved: list[str] = []
-    kept: list[tuple[str, str]] = []
-    for message in taken:
-        try:
-            envelope = parse(message["Body"], expected_task=task)
-        except MalformedTask as malformed:
-            kept.append((message["MessageId"], malformed.reason))
-            # Visible again at once, for whoever reads the dead-letter queue next.
-            sqs.change_message_visibility(
-                QueueUrl=queue.dead_letter_url,
-                ReceiptHandle=message["ReceiptHandle"],
-                VisibilityTimeout=0,
-            )
-            continue
-        again = envelope.redrive(operation)
-        body = again.body()
-        fifo = queue.fifo
-        queue.send(
-            body,
-            group=(again.group or task) if fifo else None,
-            # A redrive is a new message to FIFO's five-minute deduplication: its own id.
-            dedup=_redrive_dedup(message["MessageId"]) if fifo else None,
-        )
-        sqs.delete_message(QueueUrl=queue.dead_letter_url, ReceiptHandle=message["ReceiptHandle"])
-        moved.append(again.id)
-    return Redrive(moved, kept, operation)
+    return taken
+
+
+def _release(sqs: Any, queue: TaskQueue, message: dict[str, Any]) -> None:
+    """Visible again at once, for whoever reads the dead-letter queue next."""
+    sqs.change_message_visibility(
+        QueueUrl=queue.dead_letter_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+    )
 
 
 def _redrive_dedup(message_id: str) -> str:

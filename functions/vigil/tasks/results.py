@@ -16,14 +16,32 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from botocore.exceptions import ClientError
+
+from vigil.dynamo import error_code
+
 S3_SCHEME = "s3://"
+_GONE = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchBucket"})
+_REFUSED = frozenset({"AccessDenied", "403", "Forbidden"})
+
+
+class ResultUnavailable(LookupError):
+    """A record's result location that cannot be answered: gone from the bucket (its lifecycle
+    rule counts from the object's creation, DynamoDB's TTL deletes a record up to days after its
+    ``expires_at``), refused, or not the task's own."""
 
 
 def result_key(task: str, task_id: str, token: int) -> str:
     """The object of one run's result. The id is digested: it may hold characters S3 advises
     against in keys (``#``), and the record, not the key, is how a result is found."""
+    return f"{result_prefix(task, task_id)}{token}.json"
+
+
+def result_prefix(task: str, task_id: str) -> str:
+    """Where every run of one task id writes its result, and the only place its record may
+    point (a record's writer cannot make a reader serve another task's result)."""
     digest = hashlib.sha256(task_id.encode()).hexdigest()[:32]
-    return f"{task}/{digest}/{token}.json"
+    return f"{task}/{digest}/"
 
 
 def parse_ref(ref: str) -> tuple[str, str]:
@@ -61,8 +79,27 @@ class ResultStore:
         )
         return f"{S3_SCHEME}{self.bucket}/{key}"
 
-    def read(self, ref: str) -> Any:
-        """The result stored at ``ref``, as the task returned it."""
-        bucket, key = parse_ref(ref)
-        body = self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    def read(self, task: str, task_id: str, ref: str) -> Any:
+        """The result of ``task`` ``task_id`` stored at ``ref``, as the task returned it;
+        :class:`ResultUnavailable` saying why not (other faults, a throttle, propagate)."""
+        try:
+            bucket, key = parse_ref(ref)
+        except ValueError as bad:
+            raise ResultUnavailable(str(bad)) from None
+        if not key.startswith(result_prefix(task, task_id)):
+            raise ResultUnavailable(f"{ref} is not this task's result location: not read")
+        try:
+            body = self.client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except ClientError as error:
+            code = error_code(error)
+            if code in _GONE:
+                raise ResultUnavailable(
+                    f"the result at {ref} is no longer in the results bucket (expired by its "
+                    "lifecycle rule, or deleted)"
+                ) from None
+            if code in _REFUSED:
+                raise ResultUnavailable(
+                    f"reading the result at {ref} was refused ({code})"
+                ) from None
+            raise
         return json.loads(body)

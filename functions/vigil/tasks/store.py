@@ -99,6 +99,8 @@ class TaskRecord:
     """``run.once``'s journal: effect -> {state, fence, at}."""
     result_ref: str | None = None
     """A result too big for the record: where it is stored (``get`` reads it into ``result``)."""
+    result_unavailable: str | None = None
+    """Why ``get`` could not read ``result_ref`` (gone from the bucket, refused, not the task's)."""
 
     @classmethod
     def from_item(cls, item: Item) -> TaskRecord:
@@ -143,6 +145,7 @@ class TaskRecord:
             **({"uncertain_effect": self.uncertain_effect} if self.uncertain_effect else {}),
             **({"effects": self.effects} if self.effects else {}),
             **({RESULT_REF_ATTRIBUTE: self.result_ref} if self.result_ref else {}),
+            **({"result_unavailable": self.result_unavailable} if self.result_unavailable else {}),
         }
 
 
@@ -617,6 +620,8 @@ def _end_unstarted(
         }
     )
     update.set_default("attempts", 0)
+    # A retry's waiting record too: out of the sparse retries index, which the audit reads whole.
+    update.remove(*RETRY_ATTRIBUTES)
     update.condition(any_of(update.absent("pk"), update.eq("status", TaskStatus.QUEUED.value)))
     return update
 
