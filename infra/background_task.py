@@ -413,6 +413,12 @@ def grant_tasks(
     )
 
 
+def task_records_condition() -> dict[str, Any]:
+    """An IAM condition: the request names only task records' partitions (``TASK#*``), one
+    statement at any number of tasks (the tasks API's grants and its stranded-tasks audit's)."""
+    return {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{PK_PREFIX}*"]}}
+
+
 def grant_manage_tasks(
     grantee: iam.IGrantable, *, table: dynamodb.ITable, schedule_group: str
 ) -> None:
@@ -430,7 +436,7 @@ def grant_manage_tasks(
                 "dynamodb:UpdateItem",
             ],
             resources=[table.table_arn],
-            conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{PK_PREFIX}*"]}},
+            conditions=task_records_condition(),
         )
     )
     grantee.grant_principal.add_to_principal_policy(

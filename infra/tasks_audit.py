@@ -18,11 +18,12 @@ from aws_cdk import aws_scheduler as scheduler
 from constructs import Construct
 
 from infra.alarms import alarm_above_zero
+from infra.background_task import task_records_condition
 from infra.function import InvokeTarget
 from infra.stage import stage_of
 from vigil.contract.alarms import ALARMS, Alarm
 from vigil.contract.metrics import NAMESPACE, TaskMetric, dimensions
-from vigil.contract.tasks import AUDIT_EVENT_KEY, PK_PREFIX, RETRIES_INDEX
+from vigil.contract.tasks import AUDIT_EVENT_KEY, RETRIES_INDEX
 
 AUDIT_EVERY = Duration.minutes(5)
 
@@ -43,9 +44,7 @@ class TasksAudit(Construct):
             iam.PolicyStatement(
                 actions=["dynamodb:Query"],
                 resources=[f"{table.table_arn}/index/{RETRIES_INDEX}"],
-                # Task records only (``TASK#*``), one statement at any number of tasks: as the
-                # tasks API's own grant (``infra.background_task.grant_manage_tasks``).
-                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{PK_PREFIX}*"]}},
+                conditions=task_records_condition(),
             )
         )
         self.schedule = scheduler.Schedule(
