@@ -35,7 +35,7 @@ def test_each_schedule_retries_dead_letters_and_passes_the_scheduled_time(
 ) -> None:
     everything = everywhere(synthesized, "AWS::Scheduler::Schedule")
     # The jobs' schedules; the jobs-control audit has its own (tests/infra/test_jobs_control.py),
-    # and so has the stranded-tasks audit (tests/infra/test_tasks_audit.py).
+    # and so has the stranded-tasks audit (tests/tasks/test_audit.py).
     audits = ("/JobsControl/", "/TasksApi/Audit/")
     schedules = {
         s["id"]: s
