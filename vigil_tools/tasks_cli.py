@@ -4,7 +4,7 @@
     vigil tasks get TASK ID
     vigil tasks list TASK [--status FAILED] [--limit 50] [--next TOKEN]
     vigil tasks summary [--status FAILING,BUSY,IDLE] [--prefix P] [--limit 50] [--next TOKEN]
-    vigil tasks cancel TASK ID
+    vigil tasks cancel TASK ID          (QUEUED: CANCELLED now; RUNNING: asked to stop)
     vigil tasks redrive TASK [--limit 100]
     vigil tasks settle TASK ID --effect NAME --done|--done-rerun|--not-done
 
@@ -79,7 +79,9 @@ def add_parser(groups: Any) -> None:
     listing.add_argument("--limit", type=positive, default=50, help="records per page")
     listing.add_argument("--next", help="the page token a previous list printed")
     tasks_summary.add_parser(commands)
-    cancel = commands.add_parser("cancel", help="cancel a task that has not started")
+    cancel = commands.add_parser(
+        "cancel", help="cancel a task: QUEUED ends now, RUNNING is asked to stop"
+    )
     cancel.add_argument("task", help="the task's name")
     cancel.add_argument("id", help="the task's id (its key)")
     add_redrive(
@@ -140,8 +142,9 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
             out.write(f"more: vigil tasks list {args.task} --next {page}\n")
         return 0
     if args.command == "cancel":
-        record = client.cancel(args.task, args.id)
-        out.write(f"{record.task} {record.id}: {record.status.value}\n")
+        record = client.cancel(args.task, args.id, by=_caller(session))
+        asked = " (asked to stop: it ends at its next check)" if record.cancel_requested_at else ""
+        out.write(f"{record.task} {record.id}: {record.status.value}{asked}\n")
         return 0
     spec = catalog.spec(args.task)
     if args.command == "settle":
@@ -163,6 +166,14 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
     for message_id, why in done.kept:
         out.write(f"kept {message_id} in the dead-letter queue: not a task ({why})\n")
     return 0
+
+
+def _caller(session: Any) -> str:
+    """Who cancels, for the record's audit: the credentials' ARN (STS), or ``vigil-cli``."""
+    try:
+        return str(session.client("sts").get_caller_identity()["Arn"])
+    except Exception:
+        return "vigil-cli"
 
 
 def _table(records: list[TaskRecord]) -> str:

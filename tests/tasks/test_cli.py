@@ -68,7 +68,7 @@ def test_enqueue_get_list_and_cancel(stack: Stack) -> None:
     code, out, _ = vigil(stack, "cancel", PLAIN, "order-7")
     assert (code, out) == (EXIT_OK, "send-receipt order-7: CANCELLED\n")
     code, out, err = vigil(stack, "cancel", PLAIN, "order-7")
-    assert code == EXIT_API_ERROR and "only a QUEUED task can be cancelled" in err
+    assert code == EXIT_API_ERROR and "it has ended, there is nothing to cancel" in err
 
 
 def test_bad_input_is_refused_plainly_and_sends_nothing(stack: Stack) -> None:

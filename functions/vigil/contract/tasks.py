@@ -99,6 +99,14 @@ RESULT_REF_ATTRIBUTE = "result_ref"
 """A result too big to keep on the record (over ``RESULT_INLINE_BYTES``): where it is stored
 (``s3://bucket/key``), read back by ``get`` (the API, the CLI) and carried by the event."""
 
+CANCEL_REQUESTED_ATTRIBUTE = "cancel_requested_at"
+"""On a RUNNING record: when someone asked to cancel it (ISO 8601 UTC). The run learns it at its
+next ``run.progress``, ``run.once`` intent or strict fenced write (``TaskCancelled``), a flow at its
+next step boundary; a run that fails or is stopped by it ends CANCELLED, neither retried nor
+dead-lettered. Kept on the final record, for the audit."""
+CANCEL_REQUESTED_BY_ATTRIBUTE = "cancel_requested_by"
+"""Who asked (an IAM ARN from the API, the caller's name from the library or CLI)."""
+
 FINAL_STATUSES = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.UNCERTAIN}
 )
@@ -248,6 +256,9 @@ class TaskEventType(StrEnum):
 
     SUCCEEDED = "Vigil Task Succeeded"
     FAILED = "Vigil Task Failed"
+    CANCELLED = "Vigil Task Cancelled"
+    """A run stopped by a cancel requested while it ran (a QUEUED task's cancel sends none: its
+    caller is the one who asked)."""
 
 
 class CompletionEvents(StrEnum):
@@ -259,8 +270,8 @@ class CompletionEvents(StrEnum):
     """
 
     ALL = "all"
-    """Succeeded and failed: an application subscribes to successes (a rule on
-    ``Vigil Task Succeeded``)."""
+    """Succeeded, failed and cancelled while running: an application subscribes to successes (a
+    rule on ``Vigil Task Succeeded``)."""
     FAILURES = "failures"
     """Failed only: what needs acting on (the default; the failed alarm tells operators too)."""
     NONE = "none"
@@ -269,7 +280,7 @@ class CompletionEvents(StrEnum):
     def announces(self, status: TaskStatus) -> bool:
         """Whether a task that ended ``status`` sends its completion event."""
         if self is CompletionEvents.ALL:
-            return status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+            return status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED)
         return self is CompletionEvents.FAILURES and status is TaskStatus.FAILED
 
 

@@ -300,9 +300,14 @@ class TaskClient:
 
     # Cancel and read ----------------------------------------------------------------------------
 
-    def cancel(self, task: str, task_id: str) -> TaskRecord:
+    def cancel(self, task: str, task_id: str, *, by: str = "") -> TaskRecord:
         """QUEUED (or not yet recorded) -> CANCELLED: its message, when it comes, is not run;
-        a pending one-time schedule is deleted. :class:`NotCancellable` once it has started.
+        a pending one-time schedule is deleted. RUNNING: the request is noted on the record
+        (``cancel_requested_at``, ``cancel_requested_by`` = ``by``) and the record returned still
+        RUNNING; the run learns it at its next ``run.progress``, ``run.once`` intent or strict
+        fenced write (``TaskCancelled``) and ends CANCELLED, neither retried nor dead-lettered.
+        A body that never checks is not stopped: it may still end SUCCEEDED. A task that has
+        ended: :class:`NotCancellable`.
 
         The schedule is deleted after the record says CANCELLED (the other way round, a failed
         write would leave a QUEUED task with nothing to run it), so a delete that fails is
@@ -316,12 +321,15 @@ class TaskClient:
             raise InvalidTask("id", f"invalid task id {task_id!r}")
         now = self._clock()
         try:
-            before = self.store(spec).cancel(task, task_id, now, now + spec.retention)
+            before = self.store(spec).cancel(task, task_id, now, now + spec.retention, by=by)
         except NotCancellable as refused:
             if refused.status == TaskStatus.CANCELLED and _scheduled(refused.seen or {}):
                 self._unschedule(spec, task_id)
             raise
-        if _scheduled(before) if before is not None else bool(spec.scheduler_role_arn):
+        running = before is not None and before.get("status") == TaskStatus.RUNNING.value
+        if not running and (
+            _scheduled(before) if before is not None else bool(spec.scheduler_role_arn)
+        ):
             self._unschedule(spec, task_id)
         record = self.store(spec).get(task, task_id)
         if record is None:  # pragma: no cover - written just above
@@ -458,9 +466,12 @@ def enqueue(
     )
 
 
-def cancel(task: str, task_id: str, *, client: TaskClient | None = None) -> TaskRecord:
-    """Cancel a task that has not started. See :meth:`TaskClient.cancel`."""
-    return (client or default_client()).cancel(task, task_id)
+def cancel(
+    task: str, task_id: str, *, by: str = "", client: TaskClient | None = None
+) -> TaskRecord:
+    """Cancel a task: QUEUED ends CANCELLED, RUNNING is asked to stop (``by``: who asks, for
+    the audit). See :meth:`TaskClient.cancel`."""
+    return (client or default_client()).cancel(task, task_id, by=by)
 
 
 __all__ = ["NotCancellable", "TaskClient", "cancel", "default_client", "enqueue", "queue_arn"]
