@@ -632,6 +632,34 @@ class TaskStore:
         item = self.item(task, task_id)
         return TaskRecord.from_item(item) if item else None
 
+    def batch_items(
+        self, task: str, ids: list[str], run: Callable[[Callable[[], Any]], Any]
+    ) -> dict[str, Item]:
+        """Up to 100 records by id (BatchGetItem, strongly consistent, the fields a bulk enqueue
+        compares), each request through ``run`` (a retrier); what DynamoDB leaves unprocessed
+        is asked again."""
+        keys = [wire(task_key(task, task_id)) for task_id in ids]
+        found: dict[str, Item] = {}
+        while keys:
+            request = {
+                self._table: {
+                    "Keys": keys,
+                    "ConsistentRead": True,
+                    "ProjectionExpression": "#sk, #status, #request",
+                    "ExpressionAttributeNames": {
+                        "#sk": "sk",
+                        "#status": "status",
+                        "#request": REQUEST_ATTRIBUTE,
+                    },
+                }
+            }
+            answer = run(functools.partial(self._client.batch_get_item, RequestItems=request))
+            for raw in answer.get("Responses", {}).get(self._table, []):
+                item = from_wire(raw) or {}
+                found[str(item["sk"])] = item
+            keys = answer.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", [])
+        return found
+
     def item(self, task: str, task_id: str) -> Item | None:
         answer = self._client.get_item(
             TableName=self._table, Key=wire(task_key(task, task_id)), ConsistentRead=True
