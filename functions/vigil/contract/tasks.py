@@ -11,6 +11,7 @@ per key from an SQS queue. Its record lives in the stack's tasks table::
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 
 TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
@@ -131,6 +132,8 @@ class TaskEnv(StrEnum):
     RESULTS_BUCKET = "VIGIL_TASK_RESULTS_BUCKET"
     """The stack's results bucket: a result over ``RESULT_INLINE_BYTES`` is stored there, the
     record keeps its location (unset: every result stays on the record)."""
+    RATE_LIMIT = "VIGIL_TASK_RATE_LIMIT"
+    """``BackgroundTask(rate_limit=)`` as written (``100/minute``): unset, no limit."""
     COMPLETION_EVENTS = "VIGIL_TASK_COMPLETION_EVENTS"
     """Which outcomes send a completion event (:class:`CompletionEvents`). The function's own
     copy of the catalog's ``completion_events``: the function cannot read ``TasksCatalog``,
@@ -287,3 +290,43 @@ class CompletionEvents(StrEnum):
 DEFAULT_COMPLETION_EVENTS = CompletionEvents.FAILURES
 """A million tasks a day that nobody subscribes to the successes of should not pay $1 a day
 for them: successes are announced when a task asks for ``"all"``."""
+
+
+RATE_PK_PREFIX = "RATE#"
+"""The partition of a rate-limited task's limiter (``RATE#<task>``): its pacing item and its
+messages' reservations, in the tasks table beside (never among) the task's records."""
+RATE_PERIODS = {"second": 1, "minute": 60, "hour": 3_600, "s": 1, "m": 60, "h": 3_600}
+"""``rate_limit``'s units (Celery's ``100/m`` too)."""
+RATE_LIMIT = re.compile(r"^\s*(\d+)\s*/\s*([a-z]+)\s*$")
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most ``starts`` a ``period_s``, across every concurrent invocation of the task."""
+
+    starts: int
+    period_s: int
+
+    @classmethod
+    def parse(cls, text: str) -> RateLimit:
+        """``"100/minute"`` (or ``second``, ``hour``, plurals, ``s``/``m``/``h``); ValueError
+        saying what is accepted."""
+        match = RATE_LIMIT.match(text) if isinstance(text, str) else None
+        unit = match.group(2) if match else ""
+        plural = len(unit) > 2 and unit.endswith("s")
+        period = RATE_PERIODS.get(unit) or (RATE_PERIODS.get(unit[:-1]) if plural else None)
+        if not match or period is None or int(match.group(1)) < 1:
+            raise ValueError(
+                f"{text!r} is not a rate: write N/second, N/minute or N/hour (N at least 1; "
+                "also N/s, N/m, N/h)"
+            )
+        starts = int(match.group(1))
+        if starts > 1_000 * period:
+            raise ValueError(
+                f"{text!r} is over 1,000 starts a second, what one DynamoDB item paces"
+            )
+        return cls(starts, period)
+
+    def __str__(self) -> str:
+        unit = {1: "second", 60: "minute", 3_600: "hour"}[self.period_s]
+        return f"{self.starts}/{unit}"

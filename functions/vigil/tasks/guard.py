@@ -37,7 +37,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from vigil import telemetry
-from vigil.clock import Clock, Sleeper, system_clock
+from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.metrics import TaskMetric
 from vigil.contract.tasks import RESULT_INLINE_BYTES, TaskStatus, max_receive_count
 from vigil.dynamo import truncate
@@ -59,8 +59,9 @@ from vigil.tasks.decisions import (
 from vigil.tasks.envelope import Envelope, parse
 from vigil.tasks.errors import MalformedTask, TaskCancelled, TaskFenced
 from vigil.tasks.queues import TaskQueue
+from vigil.tasks.rate import Deferred, RateLimiter
 from vigil.tasks.results import ResultStore
-from vigil.tasks.settings import TaskSettings
+from vigil.tasks.settings import MAX_BACKOFF, TaskSettings
 from vigil.tasks.store import (
     BUDGET_FROM,
     CancelAsked,
@@ -241,6 +242,13 @@ class TaskGuard:
         self._clock = clock
         self._sleep = sleep
         self.unfinished = unfinished if unfinished is not None else Unfinished[TaskFinish]()
+        self._rate = (
+            RateLimiter(
+                store.client, settings.table, settings.task, settings.rate_limit, MAX_BACKOFF
+            )
+            if settings.rate_limit is not None
+            else None
+        )
 
     def deliver(
         self, message: Message, body: Body, *, remaining_ms: Callable[[], int], holder: str
@@ -258,6 +266,14 @@ class TaskGuard:
             # record's, and the redrive policy leaves room (``max_receive_count``).
             self._come_back(message, 0)
             return Delivery(Outcome.DEFERRED, envelope.id, reason="too near the deadline")
+        if self._rate is not None:
+            # Before the claim: a start over the limit spends no attempt, only a receive.
+            pace = self._rate.admit(message.message_id, message.receive_count, self._clock())
+            if isinstance(pace, Deferred):
+                self._come_back(message, pace.seconds)
+                telemetry.metrics().add_metric(name=TaskMetric.RATE_LIMITED, unit="Count", value=1)
+                why = f"rate limit {self._rate.limit}: its slot is at {iso(pace.slot)}"
+                return Delivery(Outcome.DEFERRED, envelope.id, reason=why)
         claimed = self._claim(message, envelope, remaining_ms, holder)
         if isinstance(claimed, Delivery):
             return claimed

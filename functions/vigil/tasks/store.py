@@ -281,6 +281,11 @@ class TaskStore:
         self._client = client
         self._table = table
 
+    @property
+    def client(self) -> Any:
+        """The DynamoDB client (the rate limiter shares it, on the same table)."""
+        return self._client
+
     # Enqueue ------------------------------------------------------------------------------------
 
     def put_queued(
