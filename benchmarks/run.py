@@ -32,6 +32,7 @@ from benchmarks import (
     reconciler_scale,
     rollout_scale,
     scale_layout,
+    tasks_control,
     tasks_requests,
     tasks_soak,
 )
@@ -60,6 +61,11 @@ SECTIONS = (
         "tasks-requests",
         "Tasks: requests, cost and time",
         lambda a: tasks_requests.run(quick=a.quick),
+    ),
+    Section(
+        "tasks-control",
+        "Tasks: bulk enqueue and rate limits",
+        lambda a: tasks_control.run(quick=a.quick),
     ),
     Section(
         "tasks-soak",

@@ -843,18 +843,18 @@ def _items(client: Any) -> Iterator[dict[str, Any]]:
 
 @contextlib.contextmanager
 def _broken() -> Iterator[None]:
-    """The claim with its conditions replaced by one that always holds: any claim of any task
-    wins (the request keeps a condition: ALL_OLD on a refusal needs one)."""
+    """The claim with each of its conditions made one that always holds: any claim of any task
+    wins (the request keeps a condition: ALL_OLD on a refusal needs one; each condition is kept
+    inside one that always holds, so every name it uses is still used)."""
     from vigil.dynamo import Update, any_of
     from vigil.tasks.store import TaskStore as Store
 
     original_claim, original_condition = Store.claim, Update.condition
 
     def always(update: Any, *conditions: str) -> Any:
-        if not getattr(update, "_soak_always", False):
-            update._soak_always = True
-            original_condition(update, any_of(update.absent("pk"), update.exists("pk")))
-        return update
+        return original_condition(
+            update, any_of(update.absent("pk"), update.exists("pk"), *conditions)
+        )
 
     def claim(self: Any, claim: Any) -> Any:
         Update.condition = always  # type: ignore[method-assign]

@@ -45,9 +45,11 @@ from vigil.contract.stages import tasks_schedule_group
 from vigil.contract.tasks import (
     DEFAULT_COMPLETION_EVENTS,
     PK_PREFIX,
+    RATE_PK_PREFIX,
     TASK_NAME,
     CatalogField,
     CompletionEvents,
+    RateLimit,
     TaskEnv,
     max_receive_count,
     schedule_grants,
@@ -71,6 +73,7 @@ class _Checked:
     batching_window: int
     completion_events: CompletionEvents
     writes: tuple[Declared, ...] = ()
+    rate_limit: RateLimit | None = None
 
 
 class BackgroundTask(Construct):
@@ -108,6 +111,9 @@ class BackgroundTask(Construct):
         tasks_table: the stack's tasks table (default: one shared by the stack's tasks).
         writes: the tables, buckets, queues and buses the task writes through ``run.fenced``
             (granted exactly: :mod:`infra.writes`).
+        rate_limit: at most so many starts a period across every concurrent invocation
+            (``"100/minute"``; ``second``, ``minute`` or ``hour``): a message over it waits in
+            the queue for its slot, spending no attempt (:mod:`vigil.tasks.rate`).
     """
 
     def __init__(
@@ -133,6 +139,7 @@ class BackgroundTask(Construct):
         description: str | None = None,
         tasks_table: dynamodb.ITable | None = None,
         writes: Sequence[Any] = (),
+        rate_limit: str | None = None,
     ) -> None:
         checked = _validate(
             construct_id=construct_id,
@@ -152,6 +159,7 @@ class BackgroundTask(Construct):
             max_queue_age=max_queue_age,
             completion_events=completion_events,
             writes=writes,
+            rate_limit=rate_limit,
         )
         layout = Layout.of(scope)
         shard = layout.place(Entity.TASK, checked.name, f"BackgroundTask {construct_id!r}")
@@ -166,6 +174,7 @@ class BackgroundTask(Construct):
         self.ordered = ordered
         self.retries = retries
         self.concurrency = concurrency
+        self.rate_limit = checked.rate_limit
         self.retention_seconds = int(retention.to_seconds())
         self.max_queue_age_seconds = int(max_queue_age.to_seconds())
         self.visibility_timeout_seconds = checked.visibility_timeout
@@ -207,6 +216,11 @@ class BackgroundTask(Construct):
                 TaskEnv.LEASE_MARGIN_SECONDS.value: str(int(lease_margin.to_seconds())),
                 TaskEnv.EVENT_BUS.value: DEFAULT_EVENT_BUS,
                 TaskEnv.COMPLETION_EVENTS.value: self.completion_events.value,
+                **(
+                    {TaskEnv.RATE_LIMIT.value: str(checked.rate_limit)}
+                    if checked.rate_limit
+                    else {}
+                ),
                 **writes_environment(self, checked.writes),
             },
         )
@@ -245,6 +259,19 @@ class BackgroundTask(Construct):
                 conditions=_leading_keys([self]),
             )
         )
+        if self.rate_limit is not None:
+            # Its limiter's partition (pace and reservations): conditional updates only.
+            self.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["dynamodb:UpdateItem"],
+                    resources=[self.table.table_arn],
+                    conditions={
+                        "ForAllValues:StringEquals": {
+                            "dynamodb:LeadingKeys": [f"{RATE_PK_PREFIX}{self.task_name}"]
+                        }
+                    },
+                )
+            )
         self.dead_letters.grant_send_messages(self.function)
         if self.completion_events is CompletionEvents.NONE:
             return
@@ -501,6 +528,7 @@ def _validate(
     max_queue_age: Duration,
     completion_events: CompletionEvents | str,
     writes: Sequence[Any] = (),
+    rate_limit: str | None = None,
 ) -> _Checked:
     """Every limit AWS would refuse at deploy (or that would make the task unsafe), at synth."""
     name = task_name or default_name(construct_id)
@@ -558,12 +586,19 @@ def _validate(
     choices = [choice.value for choice in CompletionEvents]
     if completion_events not in choices:
         raise fail("completion_events", f"{completion_events!r} is not one of {choices}")
+    rate = None
+    if rate_limit is not None:
+        try:
+            rate = RateLimit.parse(rate_limit)
+        except ValueError as error:
+            raise fail("rate_limit", str(error)) from None
     return _Checked(
         name=name,
         visibility_timeout=visibility,
         batching_window=window,
         completion_events=CompletionEvents(completion_events),
         writes=tuple(check_writes(fail, writes)),
+        rate_limit=rate,
     )
 
 

@@ -1,10 +1,11 @@
 """``vigil tasks``: enqueue, read, cancel and redrive a deployed (or local) stack's tasks.
 
     vigil tasks enqueue TASK [--payload JSON|@file.json] [--key K] [--delay S | --at ISO] [--group G]
+    vigil tasks enqueue-many TASK FILE.jsonl [--group G]   (one {"payload", "key"} a line)
     vigil tasks get TASK ID
     vigil tasks list TASK [--status FAILED] [--limit 50] [--next TOKEN]
     vigil tasks summary [--status FAILING,BUSY,IDLE] [--prefix P] [--limit 50] [--next TOKEN]
-    vigil tasks cancel TASK ID
+    vigil tasks cancel TASK ID          (QUEUED: CANCELLED now; RUNNING: asked to stop)
     vigil tasks redrive TASK [--limit 100]
     vigil tasks settle TASK ID --effect NAME --done|--done-rerun|--not-done
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -24,6 +26,7 @@ from typing import Any, TextIO
 from vigil.contract.tasks import TaskStatus
 from vigil.listing import InvalidListing
 from vigil.settle import NotSettleable
+from vigil.tasks.bulk import ItemStatus
 from vigil.tasks.catalog import Catalog
 from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.queues import TaskQueue
@@ -65,6 +68,15 @@ def add_parser(groups: Any) -> None:
     enqueue.add_argument(
         "--group", dest="task_group", help="an ordered task's group (run in order within it)"
     )
+    many = commands.add_parser(
+        "enqueue-many",
+        help="enqueue many tasks from a JSON-lines file (batches); prints each item's outcome",
+    )
+    many.add_argument("task", help="the task's name")
+    many.add_argument(
+        "file", help='JSON lines, one task each: {"payload": {...}, "key": "..."} (- for stdin)'
+    )
+    many.add_argument("--group", dest="task_group", help="an ordered task's group (for every item)")
     get = commands.add_parser("get", help="one task's record")
     get.add_argument("task", help="the task's name")
     get.add_argument("id", help="the task's id (its key)")
@@ -79,7 +91,9 @@ def add_parser(groups: Any) -> None:
     listing.add_argument("--limit", type=positive, default=50, help="records per page")
     listing.add_argument("--next", help="the page token a previous list printed")
     tasks_summary.add_parser(commands)
-    cancel = commands.add_parser("cancel", help="cancel a task that has not started")
+    cancel = commands.add_parser(
+        "cancel", help="cancel a task: QUEUED ends now, RUNNING is asked to stop"
+    )
     cancel.add_argument("task", help="the task's name")
     cancel.add_argument("id", help="the task's id (its key)")
     add_redrive(
@@ -125,6 +139,17 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
         )
         out.write(f"{task_id}\n")
         return 0
+    if args.command == "enqueue-many":
+        outcomes = client.enqueue_many(
+            args.task, _lines(args.file, sys.stdin), group=args.task_group
+        )
+        if as_json:
+            out.write(json.dumps([o.to_json() for o in outcomes], indent=2) + "\n")
+        else:
+            rows = [[str(o.index), o.id, o.status.value, o.reason] for o in outcomes]
+            out.write(render_table(["ITEM", "ID", "OUTCOME", "REASON"], rows) + "\n")
+        # Refused items were not enqueued: a script must see it.
+        return 1 if any(o.status is ItemStatus.REFUSED for o in outcomes) else 0
     if args.command == "get":
         record = client.get(args.task, args.id)
         out.write((json.dumps(record.to_json(), indent=2) if as_json else _details(record)) + "\n")
@@ -140,8 +165,9 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
             out.write(f"more: vigil tasks list {args.task} --next {page}\n")
         return 0
     if args.command == "cancel":
-        record = client.cancel(args.task, args.id)
-        out.write(f"{record.task} {record.id}: {record.status.value}\n")
+        record = client.cancel(args.task, args.id, by=_caller(session))
+        asked = " (asked to stop: it ends at its next check)" if record.cancel_requested_at else ""
+        out.write(f"{record.task} {record.id}: {record.status.value}{asked}\n")
         return 0
     spec = catalog.spec(args.task)
     if args.command == "settle":
@@ -163,6 +189,14 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
     for message_id, why in done.kept:
         out.write(f"kept {message_id} in the dead-letter queue: not a task ({why})\n")
     return 0
+
+
+def _caller(session: Any) -> str:
+    """Who cancels, for the record's audit: the credentials' ARN (STS), or ``vigil-cli``."""
+    try:
+        return str(session.client("sts").get_caller_identity()["Arn"])
+    except Exception:
+        return "vigil-cli"
 
 
 def _table(records: list[TaskRecord]) -> str:
@@ -202,6 +236,29 @@ def _payload(raw: str) -> Any:
         return json.loads(text)
     except ValueError as error:
         raise TasksError(f"--payload is not JSON: {error}") from None
+
+
+def _lines(path: str, stdin: TextIO) -> list[tuple[Any, str | None]]:
+    """``(payload, key)`` per line of a JSON-lines file; a bad line is refused by its number,
+    before anything is sent."""
+    try:
+        text = stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise TasksError(f"{path}: cannot read it: {error}") from None
+    items: list[tuple[Any, str | None]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError as error:
+            raise TasksError(f"{path} line {number}: not JSON: {error}") from None
+        if not isinstance(entry, dict) or "payload" not in entry or set(entry) - {"payload", "key"}:
+            raise TasksError(
+                f'{path} line {number}: expected {{"payload": {{...}}, "key": "..."}} (key optional)'
+            )
+        items.append((entry["payload"], entry.get("key")))
+    return items
 
 
 def _moment(raw: str) -> datetime:

@@ -39,6 +39,16 @@ def uncertain_effect(error: BaseException) -> str | None:
     return None
 
 
+class RunCancelled(RuntimeError):
+    """Someone asked to cancel the run (a task's ``cancel`` while it ran): stop. The base of
+    ``vigil.tasks.errors.TaskCancelled``, here so the effects can raise it without importing
+    the tasks."""
+
+
+def is_cancelled(error: BaseException) -> bool:
+    return isinstance(error, RunCancelled)
+
+
 class Halt:
     """What must end a run, noted where the effects raised it rather than where the body let it
     go: the first ``Uncertain`` (an effect an earlier run left unfinished), the first
@@ -52,6 +62,8 @@ class Halt:
         self.uncertain: BaseException | None = None
         self.fenced: BaseException | None = None
         self.unfinished: tuple[str, BaseException] | None = None
+        self.cancelled: RunCancelled | None = None
+        """The run was told it is cancelled: its later fenced writes are refused with it."""
 
     def note(self, error: BaseException) -> None:
         """Keep ``error`` if it is one that ends the run (a first of its kind); else nothing."""
@@ -59,6 +71,13 @@ class Halt:
             self.uncertain = error
         elif self.fenced is None and refused_write(error):
             self.fenced = error
+        elif self.cancelled is None and isinstance(error, RunCancelled):
+            self.cancelled = error
+
+    def refuse_if_cancelled(self) -> None:
+        """Before any fenced write: a run told it is cancelled writes nothing more."""
+        if self.cancelled is not None:
+            raise self.cancelled
 
     def note_unfinished(self, effect: str, error: BaseException) -> None:
         """``run.once`` for ``effect`` raised ``error`` with an intent left unresolved: its block
@@ -121,6 +140,18 @@ class RunRecordSite:
     forgets its oldest finished effects to make room, instead of refusing the new one."""
     clock: Clock = system_clock
     sleep: Sleeper = time.sleep
+    cancel: CancelCheck | None = None
+    """Where a cancel request is noted on the record (tasks): a run's new intents and strict
+    writes are refused once one is, with the error it makes."""
+
+    def cancelled(self, seen: Mapping[str, Any] | None) -> RunCancelled | None:
+        """The cancellation to raise when ``seen`` (a refusal's record) is still this run's but
+        someone asked to cancel it; else None."""
+        if self.cancel is None or not self.holds(seen) or seen is None:
+            return None
+        if not seen.get(self.cancel.attribute):
+            return None
+        return self.cancel.error(seen)
 
     def holds(self, seen: Mapping[str, Any] | None) -> bool:
         """Whether ``seen`` (the record as read, plain values) is still this run's."""
@@ -129,13 +160,25 @@ class RunRecordSite:
         running = self.running is None or seen.get("status") == self.running
         return seen.get(self.token_attribute) == self.token and running
 
-    def while_held(self, update: Update) -> Update:
+    def while_held(self, update: Update, *, starting: bool = False) -> Update:
         """``update`` conditional on the record still being this run's: :meth:`holds`, in
-        DynamoDB's terms."""
+        DynamoDB's terms. ``starting`` (a new intent, a strict write): also on no cancel having
+        been asked for; what finishes an effect already begun is never refused by a cancel."""
         update.condition(update.eq(self.token_attribute, self.token))
         if self.running is not None:
             update.condition(update.eq("status", self.running))
+        if starting and self.cancel is not None:
+            update.condition(update.absent(self.cancel.attribute))
         return update
+
+
+@dataclass(frozen=True)
+class CancelCheck:
+    """A record's cancel request: the attribute that notes it, and the error a run that meets
+    it raises (built from the record as seen)."""
+
+    attribute: str
+    error: Callable[[Mapping[str, Any]], RunCancelled]
 
 
 def once(

@@ -100,7 +100,7 @@ def test_the_function_environment_is_the_task_contract(synthesized: Synthesized)
     for task, construct in TASKS.items():
         function = by_path(synthesized, "AWS::Lambda::Function", f"/{construct}/Function/")
         variables = function["Properties"]["Environment"]["Variables"]
-        assert set(TaskEnv) <= set(variables)
+        assert set(TaskEnv) - {TaskEnv.RATE_LIMIT} <= set(variables)  # rate_limit: when set
         assert variables[TaskEnv.NAME] == task
         table = from_parent(synthesized, function["stack"], variables[TaskEnv.TABLE])
         assert table == {"Ref": tasks_table["id"]}
@@ -360,6 +360,9 @@ VALID: dict[str, Any] = {"handler": "tasks.send_receipt.handler"}
             "completion_events",
             "'successes' is not one of ['all', 'failures', 'none']",
         ),
+        ({"rate_limit": "100/fortnight"}, "rate_limit", "N/second, N/minute or N/hour"),
+        ({"rate_limit": "0/minute"}, "rate_limit", "N at least 1"),
+        ({"rate_limit": "5000/second"}, "rate_limit", "over 1,000 starts a second"),
     ],
 )
 def test_invalid_parameters_fail_the_synth_naming_the_task_and_the_parameter(
@@ -420,3 +423,17 @@ def test_a_task_that_announces_nothing_has_no_unsent_event_alarm() -> None:
 
     assert unsent(*CompletionEvents) == ["task-event-unsent"], "one alarm for every task"
     assert unsent(CompletionEvents.NONE) == []
+
+
+def test_a_rate_limit_reaches_the_function_and_grants_its_limiters_partition_only() -> None:
+    """About 0.5 s: one construct, its template read without the stack's other tasks."""
+    from aws_cdk.assertions import Template
+
+    stack = Stack(App(), "Test")
+    task = BackgroundTask(stack, "SendReceipt", **VALID, rate_limit="100/m")
+    template = Template.from_stack(task.shard).to_json()
+    functions = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    (variables,) = [f["Properties"]["Environment"]["Variables"] for f in functions]
+    assert variables[TaskEnv.RATE_LIMIT] == "100/minute"
+    text = json.dumps(template)
+    assert '"RATE#send-receipt"' in text and '"RATE#*"' not in text

@@ -198,7 +198,7 @@ def test_the_status_filter_takes_any_case_and_names_the_statuses_when_unknown(
     assert "'done'" in answer["message"] and all(s in answer["message"] for s in TaskStatus)
 
 
-def test_cancel_is_200_then_409_once_final_or_running(
+def test_cancel_is_200_then_409_once_final_and_asks_a_running_task_to_stop(
     api: Api, stack: Stack, make_handler: HandlerFactory
 ) -> None:
     api("POST", f"/tasks/{PLAIN}", {"payload": {}, "key": "o-1"})
@@ -213,16 +213,21 @@ def test_cancel_is_200_then_409_once_final_or_running(
 
     def cancel_while_running(run: Any, payload: Any) -> None:
         seen.append(api("DELETE", f"/tasks/{PLAIN}/o-2"))
+        run.progress(50)  # told here: TaskCancelled
 
     batch = [
         r
         for r in records(stack.messages(stack.catalog.spec(PLAIN).queue_url))
         if '"o-2"' in r["body"]
     ]
-    invoke(make_handler(cancel_while_running), batch)
+    assert invoke(make_handler(cancel_while_running), batch) == []
     ((status, answer),) = seen
+    assert (status, answer["status"]) == (200, "RUNNING")
+    assert answer["cancel_requested_at"] and answer["cancel_requested_by"]
+    status, answer = api("GET", f"/tasks/{PLAIN}/o-2")
+    assert (status, answer["status"], answer["error_type"]) == (200, "CANCELLED", "TaskCancelled")
+    status, answer = api("DELETE", f"/tasks/{PLAIN}/o-2")
     assert (status, answer["error"]) == (409, "not_cancellable")
-    assert "RUNNING" in answer["message"]
 
 
 def test_the_handler_reads_the_catalog_from_its_environment_and_counts_no_enqueues(

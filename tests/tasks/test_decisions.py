@@ -185,7 +185,7 @@ def test_the_catalog_refuses_what_it_cannot_use_naming_the_problem() -> None:
 @pytest.mark.parametrize(
     ("choice", "announced"),
     [
-        (CompletionEvents.ALL, {TaskStatus.SUCCEEDED, TaskStatus.FAILED}),
+        (CompletionEvents.ALL, {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED}),
         (CompletionEvents.FAILURES, {TaskStatus.FAILED}),
         (CompletionEvents.NONE, set()),
     ],

@@ -155,7 +155,8 @@ class TaskMetric(StrEnum):
     FENCED = "TaskRunFenced"
     """A run lost its lease to a newer attempt; its late writes were refused."""
     CANCELLED = "TaskCancelled"
-    """A task was cancelled before it started."""
+    """A task was cancelled: its message met a CANCELLED record, or its run was stopped by a
+    cancel asked for while it ran."""
     MALFORMED = "TaskMessageMalformed"
     """A message that is no task (dead-lettered without running)."""
     DURATION = "TaskRunDuration"
@@ -170,6 +171,9 @@ class TaskMetric(StrEnum):
     the task is UNCERTAIN until ``vigil tasks settle``."""
     EVENT_UNSENT = "TaskEventUnsent"
     """A completion event PutEvents did not take before the invocation's time ran out."""
+    RATE_LIMITED = "TaskRateLimited"
+    """A message over the task's ``rate_limit``: sent back to wait for its slot (no attempt
+    spent). Steady counts mean the backlog outgrows the rate: the queue-age alarm tells."""
     PROGRESS_DROPPED = "TaskProgressDropped"
     """A ``run.progress`` note DynamoDB kept throttling: dropped, the run went on."""
     STRANDED = "TasksStranded"

@@ -11,6 +11,7 @@ per key from an SQS queue. Its record lives in the stack's tasks table::
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 
 TASK_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,47}$")
@@ -99,6 +100,14 @@ RESULT_REF_ATTRIBUTE = "result_ref"
 """A result too big to keep on the record (over ``RESULT_INLINE_BYTES``): where it is stored
 (``s3://bucket/key``), read back by ``get`` (the API, the CLI) and carried by the event."""
 
+CANCEL_REQUESTED_ATTRIBUTE = "cancel_requested_at"
+"""On a RUNNING record: when someone asked to cancel it (ISO 8601 UTC). The run learns it at its
+next ``run.progress``, ``run.once`` intent or strict fenced write (``TaskCancelled``), a flow at its
+next step boundary; a run that fails or is stopped by it ends CANCELLED, neither retried nor
+dead-lettered. Kept on the final record, for the audit."""
+CANCEL_REQUESTED_BY_ATTRIBUTE = "cancel_requested_by"
+"""Who asked (an IAM ARN from the API, the caller's name from the library or CLI)."""
+
 FINAL_STATUSES = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.UNCERTAIN}
 )
@@ -123,6 +132,8 @@ class TaskEnv(StrEnum):
     RESULTS_BUCKET = "VIGIL_TASK_RESULTS_BUCKET"
     """The stack's results bucket: a result over ``RESULT_INLINE_BYTES`` is stored there, the
     record keeps its location (unset: every result stays on the record)."""
+    RATE_LIMIT = "VIGIL_TASK_RATE_LIMIT"
+    """``BackgroundTask(rate_limit=)`` as written (``100/minute``): unset, no limit."""
     COMPLETION_EVENTS = "VIGIL_TASK_COMPLETION_EVENTS"
     """Which outcomes send a completion event (:class:`CompletionEvents`). The function's own
     copy of the catalog's ``completion_events``: the function cannot read ``TasksCatalog``,
@@ -248,6 +259,9 @@ class TaskEventType(StrEnum):
 
     SUCCEEDED = "Vigil Task Succeeded"
     FAILED = "Vigil Task Failed"
+    CANCELLED = "Vigil Task Cancelled"
+    """A run stopped by a cancel requested while it ran (a QUEUED task's cancel sends none: its
+    caller is the one who asked)."""
 
 
 class CompletionEvents(StrEnum):
@@ -259,8 +273,8 @@ class CompletionEvents(StrEnum):
     """
 
     ALL = "all"
-    """Succeeded and failed: an application subscribes to successes (a rule on
-    ``Vigil Task Succeeded``)."""
+    """Succeeded, failed and cancelled while running: an application subscribes to successes (a
+    rule on ``Vigil Task Succeeded``)."""
     FAILURES = "failures"
     """Failed only: what needs acting on (the default; the failed alarm tells operators too)."""
     NONE = "none"
@@ -269,10 +283,50 @@ class CompletionEvents(StrEnum):
     def announces(self, status: TaskStatus) -> bool:
         """Whether a task that ended ``status`` sends its completion event."""
         if self is CompletionEvents.ALL:
-            return status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+            return status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED)
         return self is CompletionEvents.FAILURES and status is TaskStatus.FAILED
 
 
 DEFAULT_COMPLETION_EVENTS = CompletionEvents.FAILURES
 """A million tasks a day that nobody subscribes to the successes of should not pay $1 a day
 for them: successes are announced when a task asks for ``"all"``."""
+
+
+RATE_PK_PREFIX = "RATE#"
+"""The partition of a rate-limited task's limiter (``RATE#<task>``): its pacing item and its
+messages' reservations, in the tasks table beside (never among) the task's records."""
+RATE_PERIODS = {"second": 1, "minute": 60, "hour": 3_600, "s": 1, "m": 60, "h": 3_600}
+"""``rate_limit``'s units (Celery's ``100/m`` too)."""
+RATE_LIMIT = re.compile(r"^\s*(\d+)\s*/\s*([a-z]+)\s*$")
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most ``starts`` a ``period_s``, across every concurrent invocation of the task."""
+
+    starts: int
+    period_s: int
+
+    @classmethod
+    def parse(cls, text: str) -> RateLimit:
+        """``"100/minute"`` (or ``second``, ``hour``, plurals, ``s``/``m``/``h``); ValueError
+        saying what is accepted."""
+        match = RATE_LIMIT.match(text) if isinstance(text, str) else None
+        unit = match.group(2) if match else ""
+        plural = len(unit) > 2 and unit.endswith("s")
+        period = RATE_PERIODS.get(unit) or (RATE_PERIODS.get(unit[:-1]) if plural else None)
+        if not match or period is None or int(match.group(1)) < 1:
+            raise ValueError(
+                f"{text!r} is not a rate: write N/second, N/minute or N/hour (N at least 1; "
+                "also N/s, N/m, N/h)"
+            )
+        starts = int(match.group(1))
+        if starts > 1_000 * period:
+            raise ValueError(
+                f"{text!r} is over 1,000 starts a second, what one DynamoDB item paces"
+            )
+        return cls(starts, period)
+
+    def __str__(self) -> str:
+        unit = {1: "second", 60: "minute", 3_600: "hour"}[self.period_s]
+        return f"{self.starts}/{unit}"

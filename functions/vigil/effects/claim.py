@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from vigil.dynamo import Item, Update, from_wire, to_wire
-from vigil.effects.fence import Fenced, RunFence, refused
+from vigil.effects.fence import RunFence, refused
 from vigil.fenced_write import Halt, RunRecordSite
 from vigil.persist import persist
 
@@ -36,7 +36,7 @@ class Claim:
 
     def condition_check(self) -> dict[str, Any]:
         """The transaction item that holds only while the run still holds its claim."""
-        request = self.site.while_held(Update()).request()
+        request = self.site.while_held(Update(), starting=True).request()
         request.pop("UpdateExpression", None)
         return {
             "ConditionCheck": {
@@ -47,8 +47,13 @@ class Claim:
             }
         }
 
-    def refused(self, seen: Item | None) -> Fenced:
-        """The refusal of a write because ``seen`` (the claim as found) is a newer run's."""
+    def refused(self, seen: Item | None) -> Exception:
+        """The refusal of a write because ``seen`` (the claim as found) is a newer run's, or
+        (a task) asked to be cancelled; noted on the run's halt."""
+        cancelled = self.site.cancelled(seen)
+        if cancelled is not None:
+            self._halt.note(cancelled)
+            return cancelled
         newer = (seen or {}).get(self.site.token_attribute)
         resource = f"{self.site.label} (the run's claim)"
         return refused(self._halt, resource, self._fence, None if newer is None else str(newer))
@@ -58,17 +63,19 @@ class Claim:
         newer run holds it."""
         site = self.site
         names = {"#t": site.token_attribute, "#s": "status"}
+        if site.cancel is not None:
+            names["#c"] = site.cancel.attribute
         answer = persist(
             lambda: site.client.get_item(
                 TableName=site.table,
                 Key=to_wire(site.key),
                 ConsistentRead=True,
-                ProjectionExpression="#t, #s",
+                ProjectionExpression=", ".join(names),
                 ExpressionAttributeNames=names,
             ),
             time_left_s=site.time_left_s,
             sleep=site.sleep,
         )
         seen = from_wire(answer.get("Item"))
-        if not site.holds(seen):
+        if not site.holds(seen) or site.cancelled(seen) is not None:
             raise self.refused(seen)

@@ -163,8 +163,14 @@ class GrantedWriter:
         self._resolve = resolve
         self._fence = fence
         self._halt = halt
-        self._check_claim = check_claim or (lambda: None)
+        self._strict_check = check_claim or (lambda: None)
         """Strict (``run.fenced.strict``): reads the run's claim, ``Fenced`` if it moved on."""
+
+    def _check_claim(self) -> None:
+        """Right before each request: nothing more once the run was told it is cancelled, and
+        (strict) the run's claim read."""
+        self._halt.refuse_if_cancelled()
+        self._strict_check()
 
     def _refused(self, resource: str, newer: str | None) -> Fenced:
         """The :class:`Fenced` to raise, noted on the run's halt."""

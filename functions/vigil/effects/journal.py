@@ -181,6 +181,9 @@ class Journal:
             return True
         journal = seen.get(JOURNAL_ATTRIBUTE) or {}
         entry = journal.get(effect)
+        cancelled = self._site.cancelled(seen)
+        if cancelled is not None:
+            raise cancelled  # no new intent once a cancel is asked for; noted by _noted
         if not self._site.holds(seen):
             raise self._fenced(seen)
         if entry is None and may_forget and self._site.rolling and self._forget_oldest(journal):
@@ -305,7 +308,7 @@ class Journal:
             effect,
             {"state": state.value, "fence": fence, "at": iso(site.clock()), "mark": mark},
         )
-        self._site.while_held(update)
+        self._site.while_held(update, starting=state is EffectState.INTENT)
         entry = update.path(JOURNAL_ATTRIBUTE, effect)
         if expected_fence is None:
             update.condition(f"attribute_not_exists({entry})")

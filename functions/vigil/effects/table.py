@@ -77,6 +77,7 @@ class FencedTable:
     def _write(self, kind: str, request: dict[str, Any], what: Any) -> dict[str, Any]:
         """``kind``: Put, Update or Delete; ``what``: the key written, for the error (a put
         names no key apart from its item)."""
+        self._halt.refuse_if_cancelled()
         if self._claim is not None:
             return self._transact(kind, request, what)
         merged = merge_condition(request, self._fence)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from vigil.tasks.bulk import ItemOutcome, ItemStatus
 from vigil.tasks.catalog import Catalog, TaskSpec
-from vigil.tasks.enqueue import TaskClient, cancel, enqueue
+from vigil.tasks.enqueue import TaskClient, cancel, enqueue, enqueue_many
 from vigil.tasks.envelope import Envelope, deduplication_id, schedule_name
 from vigil.tasks.errors import (
     EnqueuedUnrecorded,
@@ -30,6 +31,7 @@ from vigil.tasks.errors import (
     KeyReused,
     MalformedTask,
     NotCancellable,
+    TaskCancelled,
     TaskFenced,
     TaskNotFound,
     UnknownTask,
@@ -57,9 +59,12 @@ __all__ = [
     "EnqueuedUnrecorded",
     "Envelope",
     "InvalidTask",
+    "ItemOutcome",
+    "ItemStatus",
     "KeyReused",
     "MalformedTask",
     "NotCancellable",
+    "TaskCancelled",
     "TaskClient",
     "TaskFenced",
     "TaskNotFound",
@@ -71,6 +76,7 @@ __all__ = [
     "cancel",
     "deduplication_id",
     "enqueue",
+    "enqueue_many",
     "schedule_name",
     "task",
 ]

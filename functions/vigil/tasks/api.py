@@ -30,6 +30,7 @@ from vigil.contract.api_errors import INVALID_FIELD, ErrorCode
 from vigil.contract.tasks import TASK_NAME, TaskStatus
 from vigil.http_answers import (
     answer_unknown_routes,
+    caller_of,
     domain_error_response,
     validation_response,
 )
@@ -147,11 +148,15 @@ def build_tasks_app(
         records, token = client.list(task, status, limit=limit, page=next_page)
         return {"tasks": [r.to_json() for r in records], "next": token}
 
-    @app.delete("/tasks/<task>/<task_id>", summary="Cancel a task that has not started")
+    @app.delete(
+        "/tasks/<task>/<task_id>",
+        summary="Cancel a task: QUEUED ends CANCELLED now, RUNNING is asked to stop (409 once ended)",
+    )
     def delete_task(task: TaskName, task_id: TaskId) -> dict[str, Any]:
         task_id = unquote(task_id)
         client.get(task, task_id)  # an id never enqueued is 404, not a new CANCELLED record
-        return client.cancel(task, task_id).to_json()
+        by = caller_of(app.current_event.request_context)
+        return client.cancel(task, task_id, by=by).to_json()
 
     app.exception_handler(RequestValidationError)(validation_response)
     app.exception_handler(list(_DOMAIN_ERRORS))(

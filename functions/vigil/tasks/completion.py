@@ -37,7 +37,7 @@ from vigil.contract.tasks import (
 )
 from vigil.persist import persist
 
-ANNOUNCED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED})
+ANNOUNCED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED})
 
 
 def event_id(task: str, task_id: str, token: int, status: TaskStatus) -> str:
@@ -56,7 +56,8 @@ def owes_event(record: Mapping[str, Any], message_id: str) -> bool:
 
 
 def completion_entry(record: Mapping[str, Any], bus: str) -> dict[str, Any]:
-    """The PutEvents entry of a task that ended SUCCEEDED or FAILED, from its record's fields
+    """The PutEvents entry of a task that ended SUCCEEDED, FAILED or CANCELLED (a run stopped
+    by a cancel), from its record's fields
     (as written by the finish: ``result`` is the JSON text the record keeps)."""
     status = TaskStatus(record["status"])
     detail: dict[str, Any] = {
@@ -79,7 +80,9 @@ def completion_entry(record: Mapping[str, Any], bus: str) -> dict[str, Any]:
             "error_type": record.get("error_type"),
             "error_message": record.get("error_message"),
         }
-        detail_type = TaskEventType.FAILED
+        detail_type = (
+            TaskEventType.CANCELLED if status is TaskStatus.CANCELLED else TaskEventType.FAILED
+        )
     return {
         "Source": event_source(EVENT_SOURCE, current_stage()),
         "DetailType": detail_type.value,

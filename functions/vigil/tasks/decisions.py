@@ -30,6 +30,7 @@ from typing import Any
 from vigil.clock import iso
 from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.tasks import (
+    CANCEL_REQUESTED_ATTRIBUTE,
     MAX_RESULT_BYTES,
     REDRIVES_ATTRIBUTE,
     REQUEST_ATTRIBUTE,
@@ -52,6 +53,9 @@ class Verdict(StrEnum):
     """Another delivery runs it under a live lease: the message comes back when that ends."""
     RETRY = "RETRY"
     """The record moved under the claim: claim again with what was seen."""
+    END_CANCELLED = "END_CANCELLED"
+    """Cancelled while it ran, and its run died without an outcome (the lease ran out): end it
+    CANCELLED under the dead run's token; nothing runs."""
     OWN = "OWN"
     """The record is this very claim, written by an earlier try whose answer was lost (a
     timeout after DynamoDB applied it; botocore sent it again): it is claimed, run it."""
@@ -124,6 +128,12 @@ def resolve_claim(
         )
     if status is TaskStatus.RUNNING:
         until = datetime.fromisoformat(str(seen["lease_until"]))
+        if until < now and seen.get(CANCEL_REQUESTED_ATTRIBUTE):
+            return ClaimDecision(
+                Verdict.END_CANCELLED,
+                f"cancelled at {seen[CANCEL_REQUESTED_ATTRIBUTE]} while it ran, and that run "
+                "ended without an outcome: not run again",
+            )
         if until >= now:
             wait = max(1, math.ceil((until - now).total_seconds()))
             return ClaimDecision(

@@ -19,7 +19,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import cache
@@ -38,6 +38,7 @@ from vigil.contract.tasks import (
 )
 from vigil.dynamo import error_code
 from vigil.persist import OutOfTime, persist
+from vigil.tasks import bulk
 from vigil.tasks.catalog import Catalog, TaskSpec
 from vigil.tasks.envelope import (
     Envelope,
@@ -77,6 +78,19 @@ class Plan:
     expires_at: datetime
     """The QUEUED record's expiry: its retention after it is due (the key's promise outlives
     the wait)."""
+
+    def record(self, store: TaskStore) -> bool:
+        """One try at the QUEUED record, only if the key has none (False: it had one)."""
+        envelope = self.envelope
+        return store.put_queued(
+            envelope.task,
+            envelope.id,
+            enqueued_at=datetime.fromisoformat(envelope.enqueued_at),
+            expires_at=self.expires_at,
+            due_at=self.due,
+            group=envelope.group,
+            request=envelope.request,
+        )
 
 
 class TaskClient:
@@ -223,15 +237,7 @@ class TaskClient:
         self.send(plan)
 
         def put() -> bool:
-            return store.put_queued(
-                task,
-                envelope.id,
-                enqueued_at=datetime.fromisoformat(envelope.enqueued_at),
-                expires_at=plan.expires_at,
-                due_at=plan.due,
-                group=envelope.group,
-                request=envelope.request,
-            )
+            return plan.record(store)
 
         # The message is out: the task will run. A throttled record write is retried rather
         # than raised, since a caller told "failed" enqueues again, and without a key that is a
@@ -253,6 +259,38 @@ class TaskClient:
             # this one's message, sent, is a DUPLICATE when it comes (its claim compares).
             _same_request(task, envelope.id, store.item(task, envelope.id) or {}, envelope.request)
         return envelope.id
+
+    def enqueue_many(
+        self,
+        task: str,
+        items: Iterable[tuple[Any, str | None]],
+        *,
+        delay: Delay | None = None,
+        group: str | None = None,
+        workers: int = bulk.DEFAULT_WORKERS,
+    ) -> list[bulk.ItemOutcome]:
+        """Many ``(payload, key)`` of one task in batches, each item's outcome in order
+        (:mod:`vigil.tasks.bulk`): every item is checked first (:class:`InvalidTask` naming
+        the item, nothing sent), then SendMessageBatch and conditional record writes."""
+        spec = self.catalog.spec(task)
+
+        def digest(payload: Any) -> str:
+            seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
+            fields = {"payload": payload, "delay_seconds": seconds, "at": None, "group": group}
+            return request_digest(fields)
+
+        return bulk.enqueue_many(
+            self.plan,
+            self.store(spec),
+            self._client("sqs"),
+            task,
+            items,
+            digest=digest,
+            group=group,
+            delay=delay,
+            sleep=self._sleep,
+            workers=workers,
+        )
 
     def send(self, plan: Plan) -> None:
         spec, envelope = plan.spec, plan.envelope
@@ -300,9 +338,14 @@ class TaskClient:
 
     # Cancel and read ----------------------------------------------------------------------------
 
-    def cancel(self, task: str, task_id: str) -> TaskRecord:
+    def cancel(self, task: str, task_id: str, *, by: str = "") -> TaskRecord:
         """QUEUED (or not yet recorded) -> CANCELLED: its message, when it comes, is not run;
-        a pending one-time schedule is deleted. :class:`NotCancellable` once it has started.
+        a pending one-time schedule is deleted. RUNNING: the request is noted on the record
+        (``cancel_requested_at``, ``cancel_requested_by`` = ``by``) and the record returned still
+        RUNNING; the run learns it at its next ``run.progress``, ``run.once`` intent or strict
+        fenced write (``TaskCancelled``) and ends CANCELLED, neither retried nor dead-lettered.
+        A body that never checks is not stopped: it may still end SUCCEEDED. A task that has
+        ended: :class:`NotCancellable`.
 
         The schedule is deleted after the record says CANCELLED (the other way round, a failed
         write would leave a QUEUED task with nothing to run it), so a delete that fails is
@@ -316,12 +359,15 @@ class TaskClient:
             raise InvalidTask("id", f"invalid task id {task_id!r}")
         now = self._clock()
         try:
-            before = self.store(spec).cancel(task, task_id, now, now + spec.retention)
+            before = self.store(spec).cancel(task, task_id, now, now + spec.retention, by=by)
         except NotCancellable as refused:
             if refused.status == TaskStatus.CANCELLED and _scheduled(refused.seen or {}):
                 self._unschedule(spec, task_id)
             raise
-        if _scheduled(before) if before is not None else bool(spec.scheduler_role_arn):
+        running = before is not None and before.get("status") == TaskStatus.RUNNING.value
+        if not running and (
+            _scheduled(before) if before is not None else bool(spec.scheduler_role_arn)
+        ):
             self._unschedule(spec, task_id)
         record = self.store(spec).get(task, task_id)
         if record is None:  # pragma: no cover - written just above
@@ -458,9 +504,33 @@ def enqueue(
     )
 
 
-def cancel(task: str, task_id: str, *, client: TaskClient | None = None) -> TaskRecord:
-    """Cancel a task that has not started. See :meth:`TaskClient.cancel`."""
-    return (client or default_client()).cancel(task, task_id)
+def enqueue_many(
+    task: str,
+    items: Iterable[tuple[Any, str | None]],
+    *,
+    delay: Delay | None = None,
+    group: str | None = None,
+    client: TaskClient | None = None,
+) -> list[bulk.ItemOutcome]:
+    """Enqueue many ``(payload, key)`` of ``task`` in batches; each item's outcome. See
+    :meth:`TaskClient.enqueue_many`."""
+    return (client or default_client()).enqueue_many(task, items, delay=delay, group=group)
 
 
-__all__ = ["NotCancellable", "TaskClient", "cancel", "default_client", "enqueue", "queue_arn"]
+def cancel(
+    task: str, task_id: str, *, by: str = "", client: TaskClient | None = None
+) -> TaskRecord:
+    """Cancel a task: QUEUED ends CANCELLED, RUNNING is asked to stop (``by``: who asks, for
+    the audit). See :meth:`TaskClient.cancel`."""
+    return (client or default_client()).cancel(task, task_id, by=by)
+
+
+__all__ = [
+    "NotCancellable",
+    "TaskClient",
+    "cancel",
+    "default_client",
+    "enqueue",
+    "enqueue_many",
+    "queue_arn",
+]

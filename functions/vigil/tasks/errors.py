@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from vigil.fenced_write import RunCancelled
+
 
 class InvalidTask(ValueError):
     """``enqueue`` (or ``cancel``) refused its input: nothing was sent, scheduled or written.
@@ -61,14 +63,15 @@ class TaskNotFound(LookupError):
 
 
 class NotCancellable(RuntimeError):
-    """A task that has started (RUNNING) or ended cannot be cancelled; the status is named."""
+    """A task that has ended (or was cancelled already) cannot be cancelled; the status is
+    named. A QUEUED task is cancelled at once, a RUNNING one asked to stop."""
 
     def __init__(
         self, task: str, task_id: str, status: str, seen: Mapping[str, Any] | None = None
     ) -> None:
         super().__init__(
-            f"{task} {task_id} is {status}: only a QUEUED task can be cancelled"
-            + (" (it is running now)" if status == "RUNNING" else "")
+            f"{task} {task_id} is {status}: it has ended, there is nothing to cancel "
+            "(only a QUEUED or RUNNING task can be cancelled)"
         )
         self.status = status
         self.seen = seen
@@ -78,6 +81,24 @@ class NotCancellable(RuntimeError):
 class TaskFenced(RuntimeError):
     """This run lost its task to a newer one (its lease ran out and another delivery took it
     over): what it writes is refused; the body should stop."""
+
+
+class TaskCancelled(TaskFenced, RunCancelled):
+    """Someone cancelled this task while it ran (``cancel``): raised by ``run.progress``, a new
+    ``run.once`` intent or a strict fenced write once the record says so; the run's later fenced
+    writes are refused with it. The body should stop: the task ends CANCELLED (not retried, not
+    dead-lettered), whether the body lets this go or catches it."""
+
+    def __init__(self, task: str, task_id: str, at: str = "", by: str = "") -> None:
+        super().__init__(
+            f"{task} {task_id}: cancelled"
+            + (f" at {at}" if at else "")
+            + (f" by {by}" if by else "")
+        )
+        self.task = task
+        self.task_id = task_id
+        self.at = at
+        self.by = by
 
 
 class MalformedTask(ValueError):

@@ -37,7 +37,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from vigil import telemetry
-from vigil.clock import Clock, Sleeper, system_clock
+from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.metrics import TaskMetric
 from vigil.contract.tasks import RESULT_INLINE_BYTES, TaskStatus, max_receive_count
 from vigil.dynamo import truncate
@@ -57,11 +57,20 @@ from vigil.tasks.decisions import (
     resolve_claim,
 )
 from vigil.tasks.envelope import Envelope, parse
-from vigil.tasks.errors import MalformedTask, TaskFenced
+from vigil.tasks.errors import MalformedTask, TaskCancelled, TaskFenced
 from vigil.tasks.queues import TaskQueue
+from vigil.tasks.rate import Deferred, RateLimiter
 from vigil.tasks.results import ResultStore
-from vigil.tasks.settings import TaskSettings
-from vigil.tasks.store import BUDGET_FROM, Claim, Claimed, TaskFinish, TaskStore
+from vigil.tasks.settings import MAX_BACKOFF, TaskSettings
+from vigil.tasks.store import (
+    BUDGET_FROM,
+    CancelAsked,
+    Claim,
+    Claimed,
+    TaskFinish,
+    TaskStore,
+    cancelled,
+)
 
 if TYPE_CHECKING:
     from vigil.effects import Effects
@@ -116,10 +125,16 @@ class TaskRun:
 
     def progress(self, percent: int, note: str | None = None) -> None:
         """Record how far the run is (0-100), readable on the task's record while it runs.
-        Raises :class:`TaskFenced` if a newer delivery took the task over: stop then."""
+        Raises :class:`TaskFenced` if a newer delivery took the task over, and
+        :class:`TaskCancelled` if someone cancelled it: stop then."""
         if isinstance(percent, bool) or not isinstance(percent, int) or not 0 <= percent <= 100:
             raise ValueError(f"progress must be an integer from 0 to 100, got {percent!r}")
-        if not self.report(percent, truncate(note) if note is not None else None):
+        try:
+            held = self.report(percent, truncate(note) if note is not None else None)
+        except TaskCancelled as cancelled:
+            self.halt.note(cancelled)
+            raise
+        if not held:
             raise TaskFenced(f"{self.task} {self.id}: taken over by a newer run")
 
 
@@ -227,6 +242,13 @@ class TaskGuard:
         self._clock = clock
         self._sleep = sleep
         self.unfinished = unfinished if unfinished is not None else Unfinished[TaskFinish]()
+        self._rate = (
+            RateLimiter(
+                store.client, settings.table, settings.task, settings.rate_limit, MAX_BACKOFF
+            )
+            if settings.rate_limit is not None
+            else None
+        )
 
     def deliver(
         self, message: Message, body: Body, *, remaining_ms: Callable[[], int], holder: str
@@ -244,6 +266,14 @@ class TaskGuard:
             # record's, and the redrive policy leaves room (``max_receive_count``).
             self._come_back(message, 0)
             return Delivery(Outcome.DEFERRED, envelope.id, reason="too near the deadline")
+        if self._rate is not None:
+            # Before the claim: a start over the limit spends no attempt, only a receive.
+            pace = self._rate.admit(message.message_id, message.receive_count, self._clock())
+            if isinstance(pace, Deferred):
+                self._come_back(message, pace.seconds)
+                telemetry.metrics().add_metric(name=TaskMetric.RATE_LIMITED, unit="Count", value=1)
+                why = f"rate limit {self._rate.limit}: its slot is at {iso(pace.slot)}"
+                return Delivery(Outcome.DEFERRED, envelope.id, reason=why)
         claimed = self._claim(message, envelope, remaining_ms, holder)
         if isinstance(claimed, Delivery):
             return claimed
@@ -316,6 +346,8 @@ class TaskGuard:
                 return self._announce(message, answer.seen, again, self._time_left(remaining_ms))
             if decision.verdict is Verdict.CANCELLED:
                 return Delivery(Outcome.CANCELLED, envelope.id, reason=decision.reason)
+            if decision.verdict is Verdict.END_CANCELLED and answer.seen is not None:
+                return self._end_cancelled(message, envelope, answer.seen, remaining_ms)
             if decision.verdict is Verdict.BUSY:
                 self._come_back(message, decision.come_back_in_s)
                 return Delivery(Outcome.BUSY, envelope.id, reason=decision.reason)
@@ -376,6 +408,8 @@ class TaskGuard:
         else:
             try:
                 encoded = encode_result(body(run, envelope.payload))
+            except TaskCancelled as told:
+                run.halt.note(told)
             except TaskFenced as fenced:
                 return Delivery(Outcome.FENCED, envelope.id, attempt, str(fenced))
             except Exception as raised:
@@ -384,6 +418,10 @@ class TaskGuard:
             stop = run.halt.stop(returned=error is None)
             if stop is None and error is not None and (refused_write(error) or stopped_on(error)):
                 stop = error
+            if stop is None and run.halt.cancelled is not None:
+                # Told it is cancelled (whatever it did then): CANCELLED, not retried.
+                cancel = run.halt.cancelled
+                encoded = FinalFailure(type(cancel).__name__, str(cancel))
             if stop is not None:
                 uncertain = stopped_on(stop)
                 if uncertain is None:  # a newer attempt of this task wrote: superseded
@@ -433,10 +471,15 @@ class TaskGuard:
                 retry_in_s=failure.delay_s if retry else 0,
                 retry_message=message.message_id if retry else None,
             )
-        if self.settings.completion_events.announces(outcome.status):
-            outcome = replace(
-                outcome, event_id=event_id(outcome.task, outcome.id, token, outcome.status)
-            )
+            if run.halt.cancelled is not None:
+                outcome = _as_cancelled(outcome, run.halt.cancelled)
+            elif not retry:
+                # About to be dead-lettered: a cancel asked for meanwhile ends it CANCELLED
+                # instead (one read, on a final failure only; a retry's finish checks itself).
+                asked = self._store.cancel_asked(envelope.task, envelope.id, token)
+                if asked is not None:
+                    outcome = _as_cancelled(outcome, asked)
+        outcome = self._announced(outcome)
         wait_ms = max(0, int((started - waited_from).total_seconds() * 1000))
         delivery = self._conclude(message, envelope, outcome, remaining_ms, how="ran")
         return Delivery(
@@ -448,6 +491,42 @@ class TaskGuard:
             queue_wait_ms=wait_ms if attempt == 1 else None,
             event_unsent=delivery.event_unsent,
             announce_pending=delivery.announce_pending,
+        )
+
+    def _announced(self, outcome: TaskFinish) -> TaskFinish:
+        """``outcome`` with its completion event's id, if its task announces its status."""
+        if not self.settings.completion_events.announces(outcome.status):
+            return replace(outcome, event_id=None)
+        return replace(
+            outcome, event_id=event_id(outcome.task, outcome.id, outcome.token, outcome.status)
+        )
+
+    def _end_cancelled(
+        self,
+        message: Message,
+        envelope: Envelope,
+        seen: Mapping[str, Any],
+        remaining_ms: Callable[[], int],
+    ) -> Delivery:
+        """A run cancelled while it ran died without an outcome: CANCELLED under its token
+        (fenced like its own finish would be), the message deleted; nothing runs."""
+        now = self._clock()
+        told = cancelled(envelope.task, envelope.id, seen)
+        outcome = TaskFinish(
+            task=envelope.task,
+            id=envelope.id,
+            token=int(seen["token"]),
+            status=TaskStatus.CANCELLED,
+            at=now,
+            attempt=int(seen.get("attempts", 0)),
+            expires_at=now + self.settings.retention,
+            error_type=type(told).__name__,
+            error_message=truncate(str(told)),
+            enqueued_at=str(seen.get("enqueued_at") or envelope.enqueued_at),
+            message_id=message.message_id,
+        )
+        return self._conclude(
+            message, envelope, self._announced(outcome), remaining_ms, how="cancelled"
         )
 
     def _progress(
@@ -527,6 +606,11 @@ class TaskGuard:
             )
         except OutcomeUnrecorded as unrecorded:
             return Delivery(Outcome.UNRECORDED, envelope.id, outcome.attempt, str(unrecorded))
+        except CancelAsked as asked:
+            # A failure's finish met a cancel asked for since: it ends CANCELLED instead.
+            told = cancelled(outcome.task, outcome.id, asked.seen)
+            again = self._announced(_as_cancelled(outcome, told))
+            return self._conclude(message, envelope, again, remaining_ms, how="cancelled")
         self.unfinished.forget(message.message_id)
         if not recorded:
             return Delivery(
@@ -645,7 +729,23 @@ _DEAD_LETTERED = frozenset({TaskStatus.FAILED, TaskStatus.UNCERTAIN})
 _FINAL_OUTCOME = {
     TaskStatus.SUCCEEDED: Outcome.SUCCEEDED,
     TaskStatus.UNCERTAIN: Outcome.UNCERTAIN,
+    TaskStatus.CANCELLED: Outcome.CANCELLED,
 }
+
+
+def _as_cancelled(outcome: TaskFinish, told: BaseException) -> TaskFinish:
+    """A run's outcome turned CANCELLED by the cancel it was told of (or met at its finish):
+    final, no retry, no dead letter; the cancellation is its error."""
+    return replace(
+        outcome,
+        status=TaskStatus.CANCELLED,
+        result=None,
+        result_ref=None,
+        error_type=type(told).__name__,
+        error_message=truncate(str(told)),
+        retry_in_s=0,
+        retry_message=None,
+    )
 
 
 def _count(raw: Any) -> int:

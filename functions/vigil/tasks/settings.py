@@ -7,7 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from vigil.contract.tasks import DEFAULT_COMPLETION_EVENTS, CompletionEvents, TaskEnv
+from vigil.contract.tasks import (
+    DEFAULT_COMPLETION_EVENTS,
+    CompletionEvents,
+    RateLimit,
+    TaskEnv,
+)
 from vigil.settings import Environment
 
 MAX_BACKOFF = timedelta(hours=12) - timedelta(minutes=15 + 5)
@@ -35,6 +40,8 @@ class TaskSettings:
     completion_events: CompletionEvents = DEFAULT_COMPLETION_EVENTS
     results_bucket: str = ""
     """Where a result over ``RESULT_INLINE_BYTES`` goes (empty: every result on the record)."""
+    rate_limit: RateLimit | None = None
+    """At most so many starts a period across every invocation (:mod:`vigil.tasks.rate`)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> TaskSettings:
@@ -56,5 +63,10 @@ class TaskSettings:
                     TaskEnv.COMPLETION_EVENTS, CompletionEvents, cls.completion_events
                 ),
                 results_bucket=lambda: read.text(TaskEnv.RESULTS_BUCKET, cls.results_bucket),
+                rate_limit=lambda: (
+                    read.parsed(TaskEnv.RATE_LIMIT, RateLimit.parse)
+                    if read.present(TaskEnv.RATE_LIMIT)
+                    else None
+                ),
             )
         )

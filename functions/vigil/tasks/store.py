@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,6 +31,8 @@ from botocore.exceptions import ClientError
 from vigil.clock import Clock, Sleeper, iso
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE, Verdict
 from vigil.contract.tasks import (
+    CANCEL_REQUESTED_ATTRIBUTE,
+    CANCEL_REQUESTED_BY_ATTRIBUTE,
     FINISHED_BY_ATTRIBUTE,
     OUTBOX_ATTRIBUTE,
     PK_PREFIX,
@@ -51,9 +54,9 @@ from vigil.dynamo import (
     paginate,
 )
 from vigil.dynamo import to_wire as wire
-from vigil.fenced_write import RunRecordSite
+from vigil.fenced_write import CancelCheck, RunRecordSite
 from vigil.settle import settlement, write_settlement
-from vigil.tasks.errors import InvalidTask, NotCancellable
+from vigil.tasks.errors import InvalidTask, NotCancellable, TaskCancelled
 
 LEASE_ATTRIBUTES = ("lease_until", "holder")
 OUTCOME_ATTRIBUTES = (OUTBOX_ATTRIBUTE, FINISHED_BY_ATTRIBUTE, RESULT_REF_ATTRIBUTE)
@@ -101,6 +104,9 @@ class TaskRecord:
     """A result too big for the record: where it is stored (``get`` reads it into ``result``)."""
     result_unavailable: str | None = None
     """Why ``get`` could not read ``result_ref`` (gone from the bucket, refused, not the task's)."""
+    cancel_requested_at: str | None = None
+    """A cancel asked for while it ran (the run stops at its next check), and by whom."""
+    cancel_requested_by: str | None = None
 
     @classmethod
     def from_item(cls, item: Item) -> TaskRecord:
@@ -124,6 +130,8 @@ class TaskRecord:
             uncertain_effect=item.get(UNCERTAIN_EFFECT_ATTRIBUTE),
             effects=item.get(JOURNAL_ATTRIBUTE) or None,
             result_ref=item.get(RESULT_REF_ATTRIBUTE),
+            cancel_requested_at=item.get(CANCEL_REQUESTED_ATTRIBUTE),
+            cancel_requested_by=item.get(CANCEL_REQUESTED_BY_ATTRIBUTE),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -146,6 +154,14 @@ class TaskRecord:
             **({"effects": self.effects} if self.effects else {}),
             **({RESULT_REF_ATTRIBUTE: self.result_ref} if self.result_ref else {}),
             **({"result_unavailable": self.result_unavailable} if self.result_unavailable else {}),
+            **(
+                {
+                    CANCEL_REQUESTED_ATTRIBUTE: self.cancel_requested_at,
+                    CANCEL_REQUESTED_BY_ATTRIBUTE: self.cancel_requested_by,
+                }
+                if self.cancel_requested_at
+                else {}
+            ),
         }
 
 
@@ -265,6 +281,11 @@ class TaskStore:
         self._client = client
         self._table = table
 
+    @property
+    def client(self) -> Any:
+        """The DynamoDB client (the rate limiter shares it, on the same table)."""
+        return self._client
+
     # Enqueue ------------------------------------------------------------------------------------
 
     def put_queued(
@@ -355,6 +376,9 @@ class TaskStore:
         ]
         update.condition(any_of(*takeable))
         update.condition(any_of(update.absent("token"), update.lt("token", claim.token)))
+        # A run cancelled while it ran is not taken over: it ends CANCELLED (the guard's
+        # END_CANCELLED), never runs again.
+        update.condition(update.absent(CANCEL_REQUESTED_ATTRIBUTE))
         if claim.request:
             update.condition(
                 any_of(
@@ -411,13 +435,19 @@ class TaskStore:
         update.condition(
             update.eq("token", outcome.token), update.eq("status", TaskStatus.RUNNING.value)
         )
+        if outcome.status in CANCELLABLE_OUTCOMES:
+            # A failure (to retry, or final) after a cancel was asked for ends CANCELLED instead.
+            update.condition(update.absent(CANCEL_REQUESTED_ATTRIBUTE))
         try:
             self._update(
                 outcome.task, outcome.id, update, ReturnValuesOnConditionCheckFailure="ALL_OLD"
             )
         except ClientError as error:
             if is_condition_failure(error):
-                return outcome.landed_in(old_item(error))
+                seen = old_item(error)
+                if outcome.status in CANCELLABLE_OUTCOMES and _cancel_asked(seen, outcome.token):
+                    raise CancelAsked(seen or {}) from None
+                return outcome.landed_in(seen)
             raise
         return True
 
@@ -443,17 +473,38 @@ class TaskStore:
             time_left_s=time_left_s,
             clock=clock,
             sleep=sleep,
+            cancel=CancelCheck(
+                CANCEL_REQUESTED_ATTRIBUTE, functools.partial(cancelled, task, task_id)
+            ),
         )
 
     def progress(self, task: str, task_id: str, token: int, percent: int, note: str | None) -> bool:
-        """The run's progress, only while it holds the task; False: fenced out."""
+        """The run's progress, only while it holds the task and no cancel was asked for; False:
+        fenced out; :class:`TaskCancelled` once someone asked to cancel it (one request either
+        way: the refusal hands back the record)."""
         update = Update().set("progress", percent)
         if note is not None:
             update.set("progress_note", note)
         else:
             update.remove("progress_note")
         update.condition(update.eq("token", token), update.eq("status", TaskStatus.RUNNING.value))
-        return self._applied(task, task_id, update)
+        update.condition(update.absent(CANCEL_REQUESTED_ATTRIBUTE))
+        try:
+            self._update(task, task_id, update, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except ClientError as error:
+            if not is_condition_failure(error):
+                raise
+            seen = old_item(error)
+            if _cancel_asked(seen, token):
+                raise cancelled(task, task_id, seen or {}) from None
+            return False
+        return True
+
+    def cancel_asked(self, task: str, task_id: str, token: int) -> TaskCancelled | None:
+        """One strongly consistent read: the cancellation asked for this run (under ``token``,
+        still RUNNING), if any. The guard reads it before dead-lettering a run out of retries."""
+        seen = self.item(task, task_id)
+        return cancelled(task, task_id, seen or {}) if _cancel_asked(seen, token) else None
 
     def mark_malformed(
         self, task: str, task_id: str, reason: str, now: datetime, expires_at: datetime
@@ -470,25 +521,41 @@ class TaskStore:
 
     # Management ---------------------------------------------------------------------------------
 
-    def cancel(self, task: str, task_id: str, now: datetime, expires_at: datetime) -> Item | None:
-        """QUEUED (or no record: its message may be on the way) -> CANCELLED; the record as it
-        was (None if there was none). A RUNNING or final task: :class:`NotCancellable`."""
-        update = _end_unstarted(task, task_id, TaskStatus.CANCELLED, now, expires_at)
-        try:
-            answer = self._update(
-                task,
-                task_id,
-                update,
-                ReturnValues="ALL_OLD",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as error:
-            if is_condition_failure(error):
+    def cancel(
+        self, task: str, task_id: str, now: datetime, expires_at: datetime, by: str = ""
+    ) -> Item | None:
+        """QUEUED (or no record: its message may be on the way) -> CANCELLED; RUNNING -> the
+        request noted (``cancel_requested_at``/``_by``, the first one kept) for the run to see.
+        The record as it was (None if there was none). A final task: :class:`NotCancellable`.
+
+        A record that moves between the two tries (a run starting, or going back to QUEUED for
+        its retry) is tried again, so the answer is always about the status the write met."""
+        seen: Item = {}
+        for _ in range(3):
+            if seen.get("status") == TaskStatus.RUNNING.value:
+                update = Update().set_default(CANCEL_REQUESTED_ATTRIBUTE, iso(now))
+                update.set_default(CANCEL_REQUESTED_BY_ATTRIBUTE, by or "unknown")
+                update.condition(update.eq("status", TaskStatus.RUNNING.value))
+            else:
+                update = _end_unstarted(task, task_id, TaskStatus.CANCELLED, now, expires_at)
+            try:
+                answer = self._update(
+                    task,
+                    task_id,
+                    update,
+                    ReturnValues="ALL_OLD",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+            except ClientError as error:
+                if not is_condition_failure(error):
+                    raise
                 seen = old_item(error) or {}
+                if seen.get("status") in (TaskStatus.RUNNING.value, TaskStatus.QUEUED.value):
+                    continue
                 status = str(seen.get("status", "gone"))
                 raise NotCancellable(task, task_id, status, seen) from None
-            raise
-        return from_wire(answer.get("Attributes"))
+            return from_wire(answer.get("Attributes"))
+        raise NotCancellable(task, task_id, str(seen.get("status", "gone")), seen)
 
     def settle(
         self, task: str, task_id: str, effect: str, *, verdict: Verdict, now: datetime
@@ -570,6 +637,34 @@ class TaskStore:
         item = self.item(task, task_id)
         return TaskRecord.from_item(item) if item else None
 
+    def batch_items(
+        self, task: str, ids: list[str], run: Callable[[Callable[[], Any]], Any]
+    ) -> dict[str, Item]:
+        """Up to 100 records by id (BatchGetItem, strongly consistent, the fields a bulk enqueue
+        compares), each request through ``run`` (a retrier); what DynamoDB leaves unprocessed
+        is asked again."""
+        keys = [wire(task_key(task, task_id)) for task_id in ids]
+        found: dict[str, Item] = {}
+        while keys:
+            request = {
+                self._table: {
+                    "Keys": keys,
+                    "ConsistentRead": True,
+                    "ProjectionExpression": "#sk, #status, #request",
+                    "ExpressionAttributeNames": {
+                        "#sk": "sk",
+                        "#status": "status",
+                        "#request": REQUEST_ATTRIBUTE,
+                    },
+                }
+            }
+            answer = run(functools.partial(self._client.batch_get_item, RequestItems=request))
+            for raw in answer.get("Responses", {}).get(self._table, []):
+                item = from_wire(raw) or {}
+                found[str(item["sk"])] = item
+            keys = answer.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", [])
+        return found
+
     def item(self, task: str, task_id: str) -> Item | None:
         answer = self._client.get_item(
             TableName=self._table, Key=wire(task_key(task, task_id)), ConsistentRead=True
@@ -603,6 +698,39 @@ class TaskStore:
         records = [TaskRecord.from_item(from_wire(raw) or {}) for raw in answer.get("Items", [])]
         last = from_wire(answer.get("LastEvaluatedKey"))
         return records, _page_token(task, last) if last else None
+
+
+CANCELLABLE_OUTCOMES = frozenset({TaskStatus.QUEUED, TaskStatus.FAILED})
+"""A run's failures, which a cancel asked for turns into CANCELLED: a SUCCEEDED run did the
+work (the cancel came too late: the record keeps it), an UNCERTAIN one waits for a person."""
+
+
+class CancelAsked(Exception):
+    """A failure's finish refused because someone asked to cancel the run: finish it CANCELLED."""
+
+    def __init__(self, seen: Item) -> None:
+        super().__init__("a cancel was asked for")
+        self.seen = seen
+
+
+def _cancel_asked(seen: Item | None, token: int) -> bool:
+    """``seen`` is still this run's (its token, RUNNING) and someone asked to cancel it."""
+    return (
+        seen is not None
+        and seen.get("token") == token
+        and seen.get("status") == TaskStatus.RUNNING.value
+        and bool(seen.get(CANCEL_REQUESTED_ATTRIBUTE))
+    )
+
+
+def cancelled(task: str, task_id: str, seen: Mapping[str, Any]) -> TaskCancelled:
+    """The :class:`TaskCancelled` a run meets on ``seen``, naming when and by whom."""
+    return TaskCancelled(
+        task,
+        task_id,
+        str(seen.get(CANCEL_REQUESTED_ATTRIBUTE) or ""),
+        str(seen.get(CANCEL_REQUESTED_BY_ATTRIBUTE) or ""),
+    )
 
 
 def _end_unstarted(

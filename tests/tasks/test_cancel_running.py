@@ -1,0 +1,214 @@
+"""Cancelling a RUNNING task: the request is noted on its record, the run learns it at its next
+check (``run.progress``, a ``run.once`` intent, a strict fenced write) as ``TaskCancelled``, its
+later fenced writes are refused, and the task ends CANCELLED: not retried, not dead-lettered,
+announced. A body that never checks is not stopped. Each test about 0.3 s on moto."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.helpers.tasks import PLAIN, Stack, invoke, records
+from tests.tasks.conftest import HandlerFactory
+from vigil.clock import iso
+from vigil.contract.effects import WriteKind
+from vigil.contract.tasks import CompletionEvents, TaskEventType, TaskStatus
+from vigil.tasks import NotCancellable, TaskRun
+from vigil.tasks.errors import TaskCancelled
+
+BY = "arn:aws:iam::123456789012:user/ops"
+
+
+def one_batch(stack: Stack, key: str = "o-1") -> list[dict[str, Any]]:
+    stack.client().enqueue(PLAIN, {"order": key}, key=key)
+    return records(stack.messages(stack.catalog.spec(PLAIN).queue_url))
+
+
+def cancel(stack: Stack, key: str = "o-1") -> None:
+    record = stack.client().cancel(PLAIN, key, by=BY)
+    assert record.status is TaskStatus.RUNNING  # asked: the run has not stopped yet
+    assert (record.cancel_requested_at, record.cancel_requested_by) == (iso(stack.clock()), BY)
+
+
+def events_of(handler: Any) -> list[str]:
+    return [
+        entry["DetailType"] for call in handler.events.of("put_events") for entry in call["Entries"]
+    ]
+
+
+def ended_cancelled(stack: Stack, key: str = "o-1") -> None:
+    record = stack.client().get(PLAIN, key)
+    assert (record.status, record.attempts, record.error_type) == (
+        TaskStatus.CANCELLED,
+        1,
+        "TaskCancelled",
+    )
+    assert BY in (record.error_message or "") and record.cancel_requested_by == BY
+    assert stack.dead_letters() == []  # not dead-lettered (and each invoke reports no retry)
+
+
+def test_the_run_learns_it_at_progress_and_ends_cancelled_with_its_event(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    told: list[BaseException] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.progress(10)
+        cancel(stack)
+        try:
+            run.progress(20)
+        except TaskCancelled as error:
+            told.append(error)
+            raise
+        return {"never": True}
+
+    handler = make_handler(body, completion_events=CompletionEvents.ALL)
+    batch = one_batch(stack)
+    assert invoke(handler, batch) == []  # the message is deleted
+    assert len(told) == 1
+    ended_cancelled(stack)
+    assert events_of(handler) == [TaskEventType.CANCELLED.value]
+    (entry,) = [e for call in handler.events.of("put_events") for e in call["Entries"]]
+    assert json.loads(entry["Detail"])["status"] == "CANCELLED"
+
+    # The message again (a redelivery): a DUPLICATE, nothing runs.
+    assert invoke(make_handler(body), batch) == []
+    assert len(told) == 1
+    with pytest.raises(NotCancellable, match="is CANCELLED: it has ended"):
+        stack.client().cancel(PLAIN, "o-1")
+
+
+def test_a_body_that_catches_the_cancel_and_returns_still_ends_cancelled(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        cancel(stack)
+        with contextlib.suppress(TaskCancelled):
+            run.progress(50)
+        return {"result": "ignored"}
+
+    assert invoke(make_handler(body), one_batch(stack)) == []
+    ended_cancelled(stack)
+    assert stack.client().get(PLAIN, "o-1").result is None
+
+
+@pytest.mark.parametrize("retries", [2, 0])
+def test_a_failure_after_a_cancel_is_neither_retried_nor_dead_lettered(
+    stack: Stack, make_handler: HandlerFactory, retries: int
+) -> None:
+    """The body never checks, and fails: with retries left (the finish's own condition sees the
+    cancel) or none (read before the dead letter), it ends CANCELLED."""
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        cancel(stack)
+        raise RuntimeError("the mail provider is down")
+
+    assert invoke(make_handler(body, retries=retries), one_batch(stack)) == []
+    ended_cancelled(stack)
+
+
+def test_a_body_that_never_checks_is_not_stopped_and_keeps_its_success(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        cancel(stack)
+        return {"sent": True}
+
+    assert invoke(make_handler(body), one_batch(stack)) == []
+    record = stack.client().get(PLAIN, "o-1")
+    assert (record.status, record.result) == (TaskStatus.SUCCEEDED, {"sent": True})
+    assert record.cancel_requested_by == BY  # asked too late: the audit keeps it
+
+
+def test_run_once_finishes_the_effect_begun_and_refuses_a_new_one(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """A cancel never leaves an effect's fate unknown: the block under way records its
+    completion; the next intent is refused (nothing begun), and the task ends CANCELLED."""
+    done: list[str] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        with run.once("charge") as first:
+            if first:
+                cancel(stack)
+                done.append("charge")
+        with run.once("receipt") as first:
+            done.append("receipt")
+        return None
+
+    assert invoke(make_handler(body), one_batch(stack)) == []
+    ended_cancelled(stack)
+    effects = stack.client().get(PLAIN, "o-1").effects or {}
+    assert done == ["charge"] and set(effects) == {"charge"}
+    assert effects["charge"]["state"] == "DONE"
+
+
+def test_a_strict_write_learns_it_and_later_fenced_writes_are_refused(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    from vigil.effects import Effects, Grants, RunFence
+
+    stack.dynamodb.create_table(
+        TableName="orders",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    outcomes: list[str] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        fence = RunFence.of_task(run.task, run.id, run.fencing_token)
+        grants = Grants({WriteKind.TABLES: {"Orders": "orders"}})
+        effects = Effects(
+            fence, grants, lambda service: stack.dynamodb, halt=run.halt, claim=run.record
+        )
+        effects.strict.table("Orders").put_item(Item={"pk": {"S": "a"}})
+        cancel(stack)
+        for write in (effects.strict.table, effects.table):
+            try:
+                write("Orders").put_item(Item={"pk": {"S": "b"}})
+            except TaskCancelled:
+                outcomes.append("refused")
+        return None
+
+    assert invoke(make_handler(body), one_batch(stack)) == []
+    assert outcomes == ["refused", "refused"]
+    items = stack.dynamodb.scan(TableName="orders")["Items"]
+    assert [item["pk"]["S"] for item in items] == ["a"]
+    ended_cancelled(stack)
+
+
+def test_a_cancelled_run_that_died_ends_cancelled_without_running_again(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    class Killed(BaseException):
+        """Lambda's timeout: the process is gone."""
+
+    runs: list[int] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        runs.append(run.attempt)
+        cancel(stack)
+        raise Killed
+
+    batch = one_batch(stack)
+    with pytest.raises(Killed):
+        invoke(make_handler(body), batch)
+    stack.clock.advance(timedelta(minutes=10))  # the lease has run out: its message is back
+    assert invoke(make_handler(body), batch) == []
+    assert runs == [1]
+    ended_cancelled(stack)
+
+
+def test_cancel_of_a_final_task_is_refused_naming_its_status(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    assert invoke(make_handler(lambda run, payload: None), one_batch(stack)) == []
+    with pytest.raises(NotCancellable, match="is SUCCEEDED: it has ended") as refused:
+        stack.client().cancel(PLAIN, "o-1", by=BY)
+    assert refused.value.status == "SUCCEEDED"
+    assert stack.client().get(PLAIN, "o-1").cancel_requested_at is None
