@@ -10,7 +10,7 @@ import pytest
 
 from tests.console.markup_check import assert_inert
 from vigil.console import jobs_page, now_page, observers_page, tasks_page
-from vigil.console.controls import CwdbControls, FormControls
+from vigil.console.controls import Controls, CwdbControls, FormControls
 from vigil.console.frame import Outcome, PageName, Tone, page
 
 HOSTILE = (
@@ -20,7 +20,7 @@ HOSTILE = (
     '</cwdb-action><a href="javascript:alert(1)">x</a>',
 )
 EVIL = "".join(HOSTILE)
-CONTROLS = [
+CONTROLS: list[Controls] = [
     CwdbControls(
         "arn:aws:lambda:us-east-1:1:function:view", "arn:aws:lambda:us-east-1:1:function:op"
     ),
@@ -58,7 +58,7 @@ def observer_line(name: str) -> observers_page.ObserverLine:
     )
 
 
-def pages(controls: object) -> dict[str, str]:
+def pages(controls: Controls) -> dict[str, str]:
     tick = jobs_page.TickLine(EVIL, "UNCERTAIN", 2, 10, EVIL, EVIL, EVIL, EVIL)
     running = replace(job_line(EVIL), state="FAILED", pause=None)  # its pause button has a field
     lines = [*(job_line(h) for h in HOSTILE), running]
@@ -107,7 +107,7 @@ def pages(controls: object) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("controls", CONTROLS, ids=["console", "local"])
-def test_hostile_strings_stay_text_on_every_page(controls: object) -> None:
+def test_hostile_strings_stay_text_on_every_page(controls: Controls) -> None:
     for name, html in pages(controls).items():
         parsed = assert_inert(html)
 

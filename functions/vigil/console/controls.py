@@ -24,6 +24,8 @@ from vigil.contract.journal import Verdict
 
 LOCAL_PATH = "/console"
 ARGS_FIELD = "args"
+CONFIRM_FIELD = "confirm"
+"""A local form's question: the local server asks it on a page of its own first."""
 
 
 @dataclass(frozen=True)
@@ -92,9 +94,15 @@ class FormControls:
             tag("input", type="text", name=f.name, placeholder=f.placeholder, size=18)
             for f in control.fields
         ]
+        confirm = (
+            tag("input", type="hidden", name=CONFIRM_FIELD, value=control.confirm)
+            if control.confirm
+            else None
+        )
         return tag(
             "form",
             tag("input", type="hidden", name=ARGS_FIELD, value=args_json(control.args)),
+            confirm,
             *inputs,
             tag(
                 "button",

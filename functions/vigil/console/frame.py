@@ -44,7 +44,7 @@ class Outcome:
 STYLE = Safe(
     "<style>"
     ".vigil{font-family:Amazon Ember,Helvetica,Arial,sans-serif;font-size:13px;color:#16191f}"
-    ".vigil table{border-collapse:collapse;width:100%;margin:6px 0}"
+    ".vigil table{border-collapse:collapse;margin:6px 0}"
     ".vigil th,.vigil td{border-bottom:1px solid #e9ebed;padding:3px 6px;text-align:left;"
     "vertical-align:top}"
     ".vigil th{background:#f2f3f3}"

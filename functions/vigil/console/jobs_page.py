@@ -20,6 +20,7 @@ from vigil.console.markup import Safe, short, table, tag
 from vigil.console.services import ConsoleServices
 from vigil.jobs.control import JobSpec
 from vigil.jobs.listing import FAILING, jobs_query, list_jobs
+from vigil.jobs.listing import row as job_row
 from vigil.jobs.model import JobHead, RunRecord, RunStatus
 
 TICKS_SHOWN = 10
@@ -67,8 +68,8 @@ def read(services: ConsoleServices, params: Mapping[str, Any]) -> JobsView:
     status = params.get("status") or None
     query = jobs_query(status, None, services.page_size, params.get("next") or None)
     heads = services.runs.heads_of(services.jobs)
-    listing = list_jobs(services.jobs, heads, jobs_query(None, None, 1000), now)
-    everything = listing.entries
+    by_job = {head.job: head for head in heads}
+    everything = [job_row(spec, by_job.get(name), now) for name, spec in services.jobs.items()]
     page = list_jobs(services.jobs, heads, query, now)
     tally = [
         ("jobs", len(services.jobs)),
@@ -188,7 +189,7 @@ def _row(line: JobLine, controls: Controls) -> list[Any]:
         controls.render(
             Control(
                 "run now",
-                {"action": "jobs.run", "job": line.name},
+                {"action": "jobs.run", "job": line.name, "page": "jobs"},
                 confirm=f"Run {line.name} now?",
                 primary=True,
             )
@@ -199,7 +200,7 @@ def _row(line: JobLine, controls: Controls) -> list[Any]:
             controls.render(
                 Control(
                     "pause",
-                    {"action": "jobs.pause", "job": line.name},
+                    {"action": "jobs.pause", "job": line.name, "page": "jobs"},
                     confirm=f"Pause {line.name}? Its ticks are recorded PAUSED, not run.",
                     fields=(Field(f"reason-{line.name}", "reason"),),
                 )
@@ -210,7 +211,12 @@ def _row(line: JobLine, controls: Controls) -> list[Any]:
             controls.render(
                 Control(
                     "resume",
-                    {"action": "jobs.resume", "job": line.name, "seen": line.paused_since},
+                    {
+                        "action": "jobs.resume",
+                        "job": line.name,
+                        "seen": line.paused_since,
+                        "page": "jobs",
+                    },
                     confirm=f"Resume {line.name}?",
                 )
             )
@@ -220,7 +226,12 @@ def _row(line: JobLine, controls: Controls) -> list[Any]:
             controls.render(
                 Control(
                     f"redrive {line.dead_letters}",
-                    {"action": "jobs.redrive", "job": line.name, "seen": line.dead_letters},
+                    {
+                        "action": "jobs.redrive",
+                        "job": line.name,
+                        "seen": line.dead_letters,
+                        "page": "jobs",
+                    },
                     confirm=f"Hand {line.name}'s {line.dead_letters} dead letters back to it?",
                 )
             )

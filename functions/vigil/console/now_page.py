@@ -143,7 +143,7 @@ def render(view: NowView, controls: Controls) -> Safe:
             tag(
                 "div",
                 tag("h4", "failed observers"),
-                observers_page.observers_table(view.observers, controls),
+                observers_page.observers_table(view.observers, controls, "now"),
             )
         )
     return tag("div", *sections)

@@ -130,7 +130,7 @@ def render(view: ObserversView, controls: Controls) -> Safe:
         "div",
         counts(view.counts),
         tag("div", *filters),
-        observers_table(view.lines, controls)
+        observers_table(view.lines, controls, "observers")
         if view.lines
         else tag("p", "no observer matches", class_="muted"),
         more(controls, "next page", following),
@@ -138,13 +138,13 @@ def render(view: ObserversView, controls: Controls) -> Safe:
     )
 
 
-def observers_table(lines: list[ObserverLine], controls: Controls) -> Safe:
+def observers_table(lines: list[ObserverLine], controls: Controls, page: str) -> Safe:
     """Observers with their buttons (this page's and what-is-wrong-now's)."""
     header = ["observer", "kind", "status", "gen", "heartbeat", "host", "restarts", "last exit"]
-    return table([*header, "reason", ""], [row(line, controls) for line in lines])
+    return table([*header, "reason", ""], [row(line, controls, page) for line in lines])
 
 
-def row(line: ObserverLine, controls: Controls) -> list[Any]:
+def row(line: ObserverLine, controls: Controls, page: str) -> list[Any]:
     return [
         tag("b", line.name),
         line.kind,
@@ -155,16 +155,21 @@ def row(line: ObserverLine, controls: Controls) -> list[Any]:
         str(line.restarts),
         short(line.last_exit) or "-",
         short(line.reason) or "-",
-        tag("span", *buttons(line, controls)),
+        tag("span", *buttons(line, controls, page)),
     ]
 
 
-def buttons(line: ObserverLine, controls: Controls) -> list[Safe]:
+def buttons(line: ObserverLine, controls: Controls, page: str) -> list[Safe]:
     shown = [
         controls.render(
             Control(
                 "restart",
-                {"action": "observers.restart", "name": line.name, "seen": line.generation},
+                {
+                    "action": "observers.restart",
+                    "name": line.name,
+                    "seen": line.generation,
+                    "page": page,
+                },
                 confirm=f"Restart {line.name}? Its task is replaced by a new generation.",
             )
         )
@@ -174,7 +179,12 @@ def buttons(line: ObserverLine, controls: Controls) -> list[Safe]:
             controls.render(
                 Control(
                     "stop",
-                    {"action": "observers.stop", "name": line.name, "seen": line.generation},
+                    {
+                        "action": "observers.stop",
+                        "name": line.name,
+                        "seen": line.generation,
+                        "page": page,
+                    },
                     confirm=f"Stop {line.name}?",
                 )
             )
@@ -184,7 +194,7 @@ def buttons(line: ObserverLine, controls: Controls) -> list[Safe]:
             controls,
             line.name,
             line.uncertain_effect,
-            {"action": "observers.settle", "name": line.name},
+            {"action": "observers.settle", "name": line.name, "page": page},
             rerun=False,
         )
     return shown

@@ -174,7 +174,12 @@ def _task_buttons(line: TaskLine, controls: Controls) -> list[Safe]:
             controls.render(
                 Control(
                     f"redrive {line.dead_letters}",
-                    {"action": "tasks.redrive", "task": line.name, "seen": line.dead_letters},
+                    {
+                        "action": "tasks.redrive",
+                        "task": line.name,
+                        "seen": line.dead_letters,
+                        "page": "tasks",
+                    },
                     confirm=f"Run {line.name}'s {line.dead_letters} dead-lettered tasks again?",
                 )
             )
@@ -232,7 +237,13 @@ def _one(view: TasksView, controls: Controls) -> Safe:
             controls.render(
                 Control(
                     "cancel",
-                    {"action": "tasks.cancel", "task": task, "id": task_id, "seen": status},
+                    {
+                        "action": "tasks.cancel",
+                        "task": task,
+                        "id": task_id,
+                        "seen": status,
+                        "page": "tasks",
+                    },
                     confirm=f"Cancel {task} {task_id}?",
                 )
             )
