@@ -26,12 +26,12 @@ from constructs import Construct
 
 from infra.background_task import BackgroundTask, task_records_condition
 from infra.catalogs import Catalog
+from infra.dashboard_rows import function_row
 from infra.function import vigil_function
 from infra.jobs_control import job_functions_arn
 from infra.observer_fleet import ObserverFleet
 from infra.observer_fleet.registry import index_arns
-from vigil.console.settings import OPERATE_ARN_ENV, ROLE_ENV, RUNS_TABLE_ENV
-from vigil.console.widget import Role
+from vigil.contract.console import OPERATE_ARN_ENV, ROLE_ENV, RUNS_TABLE_ENV, Role
 from vigil.contract.hosts import HOSTS_TABLE_ENV
 from vigil.contract.jobs import JOB_PK_PREFIX
 from vigil.contract.layout import STACK_ENV
@@ -117,6 +117,9 @@ class Console(Construct):
                     update_on_time_range_change=False,
                 )
             )
+        # What the console itself costs and how it fares: a page view is a view invocation.
+        self.dashboard.add_widgets(*function_row("Console view function", self.view))
+        self.dashboard.add_widgets(*function_row("Console operate function", self.operate))
 
     def _function(
         self,

@@ -18,7 +18,8 @@ from vigil import telemetry
 from vigil.console.controls import CwdbControls, FormControls
 from vigil.console.services import ConsoleServices
 from vigil.console.settings import ConsoleSettings, build_services
-from vigil.console.widget import Role, answer
+from vigil.console.widget import answer
+from vigil.contract.console import Role
 
 logger = telemetry.logger()
 FORMS_PARAM = "vigil_forms"

@@ -168,3 +168,57 @@ def test_restart_an_observer_shown_at_an_older_generation_is_stale(vigil_stack: 
 
 def test_the_console_describes_itself_when_asked(vigil_stack: Any) -> None:
     assert invoke(vigil_stack, "view", {"describe": True}).startswith("## Vigil console")
+
+
+def test_settle_an_uncertain_task_from_its_record_then_the_stale_second_press(
+    vigil_stack: Any,
+) -> None:
+    from vigil_tools.testing import KillAt
+
+    order = {"order": "o-1", "email": "ann@example.com", "total": 12}
+    with vigil_stack.kill(KillAt.effect_done("receipt-email")):
+        task_id = vigil_stack.enqueue(RECEIPT, order, key="o-1")
+    vigil_stack.advance(minutes=4)  # the batch comes back: UNCERTAIN on its email
+    shown = page(
+        vigil_stack,
+        "view",
+        {"page": "tasks", "task": RECEIPT, "status": "UNCERTAIN", "id": task_id},
+    )
+    settle = {
+        "page": "tasks",
+        "action": "tasks.settle",
+        "task": RECEIPT,
+        "id": task_id,
+        "effect": "receipt-email",
+        "verdict": "done",
+    }
+    assert settle in shown.actions  # the record's page offers exactly this button
+
+    done = page(vigil_stack, "operate", settle)
+    again = page(vigil_stack, "operate", settle)
+
+    assert f"{RECEIPT} {task_id}: settled done, now SUCCEEDED" in said(done)
+    assert "out of date" in said(again) and "not UNCERTAIN" in said(again)
+    assert vigil_stack.task(RECEIPT, task_id).status == "SUCCEEDED"
+
+
+def test_settle_an_uncertain_observer_then_the_stale_second_press(vigil_stack: Any) -> None:
+    from tests.helpers.observers import leave_uncertain
+
+    vigil_stack.create_observer("t-3", "ticker")
+    client = vigil_stack.account.session.client("dynamodb")
+    leave_uncertain(client, vigil_stack.fleet.fleet.registry_table, "t-3", "alert", generation=1)
+    settle = {
+        "page": "now",
+        "action": "observers.settle",
+        "name": "t-3",
+        "effect": "alert",
+        "verdict": "not_done",
+    }
+    assert settle in page(vigil_stack, "view", {"page": "now"}).actions  # a FAILED observer
+
+    done = page(vigil_stack, "operate", settle)
+    again = page(vigil_stack, "operate", settle)
+
+    assert "t-3: settled not_done; restart requested" in said(done)
+    assert "out of date" in said(again)

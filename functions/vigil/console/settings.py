@@ -15,7 +15,7 @@ from typing import Any
 
 from vigil.catalog import read_catalog
 from vigil.console.services import ConsoleServices
-from vigil.console.widget import Role
+from vigil.contract.console import OPERATE_ARN_ENV, ROLE_ENV, RUNS_TABLE_ENV, Role
 from vigil.contract.hosts import HOSTS_TABLE_ENV
 from vigil.contract.layout import STACK_ENV, Catalogued
 from vigil.contract.observers import REGISTRY_TABLE_ENV
@@ -28,10 +28,6 @@ from vigil.observers.registry import ObserverCommands
 from vigil.settings import SettingsError
 from vigil.tasks.catalog import Catalog
 from vigil.tasks.enqueue import TaskClient
-
-ROLE_ENV = "VIGIL_CONSOLE_ROLE"
-OPERATE_ARN_ENV = "VIGIL_CONSOLE_OPERATE_ARN"
-RUNS_TABLE_ENV = "VIGIL_RUNS_TABLE"
 
 
 @dataclass(frozen=True)

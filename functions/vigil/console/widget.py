@@ -15,7 +15,6 @@ has no write grant either); ``operate`` acts, then draws the page the button was
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Any
 
 from vigil.console import actions, jobs_page, now_page, observers_page, tasks_page
@@ -23,6 +22,7 @@ from vigil.console.controls import Controls
 from vigil.console.frame import Outcome, PageName, Tone, page
 from vigil.console.markup import Safe
 from vigil.console.services import ConsoleServices
+from vigil.contract.console import Role
 from vigil.listing import InvalidListing
 from vigil.tasks.errors import InvalidTask
 
@@ -31,11 +31,6 @@ DESCRIPTION = (
     "Vigil's jobs, tasks and observers, with their buttons. Parameters:\n"
     "`page`: `now` (default), `jobs`, `tasks` or `observers`."
 )
-
-
-class Role(StrEnum):
-    VIEW = "view"
-    OPERATE = "operate"
 
 
 READERS = {
