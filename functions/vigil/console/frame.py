@@ -125,4 +125,7 @@ def counts(pairs: list[tuple[str, int]]) -> Safe:
 
 
 def more(controls: Controls, label: str, args: Mapping[str, Any] | None) -> Safe | None:
-    return controls.render(Control(label, dict(args), view=True)) if args else None
+    if not args:
+        return None
+    shown = {key: value for key, value in args.items() if value is not None}
+    return controls.render(Control(label, shown, view=True))
