@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from vigil.catalog import read_catalog
 from vigil.console.services import ConsoleServices
 from vigil.contract.console import OPERATE_ARN_ENV, ROLE_ENV, RUNS_TABLE_ENV, Role
@@ -74,9 +76,13 @@ def build_services(settings: ConsoleSettings, clients: Mapping[str, Any]) -> Con
         )
 
     def call(function: str, event: Any) -> Any:
-        return Answered.of(
-            lambda_.invoke(FunctionName=function, Payload=json.dumps(event).encode())
-        )
+        """As ``vigil jobs redrive`` calls: a refused or failed Invoke is an answer (the dead
+        letter stays in its queue for the next redrive), never an exception mid-redrive."""
+        try:
+            response = lambda_.invoke(FunctionName=function, Payload=json.dumps(event).encode())
+        except (BotoCoreError, ClientError) as error:
+            return Answered(False, type(error).__name__, str(error))
+        return Answered.of(response)
 
     return ConsoleServices(
         stack=settings.stack,
