@@ -335,7 +335,7 @@ class Soak:
     def _operator_redrives(self) -> int:
         """The operator's ``vigil jobs redrive`` of what reached the on-failure destination, an
         hour later: a skip job's dead letters one at a time, oldest tick first, each answered
-        before the next (``vigil_tools/redrive.py``). What fails again stays in the queue, and the
+        before the next (``vigil/jobs/redrive.py``). What fails again stays in the queue, and the
         operator redrives again, up to ``REDRIVE_ROUNDS`` times. The number of records redriven."""
         redriven = 0
         for _ in range(REDRIVE_ROUNDS):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from benchmarks import (
     chaos_soak,
+    console_requests,
     demo_duration,
     effects,
     host_memory,
@@ -107,6 +108,11 @@ SECTIONS = (
         "operators",
         "Operators at 200 jobs and 200 tasks",
         lambda a: operators_scale.run(),
+    ),
+    Section(
+        "console",
+        "The console: requests and milliseconds a view",
+        lambda a: console_requests.run(quick=a.quick),
     ),
 )
 

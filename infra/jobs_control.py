@@ -124,18 +124,9 @@ class JobsControl(Construct):
                 },
             )
         )
-        stack = Stack.of(self)
         self.function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["lambda:InvokeFunction"],
-                resources=[
-                    stack.format_arn(
-                        service="lambda",
-                        resource="function",
-                        resource_name=f"{function_prefix(stack.stack_name, Entity.JOB)}*",
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
+                actions=["lambda:InvokeFunction"], resources=[job_functions_arn(Stack.of(self))]
             )
         )
 
@@ -174,3 +165,13 @@ class JobsControl(Construct):
                 dead_letter_queue=self.audit_undelivered,
             ),
         )
+
+
+def job_functions_arn(stack: Stack) -> str:
+    """Every job function of the stack (``STACK_job_*``): what run now and a redrive invoke."""
+    return stack.format_arn(
+        service="lambda",
+        resource="function",
+        resource_name=f"{function_prefix(stack.stack_name, Entity.JOB)}*",
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )

@@ -33,6 +33,8 @@ policy is inline (``infra.roles.InlineRole``: the jobs' and tasks' functions).""
 SHARD_FUNCTION_ROLE = r"\w*FunctionRole[0-9A-F]{8}"
 """A job's or task's function role (its policy inline)."""
 RECONCILER_ROLE = r"\w*ReconcilerRoleDefaultPolicy[0-9A-F]{8}"
+CONSOLE_ROLE = r"\w*Console(View|Operate)FunctionRoleDefaultPolicy[0-9A-F]{8}"
+"""The console's two functions (``infra.console``)."""
 ONE_TIME_SCHEDULES = ARN.format(service="scheduler") + r"schedule/[A-Za-z0-9_.-]+/_[a-z0-9-]+_\*"
 """``<group>/_<task>_*`` (``vigil.contract.tasks.schedule_grants``): a task's own schedule names."""
 CATALOG_PARTS = ARN.format(service="ssm") + r"parameter/vigil/[A-Za-z0-9-]+/(jobs|tasks|kinds)/\*"
@@ -158,7 +160,8 @@ WILDCARDS: tuple[Wildcard, ...] = (
         "log-group:SHARD:log-stream:????/??/??/FUNCTION[*",
     ),
     Wildcard(
-        r"\w*((JobsControl|TasksApi|Api)Function|Reconciler)RoleDefaultPolicy[0-9A-F]{8}",
+        r"\w*((JobsControl|TasksApi|Api|ConsoleView|ConsoleOperate)Function|Reconciler)"
+        r"RoleDefaultPolicy[0-9A-F]{8}",
         frozenset({"ssm:GetParameter", "ssm:GetParameters"}),
         CATALOG_PARTS,
         "The parts of the stack's catalog of jobs (tasks, the kinds: their handlers, options and "
@@ -167,7 +170,7 @@ WILDCARDS: tuple[Wildcard, ...] = (
         "parameter/vigil/STACK/jobs/* (tasks/*, kinds/*)",
     ),
     Wildcard(
-        r"\w*JobsControlFunctionRoleDefaultPolicy[0-9A-F]{8}",
+        r"\w*(JobsControl|ConsoleOperate)FunctionRoleDefaultPolicy[0-9A-F]{8}",
         frozenset({"lambda:InvokeFunction"}),
         ARN.format(service="lambda") + r"function:[A-Za-z0-9-]+_job_\*",
         "Run now and backfill invoke any of the stack's jobs: their functions are named "
@@ -207,6 +210,45 @@ WILDCARDS: tuple[Wildcard, ...] = (
         "A task's one-time schedule sends as that task's scheduler role: the roles under the "
         "stack's path of them, to Scheduler only (condition iam:PassedToService)",
         "role/vigil/STACK/REGION/task-schedules/*",
+    ),
+    Wildcard(
+        CONSOLE_ROLE,
+        frozenset(
+            {
+                "sqs:GetQueueAttributes",
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:ChangeMessageVisibility",
+                "sqs:SendMessage",
+            }
+        ),
+        ARN.format(service="sqs") + r"\*",
+        "The console reads the depth of every queue of the stack (jobs' failed runs, tasks' "
+        "queues and dead letters, in the shards' nested stacks) and its operate function "
+        "redrives them: the stack's own queues only, by the tag every resource of the stack "
+        "carries (condition aws:ResourceTag/vigil:stack), at any number of jobs and tasks",
+        "* (condition aws:ResourceTag/vigil:stack = STACK)",
+    ),
+    Wildcard(
+        CONSOLE_ROLE,
+        frozenset({"cloudwatch:DescribeAlarms"}),
+        ARN.format(service="cloudwatch") + r"alarm:\*",
+        "What is wrong now lists the stack's alarms in ALARM (a read; names by the stack's prefix)",
+        "alarm:*",
+    ),
+    Wildcard(
+        CONSOLE_ROLE,
+        frozenset({"s3:GetObject"}),
+        r"<\w*TaskResultsBucket[0-9A-F]{8}\.Arn>/\*",
+        "One task's record, its result stored out of the record included, as GET /tasks reads it",
+        "BUCKET/*",
+    ),
+    Wildcard(
+        CONSOLE_ROLE,
+        frozenset({"scheduler:DeleteSchedule"}),
+        ARN.format(service="scheduler") + r"schedule/[A-Za-z0-9_.-]+/\*",
+        "The cancel button deletes a task's pending one-time schedule, in the stack's own group",
+        "schedule/STACK-tasks/*",
     ),
 )
 """Every wildcard IAM grant Vigil accepts (cdk-nag IAM5, and ``tests/infra/test_iam_wildcards``);

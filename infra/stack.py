@@ -10,6 +10,7 @@ from constructs import Construct
 
 from infra.background_task import BackgroundTask
 from infra.catalogs import Catalog
+from infra.console import Console
 from infra.jobs_control import JobsControl
 from infra.layout import Layout
 from infra.monitoring import Monitoring
@@ -98,6 +99,16 @@ class VigilStack(Stack):
             tasks=self.tasks,
             tasks_api=self.tasks_api,
             layout=self.layout,
+        )
+        self.console = Console(
+            self,
+            "Console",
+            runs_table=self.runs.table,
+            jobs_catalog=self.jobs_catalog,
+            tasks_catalog=self.tasks_catalog,
+            tasks=self.tasks,
+            tasks_table=self.tasks_table.table if self.tasks_table else None,
+            fleet=self.observers,
         )
         self._outputs()
 

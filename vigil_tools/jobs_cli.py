@@ -10,7 +10,7 @@
 
 These talk to AWS directly with the usual credential chain (read the runs table, read and delete
 dead-lettered messages, invoke the job's function). A redrive of a ``skip`` job waits for each
-tick's invocation before the next (``vigil_tools/redrive.py`` says why); of an ``allow`` job, it
+tick's invocation before the next (``vigil/jobs/redrive.py`` says why); of an ``allow`` job, it
 invokes asynchronously.
 """
 
@@ -33,12 +33,12 @@ from vigil.contract.schedule import InvalidSchedule
 from vigil.jobs.control import JobSpec
 from vigil.jobs.listing import FILTERS, jobs_query, list_jobs, row_json
 from vigil.jobs.model import JobHead, RunRecord
+from vigil.jobs.redrive import Answer, Answered, Redriven, one_at_a_time, redrive_job
 from vigil.jobs.store import RunStore
 from vigil.listing import InvalidListing
 from vigil.settle import NotSettleable
 from vigil_tools import jobs_control_cli, listing
 from vigil_tools.direct_cli import add_group, add_redrive, positive
-from vigil_tools.redrive import Answer, Redriven, one_at_a_time, redrive_job
 from vigil_tools.settle_cli import add_settle, verdict_of
 from vigil_tools.stacks import StackNotFound, stack_of, stack_outputs
 from vigil_tools.tables import render_table
@@ -253,31 +253,9 @@ def _synchronous(session: Any, timeout_s: int) -> Call:
             )
         except (BotoCoreError, ClientError) as error:
             return Answered(False, type(error).__name__, str(error))
-        if "FunctionError" not in response:
-            return Answered(True)
-        payload = _json(response["Payload"].read())
-        return Answered(
-            False,
-            str(payload.get("errorType", response["FunctionError"])),
-            str(payload.get("errorMessage", "")),
-        )
+        return Answered.of(response)
 
     return call
-
-
-@dataclass(frozen=True)
-class Answered:
-    ok: bool
-    error_type: str | None = None
-    error_message: str | None = None
-
-
-def _json(raw: bytes) -> dict[str, Any]:
-    try:
-        value = json.loads(raw or b"{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _detail(record: RunRecord) -> str:

@@ -21,8 +21,18 @@ def _text(value: Any) -> str:
     return "<" + json.dumps(value, separators=(",", ":")).replace('"', "") + ">"
 
 
-def dashboard_widgets(synthesized: Synthesized) -> list[dict[str, Any]]:
-    (dashboard,) = synthesized.resources("AWS::CloudWatch::Dashboard").values()
+def stack_dashboard(synthesized: Synthesized, *, console: bool = False) -> dict[str, Any]:
+    """The stack's own dashboard, or (``console``) the console's (``infra.console``)."""
+    (dashboard,) = [
+        d
+        for d in synthesized.resources("AWS::CloudWatch::Dashboard").values()
+        if ("-console-" in _text(d["Properties"].get("DashboardName", ""))) == console
+    ]
+    return dict(dashboard)
+
+
+def dashboard_widgets(synthesized: Synthesized, *, console: bool = False) -> list[dict[str, Any]]:
+    dashboard = stack_dashboard(synthesized, console=console)
     widgets: list[dict[str, Any]] = json.loads(_text(dashboard["Properties"]["DashboardBody"]))[
         "widgets"
     ]

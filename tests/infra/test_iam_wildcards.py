@@ -71,10 +71,14 @@ def test_every_wildcard_grant_is_allow_listed_with_its_reason(synthesized: Synth
         assert any(wildcard.accepts(grant) for grant in grants), wildcard
         assert len(wildcard.reason) >= 40, wildcard
     # The scheduler roles invoke their function's unqualified ARN, not ``<arn>:*``; only the jobs
-    # control invokes by a prefix, the stack's jobs' functions (``<stack>_job_*``).
-    invoking = [g for g in grants if g.action == "lambda:InvokeFunction"]
-    assert [g.resource.rsplit(":", 1)[-1] for g in invoking] == ["Vigil_job_*"]
-    assert invoking[0].policy.startswith("JobsControlFunctionRoleDefaultPolicy")
+    # control and the console's operate function (run now, a redrive) invoke by a prefix, the
+    # stack's jobs' functions (``<stack>_job_*``).
+    invoking = sorted(
+        (g for g in grants if g.action == "lambda:InvokeFunction"), key=lambda g: g.policy
+    )
+    assert [g.resource.rsplit(":", 1)[-1] for g in invoking] == ["Vigil_job_*", "Vigil_job_*"]
+    assert invoking[0].policy.startswith("ConsoleOperateFunctionRoleDefaultPolicy")
+    assert invoking[1].policy.startswith("JobsControlFunctionRoleDefaultPolicy")
 
 
 def test_a_new_action_on_an_accepted_wildcard_fails_the_check(synthesized: Synthesized) -> None:

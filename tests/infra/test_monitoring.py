@@ -180,7 +180,8 @@ def test_the_dashboards_cover_every_job_task_function_queue_kind_the_api_and_the
             f"task {task}: queue",
             f"task {task}: runs",
         } <= shard_titles
-    every = widgets + [w for found in shards.values() for w in found]
+    console = dashboard_widgets(synthesized, console=True)  # the console's functions
+    every = widgets + console + [w for found in shards.values() for w in found]
     series = [s for w in every for s in widget_series(w)]
     read = {name for _, name, _ in series}
     durations = {d for _, name, dims in series if name == "Duration" for d in dims}

@@ -11,6 +11,7 @@ from aws_cdk.assertions import Match, Template
 
 from infra.errors import ConfigurationError
 from infra.observer_fleet import HOST_BASE_MEMORY_MIB, ObserverFleet, ObserverKind
+from tests.helpers.monitoring import stack_dashboard
 from tests.helpers.templates import catalog_of
 from vigil.contract.hosts import (
     HOST_EXPIRES,
@@ -309,7 +310,7 @@ def test_each_pooled_kind_alarms_on_lost_and_stuck_hosts_telling_what_to_type(
 
 
 def test_the_dashboard_shows_lost_and_stuck_hosts_per_pooled_kind(synthesized: Any) -> None:
-    (dashboard,) = synthesized.resources("AWS::CloudWatch::Dashboard").values()
+    dashboard = stack_dashboard(synthesized)
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     assert "HostLost" in body and "HostsStuckStarting" in body
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from freezegun import freeze_time
 
+from vigil.jobs.redrive import redrive_job
 from vigil.jobs.store import RunStore
 from vigil_tools.demo.control import simulate_control
 from vigil_tools.demo.effects import simulate_effects
@@ -41,7 +42,6 @@ from vigil_tools.emulator.lambda_runtime import AsyncInvocation, LocalLambda
 from vigil_tools.emulator.scheduler import Schedule, deployed_schedules, occurrences
 from vigil_tools.jobs_cli import JobsCatalog
 from vigil_tools.project import PROJECT_ENV, Project, ProjectNotFound, find_project
-from vigil_tools.redrive import redrive_job
 
 START = datetime(2026, 11, 23, 6, 0, tzinfo=UTC)  # a Monday, 07:00 in Prague
 WINDOW = timedelta(minutes=45)

@@ -2,7 +2,8 @@
 
 moto applies a request non-atomically and its server serves requests on threads (NOTES.md); AWS
 applies each request atomically. One lock around moto's request handling gives the local endpoint
-AWS's per-request atomicity. Requests under :data:`API_PREFIX` are the management API (API
+AWS's per-request atomicity. Requests to ``/console`` are the console's pages
+(:mod:`vigil_tools.local.console`), outside the lock too. Requests under :data:`API_PREFIX` are the management API (API
 Gateway's part): each becomes the REST proxy event the deployed API function receives, and runs
 outside that lock, since the function itself calls the endpoint. Requests under
 :data:`~vigil_tools.local.task_metadata.PREFIX` are ECS's task metadata endpoint v4 (each task's
@@ -23,12 +24,15 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wrappers import Request, Response
 
 from vigil_tools.api_client import rest_event
+from vigil_tools.local.console import LocalConsole
 from vigil_tools.local.task_metadata import PREFIX as METADATA_PREFIX
 from vigil_tools.local.task_metadata import TaskMetadata
 
 API_PREFIX = "/vigil-api"
 """The management API's stage URL is ``http://HOST:PORT/vigil-api``."""
 HOST = "127.0.0.1"
+CONSOLE_PATH = "/console"
+"""The console's pages (``vigil.console.controls.LOCAL_PATH``), on the loopback only."""
 
 ApiHandler = Callable[[dict[str, Any]], dict[str, Any]]
 """A REST proxy event in, the function's proxy answer out."""
@@ -47,6 +51,8 @@ class LocalEndpoint:
         self._moto = DomainDispatcherApplication(create_backend_app)
         self._lock = threading.Lock()
         self.api = api
+        self.console: LocalConsole | None = None
+        """The console (``vigil_tools.local.console.LocalConsole``) once the stack is deployed."""
         _check_free(port)
         self._server: BaseWSGIServer = make_server(HOST, port, self._app, threaded=True)
         self.port = int(self._server.server_address[1])
@@ -79,6 +85,11 @@ class LocalEndpoint:
         path = str(environ.get("PATH_INFO", ""))
         if path == API_PREFIX or path.startswith(API_PREFIX + "/"):
             return self._api(Request(environ))(environ, start_response)
+        if path == CONSOLE_PATH:
+            if self.console is None:
+                starting = _json(503, {"error": "starting", "message": "not deployed yet"})
+                return starting(environ, start_response)
+            return self.console.answer(Request(environ))(environ, start_response)
         if path.startswith(METADATA_PREFIX + "/"):
             document = self.task_metadata.answer(path)
             answer = (

@@ -231,6 +231,7 @@ class _Running:
             metadata=endpoint.task_metadata,
         )
         endpoint.api = _api(runtime, fleet.api_function, account)
+        endpoint.console = _console(runtime, account)
         catalog = JobsCatalog.from_stack(session, account.deployed.stack_name)
         tasks = tasks_catalog(session, account.deployed.stack_name)
         if tasks:  # an application on this machine enqueues with it (vigil.tasks.enqueue)
@@ -242,6 +243,8 @@ class _Running:
             file=out,
         )
         pointers = pointer_lines(env)
+        if endpoint.console is not None:
+            pointers.append(f"# The console's pages (loopback only): {endpoint.url}/console")
         print("\n".join(pointers), file=out, flush=True)
         return cls(
             session=session,
@@ -311,6 +314,18 @@ def _api(runtime: Any, observers_function: str, account: Any) -> Any:
         return dict(result.payload)
 
     return handle
+
+
+def _console(runtime: Any, account: Any) -> Any:
+    """The console's pages at /console, drawn by the deployed console functions (none: the app
+    deploys no console)."""
+    from vigil_tools.local.console import LocalConsole
+
+    names = [
+        account.physical_id(logical_id)
+        for logical_id in account.synth.resources("AWS::Lambda::Function")
+    ]
+    return LocalConsole.of(runtime.invoke, account.session.client("lambda"), names)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,6 +44,7 @@ from vigil.effects.journal import journal_entries
 from vigil.events import MalformedEvent
 from vigil.jobs.control import RunTerms
 from vigil.jobs.events import Trigger, parse_tick
+from vigil.jobs.redrive import redrive_job
 from vigil.jobs.store import RunStore
 from vigil.observers.registry import ObserverNotFound, ObserverRegistry
 from vigil_tools.api_client import ApiError, InProcessTransport, ObserversClient
@@ -67,7 +68,6 @@ from vigil_tools.emulator.ttl import TtlSweep
 from vigil_tools.jobs_cli import JobsCatalog
 from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.project import find_project
-from vigil_tools.redrive import redrive_job
 from vigil_tools.tasks_catalog import tasks_catalog
 from vigil_tools.testing.fleet import SteppedFleet
 from vigil_tools.testing.hold import Parked

@@ -56,6 +56,11 @@ def dashboard_name(stack: str, region: str) -> str:
     return f"{stack}-{region}"
 
 
+def console_dashboard_name(stack: str, region: str) -> str:
+    """The operations dashboard of the console's custom widgets (``infra.console``)."""
+    return f"{stack}-console-{region}"
+
+
 def derived_names(stack: str) -> dict[str, int]:
     """Every explicit name built from the stack's name, with the longest its service accepts.
 
@@ -70,6 +75,7 @@ def derived_names(stack: str) -> dict[str, int]:
         stack: 128,  # CloudFormation stack name
         tasks_schedule_group(stack): 64,  # EventBridge Scheduler schedule group
         dashboard_name(stack, LONGEST_REGION): 255,  # CloudWatch dashboard
+        console_dashboard_name(stack, LONGEST_REGION): 255,  # the console's dashboard
         f"{stack}/one observer's story": 255,  # CloudWatch Logs saved query (the longest)
         shortest_function_name(stack): 64,  # a job's or task's Lambda function, cut at its name
     }

@@ -143,6 +143,45 @@ def record_json(record: RunRecord, spec: JobSpec, now: datetime) -> dict[str, An
     }
 
 
+def start_run(
+    services: ControlServices,
+    job: str,
+    request: RunRequest,
+    requested_by: str,
+    request_id: str | None = None,
+) -> dict[str, Any]:
+    """Run now, or run a given tick: refused (nothing invoked) when the job is unknown or paused;
+    else the job's function is invoked asynchronously with the tick's event, as the scheduler
+    does. The API's route and the console's button both call this."""
+    spec = find_job(services.jobs, job)
+    now = services.clock()
+    head = services.runs.head(job)
+    if is_paused(head, now):
+        raise JobPaused(
+            f"job {job} is paused ({head.pause_reason if head else ''}); resume it first"
+        )
+    recorded = False
+    anchor = None
+    if request.at is not None:
+        key = tick_key(parse_time("at", request.at))
+        recorded = services.control.record(job, key) is not None
+        if spec.schedule.needs_anchor and not recorded:
+            anchor = scheduled_anchor(services.control.latest_keys(job))
+    terms = run_terms(
+        spec,
+        at=request.at,
+        overlap=request.overlap,
+        backfill=request.backfill,
+        requested_by=requested_by,
+        now=now,
+        anchor=anchor,
+        recorded=recorded,
+        request_id=request_id,
+    )
+    services.invoke(spec.function, terms.event())
+    return {"job": job, "tick": terms.key, "trigger": terms.trigger.value}
+
+
 def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
     jobs, control, runs = services.jobs, services.control, services.runs
@@ -192,39 +231,15 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
         spec = find_job(jobs, job)
         return head_json(spec, runs.head(job), now_ms())
 
-    def start_run(job: str, request: RunRequest) -> dict[str, Any]:
-        spec = find_job(jobs, job)
-        now = services.clock()
-        head = runs.head(job)
-        if is_paused(head, now):
-            raise JobPaused(
-                f"job {job} is paused ({head.pause_reason if head else ''}); resume it first"
-            )
-        recorded = False
-        anchor = None
-        if request.at is not None:
-            key = tick_key(parse_time("at", request.at))
-            recorded = control.record(job, key) is not None
-            if spec.schedule.needs_anchor and not recorded:
-                anchor = scheduled_anchor(control.latest_keys(job))
-        terms = run_terms(
-            spec,
-            at=request.at,
-            overlap=request.overlap,
-            backfill=request.backfill,
-            requested_by=caller(),
-            now=now,
-            anchor=anchor,
-            recorded=recorded,
-            request_id=app.current_event.request_context.request_id,
+    def start(job: str, request: RunRequest) -> dict[str, Any]:
+        return start_run(
+            services, job, request, caller(), app.current_event.request_context.request_id
         )
-        services.invoke(spec.function, terms.event())
-        return {"job": job, "tick": terms.key, "trigger": terms.trigger.value}
 
     start_once = (
         KeyedOnce(
             app,
-            lambda keyed: start_run(keyed["job"], RunRequest.model_validate(keyed["run"])),
+            lambda keyed: start(keyed["job"], RunRequest.model_validate(keyed["run"])),
             services.idempotency_store,
         )
         if services.idempotency_store
@@ -244,7 +259,7 @@ def build_control_app(services: ControlServices) -> APIGatewayRestResolver:
         if idempotency_key and start_once:
             body = start_once(idempotency_key, {"job": job, "run": request.model_dump()})
         else:
-            body = start_run(job, request)
+            body = start(job, request)
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, body)
 
     @app.get("/jobs/<job>/runs/<tick>", summary="One tick's record (poll until final)")

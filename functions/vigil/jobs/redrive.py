@@ -45,6 +45,31 @@ class Answer(Protocol):
 
 
 @dataclass(frozen=True)
+class Answered:
+    """An Invoke (RequestResponse) answer as :class:`Answer`: the CLI's and the console's."""
+
+    ok: bool
+    error_type: str | None = None
+    error_message: str | None = None
+
+    @classmethod
+    def of(cls, response: Mapping[str, Any]) -> Answered:
+        if "FunctionError" not in response:
+            return cls(True)
+        try:
+            payload = json.loads(response["Payload"].read() or b"{}")
+        except ValueError:
+            payload = {}
+        if not isinstance(payload, dict):
+            payload = {}
+        return cls(
+            False,
+            str(payload.get("errorType", response["FunctionError"])),
+            str(payload.get("errorMessage", "")),
+        )
+
+
+@dataclass(frozen=True)
 class Redriven:
     message_id: str
     event: Any
