@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from tests.console.console_stack import invoke, page, said
+from vigil.contract.tasks import PK_PREFIX
 from vigil.jobs.store import RunStore
 
 JOB = "cleanup"
@@ -116,6 +117,35 @@ def test_cancel_a_queued_task_then_the_stale_second_press(vigil_stack: Any) -> N
     assert f"{RECEIPT} {task_id}: CANCELLED" in said(done)
     assert "CANCELLED now (the page showed QUEUED)" in said(again)
     assert vigil_stack.task(RECEIPT, task_id).status == "CANCELLED"
+
+
+def test_cancel_of_a_running_task_is_asked_with_the_console_as_who_asked(
+    vigil_stack: Any,
+) -> None:
+    task_id = vigil_stack.enqueue(
+        RECEIPT, {"order": "o-8", "email": "a@b.c", "total": 1}, delay=timedelta(minutes=10)
+    )
+    vigil_stack.account.session.client("dynamodb").update_item(
+        TableName=vigil_stack._task_client.catalog.spec(RECEIPT).table,
+        Key={"pk": {"S": f"{PK_PREFIX}{RECEIPT}"}, "sk": {"S": task_id}},
+        UpdateExpression="SET #s = :running",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={":running": {"S": "RUNNING"}},
+    )
+    cancel = {
+        "page": "tasks",
+        "action": "tasks.cancel",
+        "task": RECEIPT,
+        "id": task_id,
+        "seen": "RUNNING",
+    }
+
+    done = said(page(vigil_stack, "operate", cancel))
+
+    record = vigil_stack.task(RECEIPT, task_id)
+    assert "cancel requested" in done
+    assert record.status == "RUNNING" and record.cancel_requested_at
+    assert str(record.cancel_requested_by).startswith("console:123456789012:")
 
 
 def test_redrive_a_failed_task_then_the_stale_second_press(vigil_stack: Any) -> None:

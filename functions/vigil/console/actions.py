@@ -182,7 +182,12 @@ def tasks_cancel(
             f"{task} {task_id} is {current.status.value} now (the page showed "
             f"{args.get('seen')}): nothing changed"
         )
-    record = client.cancel(task, task_id)
+    record = client.cancel(task, task_id, by=actor)
+    if record.status.value == "RUNNING":
+        return (
+            f"{task} {task_id}: cancel requested; the run stops at its next progress note, "
+            "step or fenced write and ends CANCELLED"
+        )
     return f"{task} {task_id}: {record.status.value}"
 
 
