@@ -30,7 +30,7 @@ STAGE ?=
 # modules first), and the app is synthesized once for them all.
 TEST_WORKERS ?= auto
 
-.PHONY: install test test-fast check format demo up synth cdk-synth bench docs docs-serve deploy diff clean
+.PHONY: install browser test test-fast check format demo up synth cdk-synth bench docs docs-serve deploy diff clean
 
 $(STAMP): requirements.txt functions/requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,10 +54,22 @@ $(SCAN_STAMP): requirements-scan.txt
 
 install: $(STAMP) $(SCAN_STAMP) node_modules/.bin/cdk
 
+## The console's browser test drives Debian's chromium through its chromedriver. Where they are
+## missing and this user may run apt-get (CI runs as root), they are installed; elsewhere the test
+## is skipped and says why. docs/guides/console.md "Tested in a real browser".
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian's chromium and chromium-driver for the console's browser test"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends chromium chromium-driver >/dev/null; } \
+		|| echo "could not install chromium: the console's browser test will be skipped"; \
+	else echo "no chromium here: the console's browser test will be skipped (apt-get install chromium chromium-driver)"; fi
+
 ## Lint, then the whole suite (unit, moto integration, CDK assertions, scanners, cdk synth) with the
 ## type check beside it: mypy is one process (~40 s cold) and pytest's workers take whatever core it
 ## leaves. Its report follows the suite's; either failing fails the target.
-test: install
+test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	@echo "$(BIN)/mypy (beside the suite; its report follows it)"
