@@ -10,8 +10,9 @@ Writing one (``functions/tasks/send_receipt.py``)::
 
 Enqueueing one, from any Python application with boto3 and ``VIGIL_TASKS_CATALOG`` set::
 
-    from vigil.tasks import enqueue
-    task_id = enqueue("send-receipt", {"order": "o-1"}, key="o-1")
+    from vigil.tasks import enqueue, wait
+    handle = enqueue("send-receipt", {"order": "o-1", "email": "a@example.com"}, key="o-1")
+    receipt = handle.wait(timeout=30)  # or wait("send-receipt", "o-1", timeout=30)
 
 Enqueueing needs boto3 alone: the consumer's half (``task``, ``TaskRun``, which bring in
 Powertools) is imported only when first named.
@@ -22,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from vigil.tasks.catalog import Catalog, TaskSpec
-from vigil.tasks.enqueue import TaskClient, cancel, enqueue
+from vigil.tasks.enqueue import TaskClient, cancel, enqueue, get, wait
 from vigil.tasks.envelope import Envelope, deduplication_id, schedule_name
 from vigil.tasks.errors import (
     EnqueuedUnrecorded,
@@ -36,6 +37,7 @@ from vigil.tasks.errors import (
 )
 from vigil.tasks.settings import TaskSettings
 from vigil.tasks.store import TaskRecord
+from vigil.tasks.waiting import PollBackoff, TaskFailed, TaskHandle
 
 if TYPE_CHECKING:
     from vigil.tasks.decorator import task
@@ -60,8 +62,11 @@ __all__ = [
     "KeyReused",
     "MalformedTask",
     "NotCancellable",
+    "PollBackoff",
     "TaskClient",
+    "TaskFailed",
     "TaskFenced",
+    "TaskHandle",
     "TaskNotFound",
     "TaskRecord",
     "TaskRun",
@@ -71,6 +76,8 @@ __all__ = [
     "cancel",
     "deduplication_id",
     "enqueue",
+    "get",
     "schedule_name",
     "task",
+    "wait",
 ]
