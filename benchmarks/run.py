@@ -34,6 +34,7 @@ from benchmarks import (
     scale_layout,
     tasks_requests,
     tasks_soak,
+    tasks_wait,
 )
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -61,6 +62,7 @@ SECTIONS = (
         "Tasks: requests, cost and time",
         lambda a: tasks_requests.run(quick=a.quick),
     ),
+    Section("tasks-wait", "Tasks: requests and dollars per wait", lambda a: tasks_wait.run()),
     Section(
         "tasks-soak",
         "Tasks: chaos soak",

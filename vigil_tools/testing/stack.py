@@ -704,7 +704,19 @@ class VigilStack:
             scheduler=session.client("scheduler"),
             s3=session.client("s3"),
             clock=self._now,
+            # a wait's pause moves the stack on: its tasks run while the test waits for them
+            sleep=self._pause,
         )
+
+    def _pause(self, seconds: float) -> None:
+        self._advance_to(self.now() + timedelta(seconds=seconds))
+
+    @property
+    def task_client(self) -> Any:
+        """``vigil.tasks``' client as an application holds it (``enqueue``, ``get``, ``wait``,
+        ``cancel``), on this stack: ``wait``'s pauses advance the simulated clock, so what it
+        waits for runs. Unlike :meth:`enqueue`, its ``enqueue`` delivers nothing by itself."""
+        return self._task_client
 
     def task_events(self, task: str | None = None) -> list[dict[str, Any]]:
         """The completion events put on the default bus (source ``vigil``), oldest first; only

@@ -8,7 +8,8 @@ Writing one (``functions/tasks/send_receipt.py``)::
     def handler(run: TaskRun, payload: dict) -> dict:
         return {"receipt": ...}
 
-Enqueueing one, from any Python application with boto3 and ``VIGIL_TASKS_CATALOG`` set::
+Enqueueing one and waiting for its result, from any Python application with boto3 and
+``VIGIL_STACK`` (the stack's name: its tasks catalog is in SSM) set::
 
     from vigil.tasks import enqueue, wait
     handle = enqueue("send-receipt", {"order": "o-1", "email": "a@example.com"}, key="o-1")

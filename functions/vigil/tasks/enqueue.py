@@ -473,7 +473,8 @@ def queue_arn(queue_url: str, region: str) -> str:
 
 @cache
 def default_client() -> TaskClient:
-    """From ``VIGIL_TASKS_CATALOG``, built on first use and kept for the process."""
+    """From ``VIGIL_TASKS_CATALOG``, else the catalog of the stack ``VIGIL_STACK`` names, built
+    on first use and kept for the process."""
     return TaskClient(Catalog.from_env(os.environ))
 
 
