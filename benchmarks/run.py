@@ -36,6 +36,7 @@ from benchmarks import (
     tasks_control,
     tasks_requests,
     tasks_soak,
+    tasks_wait,
 )
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -63,6 +64,7 @@ SECTIONS = (
         "Tasks: requests, cost and time",
         lambda a: tasks_requests.run(quick=a.quick),
     ),
+    Section("tasks-wait", "Tasks: requests and dollars per wait", lambda a: tasks_wait.run()),
     Section(
         "tasks-control",
         "Tasks: bulk enqueue and rate limits",

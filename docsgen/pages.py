@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from docsgen import alarms, api, cli, constructs, kit
+from docsgen import alarms, api, cli, constructs, kit, tasks_library
 
 PAGES: dict[str, Callable[[], str]] = {
     "reference/constructs.md": constructs.render,
@@ -12,4 +12,5 @@ PAGES: dict[str, Callable[[], str]] = {
     "reference/cli.md": cli.render,
     "reference/metrics-and-alarms.md": alarms.render,
     "reference/testing-kit.md": kit.render,
+    "reference/tasks-library.md": tasks_library.render,
 }

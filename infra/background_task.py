@@ -326,6 +326,19 @@ class BackgroundTask(Construct):
         """Let an application's role enqueue this task (``vigil.tasks.enqueue``) and nothing else."""
         grant_tasks(grantee, [self])
 
+    def grant_read(self, grantee: iam.IGrantable) -> None:
+        """Let an application's role read this task's records and results (``vigil.tasks.get``,
+        ``wait``, a handle's ``.get()``/``.wait()``): GetItem on its records, GetObject under its
+        results' prefix; nothing else."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem"],
+                resources=[self.table.table_arn],
+                conditions=_leading_keys([self]),
+            )
+        )
+        self.results.grant_read(grantee, self.task_name)
+
     # --- the catalog and monitoring handles --------------------------------------------------
 
     def catalog_entry(self) -> dict[str, Any]:
@@ -390,7 +403,7 @@ def catalog(tasks: Iterable[BackgroundTask]) -> dict[str, dict[str, Any]]:
 def grant_tasks(
     grantee: iam.IGrantable, tasks: Sequence[BackgroundTask], *, manage: bool = False
 ) -> None:
-    """What ``vigil.tasks.enqueue`` needs for ``tasks``: put their records, send to their queues,
+    """What ``vigil.tasks.enqueue`` needs for ``tasks``: read and put their records, send to their queues,
     create one-time schedules in their group with their scheduler roles. ``manage`` adds reading
     and cancelling (get, list, cancel: a conditional update, deleting a pending schedule).
 
@@ -398,9 +411,10 @@ def grant_tasks(
     """
     if not tasks:
         return
-    records = ["dynamodb:PutItem"]
+    # GetItem: a keyed enqueue reads its key's record before sending (one key, one request).
+    records = ["dynamodb:PutItem", "dynamodb:GetItem"]
     if manage:
-        records += ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"]
+        records += ["dynamodb:Query", "dynamodb:UpdateItem"]
     for table, owners in _by_table(tasks).items():
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(

@@ -112,6 +112,15 @@ class VigilStack(Stack):
         )
         self._outputs()
 
+    def task(self, name: str) -> BackgroundTask:
+        """The task named ``name`` (its ``task_name``), for another stack's grants
+        (``grant_enqueue``, ``grant_read``); an unknown name is a ValueError naming the tasks."""
+        for task in self.tasks:
+            if task.task_name == name:
+                return task
+        known = ", ".join(sorted(t.task_name for t in self.tasks)) or "none"
+        raise ValueError(f"{self.node.id}: no task {name!r}; the tasks are: {known}")
+
     def _tasks_shared(self) -> dict[str, str]:
         """What every task of the stack shares: its table and group of one-time schedules."""
         if not self.tasks:

@@ -57,12 +57,14 @@ class TaskResults(Construct):
             )
         )
 
-    def grant_read(self, grantee: iam.IGrantable) -> None:
-        """Reading every task's results (the tasks API function): the bucket holds nothing else,
-        and one statement stays within IAM's policy size at any number of tasks."""
+    def grant_read(self, grantee: iam.IGrantable, task_name: str = "") -> None:
+        """Reading every task's results (the tasks API function: the bucket holds nothing else,
+        and one statement stays within IAM's policy size at any number of tasks), or only
+        ``task_name``'s (an application's ``BackgroundTask.grant_read``)."""
+        prefix = f"{task_name}/*" if task_name else "*"
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects("*")]
+                actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(prefix)]
             )
         )
 

@@ -220,7 +220,13 @@ def _tasks(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> 
     ``vigil.tasks`` does in an application."""
     from botocore.exceptions import ClientError
 
-    from vigil.tasks.errors import EnqueuedUnrecorded, InvalidTask, NotCancellable, TaskNotFound
+    from vigil.tasks.errors import (
+        EnqueuedUnrecorded,
+        InvalidTask,
+        KeyReused,
+        NotCancellable,
+        TaskNotFound,
+    )
 
     return _direct(
         args,
@@ -229,6 +235,7 @@ def _tasks(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> 
         lambda s: tasks_cli.run(args, s, out, as_json=args.json),
         tasks_cli.TasksError,
         InvalidTask,
+        KeyReused,
         NotCancellable,
         TaskNotFound,
         EnqueuedUnrecorded,

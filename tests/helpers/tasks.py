@@ -102,6 +102,12 @@ class Stack:
             sleep=self.clock.advance,
         )
 
+    def send_copy(self, task: str, payload: dict[str, Any], key: str) -> None:
+        """Another message of ``key`` on the queue, as a second enqueue racing the first sends
+        it (both read no record yet); an enqueue after the record exists sends nothing."""
+        client = self.client()
+        client.send(client.plan(task, payload, key=key))
+
     def settings(self, task: str = PLAIN, **overrides: Any) -> TaskSettings:
         spec = self.catalog.spec(task)
         values: dict[str, Any] = {

@@ -279,15 +279,34 @@ def test_an_application_role_can_be_granted_enqueue_only_and_tasks_share_one_tab
     assert isinstance(policy, iam.Policy)
     granted = stack.resolve(policy.document.to_json())["Statement"]
     assert sorted(a for s in granted for a in actions(s)) == [
+        "dynamodb:GetItem",  # a keyed enqueue reads its key's record first (one key, one request)
         "dynamodb:PutItem",
         "iam:PassRole",
         "scheduler:CreateSchedule",
         "sqs:SendMessage",
     ]
-    (records,) = [s for s in granted if actions(s) == ["dynamodb:PutItem"]]
+    (records,) = [s for s in granted if "dynamodb:PutItem" in actions(s)]
     assert records["Condition"] == {
         "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["TASK#send-receipt"]}
     }
+
+
+def test_grant_read_gives_get_and_wait_their_records_and_results_and_nothing_else() -> None:
+    stack = Stack(App(), "App")
+    task = BackgroundTask(stack, "SendReceipt", handler="tasks.send_receipt.handler")
+    BackgroundTask(stack, "SendInvoice", handler="tasks.send_receipt.handler")
+    web = iam.Role(stack, "Web", assumed_by=iam.AccountRootPrincipal())
+    task.grant_read(web)
+    policy = web.node.find_child("DefaultPolicy")
+    assert isinstance(policy, iam.Policy)
+    granted = stack.resolve(policy.document.to_json())["Statement"]
+    assert sorted(a for s in granted for a in actions(s)) == ["dynamodb:GetItem", "s3:GetObject"]
+    (records,) = [s for s in granted if actions(s) == ["dynamodb:GetItem"]]
+    assert records["Condition"] == {
+        "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["TASK#send-receipt"]}
+    }
+    (results,) = [s for s in granted if actions(s) == ["s3:GetObject"]]
+    assert json.dumps(results["Resource"]).endswith('"/send-receipt/*"]]}')
 
 
 def test_a_task_that_announces_nothing_may_not_put_events() -> None:

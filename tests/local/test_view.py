@@ -49,7 +49,7 @@ def test_the_export_lines_stay_on_screen_after_a_refresh(monkeypatch: pytest.Mon
         session=None,
         live=Stub(tick=lambda: None),
         containers=Stub(sync=stop.set),  # one round of the loop
-        fleet=Stub(registry_table="registry"),
+        fleet=Stub(registry_table="registry", hosts_table=""),
         catalog=None,
         clock=Clock(),
         endpoint=Stub(url=URL),
@@ -60,7 +60,7 @@ def test_the_export_lines_stay_on_screen_after_a_refresh(monkeypatch: pytest.Mon
     )
 
     running.loop(stop, quiet=False)
-    assert shown[0][-1] is tasks  # the stack's tasks reach the view
+    assert shown[0][-2] is tasks  # the stack's tasks reach the view (then the hosts table)
 
     refreshed = out.getvalue().split(CLEAR)[-1].splitlines()
     assert [line for line in refreshed if line.startswith("export ")] == [

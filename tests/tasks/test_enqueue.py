@@ -74,8 +74,9 @@ def test_enqueue_sends_the_message_then_writes_the_queued_record(stack: Stack) -
     task_id = stack.client(sqs=sqs, dynamodb=dynamodb).enqueue(PLAIN, {"order": "o-1"}, key="o-1")
 
     assert task_id == "o-1"
-    order = [name for name, _ in sqs.calls + dynamodb.calls]
-    assert order == ["send_message", "put_item"]  # one request each, message first
+    assert [name for name, _ in sqs.calls] == ["send_message"]
+    # the key's record read (one key, one request), then the record written after the message
+    assert [name for name, _ in dynamodb.calls] == ["get_item", "put_item"]
     record = stack.client().get(PLAIN, "o-1")
     assert (record.status, record.attempts, record.enqueued_at) == (
         TaskStatus.QUEUED,
@@ -97,7 +98,7 @@ def test_the_same_key_again_leaves_the_record_as_it_is(stack: Stack) -> None:
     client = stack.client()
     client.enqueue(PLAIN, {"n": 1}, key="o-1")
     client.cancel(PLAIN, "o-1")
-    assert client.enqueue(PLAIN, {"n": 2}, key="o-1") == "o-1"
+    assert client.enqueue(PLAIN, {"n": 1}, key="o-1") == "o-1"
     assert client.get(PLAIN, "o-1").status is TaskStatus.CANCELLED
 
 
@@ -116,7 +117,8 @@ def test_a_start_beyond_15_minutes_is_a_one_time_schedule_that_deletes_itself(
     client = stack.client(sqs=sqs, scheduler=scheduler)
     at = datetime(2026, 11, 22, 15, 30, tzinfo=UTC)
     client.enqueue(PLAIN, {"order": "o-9"}, key="o-9", at=at)
-    client.enqueue(PLAIN, {"order": "o-9"}, key="o-9", at=at)  # the same key: ConflictException
+    client.enqueue(PLAIN, {"order": "o-9"}, key="o-9", at=at)  # the same request: its record
+    client.send(client.plan(PLAIN, {"order": "o-9"}, key="o-9", at=at))  # racing: Conflict
 
     assert sqs.calls == []
     name = schedule_name(PLAIN, "o-9")

@@ -167,7 +167,7 @@ def test_a_key_enqueued_again_while_its_redrive_retries_is_not_called_crashed(
     assert invoke(handler, [redriven]) == ["m-r1"]  # the redrive's first run fails: a retry
 
     stack.clock.advance(timedelta(seconds=11))  # past the backoff: the copy may run the retry
-    client.enqueue(PLAIN, {}, key="o-1")  # the application sends the same key again
+    stack.send_copy(PLAIN, {}, key="o-1")  # a copy of the key's message
     assert invoke(handler, records(stack.messages(url(stack)))) == []
     done = stack.client().get(PLAIN, "o-1")
     assert (done.status, done.attempts) == (TaskStatus.SUCCEEDED, 4)  # the redrive's 2nd run

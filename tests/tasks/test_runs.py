@@ -62,8 +62,10 @@ def url(stack: Stack, task: str = PLAIN) -> str:
 
 def test_one_key_enqueued_three_times_runs_once(stack: Stack, make_handler: HandlerFactory) -> None:
     client, body = stack.client(), Body()
-    for _ in range(3):
-        client.enqueue(PLAIN, {"order": "o-1"}, key="o-1")
+    client.enqueue(PLAIN, {"order": "o-1"}, key="o-1")
+    assert client.enqueue(PLAIN, {"order": "o-1"}, key="o-1") == "o-1"  # its record answers
+    for _ in range(2):  # copies of its message (SQS's, or enqueues racing the first)
+        stack.send_copy(PLAIN, {"order": "o-1"}, key="o-1")
     handler = make_handler(body)
     batch = records(stack.messages(url(stack)))
     assert len(batch) == 3
@@ -242,7 +244,7 @@ def test_a_key_enqueued_again_during_a_retrys_backoff_does_not_run_it_early(
     handler = make_handler(body, retries=2, backoff=timedelta(seconds=10))
     assert invoke(handler, [first]) == [first["messageId"]]  # a retry, back in 10 s
 
-    client.enqueue(PLAIN, {}, key="o-1")  # the application sends the same key again
+    stack.send_copy(PLAIN, {}, key="o-1")  # a copy of the key's message
     copy = records(stack.messages(url(stack)))
     stack.clock.advance(timedelta(seconds=4))
     assert invoke(handler, copy) == []  # DUPLICATE: deleted, not run

@@ -271,7 +271,7 @@ def test_a_success_whose_invocation_dies_before_putevents_is_announced_by_its_re
     assert detail["event_id"] and detail["status"] == "SUCCEEDED"
 
     stack.clock.advance(timedelta(minutes=6))
-    stack.client().enqueue(PLAIN, {}, key="o-1")  # the key again: another message, no event
+    stack.send_copy(PLAIN, {}, key="o-1")  # the key's message again: no event
     assert invoke(handler, records(stack.messages(url(stack)))) == []
     assert len(events.sent) == 1
 

@@ -45,26 +45,27 @@ def test_a_receipt_enqueued_three_times_with_one_key_runs_once(stack: Any) -> No
     assert stack.task(RECEIPT, "o-1").attempts == 1
 
 
-def test_a_poison_payload_retries_then_lands_in_the_dead_letter_queue(stack: Any) -> None:
-    task_id = stack.enqueue(RECEIPT, {"order": "o-2"})  # no email: fails on every attempt
-    first = stack.task(RECEIPT, task_id)
-    assert (first.status, first.attempts, first.error_type) == ("QUEUED", 1, "InvalidOrder")
-
-    stack.advance(minutes=5)  # 3 retries, 30 s backoff doubling: 30 + 60 + 120 s, all in 3.5 min
+def test_a_poison_payload_fails_at_once_and_lands_in_the_dead_letter_queue(stack: Any) -> None:
+    """send-receipt declares ``no_retry_on=(InvalidOrder,)``: a payload without an email took
+    4 attempts and 3.5 minutes to reach FAILED; now its first attempt ends it."""
+    task_id = stack.enqueue(RECEIPT, {"order": "o-2"})  # no email: no retry can help
 
     failed = stack.task(RECEIPT, task_id)
-    assert failed.status == "FAILED"
-    assert failed.error_type == "InvalidOrder"
+    assert (failed.status, failed.attempts, failed.error_type) == ("FAILED", 1, "InvalidOrder")
     (letter,) = stack.dead_letters(RECEIPT)
     assert (letter.task, letter.id) == (RECEIPT, task_id)
+    assert "not retried: InvalidOrder" in letter.reason and "needs an order and an email" in (
+        letter.reason
+    )
     assert [e["detail"]["status"] for e in stack.task_events(RECEIPT)] == ["FAILED"]
+    stack.advance(minutes=5)
+    assert stack.task(RECEIPT, task_id).attempts == 1  # no further attempt
 
     redriven = stack.redrive(RECEIPT)  # still poison: back in the dead-letter queue, once
     assert redriven.moved == [task_id]
-    stack.advance(minutes=5)  # its 3 retries again
+    stack.advance(minutes=5)
     again = stack.task(RECEIPT, task_id)
-    assert again.status == "FAILED"
-    assert again.attempts > failed.attempts
+    assert (again.status, again.attempts) == ("FAILED", 2)
     assert [d.id for d in stack.dead_letters(RECEIPT)] == [task_id]
 
 
@@ -123,16 +124,18 @@ def test_a_big_result_goes_to_the_deployed_results_bucket_and_reads_back(stack: 
 
 
 def test_the_deployed_audit_finds_a_retry_whose_message_is_gone(stack: Any) -> None:
-    task_id = stack.enqueue(RECEIPT, {"order": "o-3"})  # no email: a retry waits
-    assert stack.task(RECEIPT, task_id).status == "QUEUED"
+    # an unknown action: retried (provision-tenant retries every error), so a retry waits
+    task_id = stack.enqueue(TENANT, {"tenant": "t-3", "action": "explode"}, group="t-3")
+    assert stack.task(TENANT, task_id).status == "QUEUED"
     sqs = stack.account.session.client("sqs")
-    url = sqs.get_queue_url(QueueName=stack.tasks_catalog[RECEIPT]["queue_url"].rsplit("/", 1)[1])
+    url = sqs.get_queue_url(QueueName=stack.tasks_catalog[TENANT]["queue_url"].rsplit("/", 1)[1])
     sqs.purge_queue(QueueUrl=url["QueueUrl"])  # the retry's message, gone
 
     audits = [
         invocation.attempts[-1].payload
-        for invocation in stack.advance(minutes=30)
+        # its retry is due within the queue's visibility (12 min) and max_queue_age (30 min)
+        for invocation in stack.advance(minutes=50)
         if invocation.attempts and "stranded" in (invocation.attempts[-1].payload or {})
     ]
     assert audits and audits[0] == {"stranded": []}  # its message may still come: not yet
-    assert audits[-1] == {"stranded": [f"{RECEIPT} {task_id}"]}
+    assert audits[-1] == {"stranded": [f"{TENANT} {task_id}"]}

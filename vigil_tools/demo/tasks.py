@@ -172,7 +172,8 @@ def _story(
     )
     start = now()
 
-    # Once per key: a double-clicked checkout enqueues the same order three times.
+    # Once per key: a double-clicked checkout enqueues the same order three times (the second
+    # and third read the key's record and send nothing).
     order = {"order": "o-1", "email": "ann@example.com", "total": 12}
     ids = [enqueue(RECEIPT, order, key="o-1") for _ in range(3)]
     poller.run_until(now())
@@ -185,7 +186,8 @@ def _story(
     facts["once"] = {"ids": ids, "status": got["status"], "attempts": got["attempts"]}
     facts["once"]["deliveries"] = [outcome for _, outcome in delivered]
 
-    # A poison payload: retried with backoff, then the dead-letter queue with its reason.
+    # A poison payload: InvalidOrder is not worth a retry (no_retry_on): FAILED at once, in the
+    # dead-letter queue with its reason.
     poison = enqueue(RECEIPT, {"order": "o-2"})
     queue = catalog[RECEIPT][CatalogField.QUEUE_URL]
     account.session.client("sqs").send_message(QueueUrl=queue, MessageBody="not json {")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vigil.contract.hosts import HOSTS_TABLE_ENV
 from vigil.observers.registry.layout import RegistryRef, registry_ref
 from vigil.settings import Environment
 from vigil_tools.emulator.account import LocalAccount
@@ -32,6 +33,8 @@ class DeployedFleet:
     container: str
     resync_rule: str
     """The ARN of the minute's resync rule."""
+    hosts_table: str = ""
+    """The pooled hosts' table (empty: no pooled kind)."""
 
     @classmethod
     def of(cls, account: LocalAccount) -> DeployedFleet:
@@ -51,6 +54,7 @@ class DeployedFleet:
             cluster=reconciler_env["VIGIL_CLUSTER_ARN"],
             container=reconciler_env["VIGIL_CONTAINER_NAME"],
             resync_rule=_resync_rule(account, reconciler["FunctionArn"]),
+            hosts_table=api_env.get(HOSTS_TABLE_ENV, ""),
         )
 
     @property

@@ -277,6 +277,7 @@ class _Running:
                     self.clock(),
                     header,
                     self.tasks,
+                    self.fleet.hosts_table,
                 )
                 # the screen is cleared: the export lines are drawn again, so they stay copyable
                 print(CLEAR + "\n".join([*self.pointers, "", screen]), file=self.out, flush=True)

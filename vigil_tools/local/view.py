@@ -9,7 +9,9 @@ from typing import Any
 from vigil.contract.tasks import TaskStatus
 from vigil.dynamo import from_wire
 from vigil.jobs.store import RunStore
+from vigil.observers.host_fleet.store import HostStore
 from vigil.observers.model import from_item, is_observer_item
+from vigil.observers.vouched import as_seen
 from vigil.tasks.catalog import Catalog
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.store import TaskStore
@@ -48,6 +50,7 @@ def render(
     now: datetime,
     header: str,
     tasks: Catalog | None = None,
+    hosts_table: str = "",
 ) -> str:
     heads = {
         h.job: h for h in RunStore(session.client("dynamodb"), jobs_catalog.runs_table).heads()
@@ -61,10 +64,15 @@ def render(
     ]
     items = session.client("dynamodb").scan(TableName=registry_table, ConsistentRead=True)
     records = (from_wire(i) or {} for i in items.get("Items", []))
-    observers = sorted(
-        # the registry holds its counter, lease and names' claims too
-        (from_item(r) for r in records if is_observer_item(r)),
-        key=lambda o: o.name,
+    hosts = HostStore(session.client("dynamodb"), hosts_table) if hosts_table else None
+    observers = as_seen(
+        sorted(
+            # the registry holds its counter, lease and names' claims too
+            (from_item(r) for r in records if is_observer_item(r)),
+            key=lambda o: o.name,
+        ),
+        # a pooled observer's heartbeat: when its host last vouched for it
+        lambda host_id: hosts.get(host_id) if hosts is not None else None,
     )
     rows = [
         [

@@ -3,9 +3,8 @@
 The pytest plugin (registered by the ``vigil`` distribution's ``pytest11`` entry point) gives
 every test a ``vigil_stack``: the app's synthesized template deployed on the embedded emulator,
 driven on a simulated clock through the same functions, reconciler and container runtime
-``make demo`` uses. This is the issue's ``vigil.testing``: it lives in ``vigil_tools`` because
-``vigil`` is the runtime library shipped to Lambda and the containers, which must not carry pytest
-or moto.
+``make demo`` uses. It lives in ``vigil_tools``, not in ``vigil``, because ``vigil`` is the
+runtime library shipped to Lambda and the containers, which must not carry pytest or moto.
 """
 
 from vigil_tools.testing.kill import Kill, KillAt

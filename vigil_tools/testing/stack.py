@@ -704,7 +704,19 @@ class VigilStack:
             scheduler=session.client("scheduler"),
             s3=session.client("s3"),
             clock=self._now,
+            # a wait's pause moves the stack on: its tasks run while the test waits for them
+            sleep=self._pause,
         )
+
+    def _pause(self, seconds: float) -> None:
+        self._advance_to(self.now() + timedelta(seconds=seconds))
+
+    @property
+    def task_client(self) -> Any:
+        """``vigil.tasks``' client as an application holds it (``enqueue``, ``get``, ``wait``,
+        ``cancel``), on this stack: ``wait``'s pauses advance the simulated clock, so what it
+        waits for runs. Unlike :meth:`enqueue`, its ``enqueue`` delivers nothing by itself."""
+        return self._task_client
 
     def task_events(self, task: str | None = None) -> list[dict[str, Any]]:
         """The completion events put on the default bus (source ``vigil``), oldest first; only
@@ -764,10 +776,13 @@ class VigilStack:
         return self.observer(name)
 
     def stop_observer(self, name: str) -> ObserverState:
-        """``vigil observers stop``: its task is stopped, it ends STOPPED."""
+        """``vigil observers stop``: its task is stopped, it ends STOPPED. A pooled observer's
+        host stops its child and reports it at its next heartbeat: the clock moves on to that
+        report (a few seconds, at most a minute), so it is STOPPED here too."""
         self._known_observer(name)
         self._api.stop(name)
         self.fleet.settle()
+        self._until_reported(name, "STOPPED", "FAILED")
         return self.observer(name)
 
     def restart_observer(self, name: str) -> ObserverState:
@@ -791,13 +806,26 @@ class VigilStack:
     def crash(self, name: str) -> ObserverState:
         """The observer's process dies (exit 1) and is replaced: its own container, which ECS
         reports to the reconciler; or for a pooled kind its child process on the host, which the
-        host reports (the host and its other observers run on)."""
+        host reports at its next heartbeats (the host and its other observers run on; the clock
+        moves on to those reports, a few seconds): RUNNING again either way (FAILED once its
+        restarts are spent)."""
         arn = self._known_observer(name).task_arn
         if arn is None:
             raise RuntimeError(f"observer {name!r} has no task to crash")
         self.fleet.crash(arn, observer=name)
         self.fleet.settle()
+        self._until_reported(name, "RUNNING", "FAILED")
         return self.observer(name)
+
+    def _until_reported(self, name: str, *statuses: str) -> None:
+        """A pooled observer's host reports what happened to its child (and starts the next)
+        at its heartbeats, not at once as ECS does for a task: the clock moves on, a second at a
+        time and at most a minute, until the registry says one of ``statuses``."""
+        if self._known_observer(name).host is None:
+            return
+        end = self.now() + timedelta(minutes=1)
+        while self._known_observer(name).status.value not in statuses and self.now() < end:
+            self.advance(seconds=1)
 
     def observer(self, name: str) -> ObserverState:
         """One observer as the registry holds it now (an unknown name raises ``UnknownName``)."""

@@ -55,6 +55,7 @@ from vigil.observers.host_fleet.listing import (
     UnknownHostKind,
     list_hosts,
 )
+from vigil.observers.host_fleet.model import Host
 from vigil.observers.host_fleet.store import HostStore
 from vigil.observers.kind_options import KindOptions, parse_kind_options
 from vigil.observers.migration import (
@@ -82,6 +83,7 @@ from vigil.observers.registry import (
     VersionConflict,
 )
 from vigil.observers.registry.layout import registry_ref
+from vigil.observers.vouched import as_seen
 from vigil.settings import Environment
 from vigil.settle import NotSettleable
 
@@ -218,7 +220,12 @@ class ObserverBody(BaseModel):
     generation: int
     restarts: int
     consecutive_failures: int
-    heartbeat_at: str | None
+    heartbeat_at: str | None = Field(
+        description="Dedicated: its own last heartbeat; pooled: when its host last vouched for it"
+    )
+    checkpoint: dict[str, Any] | None = Field(
+        None, description="What ctx.checkpoint last saved (a restart resumes from it)"
+    )
     created_at: str
     updated_at: str
     last_exit: dict[str, Any] | None
@@ -369,6 +376,10 @@ def build_app(services: Services) -> APIGatewayRestResolver:
             body = create(request)
         return Response(HTTPStatus.CREATED, content_types.APPLICATION_JSON, body)
 
+    def host_of(host_id: str) -> Host | None:
+        """A pooled observer's host, for the heartbeat it vouched (none: no hosts table)."""
+        return services.hosts.get(host_id) if services.hosts is not None else None
+
     @app.get("/observers", summary="Observers in name order, one page at a time")
     def get_observers(
         status: Annotated[Status | None, Query(description="Only observers in this status")] = None,
@@ -378,7 +389,7 @@ def build_app(services: Services) -> APIGatewayRestResolver:
         gate()
         page = registry.list_page(status=status, limit=limit, cursor=cursor)
         return {
-            "observers": [o.to_json() for o in page.observers],
+            "observers": [o.to_json() for o in as_seen(page.observers, host_of)],
             "next_cursor": page.cursor,
         }
 
@@ -387,7 +398,8 @@ def build_app(services: Services) -> APIGatewayRestResolver:
     )
     def get_observer(name: Annotated[str, Path(pattern=NAME_RULE)]) -> dict[str, Any]:
         gate()
-        return registry.get(name).to_json()
+        (observer,) = as_seen([registry.get(name)], host_of)
+        return observer.to_json()
 
     @app.delete(
         "/observers/<name>",

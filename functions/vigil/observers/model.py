@@ -297,6 +297,7 @@ class Observer:
             "restarts": self.restarts,
             "consecutive_failures": self.consecutive_failures,
             "heartbeat_at": iso(self.heartbeat_at) if self.heartbeat_at else None,
+            "checkpoint": self.checkpoint,
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
             "last_exit": self.last_exit.to_json() if self.last_exit else None,

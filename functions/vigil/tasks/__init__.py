@@ -8,10 +8,12 @@ Writing one (``functions/tasks/send_receipt.py``)::
     def handler(run: TaskRun, payload: dict) -> dict:
         return {"receipt": ...}
 
-Enqueueing one, from any Python application with boto3 and ``VIGIL_TASKS_CATALOG`` set::
+Enqueueing one and waiting for its result, from any Python application with boto3 and
+``VIGIL_STACK`` (the stack's name: its tasks catalog is in SSM) set::
 
-    from vigil.tasks import enqueue
-    task_id = enqueue("send-receipt", {"order": "o-1"}, key="o-1")
+    from vigil.tasks import enqueue, wait
+    handle = enqueue("send-receipt", {"order": "o-1", "email": "a@example.com"}, key="o-1")
+    receipt = handle.wait(timeout=30)  # or wait("send-receipt", "o-1", timeout=30)
 
 Enqueueing needs boto3 alone: the consumer's half (``task``, ``TaskRun``, which bring in
 Powertools) is imported only when first named.
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from vigil.tasks.bulk import ItemOutcome, ItemStatus
 from vigil.tasks.catalog import Catalog, TaskSpec
-from vigil.tasks.enqueue import TaskClient, cancel, enqueue, enqueue_many
+from vigil.tasks.enqueue import TaskClient, cancel, enqueue, enqueue_many, get, wait
 from vigil.tasks.envelope import Envelope, deduplication_id, schedule_name
 from vigil.tasks.errors import (
     EnqueuedUnrecorded,
@@ -31,6 +33,7 @@ from vigil.tasks.errors import (
     KeyReused,
     MalformedTask,
     NotCancellable,
+    Reject,
     TaskCancelled,
     TaskFenced,
     TaskNotFound,
@@ -38,6 +41,7 @@ from vigil.tasks.errors import (
 )
 from vigil.tasks.settings import TaskSettings
 from vigil.tasks.store import TaskRecord
+from vigil.tasks.waiting import PollBackoff, TaskFailed, TaskHandle
 
 if TYPE_CHECKING:
     from vigil.tasks.decorator import task
@@ -64,9 +68,13 @@ __all__ = [
     "KeyReused",
     "MalformedTask",
     "NotCancellable",
+    "PollBackoff",
+    "Reject",
     "TaskCancelled",
     "TaskClient",
+    "TaskFailed",
     "TaskFenced",
+    "TaskHandle",
     "TaskNotFound",
     "TaskRecord",
     "TaskRun",
@@ -77,6 +85,8 @@ __all__ = [
     "deduplication_id",
     "enqueue",
     "enqueue_many",
+    "get",
     "schedule_name",
     "task",
+    "wait",
 ]

@@ -7,7 +7,7 @@ cancel of a task that has started or ended is 409.
 
 ``Idempotency-Key`` is the task's key when the body names none: the key is already what makes an
 enqueue idempotent (the same key is the same task), so no separate idempotency store is needed.
-The record keeps a digest of the request (``request_digest``): a retried POST answers the same id
+The record keeps a digest of the request (``enqueue_digest``, the library's and the CLI's too): a retried POST answers the same id
 without sending anything, and the key reused with a different body (payload, delay, at or group)
 is 422 ``idempotency_key_reused``, with nothing sent or written, as on the other APIs' POSTs.
 """
@@ -34,7 +34,7 @@ from vigil.http_answers import (
     domain_error_response,
     validation_response,
 )
-from vigil.tasks.enqueue import TaskClient, request_digest
+from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.errors import (
     EnqueuedUnrecorded,
     InvalidTask,
@@ -120,7 +120,6 @@ def build_tasks_app(
             delay=request.delay_seconds,
             at=_parse_at(request.at),
             group=request.group,
-            request=request_digest(request.model_dump(exclude={"key"})),
         )
         record = client.get(task, task_id)
         body = {"task": task, "id": task_id, "status": record.status.value}

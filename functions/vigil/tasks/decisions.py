@@ -37,6 +37,7 @@ from vigil.contract.tasks import (
     TaskStatus,
 )
 from vigil.dynamo import Item
+from vigil.tasks.errors import Reject
 from vigil.tasks.settings import MAX_BACKOFF
 
 UNSETTLED_COME_BACK_S = 300
@@ -162,6 +163,33 @@ def after_failure(attempt: int, retries: int, backoff: timedelta) -> AfterFailur
         return AfterFailure(retry=False)
     delay = backoff.total_seconds() * 2 ** (attempt - 1)
     return AfterFailure(retry=True, delay_s=int(min(delay, MAX_BACKOFF.total_seconds())))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Which errors a task's failed attempt is retried on (``@task(retry_on=, no_retry_on=)``):
+    ``Reject`` never, an error in ``no_retry_on`` never, and with ``retry_on`` given only the
+    errors in it. The default retries every error, as before."""
+
+    retry_on: tuple[type[BaseException], ...] | None = None
+    no_retry_on: tuple[type[BaseException], ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("retry_on", "no_retry_on"):
+            value = getattr(self, name)
+            if value is None and name == "retry_on":
+                continue
+            if not isinstance(value, tuple) or not all(
+                isinstance(kind, type) and issubclass(kind, BaseException) for kind in value
+            ):
+                raise TypeError(
+                    f"@task({name}=...): {name} must be a tuple of exception classes, got {value!r}"
+                )
+
+    def retries(self, error: BaseException) -> bool:
+        if isinstance(error, (Reject, *self.no_retry_on)):
+            return False
+        return self.retry_on is None or isinstance(error, self.retry_on)
 
 
 def crashed_out(attempt: int, retries: int) -> bool:

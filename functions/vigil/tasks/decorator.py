@@ -28,6 +28,7 @@ from vigil import telemetry
 from vigil.clock import Clock, Sleeper, system_clock
 from vigil.contract.metrics import TaskMetric
 from vigil.persist import write_client
+from vigil.tasks.decisions import RetryPolicy
 from vigil.tasks.guard import Body, Delivery, Message, Outcome, TaskGuard
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.results import ResultStore
@@ -52,8 +53,16 @@ def task(
     s3: Any = None,
     clock: Clock = system_clock,
     sleep: Sleeper = time.sleep,
+    retry_on: tuple[type[BaseException], ...] | None = None,
+    no_retry_on: tuple[type[BaseException], ...] = (),
 ) -> Any:
-    """Turn ``body(run, payload)`` into a guarded SQS handler; keyword arguments are for tests."""
+    """Turn ``body(run, payload)`` into a guarded SQS handler.
+
+    ``no_retry_on``: errors no retry can help (a bad payload): an attempt raising one ends the
+    task FAILED at once, dead-lettered with its error, as ``raise Reject(reason)`` does.
+    ``retry_on``: when given, only these errors are retried. The clients, ``clock`` and
+    ``sleep`` are for tests."""
+    policy = RetryPolicy(retry_on=retry_on, no_retry_on=no_retry_on)  # a bad one: TypeError now
 
     def wrap(fn: Body) -> Handler:
         # Built on the first invocation and kept while the container lives, with what it
@@ -73,6 +82,7 @@ def task(
                 results=ResultStore(s3 or (lambda: write_client("s3")), resolved.results_bucket)
                 if resolved.results_bucket
                 else None,
+                retry_policy=policy,
             )
 
         def guarded(event: Any, context: Any) -> dict[str, Any]:

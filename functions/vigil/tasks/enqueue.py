@@ -57,6 +57,13 @@ from vigil.tasks.errors import (
 from vigil.tasks.queues import MAX_TASK_MESSAGE_BYTES, TaskQueue
 from vigil.tasks.results import ResultStore, ResultUnavailable
 from vigil.tasks.store import TaskRecord, TaskStore
+from vigil.tasks.waiting import (
+    DEFAULT_TIMEOUT_S,
+    PollBackoff,
+    TaskHandle,
+    seconds_of,
+    wait_for,
+)
 
 Delay = timedelta | int | float
 RECORD_BUDGET_S = 10.0
@@ -192,12 +199,16 @@ class TaskClient:
             enqueued_at=iso(now),
             due_at=iso(due) if due else None,
             group=(group or task) if spec.ordered else None,
-            request=request if key is not None else None,
         )
         try:
-            body = envelope.body()
+            envelope.body()
         except (TypeError, ValueError) as error:
             raise InvalidTask("payload", f"the payload is not JSON-serializable: {error}") from None
+        if key is not None:
+            envelope = replace(
+                envelope, request=request or enqueue_digest(payload, delay, at, group)
+            )
+        body = envelope.body()
         # As a redrive would send it: the message must survive its dead letter and redrive.
         size = len(envelope.redrive().body().encode())
         if size > MAX_TASK_MESSAGE_BYTES:
@@ -222,10 +233,10 @@ class TaskClient:
         """The task's id (``key``, or a new one): QUEUED once this returns. The same key again
         is the same task: it is not run twice (its record is left as it is).
 
-        ``request``: with a ``key``, a digest of the caller's whole request (the API's
-        ``Idempotency-Key``, :func:`request_digest`), kept on the record. The key's record is
-        read first: a record of another request is :class:`KeyReused` and one of this request
-        (or of an enqueue that kept no digest) answers its id, both with nothing sent."""
+        With a ``key``, the digest of the caller's whole request (:func:`enqueue_digest`;
+        ``request`` overrides it) is kept on the record, and the key's record is read first: a
+        record of another request is :class:`KeyReused` and one of this request (or of an
+        enqueue that kept no digest) answers its id, both with nothing sent."""
         plan = self.plan(task, payload, key=key, delay=delay, at=at, group=group, request=request)
         envelope = plan.envelope
         store = self.store(plan.spec)
@@ -275,9 +286,7 @@ class TaskClient:
         spec = self.catalog.spec(task)
 
         def digest(payload: Any) -> str:
-            seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
-            fields = {"payload": payload, "delay_seconds": seconds, "at": None, "group": group}
-            return request_digest(fields)
+            return enqueue_digest(payload, delay, None, group)
 
         return bulk.enqueue_many(
             self.plan,
@@ -400,6 +409,18 @@ class TaskClient:
             record = replace(record, result=result)
         return record
 
+    def wait(
+        self,
+        task: str,
+        task_id: str,
+        timeout: timedelta | float = DEFAULT_TIMEOUT_S,
+        poll: PollBackoff | None = None,
+    ) -> Any:
+        """The task's result once its record is final, polling on a backoff
+        (:mod:`vigil.tasks.waiting`): :class:`TaskFailed`, ``TimeoutError``."""
+        seconds_of("timeout", timeout)  # refused before any request
+        return wait_for(lambda: self.get(task, task_id), self._clock, self._sleep, timeout, poll)
+
     def list(
         self,
         task: str,
@@ -428,13 +449,7 @@ def parse_status(status: TaskStatus | str) -> TaskStatus:
 
 def _due(now: datetime, delay: Delay | None, at: datetime | None) -> datetime | None:
     if delay is not None:
-        if isinstance(delay, bool) or not isinstance(delay, timedelta | int | float):
-            raise InvalidTask(
-                "delay", f"delay must be a timedelta or seconds, got {type(delay).__name__}"
-            )
-        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
-        if not math.isfinite(seconds) or seconds < 0:
-            raise InvalidTask("delay", f"delay must not be negative, got {seconds} s")
+        seconds = seconds_of("delay", delay)
         return now + timedelta(seconds=seconds) if seconds else None
     if at is not None:
         if not isinstance(at, datetime):
@@ -452,6 +467,24 @@ def request_digest(request: Mapping[str, Any]) -> str:
     requests under one key: canonical JSON, hashed."""
     text = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def enqueue_digest(
+    payload: Mapping[str, Any], delay: Delay | None, at: datetime | None, group: str | None
+) -> str:
+    """The digest every keyed enqueue keeps on its record and compares (the library, the CLI
+    and ``POST /tasks/{task}`` alike, so one key is one request wherever it came from): the
+    request as the API's body names it, values as given (``delay_seconds`` in seconds, ``at``
+    in ISO 8601), since two requests with the same fields are the same request."""
+    seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
+    return request_digest(
+        {
+            "payload": dict(payload),
+            "delay_seconds": None if seconds is None else float(seconds),
+            "at": None if at is None else at.isoformat(),
+            "group": group,
+        }
+    )
 
 
 def _same_request(task: str, task_id: str, seen: Mapping[str, Any], request: str) -> None:
@@ -484,7 +517,8 @@ def queue_arn(queue_url: str, region: str) -> str:
 
 @cache
 def default_client() -> TaskClient:
-    """From ``VIGIL_TASKS_CATALOG``, built on first use and kept for the process."""
+    """From ``VIGIL_TASKS_CATALOG``, else the catalog of the stack ``VIGIL_STACK`` names, built
+    on first use and kept for the process."""
     return TaskClient(Catalog.from_env(os.environ))
 
 
@@ -497,11 +531,12 @@ def enqueue(
     at: datetime | None = None,
     group: str | None = None,
     client: TaskClient | None = None,
-) -> str:
-    """Enqueue ``task`` with ``payload``; its id. See :meth:`TaskClient.enqueue`."""
-    return (client or default_client()).enqueue(
-        task, payload, key=key, delay=delay, at=at, group=group
-    )
+) -> TaskHandle:
+    """Enqueue ``task`` with ``payload``; its id, as a :class:`TaskHandle` (a ``str``) with
+    ``.get()`` and ``.wait(timeout)``. See :meth:`TaskClient.enqueue`."""
+    client = client or default_client()
+    task_id = client.enqueue(task, payload, key=key, delay=delay, at=at, group=group)
+    return TaskHandle(task, task_id, client)
 
 
 def enqueue_many(
@@ -525,6 +560,27 @@ def cancel(
     return (client or default_client()).cancel(task, task_id, by=by)
 
 
+def get(task: str, task_id: str, *, client: TaskClient | None = None) -> TaskRecord:
+    """The task's record now (status, attempts, result or error): :class:`TaskNotFound` when
+    there is none. See :meth:`TaskClient.get`."""
+    return (client or default_client()).get(task, task_id)
+
+
+def wait(
+    task: str,
+    task_id: str,
+    timeout: timedelta | float = DEFAULT_TIMEOUT_S,
+    *,
+    poll: PollBackoff | None = None,
+    client: TaskClient | None = None,
+) -> Any:
+    """The task's result, once it is final: ``TaskFailed`` (FAILED, CANCELLED, UNCERTAIN) with
+    its error type and message, ``TimeoutError`` when it is not final after ``timeout``
+    (seconds or a timedelta; the task goes on). One GetItem a poll, 0.25 s apart and doubling
+    up to 5 s: a wait of 10 s makes at most 7 (:class:`PollBackoff`)."""
+    return (client or default_client()).wait(task, task_id, timeout, poll)
+
+
 __all__ = [
     "NotCancellable",
     "TaskClient",
@@ -532,5 +588,7 @@ __all__ = [
     "default_client",
     "enqueue",
     "enqueue_many",
+    "get",
     "queue_arn",
+    "wait",
 ]

@@ -101,6 +101,16 @@ class TaskCancelled(TaskFenced, RunCancelled):
         self.by = by
 
 
+class Reject(Exception):
+    """Raised by a task's body for a task that no retry can help (a payload it cannot use): the
+    task ends FAILED at this attempt with ``reason``, goes to the dead-letter queue saying so,
+    and announces its failure; no further attempt is made. A redrive runs it again."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class MalformedTask(ValueError):
     """A queue message that cannot be a run of this task; ``reason`` goes with it to the
     dead-letter queue. ``task``/``task_id`` are set when the envelope named them readably."""

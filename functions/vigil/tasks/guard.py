@@ -48,6 +48,7 @@ from vigil.persist import Backoff, OutOfTime, persist
 from vigil.tasks.completion import completion_entry, event_id, owes_event, send_completion
 from vigil.tasks.decisions import (
     FinalFailure,
+    RetryPolicy,
     Verdict,
     after_failure,
     crashed_out,
@@ -233,8 +234,10 @@ class TaskGuard:
         sleep: Sleeper = time.sleep,
         unfinished: Unfinished[TaskFinish] | None = None,
         results: ResultStore | None = None,
+        retry_policy: RetryPolicy | None = None,
     ) -> None:
         self.settings = settings
+        self.retry_policy = retry_policy or RetryPolicy()
         self._store = store
         self._queue = queue
         self._events = events
@@ -459,7 +462,9 @@ class TaskGuard:
                 error_type, text, final = encoded.error_type, encoded.message, True
             else:
                 assert error is not None
-                error_type, text, final = type(error).__name__, str(error), False
+                # A Reject, or an error the task's retry_on/no_retry_on leaves out: no retry.
+                final = not self.retry_policy.retries(error)
+                error_type, text = type(error).__name__, str(error)
             # Judged on the same budget as a crash: a redrive's retries are afresh for both.
             failure = after_failure(budget, self.settings.retries, self.settings.backoff)
             retry = not final and failure.retry
@@ -470,6 +475,7 @@ class TaskGuard:
                 error_message=truncate(text),
                 retry_in_s=failure.delay_s if retry else 0,
                 retry_message=message.message_id if retry else None,
+                not_retried=error is not None and failure.retry and not retry,
             )
             if run.halt.cancelled is not None:
                 outcome = _as_cancelled(outcome, run.halt.cancelled)
@@ -591,7 +597,9 @@ class TaskGuard:
         error = f"{outcome.error_type}: {outcome.error_message}" if outcome.error_type else ""
         if outcome.status in _DEAD_LETTERED and how != "remembered":
             # UNCERTAIN too: once settled not done, ``vigil tasks redrive`` runs it from there.
-            reason = f"{outcome.status.value.lower()} after {outcome.attempt} attempt(s): {error}"
+            reason = f"{outcome.status.value.lower()} after {outcome.attempt} attempt(s)"
+            reason += f" (not retried: {outcome.error_type})" if outcome.not_retried else ""
+            reason += f": {error}"
             not_sent = self._dead_letter(message, reason, time_left_s)
             if not_sent:
                 return Delivery(Outcome.UNRECORDED, envelope.id, outcome.attempt, not_sent)

@@ -230,6 +230,8 @@ class TaskFinish:
     """An announced outcome: its completion event's id, written with it (the outbox)."""
     result_ref: str | None = None
     """A result stored out of the record (``s3://...``), instead of ``result``."""
+    not_retried: bool = False
+    """FAILED with retries left: its error is not worth one (``Reject``, ``no_retry_on``)."""
 
     def recorded(self) -> Item:
         """The record's fields this finish leaves, as a read of the record returns them: what
