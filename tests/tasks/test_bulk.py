@@ -11,7 +11,7 @@ import pytest
 from tests.helpers.clients import Delegating
 from tests.helpers.tasks import ORDERED, PLAIN, Counting, Stack
 from vigil.contract.tasks import TaskStatus
-from vigil.tasks import InvalidTask, ItemStatus
+from vigil.tasks import InvalidTask, ItemStatus, KeyReused
 from vigil.tasks.envelope import parse
 from vigil.tasks.queues import MAX_TASK_MESSAGE_BYTES
 
@@ -139,3 +139,15 @@ def test_an_ordered_task_keeps_its_group_and_deduplication(stack: Stack) -> None
     assert {o.status for o in outcomes} == {ItemStatus.ENQUEUED}
     assert all(client.get(ORDERED, f"t-1-{n}").group == "t-1" for n in range(3))
     assert sent_ids(stack, ORDERED) == ["t-1-0", "t-1-1", "t-1-2"]
+
+
+def test_one_key_is_one_request_whether_it_came_in_bulk_or_alone(stack: Stack) -> None:
+    """enqueue_many keeps the digest enqueue compares (merged from two branches that spelled it
+    differently: a bulk item with a delay of 5 was then refused when enqueued alone)."""
+    client = stack.client()
+    (bulk,) = client.enqueue_many(PLAIN, [({"n": 1}, "k-1")], delay=5)
+    assert bulk.status is ItemStatus.ENQUEUED
+
+    assert client.enqueue(PLAIN, {"n": 1}, key="k-1", delay=5) == "k-1"
+    with pytest.raises(KeyReused):
+        client.enqueue(PLAIN, {"n": 2}, key="k-1", delay=5)
