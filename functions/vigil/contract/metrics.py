@@ -172,6 +172,11 @@ class TaskMetric(StrEnum):
     """A completion event PutEvents did not take before the invocation's time ran out."""
     PROGRESS_DROPPED = "TaskProgressDropped"
     """A ``run.progress`` note DynamoDB kept throttling: dropped, the run went on."""
+    COMPENSATED = "FlowCompensated"
+    """A flow failed (or was cancelled) and its finished steps' compensations all ran."""
+    COMPENSATION_FAILED = "FlowCompensationFailed"
+    """A flow's compensation raised: the flow is FAILED naming it, and what it undid is partial
+    (alarmed: runbook ``flow-compensation-failed``)."""
     STRANDED = "TasksStranded"
     """Stack-wide (no ``task`` dimension), every pass of the stranded-tasks audit, zero too:
     records waiting for a retry whose message should have taken them by now

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from vigil.tasks.catalog import Catalog, TaskSpec
-from vigil.tasks.enqueue import TaskClient, cancel, enqueue
+from vigil.tasks.enqueue import TaskClient, cancel, enqueue, signal
 from vigil.tasks.envelope import Envelope, deduplication_id, schedule_name
 from vigil.tasks.errors import (
     EnqueuedUnrecorded,
@@ -72,5 +72,6 @@ __all__ = [
     "deduplication_id",
     "enqueue",
     "schedule_name",
+    "signal",
     "task",
 ]

@@ -50,6 +50,7 @@ def task(
     sqs: Any = None,
     events: Any = None,
     s3: Any = None,
+    scheduler: Any = None,
     clock: Clock = system_clock,
     sleep: Sleeper = time.sleep,
 ) -> Any:
@@ -73,6 +74,8 @@ def task(
                 results=ResultStore(s3 or (lambda: write_client("s3")), resolved.results_bucket)
                 if resolved.results_bucket
                 else None,
+                # Built on a flow's first sleep beyond 15 minutes only.
+                scheduler=lambda: scheduler or write_client("scheduler"),
             )
 
         def guarded(event: Any, context: Any) -> dict[str, Any]:
@@ -148,6 +151,7 @@ _OUTCOME_METRIC = {
     Outcome.MALFORMED: TaskMetric.MALFORMED,
     Outcome.UNRECORDED: TaskMetric.FINISH_UNRECORDED,
     Outcome.UNCERTAIN: TaskMetric.UNCERTAIN,
+    Outcome.COMPENSATED: TaskMetric.COMPENSATED,
 }
 _WORTH_A_WARNING = frozenset(
     {
@@ -157,6 +161,7 @@ _WORTH_A_WARNING = frozenset(
         Outcome.UNRECORDED,
         Outcome.RETRIED,
         Outcome.UNCERTAIN,
+        Outcome.COMPENSATED,
     }
 )
 

@@ -35,6 +35,10 @@ class TaskSettings:
     completion_events: CompletionEvents = DEFAULT_COMPLETION_EVENTS
     results_bucket: str = ""
     """Where a result over ``RESULT_INLINE_BYTES`` goes (empty: every result on the record)."""
+    scheduler_role_arn: str = ""
+    """What a flow's wake-up beyond SQS's 15-minute delay is scheduled with (empty: no sleep or
+    wait beyond 15 minutes)."""
+    schedule_group: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> TaskSettings:
@@ -56,5 +60,9 @@ class TaskSettings:
                     TaskEnv.COMPLETION_EVENTS, CompletionEvents, cls.completion_events
                 ),
                 results_bucket=lambda: read.text(TaskEnv.RESULTS_BUCKET, cls.results_bucket),
+                scheduler_role_arn=lambda: read.text(
+                    TaskEnv.SCHEDULER_ROLE_ARN, cls.scheduler_role_arn
+                ),
+                schedule_group=lambda: read.text(TaskEnv.SCHEDULE_GROUP, cls.schedule_group),
             )
         )

@@ -28,6 +28,12 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso
+from vigil.contract.flows import (
+    CANCEL_REQUESTED_ATTRIBUTE,
+    RESUME_ATTRIBUTE,
+    WAITING_FOR_ATTRIBUTE,
+    WAKE_AT_ATTRIBUTE,
+)
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE, Verdict
 from vigil.contract.tasks import (
     FINISHED_BY_ATTRIBUTE,
@@ -38,6 +44,7 @@ from vigil.contract.tasks import (
     RESULT_REF_ATTRIBUTE,
     RETRIES_INDEX,
     RETRY_AT_ATTRIBUTE,
+    SUSPENDED_STATUSES,
     TaskStatus,
 )
 from vigil.dynamo import (
@@ -61,6 +68,8 @@ OUTCOME_ATTRIBUTES = (OUTBOX_ATTRIBUTE, FINISHED_BY_ATTRIBUTE, RESULT_REF_ATTRIB
 RETRY_ATTRIBUTES = (RETRY_AT_ATTRIBUTE, "retry_message")
 """A QUEUED record waiting for its retry: when the backoff ends, and the message that holds the
 retry (SQS hands it back then). Until then no other message of the key may take the record."""
+SUSPENSION_ATTRIBUTES = (WAKE_AT_ATTRIBUTE, WAITING_FOR_ATTRIBUTE, RESUME_ATTRIBUTE)
+"""A SLEEPING or WAITING flow's: when its wake-up is due, the wait, its message body."""
 BUDGET_FROM = "budget_from"
 """The attempts spent when the task last went FAILED: the retry budget of a redriven task counts
 its attempts from there (absent: from 0)."""
@@ -101,6 +110,12 @@ class TaskRecord:
     """A result too big for the record: where it is stored (``get`` reads it into ``result``)."""
     result_unavailable: str | None = None
     """Why ``get`` could not read ``result_ref`` (gone from the bucket, refused, not the task's)."""
+    wake_at: str | None = None
+    """A SLEEPING or WAITING flow: when it wakes (its sleep's end, its wait's timeout)."""
+    waiting_for: str | None = None
+    cancel_requested_at: str | None = None
+    steps: list[dict[str, Any]] | None = None
+    """A flow's step timeline (``get`` reads it from the flow's journal; None: not read)."""
 
     @classmethod
     def from_item(cls, item: Item) -> TaskRecord:
@@ -124,6 +139,9 @@ class TaskRecord:
             uncertain_effect=item.get(UNCERTAIN_EFFECT_ATTRIBUTE),
             effects=item.get(JOURNAL_ATTRIBUTE) or None,
             result_ref=item.get(RESULT_REF_ATTRIBUTE),
+            wake_at=item.get(WAKE_AT_ATTRIBUTE),
+            waiting_for=item.get(WAITING_FOR_ATTRIBUTE),
+            cancel_requested_at=item.get(CANCEL_REQUESTED_ATTRIBUTE),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -146,6 +164,14 @@ class TaskRecord:
             **({"effects": self.effects} if self.effects else {}),
             **({RESULT_REF_ATTRIBUTE: self.result_ref} if self.result_ref else {}),
             **({"result_unavailable": self.result_unavailable} if self.result_unavailable else {}),
+            **({WAKE_AT_ATTRIBUTE: self.wake_at} if self.wake_at else {}),
+            **({WAITING_FOR_ATTRIBUTE: self.waiting_for} if self.waiting_for else {}),
+            **(
+                {CANCEL_REQUESTED_ATTRIBUTE: self.cancel_requested_at}
+                if self.cancel_requested_at
+                else {}
+            ),
+            **({"steps": self.steps} if self.steps else {}),
         }
 
 
@@ -172,6 +198,8 @@ class Claim:
     request: str | None = None
     """The envelope's request digest: the claim takes only a record of that request (or of
     none), and writes it on a record it creates."""
+    wake: str | None = None
+    """A signal's wake-up: it may take a flow WAITING on that wait before its timeout."""
 
 
 @dataclass(frozen=True)
@@ -214,6 +242,11 @@ class TaskFinish:
     """An announced outcome: its completion event's id, written with it (the outbox)."""
     result_ref: str | None = None
     """A result stored out of the record (``s3://...``), instead of ``result``."""
+    wake_at: datetime | None = None
+    """SLEEPING or WAITING: when its wake-up (sent before this finish) is due."""
+    waiting_for: str | None = None
+    resume: str | None = None
+    """SLEEPING or WAITING: its message body, for a cancel to wake it with."""
 
     def recorded(self) -> Item:
         """The record's fields this finish leaves, as a read of the record returns them: what
@@ -247,7 +280,7 @@ class TaskFinish:
 
     @property
     def final(self) -> bool:
-        return self.status is not TaskStatus.QUEUED
+        return self.status is not TaskStatus.QUEUED and self.status not in SUSPENDED_STATUSES
 
     def landed_in(self, seen: Item | None) -> bool:
         """The refused try's record is this very outcome, written by an earlier try whose answer
@@ -264,6 +297,11 @@ class TaskStore:
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
         self._table = table
+
+    @property
+    def client(self) -> Any:
+        """The DynamoDB client (a flow's journal shares it)."""
+        return self._client
 
     # Enqueue ------------------------------------------------------------------------------------
 
@@ -331,7 +369,13 @@ class TaskStore:
             update.set_default("group", claim.group)
         if claim.request:
             update.set_default(REQUEST_ATTRIBUTE, claim.request)
-        update.remove("progress", "progress_note", *RETRY_ATTRIBUTES, *OUTCOME_ATTRIBUTES)
+        update.remove(
+            "progress",
+            "progress_note",
+            *RETRY_ATTRIBUTES,
+            *OUTCOME_ATTRIBUTES,
+            *SUSPENSION_ATTRIBUTES,
+        )
         # A waiting retry is its own message's, once its backoff ends; a redrive not yet spent
         # on this record may run it at once (it is spent by doing so).
         waiting_over = [
@@ -352,7 +396,19 @@ class TaskStore:
                 update.eq("status", TaskStatus.RUNNING.value),
                 update.lt("lease_until", iso(claim.now)),
             ),
+            # A flow whose wake-up is due (its sleep's end, its wait's timeout, a cancel's).
+            all_of(
+                update.one_of("status", *(status.value for status in SUSPENDED_STATUSES)),
+                update.le(WAKE_AT_ATTRIBUTE, iso(claim.now)),
+            ),
         ]
+        if claim.wake:
+            takeable.append(
+                all_of(
+                    update.eq("status", TaskStatus.WAITING.value),
+                    update.eq(WAITING_FOR_ATTRIBUTE, claim.wake),
+                )
+            )
         update.condition(any_of(*takeable))
         update.condition(any_of(update.absent("token"), update.lt("token", claim.token)))
         if claim.request:
@@ -392,6 +448,15 @@ class TaskStore:
             # Only an operator's redrive takes a FAILED record, and it gets the retries afresh:
             # its attempts count from here, whichever message (the redrive's or a plain copy of
             # the key) runs them.
+            update.set(BUDGET_FROM, outcome.attempt)
+        if outcome.status in SUSPENDED_STATUSES:
+            assert outcome.wake_at is not None
+            update.set(WAKE_AT_ATTRIBUTE, iso(outcome.wake_at))
+            update.set(RESUME_ATTRIBUTE, outcome.resume or "")
+            if outcome.waiting_for:
+                update.set(WAITING_FOR_ATTRIBUTE, outcome.waiting_for)
+            # Each resume is a fresh start of the retry budget: a flow that sleeps a hundred
+            # times is not a task that crashed a hundred times.
             update.set(BUDGET_FROM, outcome.attempt)
         if outcome.status is TaskStatus.QUEUED:
             update.set("retry_at", iso(outcome.at + timedelta(seconds=outcome.retry_in_s)))
@@ -487,6 +552,20 @@ class TaskStore:
                 seen = old_item(error) or {}
                 status = str(seen.get("status", "gone"))
                 raise NotCancellable(task, task_id, status, seen) from None
+            raise
+        return from_wire(answer.get("Attributes"))
+
+    def cancel_suspended(self, task: str, task_id: str, now: datetime) -> Item | None:
+        """A SLEEPING or WAITING flow asked to stop: due to wake now (its compensations run in
+        its own function), with the cancel on the record; the record as written, None if it is
+        not suspended (any more)."""
+        update = Update().set(CANCEL_REQUESTED_ATTRIBUTE, iso(now)).set(WAKE_AT_ATTRIBUTE, iso(now))
+        update.condition(update.one_of("status", *(status.value for status in SUSPENDED_STATUSES)))
+        try:
+            answer = self._update(task, task_id, update, ReturnValues="ALL_NEW")
+        except ClientError as error:
+            if is_condition_failure(error):
+                return None
             raise
         return from_wire(answer.get("Attributes"))
 
