@@ -220,6 +220,7 @@ def _tasks(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> 
     ``vigil.tasks`` does in an application."""
     from botocore.exceptions import ClientError
 
+    from vigil.flows.errors import SignalRefused
     from vigil.tasks.errors import EnqueuedUnrecorded, InvalidTask, NotCancellable, TaskNotFound
 
     return _direct(
@@ -230,6 +231,7 @@ def _tasks(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> 
         tasks_cli.TasksError,
         InvalidTask,
         NotCancellable,
+        SignalRefused,
         TaskNotFound,
         EnqueuedUnrecorded,
         ClientError,

@@ -589,3 +589,76 @@ def test_a_running_flow_asked_to_cancel_stops_at_its_next_step(
     queue.run(handler)
     assert client.get(PLAIN, "c-3").status is TaskStatus.CANCELLED
     assert ran.calls == ["reserve"] and undone == ["release"]
+
+
+# C/F. The API, the CLI and the step timeline -------------------------------------------------------
+
+
+def test_the_api_signals_a_waiting_flow_and_get_shows_its_step_timeline(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    from tests.helpers.rest import send_json
+    from vigil.tasks.api import TasksServices, build_tasks_app
+
+    app = build_tasks_app(TasksServices(client=client))
+
+    def api(method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        return send_json(app.resolve, method, path, body)
+
+    handler = flow_handler(approval_flow(Ran()))
+    client.enqueue(PLAIN, {}, key="a-1")
+    queue.run(handler)
+    status, record = api("GET", f"/tasks/{PLAIN}/a-1")
+    assert (status, record["status"], record["waiting_for"]) == (200, "WAITING", "approval")
+    assert [(s["name"], s["kind"], s["status"]) for s in record["steps"]] == [
+        ("ask", "step", "DONE"),
+        ("approval", "wait", "WAITING"),
+    ]
+    assert record["steps"][1]["until"] == record["wake_at"]
+
+    status, sent = api("POST", f"/tasks/{PLAIN}/a-1/signals/approval", {"payload": {"ok": True}})
+    assert (status, sent["woke"]) == (202, True)
+    queue.run(handler)
+    status, record = api("GET", f"/tasks/{PLAIN}/a-1")
+    assert record["result"] == {"approved": True}
+    assert record["steps"][1]["status"] == "SIGNALLED"
+
+    refusals = {
+        "ended": ("POST", f"/tasks/{PLAIN}/a-1/signals/approval", {"payload": 1}, 409),
+        "unknown": ("POST", f"/tasks/{PLAIN}/nobody/signals/approval", {"payload": 1}, 404),
+        "bad name": ("POST", f"/tasks/{PLAIN}/a-1/signals/no%20way", {"payload": 1}, 422),
+        "extra field": ("POST", f"/tasks/{PLAIN}/a-1/signals/x", {"payload": 1, "no": 2}, 422),
+    }
+    before = stack.items()
+    for case, (method, path, body, expected) in refusals.items():
+        status, answer = api(method, path, body)
+        assert status == expected, (case, answer)
+    assert stack.items() == before  # nothing written
+
+
+def test_the_cli_signals_a_flow_and_prints_its_steps(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    from tests.tasks.test_cli import vigil
+
+    handler = flow_handler(approval_flow(Ran()))
+    client.enqueue(PLAIN, {}, key="cli-1")
+    queue.run(handler)
+    code, out, err = vigil(stack, "get", PLAIN, "cli-1")
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("#"))
+    assert header.split()[:4] == ["#", "STEP", "KIND", "STATUS"]
+    assert any(
+        line.split()[1:4] == ["approval", "wait", "WAITING"]
+        for line in out.splitlines()[1:]
+        if line[:1].isdigit()
+    )
+
+    code, out, err = vigil(stack, "signal", PLAIN, "cli-1", "approval", "--payload", '{"ok": true}')
+    assert (code, out) == (0, f"{PLAIN} cli-1: approval woke it\n"), err
+    # Woken through the stack's own queue (the CLI's SQS client): its message is there.
+    assert len(stack.messages(stack.catalog.spec(PLAIN).queue_url)) == 1
+    code, out, err = vigil(
+        stack, "signal", PLAIN, "cli-1", "approval", "--payload", "2", "--key", "k9"
+    )
+    assert code == 1 and "another key" in err

@@ -365,6 +365,7 @@ class TaskClient:
         record = self.store(spec).get(task, task_id) if TASK_ID.match(task_id) else None
         if record is None:
             raise TaskNotFound(f"no task {task} {task_id} (never enqueued, or expired)")
+        record = self._with_steps(spec, record)
         if record.result_ref and record.result is None:
             try:
                 result = ResultStore(self._client("s3")).read(task, task_id, record.result_ref)
@@ -372,6 +373,15 @@ class TaskClient:
                 return replace(record, result_unavailable=str(unavailable))
             record = replace(record, result=result)
         return record
+
+    def _with_steps(self, spec: TaskSpec, record: TaskRecord) -> TaskRecord:
+        """A flow's step timeline from its journal (one Query a page; none for a plain task's
+        empty partition but that one request)."""
+        from vigil.flows.journal import FlowJournal
+        from vigil.flows.timeline import timeline
+
+        items = FlowJournal(self._client("dynamodb"), spec.table, spec.name, record.id).read()
+        return replace(record, steps=timeline(items)) if items else record
 
     def list(
         self,
