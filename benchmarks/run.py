@@ -21,6 +21,7 @@ from benchmarks import (
     chaos_soak,
     demo_duration,
     effects,
+    flows_requests,
     host_memory,
     idle_cost,
     import_time,
@@ -102,6 +103,7 @@ SECTIONS = (
         "Operators at 200 jobs and 200 tasks",
         lambda a: operators_scale.run(),
     ),
+    Section("flows-requests", "Flows: requests and cost", lambda a: flows_requests.run()),
 )
 
 

@@ -262,7 +262,7 @@ class BackgroundTask(Construct):
         )
 
     def _grant_flows(self) -> None:
-        """What a flow's steps need (:mod:`vigil.flows`): its journal partitions
+        """What a flow's steps need (:mod:`vigil.tasks.flows`): its journal partitions
         (``TASK#<task>/<id>``, read back by Query), its wake-ups (its own queue, and one-time
         schedules under its own names, sent with its scheduler role)."""
         self.function.add_to_role_policy(

@@ -220,8 +220,8 @@ def _tasks(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> 
     ``vigil.tasks`` does in an application."""
     from botocore.exceptions import ClientError
 
-    from vigil.flows.errors import SignalRefused
     from vigil.tasks.errors import EnqueuedUnrecorded, InvalidTask, NotCancellable, TaskNotFound
+    from vigil.tasks.flows.errors import SignalRefused
 
     return _direct(
         args,

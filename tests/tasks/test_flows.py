@@ -1,5 +1,5 @@
 """Flows (issue 30): a task whose body calls ``run.step``/``run.sleep``/``run.wait_for``, fed by
-a queue played on the test's clock (:class:`tests.helpers.flows.FlowQueue`): steps run once and
+a queue played on the test's clock (:class:`vigil_tools.testing.flow_queue.FlowQueue`): steps run once and
 are skipped when the body runs again, sleeps and waits end the invocation and resume with no
 compute between, signals wake waits exactly once against their timeouts, failures compensate in
 reverse, and bad input is refused at the call with nothing written."""
@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.flows import FlowQueue
 from tests.helpers.tasks import PLAIN, Counting, Stack
 from tests.tasks.conftest import HandlerFactory
 from vigil.clock import iso
 from vigil.contract.flows import journal_pk
 from vigil.contract.tasks import TaskStatus
 from vigil.dynamo import from_wire
-from vigil.flows.errors import Abort, InvalidStep, SignalRefused, SignalTimeout
 from vigil.tasks import TaskRun
 from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.errors import TaskNotFound
+from vigil.tasks.flows.errors import Abort, InvalidStep, SignalRefused, SignalTimeout
+from vigil_tools.testing.flow_queue import FlowQueue
 
 
 class Crash(BaseException):
@@ -236,7 +236,7 @@ def test_more_steps_than_a_flow_holds_are_refused(
     flow_handler: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("vigil.flows.run.MAX_STEPS", 3)
+    monkeypatch.setattr("vigil.tasks.flows.run.MAX_STEPS", 3)
 
     def body(run: TaskRun, payload: dict[str, Any]) -> Any:
         for index in range(4):
@@ -435,7 +435,7 @@ def test_a_signal_racing_the_timeout_one_outcome_wins(
     queue.run(handler)
     stack.clock.set(start + timedelta(days=2, minutes=1))
 
-    from vigil.flows import journal as journal_module
+    from vigil.tasks.flows import journal as journal_module
 
     original = journal_module.FlowJournal.time_out
 
@@ -662,3 +662,70 @@ def test_the_cli_signals_a_flow_and_prints_its_steps(
         stack, "signal", PLAIN, "cli-1", "approval", "--payload", "2", "--key", "k9"
     )
     assert code == 1 and "another key" in err
+
+
+# G. The example flow -----------------------------------------------------------------------------
+
+
+def onboard_body() -> Any:
+    import inspect
+
+    from tasks import onboard_tenant
+
+    return inspect.unwrap(onboard_tenant.handler)
+
+
+@pytest.mark.parametrize("path", ["verified", "reminded", "aborted"])
+def test_the_example_onboard_tenant_flow(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any, path: str
+) -> None:
+    """Three days asleep with no invocation, then the tenant's verification (a signal) or the
+    reminder after two more days; a plan that cannot be activated deletes the account again."""
+    handler = flow_handler(onboard_body())
+    plan = "blocked" if path == "aborted" else "basic"
+    client.enqueue(PLAIN, {"tenant": "t-1", "plan": plan}, key="t-1")
+    start = stack.clock()
+    queue.run(handler)
+    if path == "aborted":
+        record = client.get(PLAIN, "t-1")
+        assert record.status is TaskStatus.COMPENSATED and record.error_type == "Abort"
+        assert [(s["name"], s.get("compensation")) for s in record.steps or []] == [
+            ("create-account", "DONE"),
+            ("activate", None),
+        ]
+        return
+    assert client.get(PLAIN, "t-1").status is TaskStatus.SLEEPING
+    assert queue.run(handler, until=start + timedelta(days=2, hours=23)) == 0
+    queue.run(handler, until=start + timedelta(days=3, minutes=1))
+    assert client.get(PLAIN, "t-1").status is TaskStatus.WAITING
+    if path == "verified":
+        client.signal(PLAIN, "t-1", "verified", {"via": "link"})
+        queue.run(handler)
+        expected = {"account": "acct-t-1", "verified": True, "by": {"via": "link"}}
+    else:
+        queue.run(handler, until=start + timedelta(days=5, minutes=2))
+        expected = {"account": "acct-t-1", "verified": False}
+    record = client.get(PLAIN, "t-1")
+    assert (record.status, record.result) == (TaskStatus.SUCCEEDED, expected)
+    names = [s["name"] for s in record.steps or []]
+    assert names[:5] == ["create-account", "activate", "welcome-email", "welcome-pause", "verified"]
+
+
+def test_list_knows_sleeping_and_waiting_and_never_lists_a_step(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.step("one", lambda: 1)
+        if payload["wait"]:
+            run.wait_for("go", timeout=timedelta(hours=1))
+        run.sleep("nap", timedelta(hours=1))
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {"wait": False}, key="l-1")
+    client.enqueue(PLAIN, {"wait": True}, key="l-2")
+    queue.run(handler)
+    sleeping, _ = client.list(PLAIN, "sleeping")
+    waiting, _ = client.list(PLAIN, "WAITING")
+    everything, _ = client.list(PLAIN)
+    assert [r.id for r in sleeping] == ["l-1"] and [r.id for r in waiting] == ["l-2"]
+    assert sorted(r.id for r in everything) == ["l-1", "l-2"]  # the steps are the flows' own

@@ -34,6 +34,7 @@ from vigil.tasks.errors import (
     TaskNotFound,
     UnknownTask,
 )
+from vigil.tasks.flows.errors import Abort, InvalidStep, SignalRefused, SignalTimeout
 from vigil.tasks.settings import TaskSettings
 from vigil.tasks.store import TaskRecord
 
@@ -53,13 +54,17 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Abort",
     "Catalog",
     "EnqueuedUnrecorded",
     "Envelope",
+    "InvalidStep",
     "InvalidTask",
     "KeyReused",
     "MalformedTask",
     "NotCancellable",
+    "SignalRefused",
+    "SignalTimeout",
     "TaskClient",
     "TaskFenced",
     "TaskNotFound",

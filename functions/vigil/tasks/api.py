@@ -29,7 +29,6 @@ from vigil import idempotent_requests
 from vigil.contract.api_errors import INVALID_FIELD, ErrorCode
 from vigil.contract.flows import STEP_NAME
 from vigil.contract.tasks import TASK_NAME, TaskStatus
-from vigil.flows.errors import SignalRefused
 from vigil.http_answers import (
     answer_unknown_routes,
     domain_error_response,
@@ -44,6 +43,7 @@ from vigil.tasks.errors import (
     TaskNotFound,
     UnknownTask,
 )
+from vigil.tasks.flows.errors import SignalRefused
 
 TaskName = Annotated[str, Path(pattern=TASK_NAME.pattern)]
 TaskId = Annotated[str, Path(max_length=3 * 128)]

@@ -59,7 +59,7 @@ from vigil.tasks.results import ResultStore, ResultUnavailable
 from vigil.tasks.store import TaskRecord, TaskStore
 
 if TYPE_CHECKING:
-    from vigil.flows.signals import SignalSent
+    from vigil.tasks.flows.signals import SignalSent
 
 Delay = timedelta | int | float
 RECORD_BUDGET_S = 10.0
@@ -319,7 +319,7 @@ class TaskClient:
         return record
 
     def _wake_to_cancel(self, spec: TaskSpec, task_id: str, now: datetime) -> bool:
-        from vigil.flows.signals import wake_to_cancel
+        from vigil.tasks.flows.signals import wake_to_cancel
 
         queue = TaskQueue(self._client("sqs"), spec.queue_url)
         return wake_to_cancel(self.store(spec), queue, spec.name, task_id, now)
@@ -327,10 +327,10 @@ class TaskClient:
     def signal(
         self, task: str, task_id: str, name: str, payload: Any, *, key: str | None = None
     ) -> SignalSent:
-        """Signal ``name`` to the flow ``task_id`` with ``payload`` (:mod:`vigil.flows.signals`):
+        """Signal ``name`` to the flow ``task_id`` with ``payload`` (:mod:`vigil.tasks.flows.signals`):
         kept until its ``run.wait_for(name)``, or waking it there. The same ``key`` (default: the
         payload's digest) again counts once."""
-        from vigil.flows.signals import send_signal
+        from vigil.tasks.flows.signals import send_signal
 
         spec = self.catalog.spec(task)
         now = self._clock()
@@ -377,8 +377,8 @@ class TaskClient:
     def _with_steps(self, spec: TaskSpec, record: TaskRecord) -> TaskRecord:
         """A flow's step timeline from its journal (one Query a page; none for a plain task's
         empty partition but that one request)."""
-        from vigil.flows.journal import FlowJournal
-        from vigil.flows.timeline import timeline
+        from vigil.tasks.flows.journal import FlowJournal
+        from vigil.tasks.flows.timeline import timeline
 
         items = FlowJournal(self._client("dynamodb"), spec.table, spec.name, record.id).read()
         return replace(record, steps=timeline(items)) if items else record

@@ -47,7 +47,6 @@ from vigil.contract.tasks import (
 )
 from vigil.dynamo import truncate
 from vigil.fenced_write import Halt, RunRecordSite, once, refused_write, stopped_on
-from vigil.flows.errors import Abort, FlowCancelled, InvalidStep, Suspend
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.leases import next_token
 from vigil.persist import Backoff, OutOfTime, persist
@@ -64,6 +63,7 @@ from vigil.tasks.decisions import (
 )
 from vigil.tasks.envelope import Envelope, parse
 from vigil.tasks.errors import MalformedTask, TaskFenced
+from vigil.tasks.flows.errors import Abort, FlowCancelled, InvalidStep, Suspend
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.results import ResultStore
 from vigil.tasks.settings import TaskSettings
@@ -71,7 +71,7 @@ from vigil.tasks.store import BUDGET_FROM, Claim, Claimed, TaskFinish, TaskStore
 
 if TYPE_CHECKING:
     from vigil.effects import Effects
-    from vigil.flows.run import Flow, FlowSite
+    from vigil.tasks.flows.run import Flow, FlowSite
 
 MAX_CLAIM_ATTEMPTS = 4
 EVENT_RETRY_S = 60
@@ -101,7 +101,7 @@ class TaskRun:
     halt: Halt = field(default_factory=Halt, repr=False, compare=False)
     """What the effects raised that ends the run, kept whatever the body did with it."""
     flow_site: Callable[[], FlowSite] | None = field(default=None, repr=False, compare=False)
-    """What a flow's steps need (:mod:`vigil.flows.run`), built on the first step."""
+    """What a flow's steps need (:mod:`vigil.tasks.flows.run`), built on the first step."""
 
     def remaining_time(self) -> timedelta:
         return timedelta(milliseconds=self.remaining_ms())
@@ -125,9 +125,9 @@ class TaskRun:
 
     @functools.cached_property
     def flow(self) -> Flow:
-        """The body's steps, journalled beside the task's record (:mod:`vigil.flows`): loaded
+        """The body's steps, journalled beside the task's record (:mod:`vigil.tasks.flows`): loaded
         on the first ``step``, ``sleep`` or ``wait_for``."""
-        from vigil.flows.run import Flow
+        from vigil.tasks.flows.run import Flow
 
         if self.flow_site is None:
             raise RuntimeError("this run has no journal for steps")
@@ -149,7 +149,7 @@ class TaskRun:
 
     def wait_for(self, name: str, *, timeout: timedelta | float) -> Any:
         """The payload of the signal ``name`` (``vigil.tasks.signal``), waiting for it with no
-        compute between; :class:`~vigil.flows.errors.SignalTimeout` after ``timeout``."""
+        compute between; :class:`~vigil.tasks.flows.errors.SignalTimeout` after ``timeout``."""
         return self.flow.wait_for(name, timeout=timeout)
 
     def progress(self, percent: int, note: str | None = None) -> None:
@@ -526,8 +526,8 @@ class TaskGuard:
     def _flow_site(
         self, envelope: Envelope, record: Mapping[str, Any], remaining_ms: Callable[[], int]
     ) -> FlowSite:
-        from vigil.flows.journal import FlowJournal
-        from vigil.flows.run import FlowSite
+        from vigil.tasks.flows.journal import FlowJournal
+        from vigil.tasks.flows.run import FlowSite
 
         settings = self.settings
         return FlowSite(
@@ -559,7 +559,7 @@ class TaskGuard:
         schedule), then the record says SLEEPING or WAITING, then the message is deleted. Not
         sent in time: the message is kept, comes back, and the flow reaches the same step again
         (its journal keeps the same end)."""
-        from vigil.flows.wake import send_wake
+        from vigil.tasks.flows.wake import send_wake
 
         now = self._clock()
         body = envelope.resume().body()

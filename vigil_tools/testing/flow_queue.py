@@ -1,4 +1,4 @@
-"""A flow's queue played by hand on the test's clock: delays, visibility changes and one-time
+"""A flow's queue played by hand on a manual clock (tests, the flows benchmark): delays, visibility changes and one-time
 schedules are due times, not wall-clock waits, so a three-day sleep passes in one ``advance``.
 
 :class:`FlowQueue` stands in for one task queue's SQS and for Scheduler (every other queue, the
@@ -19,12 +19,21 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from tests.helpers.clients import Delegating
 from vigil.clock import ManualClock
 from vigil_tools.lambda_context import LambdaContext
 from vigil_tools.sqs_event import sqs_records
 
 VISIBILITY = timedelta(minutes=15)
+
+
+class Delegating:
+    """A client with some calls replaced; every other attribute is the client's."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
 
 
 @dataclass

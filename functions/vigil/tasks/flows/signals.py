@@ -1,7 +1,7 @@
 """Signals to flows (``vigil.tasks.signal``, ``POST /tasks/{task}/{id}/signals/{name}``,
 ``vigil tasks signal``), and waking a suspended flow to stop it (a cancel).
 
-A signal is written on its wait's item in the flow's journal (:mod:`vigil.flows.journal`), one
+A signal is written on its wait's item in the flow's journal (:mod:`vigil.tasks.flows.journal`), one
 conditional UpdateItem, whether the flow has reached the wait or not::
 
     read the record (GetItem) -> none: TaskNotFound (404); ended: SignalRefused (409); nothing written
@@ -29,10 +29,10 @@ from vigil.contract.flows import (
     StepField,
 )
 from vigil.contract.tasks import FINAL_STATUSES, TASK_ID, TaskStatus
-from vigil.flows.errors import InvalidSignal, SignalRefused
-from vigil.flows.journal import FlowJournal, Refused
 from vigil.tasks.envelope import parse
 from vigil.tasks.errors import TaskNotFound
+from vigil.tasks.flows.errors import InvalidSignal, SignalRefused
+from vigil.tasks.flows.journal import FlowJournal, Refused
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.store import TaskStore
 

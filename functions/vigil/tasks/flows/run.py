@@ -44,15 +44,15 @@ from vigil.contract.flows import (
 from vigil.contract.tasks import TaskStatus
 from vigil.dynamo import Item, truncate
 from vigil.fenced_write import Halt
-from vigil.flows.errors import (
+from vigil.tasks.errors import TaskFenced
+from vigil.tasks.flows.errors import (
     Abort,
     FlowCancelled,
     InvalidStep,
     SignalTimeout,
     Suspend,
 )
-from vigil.flows.journal import FlowJournal, Refused
-from vigil.tasks.errors import TaskFenced
+from vigil.tasks.flows.journal import FlowJournal, Refused
 
 F = StepField
 Compensation = Callable[[Any], Any]
