@@ -45,7 +45,6 @@ MAX_STEP_RESULT_BYTES = 65_536
 write unit per KB of its item: keep results small (a location, an id) for 1 WCU a step."""
 MAX_SIGNAL_BYTES = 65_536
 """The largest JSON payload a signal may carry."""
-MAX_QUEUE_DELAY_S = 900
 
 
 class StepKind(StrEnum):

@@ -31,9 +31,10 @@ from enum import StrEnum
 from typing import Any
 
 from vigil.clock import iso
-from vigil.contract.flows import MAX_QUEUE_DELAY_S, WAITING_FOR_ATTRIBUTE, WAKE_AT_ATTRIBUTE
+from vigil.contract.flows import WAITING_FOR_ATTRIBUTE, WAKE_AT_ATTRIBUTE
 from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.tasks import (
+    MAX_QUEUE_DELAY_S,
     MAX_RESULT_BYTES,
     REDRIVES_ATTRIBUTE,
     REQUEST_ATTRIBUTE,

@@ -32,7 +32,6 @@ from typing import Any
 from vigil.clock import Clock, iso
 from vigil.contract.flows import (
     CANCEL_REQUESTED_ATTRIBUTE,
-    MAX_QUEUE_DELAY_S,
     MAX_STEP_RESULT_BYTES,
     MAX_STEPS,
     STEP_NAME,
@@ -41,7 +40,7 @@ from vigil.contract.flows import (
     StepKind,
     StepState,
 )
-from vigil.contract.tasks import TaskStatus
+from vigil.contract.tasks import MAX_QUEUE_DELAY_S, TaskStatus
 from vigil.dynamo import Item, truncate
 from vigil.fenced_write import Halt
 from vigil.tasks.errors import TaskFenced

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from vigil.contract.flows import MAX_QUEUE_DELAY_S
+from vigil.contract.tasks import MAX_QUEUE_DELAY_S
 from vigil.tasks.envelope import schedule_name
 from vigil.tasks.queues import TaskQueue
 
