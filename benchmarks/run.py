@@ -22,6 +22,7 @@ from benchmarks import (
     console_requests,
     demo_duration,
     effects,
+    flows_requests,
     host_memory,
     idle_cost,
     import_time,
@@ -116,6 +117,7 @@ SECTIONS = (
         "The console: requests and milliseconds a view",
         lambda a: console_requests.run(quick=a.quick),
     ),
+    Section("flows-requests", "Flows: requests and cost", lambda a: flows_requests.run()),
 )
 
 

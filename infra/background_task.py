@@ -39,6 +39,7 @@ from infra.stage import stage_of
 from infra.task_results import results_of
 from infra.tasks_table import TasksTable
 from infra.writes import Declared, check_writes, grant_writes, writes_environment
+from vigil.contract.flows import journal_pk_pattern
 from vigil.contract.layout import CONSTRUCT_FIELD, Entity, task_schedule_role_path
 from vigil.contract.metrics import NAMESPACE, TaskMetric, dimensions
 from vigil.contract.stages import tasks_schedule_group
@@ -245,6 +246,7 @@ class BackgroundTask(Construct):
         self.results.serve(self.task_name, self.retention_seconds, self.function)
         self.schedule_group_name = _shared_schedule_group(self)
         self.scheduler_role = self._build_scheduler_role()
+        self._grant_flows()
 
     # --- grants ------------------------------------------------------------------------------
 
@@ -285,6 +287,50 @@ class BackgroundTask(Construct):
                 ],
             )
         )
+
+    def _grant_flows(self) -> None:
+        """What a flow's steps need (:mod:`vigil.tasks.flows`): its journal partitions
+        (``TASK#<task>/<id>``, read back by Query), its wake-ups (its own queue, and one-time
+        schedules under its own names, sent with its scheduler role)."""
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "dynamodb:GetItem",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:Query",
+                ],
+                resources=[self.table.table_arn],
+                conditions=_journal_keys([self]),
+            )
+        )
+        self.queue.grant_send_messages(self.function)
+        stack = Stack.of(self)
+        for action, names in schedule_grants(self.task_name, manage=False).items():
+            self.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=[action],
+                    resources=[
+                        stack.format_arn(
+                            service="scheduler",
+                            resource="schedule",
+                            resource_name=f"{self.schedule_group_name}/{name}",
+                        )
+                        for name in names
+                    ],
+                )
+            )
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[self.scheduler_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": SCHEDULER}},
+            )
+        )
+        self.function.add_environment(
+            TaskEnv.SCHEDULER_ROLE_ARN.value, self.scheduler_role.role_arn
+        )
+        self.function.add_environment(TaskEnv.SCHEDULE_GROUP.value, self.schedule_group_name)
 
     def _build_scheduler_role(self) -> iam.Role:
         """What a one-time schedule (a start beyond SQS's 15-minute delay) sends its message as:
@@ -421,6 +467,14 @@ def grant_tasks(
                 actions=records, resources=[table.table_arn], conditions=_leading_keys(owners)
             )
         )
+        if manage:  # a flow's steps (get) and signals (its wait's item) in its journal
+            grantee.grant_principal.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["dynamodb:Query", "dynamodb:UpdateItem"],
+                    resources=[table.table_arn],
+                    conditions=_journal_keys(owners),
+                )
+            )
     grantee.grant_principal.add_to_principal_policy(
         iam.PolicyStatement(
             actions=["sqs:SendMessage"], resources=[task.queue.queue_arn for task in tasks]
@@ -519,6 +573,16 @@ def _leading_keys(tasks: Iterable[BackgroundTask]) -> dict[str, Any]:
     return {
         "ForAllValues:StringEquals": {
             "dynamodb:LeadingKeys": [f"{PK_PREFIX}{task.task_name}" for task in tasks]
+        }
+    }
+
+
+def _journal_keys(tasks: Iterable[BackgroundTask]) -> dict[str, Any]:
+    """The flows' journal partitions of ``tasks`` (``TASK#<task>/*``: no task name holds ``/``,
+    so no other task's partitions match)."""
+    return {
+        "ForAllValues:StringLike": {
+            "dynamodb:LeadingKeys": [journal_pk_pattern(task.task_name) for task in tasks]
         }
     }
 

@@ -67,6 +67,8 @@ TASK_OUTCOMES = (
     TaskMetric.FINISH_UNRECORDED,
     TaskMetric.UNCERTAIN,
     TaskMetric.EVENT_UNSENT,
+    TaskMetric.COMPENSATED,
+    TaskMetric.COMPENSATION_FAILED,
 )
 """What a task emits per task: every outcome but a success (counted for the stack, with the
 durations and queue waits)."""
@@ -113,6 +115,10 @@ TASK_DESCRIPTIONS: dict[Alarm, str] = {
     Alarm.TASK_EVENT_UNSENT: "Tasks: completion events EventBridge did not take in time; their "
     "subscribers did not hear of these outcomes. The notification names the task; the records "
     "have the outcomes: type `vigil tasks list TASK`.",
+    Alarm.FLOW_COMPENSATION_FAILED: "Flows: a failed flow's compensation raised, so what it "
+    "undid is partial and the flow is FAILED naming the step. The notification names the task: "
+    "type `vigil tasks list TASK --status FAILED`, then `vigil tasks get TASK ID` for its steps "
+    "(each step's compensation is DONE or its error), and undo the rest by hand.",
 }
 
 

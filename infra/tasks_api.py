@@ -91,5 +91,7 @@ class TasksApi(Construct):
         for method in ("GET", "POST"):
             task.add_method(method, integration, authorization_type=iam_only)
         one = task.add_resource("{id+}")
-        for method in ("GET", "DELETE"):
+        # POST: a flow's signal, ``/tasks/{task}/{id}/signals/{name}`` (under the greedy id: API
+        # Gateway gives a proxy resource no children; the function's routes tell them apart).
+        for method in ("GET", "DELETE", "POST"):
             one.add_method(method, integration, authorization_type=iam_only)

@@ -227,6 +227,7 @@ def _tasks(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> 
         NotCancellable,
         TaskNotFound,
     )
+    from vigil.tasks.flows.errors import SignalRefused
 
     return _direct(
         args,
@@ -237,6 +238,7 @@ def _tasks(args: argparse.Namespace, session: Any, out: TextIO, err: TextIO) -> 
         InvalidTask,
         KeyReused,
         NotCancellable,
+        SignalRefused,
         TaskNotFound,
         EnqueuedUnrecorded,
         ClientError,

@@ -91,6 +91,16 @@ def add_parser(groups: Any) -> None:
     listing.add_argument("--limit", type=positive, default=50, help="records per page")
     listing.add_argument("--next", help="the page token a previous list printed")
     tasks_summary.add_parser(commands)
+    signal = commands.add_parser(
+        "signal", help="signal a flow's run.wait_for(name): kept until it waits, woken if it does"
+    )
+    signal.add_argument("task", help="the flow's task name")
+    signal.add_argument("id", help="the flow's id (its key)")
+    signal.add_argument("name", help="the wait's name")
+    signal.add_argument("--payload", default="null", help="JSON, or @file.json")
+    signal.add_argument(
+        "--key", help="the signal's idempotency key (default: the payload's digest)"
+    )
     cancel = commands.add_parser(
         "cancel", help="cancel a task: QUEUED ends now, RUNNING is asked to stop"
     )
@@ -164,6 +174,18 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
         if page:
             out.write(f"more: vigil tasks list {args.task} --next {page}\n")
         return 0
+    if args.command == "signal":
+        sent = client.signal(args.task, args.id, args.name, _payload(args.payload), key=args.key)
+        woke = "woke it" if sent.woke else "kept until it waits"
+        out.write(
+            (
+                json.dumps(sent.to_json())
+                if as_json
+                else f"{sent.task} {sent.id}: {sent.name} {woke}"
+            )
+            + "\n"
+        )
+        return 0
     if args.command == "cancel":
         record = client.cancel(args.task, args.id, by=_caller(session))
         asked = " (asked to stop: it ends at its next check)" if record.cancel_requested_at else ""
@@ -215,9 +237,28 @@ def _table(records: list[TaskRecord]) -> str:
 
 
 def _details(record: TaskRecord) -> str:
-    fields = {k: v for k, v in record.to_json().items() if v not in (None, "")}
+    fields = {k: v for k, v in record.to_json().items() if v not in (None, "") and k != "steps"}
     width = max(len(k) for k in fields)
-    return "\n".join(f"{k.ljust(width)}  {_short(v, 200)}" for k, v in fields.items())
+    text = "\n".join(f"{k.ljust(width)}  {_short(v, 200)}" for k, v in fields.items())
+    if not record.steps:
+        return text
+    rows = [
+        [
+            str(step.get("seq") or "-"),
+            step["name"],
+            step["kind"],
+            step["status"],
+            str(step.get("attempts") or "-"),
+            step.get("started_at") or "-",
+            step.get("finished_at") or "-",
+            step.get("until") or "-",
+            str(step.get("result_bytes") if "result_bytes" in step else "-"),
+            step.get("compensation") or step.get("error") or "",
+        ]
+        for step in record.steps
+    ]
+    headers = ["#", "STEP", "KIND", "STATUS", "ATTEMPTS", "STARTED", "FINISHED", "UNTIL", "BYTES"]
+    return text + "\n\n" + render_table([*headers, "NOTE"], rows)
 
 
 def _short(value: Any, limit: int = 60) -> str:

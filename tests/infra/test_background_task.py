@@ -123,8 +123,11 @@ def test_each_task_function_touches_only_its_own_records_and_queues(
         assert f"/Vigil_task_{task}[*" in json.dumps(own_logs[1]["Resource"])
         dynamo = [s for s in statements if any(a.startswith("dynamodb:") for a in actions(s))]
         assert [s["Condition"] for s in dynamo] == [
-            {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"TASK#{task}"]}}
+            {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [f"TASK#{task}"]}},
+            # A flow's journal: its own partitions (``TASK#<task>/<id>``), read back by Query.
+            {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"TASK#{task}/*"]}},
         ]
+        assert "dynamodb:Query" in actions(dynamo[1])
         assert set(actions(dynamo[0])) == {
             "dynamodb:GetItem",
             "dynamodb:PutItem",
@@ -205,7 +208,8 @@ def test_the_management_api_routes_and_its_least_privilege(synthesized: Synthesi
         for m in synthesized.resources("AWS::ApiGateway::Method").values()
         if m["Properties"]["ResourceId"].get("Ref") in task_resources
     }
-    assert sorted(method for method, _ in methods) == ["DELETE", "GET", "GET", "POST"]
+    # POST twice: enqueue, and a flow's signal (under the greedy id).
+    assert sorted(method for method, _ in methods) == ["DELETE", "GET", "GET", "POST", "POST"]
     for method in synthesized.resources("AWS::ApiGateway::Method").values():
         if method["Properties"]["ResourceId"].get("Ref") in task_resources:
             assert method["Properties"]["AuthorizationType"] == "AWS_IAM"

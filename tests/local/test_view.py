@@ -98,7 +98,22 @@ def test_the_view_shows_each_tasks_counts_by_status_and_its_queue(
 
     assert lines[0].split() == [
         "TASK", "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "UNCERTAIN",
-        "WAITING", "DELAYED", "IN-FLIGHT", "DEAD-LETTERS",
+        "SLEEPING", "WAITING", "COMPENSATED", "IN-QUEUE", "DELAYED", "IN-FLIGHT", "DEAD-LETTERS",
     ]  # fmt: skip
-    assert lines[1].split() == [ORDERED, "0", "0", "0", "0", "0", "0", "0", "0", "0", "0"]
-    assert lines[2].split() == [PLAIN, "2", "0", "0", "0", "1", "0", "2", "1", "0", "1"]
+    assert lines[1].split() == [ORDERED, *"0" * 13]
+    assert lines[2].split() == [
+        PLAIN,
+        "2",
+        "0",
+        "0",
+        "0",
+        "1",
+        "0",
+        "0",
+        "0",
+        "0",
+        "2",
+        "1",
+        "0",
+        "1",
+    ]

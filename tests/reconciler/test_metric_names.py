@@ -210,6 +210,9 @@ def test_what_the_dashboard_and_alarms_read_is_what_the_code_emits(
         "TaskEventUnsent",
         "TaskRunUncertain",
         "TaskProgressDropped",
+        # A flow's compensations (tests/tasks/test_flows.py drives both).
+        "FlowCompensated",
+        "FlowCompensationFailed",
     }
     units = {name: u for (_, name, _), u in series.items()}
     for metric, unit in METRIC_UNITS.items():

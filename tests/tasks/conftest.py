@@ -44,6 +44,7 @@ def make_handler(stack: Stack) -> HandlerFactory:
         sqs = overrides.pop("sqs", None) or Counting(stack.sqs)
         events = overrides.pop("events", None) or Counting(stack.events)
         s3 = overrides.pop("s3", None) or stack.s3
+        scheduler = overrides.pop("scheduler", None) or stack.scheduler
         handler = task(
             body,
             settings=stack.settings(task_name, **overrides),
@@ -51,6 +52,7 @@ def make_handler(stack: Stack) -> HandlerFactory:
             sqs=sqs,
             events=events,
             s3=s3,
+            scheduler=scheduler,
             clock=stack.clock,
             sleep=lambda seconds: stack.clock.advance(seconds),
         )

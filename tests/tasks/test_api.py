@@ -261,11 +261,12 @@ def test_an_id_is_addressable_percent_encoded(api: Api) -> None:
     assert (status, record["status"]) == (200, "CANCELLED")
 
 
-POST, ONE, LIST, CANCEL = (
+POST, ONE, LIST, CANCEL, SIGNAL = (
     ("POST", "/tasks/{task}"),
     ("GET", "/tasks/{task}/{task_id}"),
     ("GET", "/tasks/{task}"),
     ("DELETE", "/tasks/{task}/{task_id}"),
+    ("POST", "/tasks/{task}/{task_id}/signals/{name}"),
 )
 TASK_REFUSALS = [
     Refusal(*POST, "/tasks/nope", {"payload": {}}),
@@ -288,6 +289,11 @@ TASK_REFUSALS = [
     Refusal(*CANCEL, f"/tasks/{PLAIN}/never"),
     Refusal(*CANCEL, f"/tasks/{PLAIN}/k-1"),  # cancelled just before: 409
     Refusal(*CANCEL, f"/tasks/{PLAIN}/{'x' * 400}"),
+    Refusal(*SIGNAL, f"/tasks/{PLAIN}/never/signals/go", {"payload": 1}),
+    Refusal(*SIGNAL, f"/tasks/{PLAIN}/k-1/signals/go", {"payload": 1}),  # CANCELLED: 409
+    Refusal(*SIGNAL, f"/tasks/{PLAIN}/k-1/signals/no%20way", {"payload": 1}),
+    Refusal(*SIGNAL, f"/tasks/{PLAIN}/k-1/signals/go", {"payload": 1, "then": 2}),
+    Refusal(*SIGNAL, f"/tasks/{PLAIN}/k-1/signals/go", {"payload": 1, "key": "a b"}),
 ]
 
 
@@ -331,6 +337,11 @@ def test_every_routes_refusals_use_the_documented_codes(api: Api) -> None:
         "task_id_not_found",
         "not_cancellable",
         "invalid_task_id",
+        "task_id_not_found",
+        "signal_refused",
+        "invalid_name",
+        "invalid_body",
+        "invalid_key",
     ]
 
 

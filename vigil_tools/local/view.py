@@ -20,7 +20,9 @@ from vigil_tools.tables import render_table
 CLEAR = "\x1b[H\x1b[2J"
 
 
-TASK_COLUMNS = ["TASK", *TaskStatus, "WAITING", "DELAYED", "IN-FLIGHT", "DEAD-LETTERS"]
+TASK_COLUMNS = ["TASK", *TaskStatus, "IN-QUEUE", "DELAYED", "IN-FLIGHT", "DEAD-LETTERS"]
+"""The records by status (flows' SLEEPING and WAITING too), then the queue: its messages ready
+(``IN-QUEUE``: SQS's visible ones), delayed, in flight, and its dead letters."""
 
 
 def render_tasks(sqs: Any, dynamodb: Any, catalog: Catalog) -> str:

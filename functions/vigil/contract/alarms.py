@@ -64,6 +64,7 @@ class Alarm(StrEnum):
     TASK_FINISH_UNRECORDED = "task-finish-unrecorded"
     TASK_UNCERTAIN = "task-uncertain"
     TASK_EVENT_UNSENT = "task-event-unsent"
+    FLOW_COMPENSATION_FAILED = "flow-compensation-failed"
     TASKS_STRANDED = "tasks-stranded"
     JOBS_AUDIT_UNDELIVERED = "jobs-audit-undelivered"
     OBSERVERS_DLQ = "observers-dlq"
@@ -214,6 +215,11 @@ ALARMS: dict[Alarm, AlarmSpec] = {
         TaskMetric.EVENT_UNSENT,
         "Completion events EventBridge did not take in time: subscribers missed these outcomes.",
         declared_when='a task\'s completion_events is not "none"',
+    ),
+    Alarm.FLOW_COMPENSATION_FAILED: _insights(
+        AlarmScope.TASKS,
+        TaskMetric.COMPENSATION_FAILED,
+        "A failed flow's compensation raised: what it undid is partial, the flow is FAILED.",
     ),
     Alarm.TASKS_STRANDED: AlarmSpec(
         AlarmScope.TASKS_AUDIT,

@@ -66,6 +66,8 @@ class ErrorCode(StrEnum):
     """404: no task of that name (the message names the tasks there are)."""
     TASK_ID_NOT_FOUND = "task_id_not_found"
     NOT_CANCELLABLE = "not_cancellable"
+    SIGNAL_REFUSED = "signal_refused"
+    """409: the flow has ended, its wait timed out, or the name was signalled under another key."""
     ENQUEUED_UNRECORDED = "enqueued_unrecorded"
     """503: the task's message was sent, its record not written: retry with the id as its key."""
 

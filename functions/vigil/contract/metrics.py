@@ -176,6 +176,11 @@ class TaskMetric(StrEnum):
     spent). Steady counts mean the backlog outgrows the rate: the queue-age alarm tells."""
     PROGRESS_DROPPED = "TaskProgressDropped"
     """A ``run.progress`` note DynamoDB kept throttling: dropped, the run went on."""
+    COMPENSATED = "FlowCompensated"
+    """A flow failed (or was cancelled) and its finished steps' compensations all ran."""
+    COMPENSATION_FAILED = "FlowCompensationFailed"
+    """A flow's compensation raised: the flow is FAILED naming it, and what it undid is partial
+    (alarmed: runbook ``flow-compensation-failed``)."""
     STRANDED = "TasksStranded"
     """Stack-wide (no ``task`` dimension), every pass of the stranded-tasks audit, zero too:
     records waiting for a retry whose message should have taken them by now

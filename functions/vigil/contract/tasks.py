@@ -48,6 +48,9 @@ class EnvelopeField(StrEnum):
     GROUP = "group"
     REDRIVEN = "redriven"
     """True on a message an operator moved back from the dead-letter queue."""
+    WAKE = "wake"
+    """A signal's wake-up of a WAITING flow: the name of the wait it answers (the claim takes a
+    WAITING record before its timeout only for the wait it is waiting on)."""
     REDRIVE_ID = "redrive_id"
     """The redrive operation that moved it back (one id per ``vigil tasks redrive``): a
     redrive takes a FAILED record once; a copy of its message meeting FAILED again (its run
@@ -69,6 +72,12 @@ class TaskStatus(StrEnum):
     UNCERTAIN = "UNCERTAIN"
     """Stopped on an effect (``run.once``) an earlier attempt began and never recorded done: not
     retried, alarmed, for a person to settle (``vigil tasks settle``)."""
+    SLEEPING = "SLEEPING"
+    """A flow between invocations (``run.sleep``): its wake-up is sent, due at ``wake_at``."""
+    WAITING = "WAITING"
+    """A flow waiting for a signal (``run.wait_for``) until ``wake_at`` (its timeout)."""
+    COMPENSATED = "COMPENSATED"
+    """A flow that failed, with the compensations of its finished steps run in reverse."""
 
 
 RETRIES_INDEX = "retries"
@@ -109,8 +118,17 @@ CANCEL_REQUESTED_BY_ATTRIBUTE = "cancel_requested_by"
 """Who asked (an IAM ARN from the API, the caller's name from the library or CLI)."""
 
 FINAL_STATUSES = frozenset(
-    {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.CANCELLED, TaskStatus.UNCERTAIN}
+    {
+        TaskStatus.SUCCEEDED,
+        TaskStatus.FAILED,
+        TaskStatus.CANCELLED,
+        TaskStatus.UNCERTAIN,
+        TaskStatus.COMPENSATED,
+    }
 )
+SUSPENDED_STATUSES = frozenset({TaskStatus.SLEEPING, TaskStatus.WAITING})
+"""A flow between invocations: no run holds it, its wake-up (a delayed message or a one-time
+schedule) is sent, and a signal or a cancel may wake it earlier (:mod:`vigil.contract.flows`)."""
 
 
 class TaskEnv(StrEnum):
@@ -134,6 +152,9 @@ class TaskEnv(StrEnum):
     record keeps its location (unset: every result stays on the record)."""
     RATE_LIMIT = "VIGIL_TASK_RATE_LIMIT"
     """``BackgroundTask(rate_limit=)`` as written (``100/minute``): unset, no limit."""
+    SCHEDULER_ROLE_ARN = "VIGIL_TASK_SCHEDULER_ROLE_ARN"
+    """The role a flow's one-time schedule (a sleep beyond SQS's 15-minute delay) sends with."""
+    SCHEDULE_GROUP = "VIGIL_TASK_SCHEDULE_GROUP"
     COMPLETION_EVENTS = "VIGIL_TASK_COMPLETION_EVENTS"
     """Which outcomes send a completion event (:class:`CompletionEvents`). The function's own
     copy of the catalog's ``completion_events``: the function cannot read ``TasksCatalog``,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from vigil.tasks.bulk import ItemOutcome, ItemStatus
 from vigil.tasks.catalog import Catalog, TaskSpec
-from vigil.tasks.enqueue import TaskClient, cancel, enqueue, enqueue_many, get, wait
+from vigil.tasks.enqueue import TaskClient, cancel, enqueue, enqueue_many, get, signal, wait
 from vigil.tasks.envelope import Envelope, deduplication_id, schedule_name
 from vigil.tasks.errors import (
     EnqueuedUnrecorded,
@@ -39,6 +39,7 @@ from vigil.tasks.errors import (
     TaskNotFound,
     UnknownTask,
 )
+from vigil.tasks.flows.errors import Abort, InvalidStep, SignalRefused, SignalTimeout
 from vigil.tasks.settings import TaskSettings
 from vigil.tasks.store import TaskRecord
 from vigil.tasks.waiting import PollBackoff, TaskFailed, TaskHandle
@@ -59,9 +60,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Abort",
     "Catalog",
     "EnqueuedUnrecorded",
     "Envelope",
+    "InvalidStep",
     "InvalidTask",
     "ItemOutcome",
     "ItemStatus",
@@ -70,6 +73,8 @@ __all__ = [
     "NotCancellable",
     "PollBackoff",
     "Reject",
+    "SignalRefused",
+    "SignalTimeout",
     "TaskCancelled",
     "TaskClient",
     "TaskFailed",
@@ -87,6 +92,7 @@ __all__ = [
     "enqueue_many",
     "get",
     "schedule_name",
+    "signal",
     "task",
     "wait",
 ]

@@ -1,4 +1,4 @@
-"""The tasks routes of the management API: enqueue, read, list and cancel a task.
+"""The tasks routes of the management API: enqueue, read, list and cancel a task; signal a flow.
 
 IAM-authorized like the other routes; the same ``{"error", "message"}`` answers
 (``vigil.http_answers``). Every check runs before anything is sent or written: ``enqueue``
@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vigil import idempotent_requests
 from vigil.contract.api_errors import INVALID_FIELD, ErrorCode
+from vigil.contract.flows import STEP_NAME
 from vigil.contract.tasks import TASK_NAME, TaskStatus
 from vigil.http_answers import (
     answer_unknown_routes,
@@ -43,6 +44,7 @@ from vigil.tasks.errors import (
     TaskNotFound,
     UnknownTask,
 )
+from vigil.tasks.flows.errors import SignalRefused
 
 TaskName = Annotated[str, Path(pattern=TASK_NAME.pattern)]
 TaskId = Annotated[str, Path(max_length=3 * 128)]
@@ -56,6 +58,7 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     InvalidTask: (HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_FIELD),
     KeyReused: idempotent_requests.KEY_REUSED,
     NotCancellable: (HTTPStatus.CONFLICT, ErrorCode.NOT_CANCELLABLE),
+    SignalRefused: (HTTPStatus.CONFLICT, ErrorCode.SIGNAL_REFUSED),
     # The message is sent (the task runs); the message names the id to retry the POST with.
     EnqueuedUnrecorded: (HTTPStatus.SERVICE_UNAVAILABLE, ErrorCode.ENQUEUED_UNRECORDED),
 }
@@ -76,6 +79,32 @@ class EnqueueRequest(BaseModel):
     delay_seconds: Annotated[float | None, Field(description="Start no sooner than this")] = None
     at: Annotated[str | None, Field(description="Start at (ISO 8601 with zone)")] = None
     group: Annotated[str | None, Field(description="Ordered tasks: run in order per group")] = None
+
+
+class SignalRequest(BaseModel):
+    """``POST /tasks/{task}/{id}/signals/{name}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    payload: Annotated[Any, Field(description="What run.wait_for(name) returns (JSON)")] = None
+    key: Annotated[
+        str | None,
+        Field(description="The signal's idempotency key (default: the payload's digest)"),
+    ] = None
+
+
+SignalName = Annotated[str, Path(pattern=STEP_NAME.pattern)]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(alias="Idempotency-Key", max_length=255, description="The key, if none in the body"),
+]
+
+
+def _key(in_body: str | None, header: str | None) -> str | None:
+    """The request's key: the body's, else the ``Idempotency-Key`` header's (both: they agree)."""
+    if in_body is not None and header and header != in_body:
+        raise InvalidTask("key", "the body's key and the Idempotency-Key header differ")
+    return in_body if in_body is not None else header
 
 
 @dataclass(frozen=True)
@@ -103,16 +132,9 @@ def build_tasks_app(
     def post_task(
         task: TaskName,
         request: Annotated[EnqueueRequest, Body(embed=False)],
-        idempotency_key: Annotated[
-            str | None,
-            Header(
-                alias="Idempotency-Key", max_length=255, description="The key, if none in the body"
-            ),
-        ] = None,
+        idempotency_key: IdempotencyKey = None,
     ) -> Response[dict[str, Any]]:
-        key = request.key if request.key is not None else idempotency_key
-        if request.key is not None and idempotency_key and idempotency_key != request.key:
-            raise InvalidTask("key", "the body's key and the Idempotency-Key header differ")
+        key = _key(request.key, idempotency_key)
         task_id = client.enqueue(
             task,
             request.payload,
@@ -128,6 +150,21 @@ def build_tasks_app(
     @app.get("/tasks/<task>/<task_id>", summary="One task's record (poll until final)")
     def get_task(task: TaskName, task_id: TaskId) -> dict[str, Any]:
         return client.get(task, unquote(task_id)).to_json()
+
+    @app.post(
+        "/tasks/<task>/<task_id>/signals/<name>",
+        summary="Signal a flow's run.wait_for(name): kept until it waits, woken if it does",
+    )
+    def post_signal(
+        task: TaskName,
+        task_id: TaskId,
+        name: SignalName,
+        request: Annotated[SignalRequest, Body(embed=False)],
+        idempotency_key: IdempotencyKey = None,
+    ) -> Response[dict[str, Any]]:
+        key = _key(request.key, idempotency_key)
+        sent = client.signal(task, unquote(task_id), name, request.payload, key=key)
+        return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, sent.to_json())
 
     @app.get("/tasks/<task>", summary="A task's records by id, one page at a time")
     def list_tasks(

@@ -8,6 +8,9 @@ branch is tested without AWS:
   RUNNING under a live lease -> BUSY, the message comes back when the lease has run out; otherwise
   the state moved (a token ahead of our clock) -> RETRY above what was seen;
 * a copy of the key during a retry's backoff -> DUPLICATE: the retry's own message runs it then;
+* a flow SLEEPING or WAITING not yet due -> its wake-up is on the way: a message due within
+  SQS's 15-minute delay comes back then (BUSY: it may be the wake-up, early by clock skew), an
+  earlier one is a DUPLICATE (the schedule sends the wake-up);
 * a body that raised (:func:`after_failure`): retry after ``backoff * 2**(attempt-1)`` (capped at
   ``MAX_BACKOFF``, just under SQS's 12 hours), or, out of retries, FAILED and the dead-letter queue;
 * a claim past the retries (:func:`crashed_out`): earlier attempts died without an outcome ->
@@ -28,12 +31,15 @@ from enum import StrEnum
 from typing import Any
 
 from vigil.clock import iso
+from vigil.contract.flows import WAITING_FOR_ATTRIBUTE, WAKE_AT_ATTRIBUTE
 from vigil.contract.journal import UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.tasks import (
     CANCEL_REQUESTED_ATTRIBUTE,
+    MAX_QUEUE_DELAY_S,
     MAX_RESULT_BYTES,
     REDRIVES_ATTRIBUTE,
     REQUEST_ATTRIBUTE,
+    SUSPENDED_STATUSES,
     TaskStatus,
 )
 from vigil.dynamo import Item
@@ -80,6 +86,7 @@ def resolve_claim(
     message_id: str = "",
     holder: str = "",
     request: str | None = None,
+    wake: str | None = None,
 ) -> ClaimDecision:
     """A claim refused with ``seen`` (ALL_OLD) under ``token`` at ``now``; a message of a
     ``redrive`` operation not yet spent on the record may take a FAILED record (or a waiting
@@ -114,7 +121,9 @@ def resolve_claim(
         return ClaimDecision(Verdict.DUPLICATE, why)
     if status is TaskStatus.FAILED and redrive and not unspent_redrive:
         return ClaimDecision(Verdict.DUPLICATE, f"already FAILED: redrive {redrive} ran it already")
-    if status is TaskStatus.SUCCEEDED or (status is TaskStatus.FAILED and not unspent_redrive):
+    if status in (TaskStatus.SUCCEEDED, TaskStatus.COMPENSATED) or (
+        status is TaskStatus.FAILED and not unspent_redrive
+    ):
         return ClaimDecision(Verdict.DUPLICATE, f"already {status.value}")
     if (
         status is TaskStatus.QUEUED
@@ -127,6 +136,15 @@ def resolve_claim(
         return ClaimDecision(
             Verdict.DUPLICATE, f"a retry waits until {seen['retry_at']}: its own message runs it"
         )
+    if status in SUSPENDED_STATUSES:
+        woken = wake is not None and wake == seen.get(WAITING_FOR_ATTRIBUTE)
+        due = datetime.fromisoformat(str(seen.get(WAKE_AT_ATTRIBUTE) or iso(now)))
+        if not woken and due > now:
+            wait = max(1, math.ceil((due - now).total_seconds()))
+            why = f"{status.value} until {iso(due)}: its wake-up is on the way"
+            if wait <= MAX_QUEUE_DELAY_S:
+                return ClaimDecision(Verdict.BUSY, why, come_back_in_s=wait)
+            return ClaimDecision(Verdict.DUPLICATE, why)
     if status is TaskStatus.RUNNING:
         until = datetime.fromisoformat(str(seen["lease_until"]))
         if until < now and seen.get(CANCEL_REQUESTED_ATTRIBUTE):

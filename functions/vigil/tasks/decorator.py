@@ -51,6 +51,7 @@ def task(
     sqs: Any = None,
     events: Any = None,
     s3: Any = None,
+    scheduler: Any = None,
     clock: Clock = system_clock,
     sleep: Sleeper = time.sleep,
     retry_on: tuple[type[BaseException], ...] | None = None,
@@ -83,6 +84,8 @@ def task(
                 if resolved.results_bucket
                 else None,
                 retry_policy=policy,
+                # Built on a flow's first sleep beyond 15 minutes only.
+                scheduler=lambda: scheduler or write_client("scheduler"),
             )
 
         def guarded(event: Any, context: Any) -> dict[str, Any]:
@@ -158,6 +161,7 @@ _OUTCOME_METRIC = {
     Outcome.MALFORMED: TaskMetric.MALFORMED,
     Outcome.UNRECORDED: TaskMetric.FINISH_UNRECORDED,
     Outcome.UNCERTAIN: TaskMetric.UNCERTAIN,
+    Outcome.COMPENSATED: TaskMetric.COMPENSATED,
 }
 _WORTH_A_WARNING = frozenset(
     {
@@ -167,6 +171,7 @@ _WORTH_A_WARNING = frozenset(
         Outcome.UNRECORDED,
         Outcome.RETRIED,
         Outcome.UNCERTAIN,
+        Outcome.COMPENSATED,
     }
 )
 

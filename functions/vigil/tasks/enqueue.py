@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
@@ -32,6 +32,7 @@ from vigil.contract.tasks import (
     GROUP,
     MAX_QUEUE_DELAY_S,
     REQUEST_ATTRIBUTE,
+    SUSPENDED_STATUSES,
     TASK_ID,
     TASK_ID_CHARACTERS,
     TaskStatus,
@@ -64,6 +65,9 @@ from vigil.tasks.waiting import (
     seconds_of,
     wait_for,
 )
+
+if TYPE_CHECKING:
+    from vigil.tasks.flows.signals import SignalSent
 
 Delay = timedelta | int | float
 RECORD_BUDGET_S = 10.0
@@ -316,34 +320,17 @@ class TaskClient:
             queue.send(plan.body, delay_s=plan.delay_s)
 
     def _schedule(self, spec: TaskSpec, envelope: Envelope, body: str, due: datetime) -> None:
-        scheduler = self._client("scheduler")
-        region = scheduler.meta.region_name
-        target: dict[str, Any] = {
-            "Arn": queue_arn(spec.queue_url, region),
-            "RoleArn": spec.scheduler_role_arn,
-            "Input": body,
-            # A schedule that cannot send retries for a day (Scheduler's longest), then leaves
-            # the envelope in the task's dead-letter queue: alarmed and redrivable, never a
-            # record QUEUED for ever with nothing left to run it.
-            "RetryPolicy": {"MaximumEventAgeInSeconds": 86_400, "MaximumRetryAttempts": 185},
-        }
-        if spec.dead_letter_url:
-            target["DeadLetterConfig"] = {"Arn": queue_arn(spec.dead_letter_url, region)}
-        try:
-            scheduler.create_schedule(
-                Name=schedule_name(spec.name, envelope.id),
-                GroupName=spec.schedule_group,
-                ScheduleExpression=at_expression(due),
-                ScheduleExpressionTimezone="UTC",
-                FlexibleTimeWindow={"Mode": "OFF"},
-                ActionAfterCompletion="DELETE",
-                Target=target,
-                Description=f"vigil task {spec.name} {envelope.id}"[:512],
-            )
-        except ClientError as error:
-            if error_code(error) != "ConflictException":
-                raise
-            # Already scheduled: the same key enqueued again.
+        schedule_message(
+            self._client("scheduler"),
+            queue_url=spec.queue_url,
+            dead_letter_url=spec.dead_letter_url,
+            role_arn=spec.scheduler_role_arn,
+            group=spec.schedule_group,
+            name=schedule_name(spec.name, envelope.id),
+            body=body,
+            due=due,
+            description=f"vigil task {spec.name} {envelope.id}",
+        )
 
     # Cancel and read ----------------------------------------------------------------------------
 
@@ -372,6 +359,9 @@ class TaskClient:
         except NotCancellable as refused:
             if refused.status == TaskStatus.CANCELLED and _scheduled(refused.seen or {}):
                 self._unschedule(spec, task_id)
+            if refused.status in SUSPENDED_STATUSES and self._wake_to_cancel(spec, task_id, now):
+                # A sleeping or waiting flow: woken now to stop (and compensate) in its function.
+                return self.get(task, task_id)
             raise
         running = before is not None and before.get("status") == TaskStatus.RUNNING.value
         if not running and (
@@ -382,6 +372,35 @@ class TaskClient:
         if record is None:  # pragma: no cover - written just above
             raise TaskNotFound(f"{task} {task_id}: no record")
         return record
+
+    def _wake_to_cancel(self, spec: TaskSpec, task_id: str, now: datetime) -> bool:
+        from vigil.tasks.flows.signals import wake_to_cancel
+
+        queue = TaskQueue(self._client("sqs"), spec.queue_url)
+        return wake_to_cancel(self.store(spec), queue, spec.name, task_id, now)
+
+    def signal(
+        self, task: str, task_id: str, name: str, payload: Any, *, key: str | None = None
+    ) -> SignalSent:
+        """Signal ``name`` to the flow ``task_id`` with ``payload`` (:mod:`vigil.tasks.flows.signals`):
+        kept until its ``run.wait_for(name)``, or waking it there. The same ``key`` (default: the
+        payload's digest) again counts once."""
+        from vigil.tasks.flows.signals import send_signal
+
+        spec = self.catalog.spec(task)
+        now = self._clock()
+        return send_signal(
+            self.store(spec),
+            TaskQueue(self._client("sqs"), spec.queue_url),
+            table=spec.table,
+            task=task,
+            task_id=task_id,
+            name=name,
+            payload=payload,
+            key=key,
+            now=now,
+            expires_at=int((now + spec.retention).timestamp()),
+        )
 
     def _unschedule(self, spec: TaskSpec, task_id: str) -> None:
         """Under every name its schedule may have: one created before the current naming
@@ -401,6 +420,7 @@ class TaskClient:
         record = self.store(spec).get(task, task_id) if TASK_ID.match(task_id) else None
         if record is None:
             raise TaskNotFound(f"no task {task} {task_id} (never enqueued, or expired)")
+        record = self._with_steps(spec, record)
         if record.result_ref and record.result is None:
             try:
                 result = ResultStore(self._client("s3")).read(task, task_id, record.result_ref)
@@ -421,6 +441,15 @@ class TaskClient:
         seconds_of("timeout", timeout)  # refused before any request
         return wait_for(lambda: self.get(task, task_id), self._clock, self._sleep, timeout, poll)
 
+    def _with_steps(self, spec: TaskSpec, record: TaskRecord) -> TaskRecord:
+        """A flow's step timeline from its journal (one Query a page; none for a plain task's
+        empty partition but that one request)."""
+        from vigil.tasks.flows.journal import FlowJournal
+        from vigil.tasks.flows.timeline import timeline
+
+        items = FlowJournal(self._client("dynamodb"), spec.table, spec.name, record.id).read()
+        return replace(record, steps=timeline(items)) if items else record
+
     def list(
         self,
         task: str,
@@ -434,6 +463,50 @@ class TaskClient:
         if not 1 <= limit <= 1000:
             raise InvalidTask("limit", f"limit must be from 1 to 1000, got {limit}")
         return self.store(spec).list(task, wanted, limit=limit, page=page)
+
+
+def schedule_message(
+    scheduler: Any,
+    *,
+    queue_url: str,
+    dead_letter_url: str,
+    role_arn: str,
+    group: str,
+    name: str,
+    body: str,
+    due: datetime,
+    description: str,
+) -> None:
+    """A one-time schedule that sends ``body`` to the queue at ``due`` and deletes itself: a
+    task's start beyond SQS's 15-minute delay, a flow's wake-up beyond it. The same name again
+    (the same key enqueued again, the same sleep suspended again) meets it: ConflictException,
+    taken as already scheduled."""
+    region = scheduler.meta.region_name
+    target: dict[str, Any] = {
+        "Arn": queue_arn(queue_url, region),
+        "RoleArn": role_arn,
+        "Input": body,
+        # A schedule that cannot send retries for a day (Scheduler's longest), then leaves
+        # the envelope in the task's dead-letter queue: alarmed and redrivable, never a
+        # record QUEUED for ever with nothing left to run it.
+        "RetryPolicy": {"MaximumEventAgeInSeconds": 86_400, "MaximumRetryAttempts": 185},
+    }
+    if dead_letter_url:
+        target["DeadLetterConfig"] = {"Arn": queue_arn(dead_letter_url, region)}
+    try:
+        scheduler.create_schedule(
+            Name=name,
+            GroupName=group,
+            ScheduleExpression=at_expression(due),
+            ScheduleExpressionTimezone="UTC",
+            FlexibleTimeWindow={"Mode": "OFF"},
+            ActionAfterCompletion="DELETE",
+            Target=target,
+            Description=description[:512],
+        )
+    except ClientError as error:
+        if error_code(error) != "ConflictException":
+            raise
 
 
 def parse_status(status: TaskStatus | str) -> TaskStatus:
@@ -581,6 +654,19 @@ def wait(
     return (client or default_client()).wait(task, task_id, timeout, poll)
 
 
+def signal(
+    task: str,
+    task_id: str,
+    name: str,
+    payload: Any = None,
+    *,
+    key: str | None = None,
+    client: TaskClient | None = None,
+) -> SignalSent:
+    """Signal a flow's ``run.wait_for(name)``. See :meth:`TaskClient.signal`."""
+    return (client or default_client()).signal(task, task_id, name, payload, key=key)
+
+
 __all__ = [
     "NotCancellable",
     "TaskClient",
@@ -590,5 +676,6 @@ __all__ = [
     "enqueue_many",
     "get",
     "queue_arn",
+    "signal",
     "wait",
 ]

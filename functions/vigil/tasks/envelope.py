@@ -47,6 +47,8 @@ class Envelope:
     redrive_id: str | None = None
     """The redrive operation that sent it back (``EnvelopeField.REDRIVE_ID``); None on a
     message redriven before operations had ids (``redriven`` alone)."""
+    wake: str | None = None
+    """A signal's wake-up of a WAITING flow: the wait's name (``EnvelopeField.WAKE``)."""
 
     def to_json(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -66,6 +68,8 @@ class Envelope:
             fields[F.REQUEST] = self.request
         if self.redrive_id:
             fields[F.REDRIVE_ID] = self.redrive_id
+        if self.wake:
+            fields[F.WAKE] = self.wake
         return {ENVELOPE_KEY: fields}
 
     def body(self) -> str:
@@ -77,6 +81,11 @@ class Envelope:
         """The same task marked as an operator's redrive ``operation`` (a new one if None): it
         may take a FAILED record, once per operation."""
         return replace(self, redriven=True, redrive_id=operation or new_redrive_id())
+
+    def resume(self, wake: str | None = None) -> Envelope:
+        """The message that wakes a flow: the same task and payload, without a redrive's marks
+        (spent on the record), with ``wake`` for a signal's."""
+        return replace(self, redriven=False, redrive_id=None, wake=wake)
 
     def redrive_operation(self, message_id: str) -> str | None:
         """The redrive this message belongs to, None if it is no redrive. A message redriven
@@ -137,7 +146,11 @@ def parse(body: str, expected_task: str | None = None) -> Envelope:
     redrive_id = fields.get(F.REDRIVE_ID)
     if redrive_id is not None and (not isinstance(redrive_id, str) or not redrive_id):
         raise refuse(f"invalid redrive id {redrive_id!r}")
+    wake = fields.get(F.WAKE)
+    if wake is not None and (not isinstance(wake, str) or not wake):
+        raise refuse(f"invalid wake {wake!r}")
     return Envelope(
+        wake=wake,
         task=readable_task,
         id=readable_id,
         payload=payload,

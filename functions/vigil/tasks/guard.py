@@ -39,7 +39,12 @@ from typing import TYPE_CHECKING, Any
 from vigil import telemetry
 from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.metrics import TaskMetric
-from vigil.contract.tasks import RESULT_INLINE_BYTES, TaskStatus, max_receive_count
+from vigil.contract.tasks import (
+    RESULT_INLINE_BYTES,
+    SUSPENDED_STATUSES,
+    TaskStatus,
+    max_receive_count,
+)
 from vigil.dynamo import truncate
 from vigil.fenced_write import Halt, RunRecordSite, once, refused_write, stopped_on
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
@@ -59,6 +64,7 @@ from vigil.tasks.decisions import (
 )
 from vigil.tasks.envelope import Envelope, parse
 from vigil.tasks.errors import MalformedTask, TaskCancelled, TaskFenced
+from vigil.tasks.flows.errors import Abort, FlowCancelled, InvalidStep, Suspend
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.rate import Deferred, RateLimiter
 from vigil.tasks.results import ResultStore
@@ -75,6 +81,7 @@ from vigil.tasks.store import (
 
 if TYPE_CHECKING:
     from vigil.effects import Effects
+    from vigil.tasks.flows.run import Flow, FlowSite
 
 MAX_CLAIM_ATTEMPTS = 4
 EVENT_RETRY_S = 60
@@ -103,6 +110,8 @@ class TaskRun:
     ``run.fenced.strict`` checks: its token, still RUNNING)."""
     halt: Halt = field(default_factory=Halt, repr=False, compare=False)
     """What the effects raised that ends the run, kept whatever the body did with it."""
+    flow_site: Callable[[], FlowSite] | None = field(default=None, repr=False, compare=False)
+    """What a flow's steps need (:mod:`vigil.tasks.flows.run`), built on the first step."""
 
     def remaining_time(self) -> timedelta:
         return timedelta(milliseconds=self.remaining_ms())
@@ -123,6 +132,35 @@ class TaskRun:
         can fence, done at most once per task, or the task ends UNCERTAIN for a person to
         settle (:mod:`vigil.effects.journal`). Loaded on first use, like :attr:`fenced`."""
         return once(self.record, effect, check, self.halt)
+
+    @functools.cached_property
+    def flow(self) -> Flow:
+        """The body's steps, journalled beside the task's record (:mod:`vigil.tasks.flows`): loaded
+        on the first ``step``, ``sleep`` or ``wait_for``."""
+        from vigil.tasks.flows.run import Flow
+
+        if self.flow_site is None:
+            raise RuntimeError("this run has no journal for steps")
+        return Flow(self.flow_site())
+
+    def step(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``run.step("charge", charge, order)``: ``fn``'s JSON result, run and recorded the first
+        time, returned as recorded on every later execution of the body. ``compensate=undo``
+        (run with the result if the flow ends FAILED), ``once=True`` (an attempt that died
+        inside it ends the flow UNCERTAIN rather than running it again)."""
+        return self.flow.step(name, fn, *args, **kwargs)
+
+    def sleep(self, name: str, duration: timedelta | float) -> None:
+        """End this invocation; the flow resumes after ``duration`` with no compute between."""
+        self.flow.sleep(name, duration)
+
+    def sleep_until(self, name: str, when: datetime) -> None:
+        self.flow.sleep_until(name, when)
+
+    def wait_for(self, name: str, *, timeout: timedelta | float) -> Any:
+        """The payload of the signal ``name`` (``vigil.tasks.signal``), waiting for it with no
+        compute between; :class:`~vigil.tasks.flows.errors.SignalTimeout` after ``timeout``."""
+        return self.flow.wait_for(name, timeout=timeout)
 
     def progress(self, percent: int, note: str | None = None) -> None:
         """Record how far the run is (0-100), readable on the task's record while it runs.
@@ -180,6 +218,10 @@ class Outcome(StrEnum):
     """Stopped on an effect an earlier attempt began and never recorded done: final."""
     UNRECORDED = "UNRECORDED"
     """The body ran but its outcome could not be written in time: remembered for a redelivery."""
+    SUSPENDED = "SUSPENDED"
+    """A flow slept or waits: its wake-up is sent, its record SLEEPING or WAITING."""
+    COMPENSATED = "COMPENSATED"
+    """A flow failed and its finished steps' compensations ran, in reverse."""
 
 
 DELETED = frozenset(
@@ -190,6 +232,8 @@ DELETED = frozenset(
         Outcome.CANCELLED,
         Outcome.MALFORMED,
         Outcome.UNCERTAIN,
+        Outcome.SUSPENDED,
+        Outcome.COMPENSATED,
     }
 )
 """Outcomes whose message is done with (reported success, so the event source deletes it)."""
@@ -235,9 +279,11 @@ class TaskGuard:
         unfinished: Unfinished[TaskFinish] | None = None,
         results: ResultStore | None = None,
         retry_policy: RetryPolicy | None = None,
+        scheduler: Callable[[], Any] | None = None,
     ) -> None:
         self.settings = settings
         self.retry_policy = retry_policy or RetryPolicy()
+        self._scheduler = scheduler or _no_scheduler
         self._store = store
         self._queue = queue
         self._events = events
@@ -309,6 +355,7 @@ class TaskGuard:
                 redrive=redrive,
                 message_id=message.message_id,
                 request=envelope.request,
+                wake=envelope.wake,
             )
             try:
                 # The same request on every try: one that DynamoDB applied but whose answer was
@@ -336,6 +383,7 @@ class TaskGuard:
                 message_id=message.message_id,
                 holder=holder,
                 request=envelope.request,
+                wake=envelope.wake,
             )
             if decision.verdict is Verdict.OWN and answer.seen is not None:
                 return Claimed(answer.seen)
@@ -393,8 +441,10 @@ class TaskGuard:
                 self._clock,
                 self._sleep,
             ),
+            flow_site=functools.partial(self._flow_site, envelope, record, remaining_ms),
         )
         uncertain: str | None = None
+        cancelled: FlowCancelled | None = None
         logger = telemetry.logger()
         error: BaseException | None = None
         encoded: str | FinalFailure | None = None
@@ -415,6 +465,12 @@ class TaskGuard:
                 run.halt.note(told)
             except TaskFenced as fenced:
                 return Delivery(Outcome.FENCED, envelope.id, attempt, str(fenced))
+            except Suspend as suspend:
+                if run.halt.stop(returned=False) is None:
+                    return self._suspend(message, envelope, record, suspend, started, remaining_ms)
+                error = RuntimeError(str(suspend))
+            except FlowCancelled as stopped:
+                cancelled = stopped
             except Exception as raised:
                 error = raised
             # What the effects raised ends the run, even if the body caught it (and went on).
@@ -430,7 +486,7 @@ class TaskGuard:
                 if uncertain is None:  # a newer attempt of this task wrote: superseded
                     return Delivery(Outcome.FENCED, envelope.id, attempt, str(stop))
                 error = stop
-            elif error is not None:
+            elif error is not None and not isinstance(error, Abort):
                 logger.error("task run failed", extra={"attempt": attempt}, exc_info=error)
         finished = self._clock()
         outcome = TaskFinish(
@@ -457,20 +513,37 @@ class TaskGuard:
                 error_message=truncate(str(error)),
                 uncertain_effect=uncertain,
             )
+        elif cancelled is not None:
+            status, error_type, text = self._compensate(
+                run, TaskStatus.CANCELLED, "FlowCancelled", str(cancelled)
+            )
+            outcome = replace(
+                outcome,
+                status=status,
+                result=None,
+                error_type=error_type,
+                error_message=truncate(text),
+            )
         elif error is not None or isinstance(encoded, FinalFailure):
             if isinstance(encoded, FinalFailure):
                 error_type, text, final = encoded.error_type, encoded.message, True
             else:
                 assert error is not None
-                # A Reject, or an error the task's retry_on/no_retry_on leaves out: no retry.
-                final = not self.retry_policy.retries(error)
+                # A Reject, an error the task's retry_on/no_retry_on leaves out, a flow's Abort or
+                # a step refused at its call: no retry.
                 error_type, text = type(error).__name__, str(error)
+                final = isinstance(error, Abort | InvalidStep) or not self.retry_policy.retries(
+                    error
+                )
             # Judged on the same budget as a crash: a redrive's retries are afresh for both.
             failure = after_failure(budget, self.settings.retries, self.settings.backoff)
             retry = not final and failure.retry
+            status = TaskStatus.QUEUED if retry else TaskStatus.FAILED
+            if not retry:
+                status, error_type, text = self._compensate(run, status, error_type, text)
             outcome = replace(
                 outcome,
-                status=TaskStatus.QUEUED if retry else TaskStatus.FAILED,
+                status=status,
                 error_type=error_type,
                 error_message=truncate(text),
                 retry_in_s=failure.delay_s if retry else 0,
@@ -534,6 +607,113 @@ class TaskGuard:
         return self._conclude(
             message, envelope, self._announced(outcome), remaining_ms, how="cancelled"
         )
+
+    # Flows --------------------------------------------------------------------------------------
+
+    def _flow_site(
+        self, envelope: Envelope, record: Mapping[str, Any], remaining_ms: Callable[[], int]
+    ) -> FlowSite:
+        from vigil.tasks.flows.journal import FlowJournal
+        from vigil.tasks.flows.run import FlowSite
+
+        settings = self.settings
+        return FlowSite(
+            journal=FlowJournal(self._store.client, settings.table, envelope.task, envelope.id),
+            token=int(record["token"]),
+            attempt=int(record["attempts"]),
+            clock=self._clock,
+            retention=settings.retention,
+            enqueued_at=datetime.fromisoformat(
+                str(record.get("enqueued_at") or envelope.enqueued_at)
+            ),
+            claimed=dict(record),
+            resume_body=envelope.resume().body(),
+            read_record=lambda: self._store.item(envelope.task, envelope.id),
+            ordered=settings.ordered,
+            can_schedule=bool(settings.scheduler_role_arn and settings.schedule_group),
+        )
+
+    def _suspend(
+        self,
+        message: Message,
+        envelope: Envelope,
+        record: Mapping[str, Any],
+        suspend: Suspend,
+        started: datetime,
+        remaining_ms: Callable[[], int],
+    ) -> Delivery:
+        """The flow sleeps or waits: its wake-up is sent first (a delayed message or a one-time
+        schedule), then the record says SLEEPING or WAITING, then the message is deleted. Not
+        sent in time: the message is kept, comes back, and the flow reaches the same step again
+        (its journal keeps the same end)."""
+        from vigil.tasks.flows.wake import send_wake
+
+        now = self._clock()
+        body = envelope.resume().body()
+        settings = self.settings
+        try:
+            persist(
+                lambda: send_wake(
+                    self._queue,
+                    self._scheduler,
+                    task=envelope.task,
+                    task_id=envelope.id,
+                    step=suspend.step,
+                    body=body,
+                    now=now,
+                    until=suspend.until,
+                    role_arn=settings.scheduler_role_arn,
+                    group=settings.schedule_group,
+                ),
+                time_left_s=self._time_left(remaining_ms),
+                sleep=self._sleep,
+            )
+        except OutOfTime as out_of_time:
+            return Delivery(
+                Outcome.UNRECORDED,
+                envelope.id,
+                int(record["attempts"]),
+                f"wake-up not sent: {out_of_time}",
+            )
+        status = TaskStatus(suspend.status)
+        outcome = TaskFinish(
+            task=envelope.task,
+            id=envelope.id,
+            token=int(record["token"]),
+            status=status,
+            at=now,
+            attempt=int(record["attempts"]),
+            expires_at=now + settings.retention,
+            duration_ms=int((now - started).total_seconds() * 1000),
+            enqueued_at=str(record.get("enqueued_at") or envelope.enqueued_at),
+            message_id=message.message_id,
+            wake_at=suspend.until,
+            waiting_for=suspend.step if status is TaskStatus.WAITING else None,
+            resume=body,
+        )
+        return self._conclude(message, envelope, outcome, remaining_ms, how="suspended")
+
+    def _compensate(
+        self, run: TaskRun, status: TaskStatus, error_type: str, text: str
+    ) -> tuple[TaskStatus, str, str]:
+        """A flow ending FAILED (or CANCELLED): its finished steps' compensations, newest first.
+        All ran: COMPENSATED (a cancel stays CANCELLED); one raised: FAILED naming it, counted
+        (``FlowCompensationFailed``, alarmed)."""
+        flow = run.__dict__.get("flow")
+        if flow is None or not flow.compensable:
+            return status, error_type, text
+        ran, failed = flow.compensate()
+        if failed is not None:
+            telemetry.count_one(TaskMetric.COMPENSATION_FAILED, task=run.task)
+            return (
+                TaskStatus.FAILED,
+                "CompensationFailed",
+                f"the compensation of step {failed.step!r} raised "
+                f"{type(failed.error).__name__}: {failed.error} (after {error_type}: {text}; "
+                f"compensated before it: {', '.join(ran) or 'none'})",
+            )
+        done = TaskStatus.CANCELLED if status is TaskStatus.CANCELLED else TaskStatus.COMPENSATED
+        return done, error_type, f"{text} (compensated: {', '.join(ran)})"
 
     def _progress(
         self,
@@ -626,6 +806,13 @@ class TaskGuard:
                 envelope.id,
                 outcome.attempt,
                 "a newer delivery took the task over; this outcome is not recorded",
+            )
+        if outcome.status in SUSPENDED_STATUSES:
+            return Delivery(
+                Outcome.SUSPENDED,
+                envelope.id,
+                outcome.attempt,
+                f"{outcome.status.value} until {iso(outcome.wake_at or outcome.at)}",
             )
         if outcome.status is TaskStatus.QUEUED:
             self._come_back(message, outcome.retry_in_s)
@@ -737,6 +924,7 @@ _DEAD_LETTERED = frozenset({TaskStatus.FAILED, TaskStatus.UNCERTAIN})
 _FINAL_OUTCOME = {
     TaskStatus.SUCCEEDED: Outcome.SUCCEEDED,
     TaskStatus.UNCERTAIN: Outcome.UNCERTAIN,
+    TaskStatus.COMPENSATED: Outcome.COMPENSATED,
     TaskStatus.CANCELLED: Outcome.CANCELLED,
 }
 
@@ -754,6 +942,10 @@ def _as_cancelled(outcome: TaskFinish, told: BaseException) -> TaskFinish:
         retry_in_s=0,
         retry_message=None,
     )
+
+
+def _no_scheduler() -> Any:
+    raise RuntimeError("this task has no scheduler: it cannot sleep beyond 15 minutes")
 
 
 def _count(raw: Any) -> int:

@@ -42,6 +42,10 @@ class TaskSettings:
     """Where a result over ``RESULT_INLINE_BYTES`` goes (empty: every result on the record)."""
     rate_limit: RateLimit | None = None
     """At most so many starts a period across every invocation (:mod:`vigil.tasks.rate`)."""
+    scheduler_role_arn: str = ""
+    """What a flow's wake-up beyond SQS's 15-minute delay is scheduled with (empty: no sleep or
+    wait beyond 15 minutes)."""
+    schedule_group: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> TaskSettings:
@@ -68,5 +72,9 @@ class TaskSettings:
                     if read.present(TaskEnv.RATE_LIMIT)
                     else None
                 ),
+                scheduler_role_arn=lambda: read.text(
+                    TaskEnv.SCHEDULER_ROLE_ARN, cls.scheduler_role_arn
+                ),
+                schedule_group=lambda: read.text(TaskEnv.SCHEDULE_GROUP, cls.schedule_group),
             )
         )

@@ -29,6 +29,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso
+from vigil.contract.flows import (
+    RESUME_ATTRIBUTE,
+    WAITING_FOR_ATTRIBUTE,
+    WAKE_AT_ATTRIBUTE,
+)
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE, Verdict
 from vigil.contract.tasks import (
     CANCEL_REQUESTED_ATTRIBUTE,
@@ -41,6 +46,7 @@ from vigil.contract.tasks import (
     RESULT_REF_ATTRIBUTE,
     RETRIES_INDEX,
     RETRY_AT_ATTRIBUTE,
+    SUSPENDED_STATUSES,
     TaskStatus,
 )
 from vigil.dynamo import (
@@ -64,6 +70,8 @@ OUTCOME_ATTRIBUTES = (OUTBOX_ATTRIBUTE, FINISHED_BY_ATTRIBUTE, RESULT_REF_ATTRIB
 RETRY_ATTRIBUTES = (RETRY_AT_ATTRIBUTE, "retry_message")
 """A QUEUED record waiting for its retry: when the backoff ends, and the message that holds the
 retry (SQS hands it back then). Until then no other message of the key may take the record."""
+SUSPENSION_ATTRIBUTES = (WAKE_AT_ATTRIBUTE, WAITING_FOR_ATTRIBUTE, RESUME_ATTRIBUTE)
+"""A SLEEPING or WAITING flow's: when its wake-up is due, the wait, its message body."""
 BUDGET_FROM = "budget_from"
 """The attempts spent when the task last went FAILED: the retry budget of a redriven task counts
 its attempts from there (absent: from 0)."""
@@ -107,6 +115,11 @@ class TaskRecord:
     cancel_requested_at: str | None = None
     """A cancel asked for while it ran (the run stops at its next check), and by whom."""
     cancel_requested_by: str | None = None
+    wake_at: str | None = None
+    """A SLEEPING or WAITING flow: when it wakes (its sleep's end, its wait's timeout)."""
+    waiting_for: str | None = None
+    steps: list[dict[str, Any]] | None = None
+    """A flow's step timeline (``get`` reads it from the flow's journal; None: not read)."""
 
     @classmethod
     def from_item(cls, item: Item) -> TaskRecord:
@@ -132,6 +145,8 @@ class TaskRecord:
             result_ref=item.get(RESULT_REF_ATTRIBUTE),
             cancel_requested_at=item.get(CANCEL_REQUESTED_ATTRIBUTE),
             cancel_requested_by=item.get(CANCEL_REQUESTED_BY_ATTRIBUTE),
+            wake_at=item.get(WAKE_AT_ATTRIBUTE),
+            waiting_for=item.get(WAITING_FOR_ATTRIBUTE),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -162,6 +177,9 @@ class TaskRecord:
                 if self.cancel_requested_at
                 else {}
             ),
+            **({WAKE_AT_ATTRIBUTE: self.wake_at} if self.wake_at else {}),
+            **({WAITING_FOR_ATTRIBUTE: self.waiting_for} if self.waiting_for else {}),
+            **({"steps": self.steps} if self.steps else {}),
         }
 
 
@@ -188,6 +206,8 @@ class Claim:
     request: str | None = None
     """The envelope's request digest: the claim takes only a record of that request (or of
     none), and writes it on a record it creates."""
+    wake: str | None = None
+    """A signal's wake-up: it may take a flow WAITING on that wait before its timeout."""
 
 
 @dataclass(frozen=True)
@@ -232,6 +252,11 @@ class TaskFinish:
     """A result stored out of the record (``s3://...``), instead of ``result``."""
     not_retried: bool = False
     """FAILED with retries left: its error is not worth one (``Reject``, ``no_retry_on``)."""
+    wake_at: datetime | None = None
+    """SLEEPING or WAITING: when its wake-up (sent before this finish) is due."""
+    waiting_for: str | None = None
+    resume: str | None = None
+    """SLEEPING or WAITING: its message body, for a cancel to wake it with."""
 
     def recorded(self) -> Item:
         """The record's fields this finish leaves, as a read of the record returns them: what
@@ -265,7 +290,7 @@ class TaskFinish:
 
     @property
     def final(self) -> bool:
-        return self.status is not TaskStatus.QUEUED
+        return self.status is not TaskStatus.QUEUED and self.status not in SUSPENDED_STATUSES
 
     def landed_in(self, seen: Item | None) -> bool:
         """The refused try's record is this very outcome, written by an earlier try whose answer
@@ -285,7 +310,7 @@ class TaskStore:
 
     @property
     def client(self) -> Any:
-        """The DynamoDB client (the rate limiter shares it, on the same table)."""
+        """The DynamoDB client (the rate limiter and a flow's journal share it)."""
         return self._client
 
     # Enqueue ------------------------------------------------------------------------------------
@@ -354,7 +379,13 @@ class TaskStore:
             update.set_default("group", claim.group)
         if claim.request:
             update.set_default(REQUEST_ATTRIBUTE, claim.request)
-        update.remove("progress", "progress_note", *RETRY_ATTRIBUTES, *OUTCOME_ATTRIBUTES)
+        update.remove(
+            "progress",
+            "progress_note",
+            *RETRY_ATTRIBUTES,
+            *OUTCOME_ATTRIBUTES,
+            *SUSPENSION_ATTRIBUTES,
+        )
         # A waiting retry is its own message's, once its backoff ends; a redrive not yet spent
         # on this record may run it at once (it is spent by doing so).
         waiting_over = [
@@ -375,7 +406,19 @@ class TaskStore:
                 update.eq("status", TaskStatus.RUNNING.value),
                 update.lt("lease_until", iso(claim.now)),
             ),
+            # A flow whose wake-up is due (its sleep's end, its wait's timeout, a cancel's).
+            all_of(
+                update.one_of("status", *(status.value for status in SUSPENDED_STATUSES)),
+                update.le(WAKE_AT_ATTRIBUTE, iso(claim.now)),
+            ),
         ]
+        if claim.wake:
+            takeable.append(
+                all_of(
+                    update.eq("status", TaskStatus.WAITING.value),
+                    update.eq(WAITING_FOR_ATTRIBUTE, claim.wake),
+                )
+            )
         update.condition(any_of(*takeable))
         update.condition(any_of(update.absent("token"), update.lt("token", claim.token)))
         # A run cancelled while it ran is not taken over: it ends CANCELLED (the guard's
@@ -418,6 +461,15 @@ class TaskStore:
             # Only an operator's redrive takes a FAILED record, and it gets the retries afresh:
             # its attempts count from here, whichever message (the redrive's or a plain copy of
             # the key) runs them.
+            update.set(BUDGET_FROM, outcome.attempt)
+        if outcome.status in SUSPENDED_STATUSES:
+            assert outcome.wake_at is not None
+            update.set(WAKE_AT_ATTRIBUTE, iso(outcome.wake_at))
+            update.set(RESUME_ATTRIBUTE, outcome.resume or "")
+            if outcome.waiting_for:
+                update.set(WAITING_FOR_ATTRIBUTE, outcome.waiting_for)
+            # Each resume is a fresh start of the retry budget: a flow that sleeps a hundred
+            # times is not a task that crashed a hundred times.
             update.set(BUDGET_FROM, outcome.attempt)
         if outcome.status is TaskStatus.QUEUED:
             update.set("retry_at", iso(outcome.at + timedelta(seconds=outcome.retry_in_s)))
@@ -558,6 +610,20 @@ class TaskStore:
                 raise NotCancellable(task, task_id, status, seen) from None
             return from_wire(answer.get("Attributes"))
         raise NotCancellable(task, task_id, str(seen.get("status", "gone")), seen)
+
+    def cancel_suspended(self, task: str, task_id: str, now: datetime) -> Item | None:
+        """A SLEEPING or WAITING flow asked to stop: due to wake now (its compensations run in
+        its own function), with the cancel on the record; the record as written, None if it is
+        not suspended (any more)."""
+        update = Update().set(CANCEL_REQUESTED_ATTRIBUTE, iso(now)).set(WAKE_AT_ATTRIBUTE, iso(now))
+        update.condition(update.one_of("status", *(status.value for status in SUSPENDED_STATUSES)))
+        try:
+            answer = self._update(task, task_id, update, ReturnValues="ALL_NEW")
+        except ClientError as error:
+            if is_condition_failure(error):
+                return None
+            raise
+        return from_wire(answer.get("Attributes"))
 
     def settle(
         self, task: str, task_id: str, effect: str, *, verdict: Verdict, now: datetime
