@@ -352,7 +352,16 @@ class TaskStore:
             update.set_default("group", claim.group)
         if claim.request:
             update.set_default(REQUEST_ATTRIBUTE, claim.request)
-        update.remove("progress", "progress_note", *RETRY_ATTRIBUTES, *OUTCOME_ATTRIBUTES)
+        # A cancel asked of an earlier run that ended UNCERTAIN was that run's: the operator's
+        # settlement and redrive run the task again, and this run is not told of it.
+        update.remove(
+            "progress",
+            "progress_note",
+            *RETRY_ATTRIBUTES,
+            *OUTCOME_ATTRIBUTES,
+            CANCEL_REQUESTED_ATTRIBUTE,
+            CANCEL_REQUESTED_BY_ATTRIBUTE,
+        )
         # A waiting retry is its own message's, once its backoff ends; a redrive not yet spent
         # on this record may run it at once (it is spent by doing so).
         waiting_over = [
@@ -369,16 +378,16 @@ class TaskStore:
             takeable.append(all_of(update.eq("status", TaskStatus.FAILED.value), unspent))
         takeable += [
             all_of(update.eq("status", TaskStatus.QUEUED.value), any_of(*waiting_over)),
+            # A run cancelled while it ran is not taken over: it ends CANCELLED (the guard's
+            # END_CANCELLED), never runs again.
             all_of(
                 update.eq("status", TaskStatus.RUNNING.value),
                 update.lt("lease_until", iso(claim.now)),
+                update.absent(CANCEL_REQUESTED_ATTRIBUTE),
             ),
         ]
         update.condition(any_of(*takeable))
         update.condition(any_of(update.absent("token"), update.lt("token", claim.token)))
-        # A run cancelled while it ran is not taken over: it ends CANCELLED (the guard's
-        # END_CANCELLED), never runs again.
-        update.condition(update.absent(CANCEL_REQUESTED_ATTRIBUTE))
         if claim.request:
             update.condition(
                 any_of(
