@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from tests.helpers.clients import Delegating
 from tests.helpers.tasks import ORDERED, PLAIN, Counting, Stack
@@ -139,3 +140,48 @@ def test_an_ordered_task_keeps_its_group_and_deduplication(stack: Stack) -> None
     assert {o.status for o in outcomes} == {ItemStatus.ENQUEUED}
     assert all(client.get(ORDERED, f"t-1-{n}").group == "t-1" for n in range(3))
     assert sent_ids(stack, ORDERED) == ["t-1-0", "t-1-1", "t-1-2"]
+
+
+class SecondBatchDenied(Delegating):
+    """SendMessageBatch: the first request goes through, every later one is refused whole with
+    an error that is no throttle (the queue's KMS key's grant revoked meanwhile)."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.calls = 0
+
+    def send_message_batch(self, **request: Any) -> Any:
+        self.calls += 1
+        if self.calls > 1:
+            error = {"Code": "KMS.AccessDeniedException", "Message": "denied"}
+            raise ClientError({"Error": error}, "SendMessageBatch")
+        return self._client.send_message_batch(**request)
+
+
+class RecordDenied(Delegating):
+    """PutItem refused with an error that is no throttle after the messages were sent."""
+
+    def put_item(self, **request: Any) -> Any:
+        raise ClientError({"Error": {"Code": "AccessDeniedException"}}, "PutItem")
+
+
+def test_an_error_after_some_messages_went_out_still_reports_every_item(stack: Stack) -> None:
+    """The 2nd batch refused whole: the 10 items the 1st sent are ENQUEUED (they will run),
+    the rest REFUSED with SQS's code and nothing sent. It raised instead, and the caller, told
+    nothing of what was sent, enqueues again: a second run of each item without a key."""
+    sqs = SecondBatchDenied(stack.sqs)
+    outcomes = stack.client(sqs=sqs).enqueue_many(PLAIN, [({"n": n}, None) for n in range(15)])
+    assert [o.status for o in outcomes] == [ItemStatus.ENQUEUED] * 10 + [ItemStatus.REFUSED] * 5
+    assert all("KMS.AccessDeniedException" in o.reason for o in outcomes[10:])
+    assert sorted(sent_ids(stack)) == sorted(o.id for o in outcomes[:10])
+
+
+def test_a_record_write_refused_after_its_message_went_out_is_reported_enqueued(
+    stack: Stack,
+) -> None:
+    client = stack.client(dynamodb=RecordDenied(stack.dynamodb))
+    outcomes = client.enqueue_many(PLAIN, [({"n": n}, f"k-{n}") for n in range(3)])
+    assert [o.status for o in outcomes] == [ItemStatus.ENQUEUED] * 3
+    assert all("AccessDeniedException" in o.reason for o in outcomes)
+    assert all("record was not written" in o.reason for o in outcomes)
+    assert sorted(sent_ids(stack)) == ["k-0", "k-1", "k-2"]
