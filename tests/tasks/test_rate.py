@@ -58,6 +58,9 @@ def test_pacing_is_sized_to_five_percent_over_or_one_start() -> None:
     assert Pacing.of(RateLimit.parse("1000/minute")).bound(1000) == 1050
     assert Pacing.of(RateLimit.parse("10/minute")).bound(10) == 12  # granularity: 1 start
     assert Pacing.of(RateLimit.parse("3/hour")).bound(3) == 5
+    # Per-second limits: the 2 s grace is longer than the period (the guide says so).
+    assert Pacing.of(RateLimit.parse("10/second")).bound(10) == 31
+    assert Pacing.of(RateLimit.parse("100/second")).bound(100) == 301
 
 
 def test_over_the_limit_a_message_waits_for_its_slot_spending_no_attempt(
@@ -107,3 +110,20 @@ def test_a_bad_rate_in_the_environment_is_named() -> None:
         TaskSettings.from_env(env)
     env[TaskEnv.RATE_LIMIT] = "100/minute"
     assert TaskSettings.from_env(env).rate_limit == RateLimit(100, 60)
+
+
+@pytest.mark.parametrize("text", ["1000/second", "251/second", "15001/minute", "900001/hour"])
+def test_a_rate_one_partition_cannot_pace_under_a_backlog_is_refused(text: str) -> None:
+    """The pace item and the reservations share one partition, and a partition takes 1,000
+    writes a second; a start deferred under a backlog costs four writes (a refused move, the
+    reservation's move and item, its take). 1,000/second was accepted: a backlog would be
+    throttled at about a quarter of it, each throttled message kept for the queue's whole
+    visibility timeout."""
+    with pytest.raises(ValueError, match="250 starts a second"):
+        RateLimit.parse(text)
+
+
+@pytest.mark.parametrize("text", ["250/second", "15000/minute", "900000/hour"])
+def test_the_most_one_partition_paces_is_accepted(text: str) -> None:
+    limit = RateLimit.parse(text)
+    assert limit.starts / limit.period_s == 250
