@@ -9,10 +9,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
-from tests.helpers.tasks import PLAIN, Stack, invoke, records
+from tests.helpers.clients import Delegating
+from tests.helpers.tasks import PLAIN, Counting, Stack, invoke, records
 from tests.tasks.conftest import HandlerFactory
-from vigil.contract.tasks import RateLimit, TaskEnv, TaskStatus
+from vigil.contract.tasks import RATE_PK_PREFIX, RateLimit, TaskEnv, TaskStatus
 from vigil.settings import SettingsError
 from vigil.tasks import TaskRun
 from vigil.tasks.rate import Admitted, Pacing, RateLimiter
@@ -127,3 +129,31 @@ def test_a_rate_one_partition_cannot_pace_under_a_backlog_is_refused(text: str) 
 def test_the_most_one_partition_paces_is_accepted(text: str) -> None:
     limit = RateLimit.parse(text)
     assert limit.starts / limit.period_s == 250
+
+
+class PaceThrottled(Delegating):
+    """DynamoDB throttling every write to the limiter's partition (a hot pace item)."""
+
+    def update_item(self, **request: Any) -> Any:
+        if request["Key"]["pk"]["S"].startswith(RATE_PK_PREFIX):
+            error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}
+            raise ClientError({"Error": error}, "UpdateItem")
+        return self._client.update_item(**request)
+
+
+def test_a_throttled_limiter_sends_the_message_back_in_a_second_spending_no_attempt(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """It raised out of the guard: the message stayed invisible for the queue's whole
+    visibility timeout (six times the function's) with nothing logged as the cause."""
+    stack.client().enqueue(PLAIN, {}, key="o-1")
+    batch = records(stack.messages(stack.catalog.spec(PLAIN).queue_url))
+    handler = make_handler(
+        lambda run, payload: None,
+        rate_limit=RateLimit.parse("2/minute"),
+        dynamodb=Counting(PaceThrottled(stack.dynamodb)),
+    )
+    assert invoke(handler, batch) == [batch[0]["messageId"]]
+    waits = [call["VisibilityTimeout"] for call in handler.sqs.of("change_message_visibility")]
+    assert waits == [1]
+    assert stack.client().get(PLAIN, "o-1").attempts == 0

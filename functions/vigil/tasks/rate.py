@@ -66,6 +66,8 @@ class Deferred:
 
     seconds: int
     slot: datetime
+    why: str = ""
+    """Why, when it is not the limit (the limiter throttled)."""
 
 
 @dataclass(frozen=True)
