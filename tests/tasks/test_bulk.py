@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 from tests.helpers.clients import Delegating
 from tests.helpers.tasks import ORDERED, PLAIN, Counting, Stack
 from vigil.contract.tasks import TaskStatus
+from vigil.persist import OutOfTime
 from vigil.tasks import InvalidTask, ItemStatus
 from vigil.tasks.envelope import parse
 from vigil.tasks.queues import MAX_TASK_MESSAGE_BYTES
@@ -185,3 +186,28 @@ def test_a_record_write_refused_after_its_message_went_out_is_reported_enqueued(
     assert all("AccessDeniedException" in o.reason for o in outcomes)
     assert all("record was not written" in o.reason for o in outcomes)
     assert sorted(sent_ids(stack)) == ["k-0", "k-1", "k-2"]
+
+
+class ReadsNeverProcessed(Delegating):
+    """BatchGetItem that leaves every key unprocessed (a throttled table), counting requests."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.reads = 0
+
+    def batch_get_item(self, RequestItems: dict[str, Any]) -> Any:
+        self.reads += 1
+        if self.reads > 100:
+            raise AssertionError("asked again at once, forever")
+        return {"Responses": {}, "UnprocessedKeys": RequestItems}
+
+
+def test_keys_left_unprocessed_are_asked_again_with_backoff_then_nothing_is_sent(
+    stack: Stack,
+) -> None:
+    """The read asked again at once, without end, while the table throttled it."""
+    dynamodb = ReadsNeverProcessed(stack.dynamodb)
+    with pytest.raises(OutOfTime, match="unprocessed"):
+        stack.client(dynamodb=dynamodb).enqueue_many(PLAIN, [({"n": 1}, "k-1")])
+    assert 1 < dynamodb.reads < 30
+    assert sent_ids(stack) == []

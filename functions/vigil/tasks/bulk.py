@@ -194,13 +194,30 @@ class _Budget:
     def run(self, call: Callable[[], Any]) -> Any:
         return persist(call, time_left_s=self.left, sleep=self.pause)
 
+    def backoff(self, round_: int, what: str) -> None:
+        """Before round ``round_`` (from 1) of ``what`` DynamoDB or SQS left undone: a capped
+        exponential pause, or :class:`OutOfTime` once the call's time is spent."""
+        wait = min(0.05 * 2 ** (round_ - 1), 1.0)
+        if self.left() < wait:
+            raise OutOfTime(
+                f"{what} after {round_} tries in {BUDGET_S:.0f} s: nothing sent",
+                attempts=round_,
+                ambiguous=False,
+            )
+        self.pause(wait)
+
 
 def _read(
     store: TaskStore, task: str, ids: list[str], budget: _Budget
 ) -> dict[str, Mapping[str, Any]]:
     found: dict[str, Mapping[str, Any]] = {}
     for start in range(0, len(ids), MAX_READ_KEYS):
-        found |= store.batch_items(task, ids[start : start + MAX_READ_KEYS], budget.run)
+        found |= store.batch_items(
+            task,
+            ids[start : start + MAX_READ_KEYS],
+            budget.run,
+            functools.partial(budget.backoff, what="BatchGetItem left keys unprocessed"),
+        )
     return found
 
 

@@ -19,6 +19,7 @@ import base64
 import binascii
 import functools
 import hashlib
+import itertools
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -647,14 +648,22 @@ class TaskStore:
         return TaskRecord.from_item(item) if item else None
 
     def batch_items(
-        self, task: str, ids: list[str], run: Callable[[Callable[[], Any]], Any]
+        self,
+        task: str,
+        ids: list[str],
+        run: Callable[[Callable[[], Any]], Any],
+        pause: Callable[[int], None],
     ) -> dict[str, Item]:
         """Up to 100 records by id (BatchGetItem, strongly consistent, the fields a bulk enqueue
         compares), each request through ``run`` (a retrier); what DynamoDB leaves unprocessed
-        is asked again."""
+        (it throttled) is asked again after ``pause(round)``, which raises when time is up."""
         keys = [wire(task_key(task, task_id)) for task_id in ids]
         found: dict[str, Item] = {}
-        while keys:
+        for round_ in itertools.count():
+            if not keys:
+                break
+            if round_:
+                pause(round_)
             request = {
                 self._table: {
                     "Keys": keys,
