@@ -286,3 +286,23 @@ def test_a_redrive_after_settling_an_uncertain_cancelled_run_runs_it(
     record = stack.client().get(PLAIN, "o-1")
     assert record.status is TaskStatus.SUCCEEDED and sent == [1, 3]
     assert record.cancel_requested_at is None  # the request was the settled run's
+
+
+def test_a_cancel_between_retries_ends_it_and_the_retry_runs_nothing(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    runs: list[int] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        runs.append(run.attempt)
+        raise RuntimeError("the mail provider is down")
+
+    handler = make_handler(body, retries=2, backoff=timedelta(seconds=10))
+    batch = one_batch(stack)
+    assert invoke(handler, batch) == [batch[0]["messageId"]]  # QUEUED for its retry
+    record = stack.client().cancel(PLAIN, "o-1", by=BY)
+    assert record.status is TaskStatus.CANCELLED  # not started: at once
+    stack.clock.advance(timedelta(seconds=11))
+    assert invoke(handler, batch) == []  # the retry's message meets CANCELLED: deleted
+    assert runs == [1] and stack.dead_letters() == []
+    assert stack.client().get(PLAIN, "o-1").status is TaskStatus.CANCELLED
