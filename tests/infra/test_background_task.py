@@ -385,7 +385,7 @@ VALID: dict[str, Any] = {"handler": "tasks.send_receipt.handler"}
         ),
         ({"rate_limit": "100/fortnight"}, "rate_limit", "N/second, N/minute or N/hour"),
         ({"rate_limit": "0/minute"}, "rate_limit", "N at least 1"),
-        ({"rate_limit": "5000/second"}, "rate_limit", "over 1,000 starts a second"),
+        ({"rate_limit": "5000/second"}, "rate_limit", "over 250 starts a second"),
     ],
 )
 def test_invalid_parameters_fail_the_synth_naming_the_task_and_the_parameter(

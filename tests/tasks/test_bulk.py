@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from tests.helpers.clients import Delegating
 from tests.helpers.tasks import ORDERED, PLAIN, Counting, Stack
 from vigil.contract.tasks import TaskStatus
+from vigil.persist import OutOfTime
 from vigil.tasks import InvalidTask, ItemStatus, KeyReused
 from vigil.tasks.envelope import parse
 from vigil.tasks.queues import MAX_TASK_MESSAGE_BYTES
@@ -151,3 +153,73 @@ def test_one_key_is_one_request_whether_it_came_in_bulk_or_alone(stack: Stack) -
     assert client.enqueue(PLAIN, {"n": 1}, key="k-1", delay=5) == "k-1"
     with pytest.raises(KeyReused):
         client.enqueue(PLAIN, {"n": 2}, key="k-1", delay=5)
+
+
+class SecondBatchDenied(Delegating):
+    """SendMessageBatch: the first request goes through, every later one is refused whole with
+    an error that is no throttle (the queue's KMS key's grant revoked meanwhile)."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.calls = 0
+
+    def send_message_batch(self, **request: Any) -> Any:
+        self.calls += 1
+        if self.calls > 1:
+            error = {"Code": "KMS.AccessDeniedException", "Message": "denied"}
+            raise ClientError({"Error": error}, "SendMessageBatch")
+        return self._client.send_message_batch(**request)
+
+
+class RecordDenied(Delegating):
+    """PutItem refused with an error that is no throttle after the messages were sent."""
+
+    def put_item(self, **request: Any) -> Any:
+        raise ClientError({"Error": {"Code": "AccessDeniedException"}}, "PutItem")
+
+
+def test_an_error_after_some_messages_went_out_still_reports_every_item(stack: Stack) -> None:
+    """The 2nd batch refused whole: the 10 items the 1st sent are ENQUEUED (they will run),
+    the rest REFUSED with SQS's code and nothing sent. It raised instead, and the caller, told
+    nothing of what was sent, enqueues again: a second run of each item without a key."""
+    sqs = SecondBatchDenied(stack.sqs)
+    outcomes = stack.client(sqs=sqs).enqueue_many(PLAIN, [({"n": n}, None) for n in range(15)])
+    assert [o.status for o in outcomes] == [ItemStatus.ENQUEUED] * 10 + [ItemStatus.REFUSED] * 5
+    assert all("KMS.AccessDeniedException" in o.reason for o in outcomes[10:])
+    assert sorted(sent_ids(stack)) == sorted(o.id for o in outcomes[:10])
+
+
+def test_a_record_write_refused_after_its_message_went_out_is_reported_enqueued(
+    stack: Stack,
+) -> None:
+    client = stack.client(dynamodb=RecordDenied(stack.dynamodb))
+    outcomes = client.enqueue_many(PLAIN, [({"n": n}, f"k-{n}") for n in range(3)])
+    assert [o.status for o in outcomes] == [ItemStatus.ENQUEUED] * 3
+    assert all("AccessDeniedException" in o.reason for o in outcomes)
+    assert all("record was not written" in o.reason for o in outcomes)
+    assert sorted(sent_ids(stack)) == ["k-0", "k-1", "k-2"]
+
+
+class ReadsNeverProcessed(Delegating):
+    """BatchGetItem that leaves every key unprocessed (a throttled table), counting requests."""
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(client)
+        self.reads = 0
+
+    def batch_get_item(self, RequestItems: dict[str, Any]) -> Any:
+        self.reads += 1
+        if self.reads > 100:
+            raise AssertionError("asked again at once, forever")
+        return {"Responses": {}, "UnprocessedKeys": RequestItems}
+
+
+def test_keys_left_unprocessed_are_asked_again_with_backoff_then_nothing_is_sent(
+    stack: Stack,
+) -> None:
+    """The read asked again at once, without end, while the table throttled it."""
+    dynamodb = ReadsNeverProcessed(stack.dynamodb)
+    with pytest.raises(OutOfTime, match="unprocessed"):
+        stack.client(dynamodb=dynamodb).enqueue_many(PLAIN, [({"n": 1}, "k-1")])
+    assert 1 < dynamodb.reads < 30
+    assert sent_ids(stack) == []

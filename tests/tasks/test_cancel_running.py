@@ -12,13 +12,17 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.tasks import PLAIN, Stack, invoke, records
+from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
 from vigil.clock import iso
 from vigil.contract.effects import WriteKind
+from vigil.contract.journal import Verdict
 from vigil.contract.tasks import CompletionEvents, TaskEventType, TaskStatus
+from vigil.effects import Uncertain
 from vigil.tasks import NotCancellable, TaskRun
+from vigil.tasks.envelope import parse
 from vigil.tasks.errors import TaskCancelled
+from vigil.tasks.store import TaskStore
 
 BY = "arn:aws:iam::123456789012:user/ops"
 
@@ -212,3 +216,93 @@ def test_cancel_of_a_final_task_is_refused_naming_its_status(
         stack.client().cancel(PLAIN, "o-1", by=BY)
     assert refused.value.status == "SUCCEEDED"
     assert stack.client().get(PLAIN, "o-1").cancel_requested_at is None
+
+
+def _two_attempts(
+    stack: Stack, make_handler: HandlerFactory, body: Any
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The first attempt of ``body`` fails (a retry), the second runs 11 s later."""
+    handler = make_handler(body, retries=2, backoff=timedelta(seconds=10))
+    batch = one_batch(stack)
+    assert invoke(handler, batch) == [batch[0]["messageId"]]
+    stack.clock.advance(timedelta(seconds=11))
+    assert invoke(handler, batch) == []
+    return handler, batch
+
+
+def test_a_cancel_does_not_hide_an_effect_an_earlier_attempt_left_unknown(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """Attempt 1 began the receipt and died before recording it; a cancel is asked while the
+    retry runs; the retry meets the unknown effect. It must end UNCERTAIN (a person settles
+    it: maybe the receipt went out), not CANCELLED with the intent buried in the journal
+    (it did: the intent's refusal raised the cancel before looking at the entry)."""
+    sent: list[int] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> None:
+        if run.attempt == 2:
+            cancel(stack)
+        with run.once("receipt-email") as first:
+            if first:
+                sent.append(run.attempt)
+                raise RuntimeError("died after sending, before the completion")
+
+    _two_attempts(stack, make_handler, body)
+    record = stack.client().get(PLAIN, "o-1")
+    assert (record.status, record.uncertain_effect) == (TaskStatus.UNCERTAIN, "receipt-email")
+    assert sent == [1] and record.cancel_requested_by == BY
+
+
+def test_a_redrive_after_settling_an_uncertain_cancelled_run_runs_it(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """Cancelled while it ran and ended UNCERTAIN (a cancel never decides an unknown effect):
+    the operator settles it not done and redrives it, which runs it once more, as the guide
+    promises for a settled task. The old request must not keep every claim out (it did: the
+    claim's condition refused any record with a request, and the redrive ended in
+    ClaimContention on every delivery, then the dead-letter queue)."""
+    sent: list[int] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> None:
+        try:
+            with run.once("receipt-email") as first:
+                if first:
+                    sent.append(run.attempt)
+                    if len(sent) == 1:
+                        raise RuntimeError("died after sending, before the completion")
+        except Uncertain:
+            cancel(stack)  # asked while the retry runs, once it met the unknown effect
+            raise
+
+    handler, _ = _two_attempts(stack, make_handler, body)
+    record = stack.client().get(PLAIN, "o-1")
+    assert record.status is TaskStatus.UNCERTAIN and record.cancel_requested_by == BY
+    (dead,) = stack.dead_letters()
+
+    store = TaskStore(stack.dynamodb, stack.table)
+    store.settle(PLAIN, "o-1", "receipt-email", verdict=Verdict.NOT_DONE, now=stack.clock())
+    redriven = parse(dead["Body"]).redrive().body()
+    assert invoke(handler, [record_of(redriven, "m-r1")]) == []
+    record = stack.client().get(PLAIN, "o-1")
+    assert record.status is TaskStatus.SUCCEEDED and sent == [1, 3]
+    assert record.cancel_requested_at is None  # the request was the settled run's
+
+
+def test_a_cancel_between_retries_ends_it_and_the_retry_runs_nothing(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    runs: list[int] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        runs.append(run.attempt)
+        raise RuntimeError("the mail provider is down")
+
+    handler = make_handler(body, retries=2, backoff=timedelta(seconds=10))
+    batch = one_batch(stack)
+    assert invoke(handler, batch) == [batch[0]["messageId"]]  # QUEUED for its retry
+    record = stack.client().cancel(PLAIN, "o-1", by=BY)
+    assert record.status is TaskStatus.CANCELLED  # not started: at once
+    stack.clock.advance(timedelta(seconds=11))
+    assert invoke(handler, batch) == []  # the retry's message meets CANCELLED: deleted
+    assert runs == [1] and stack.dead_letters() == []
+    assert stack.client().get(PLAIN, "o-1").status is TaskStatus.CANCELLED

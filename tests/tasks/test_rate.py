@@ -9,10 +9,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
-from tests.helpers.tasks import PLAIN, Stack, invoke, records
+from tests.helpers.clients import Delegating
+from tests.helpers.tasks import PLAIN, Counting, Stack, invoke, records
 from tests.tasks.conftest import HandlerFactory
-from vigil.contract.tasks import RateLimit, TaskEnv, TaskStatus
+from vigil.contract.tasks import RATE_PK_PREFIX, RateLimit, TaskEnv, TaskStatus
 from vigil.settings import SettingsError
 from vigil.tasks import TaskRun
 from vigil.tasks.rate import Admitted, Pacing, RateLimiter
@@ -58,6 +60,9 @@ def test_pacing_is_sized_to_five_percent_over_or_one_start() -> None:
     assert Pacing.of(RateLimit.parse("1000/minute")).bound(1000) == 1050
     assert Pacing.of(RateLimit.parse("10/minute")).bound(10) == 12  # granularity: 1 start
     assert Pacing.of(RateLimit.parse("3/hour")).bound(3) == 5
+    # Per-second limits: the 2 s grace is longer than the period (the guide says so).
+    assert Pacing.of(RateLimit.parse("10/second")).bound(10) == 31
+    assert Pacing.of(RateLimit.parse("100/second")).bound(100) == 301
 
 
 def test_over_the_limit_a_message_waits_for_its_slot_spending_no_attempt(
@@ -107,3 +112,48 @@ def test_a_bad_rate_in_the_environment_is_named() -> None:
         TaskSettings.from_env(env)
     env[TaskEnv.RATE_LIMIT] = "100/minute"
     assert TaskSettings.from_env(env).rate_limit == RateLimit(100, 60)
+
+
+@pytest.mark.parametrize("text", ["1000/second", "251/second", "15001/minute", "900001/hour"])
+def test_a_rate_one_partition_cannot_pace_under_a_backlog_is_refused(text: str) -> None:
+    """The pace item and the reservations share one partition, and a partition takes 1,000
+    writes a second; a start deferred under a backlog costs four writes (a refused move, the
+    reservation's move and item, its take). 1,000/second was accepted: a backlog would be
+    throttled at about a quarter of it, each throttled message kept for the queue's whole
+    visibility timeout."""
+    with pytest.raises(ValueError, match="250 starts a second"):
+        RateLimit.parse(text)
+
+
+@pytest.mark.parametrize("text", ["250/second", "15000/minute", "900000/hour"])
+def test_the_most_one_partition_paces_is_accepted(text: str) -> None:
+    limit = RateLimit.parse(text)
+    assert limit.starts / limit.period_s == 250
+
+
+class PaceThrottled(Delegating):
+    """DynamoDB throttling every write to the limiter's partition (a hot pace item)."""
+
+    def update_item(self, **request: Any) -> Any:
+        if request["Key"]["pk"]["S"].startswith(RATE_PK_PREFIX):
+            error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}
+            raise ClientError({"Error": error}, "UpdateItem")
+        return self._client.update_item(**request)
+
+
+def test_a_throttled_limiter_sends_the_message_back_in_a_second_spending_no_attempt(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """It raised out of the guard: the message stayed invisible for the queue's whole
+    visibility timeout (six times the function's) with nothing logged as the cause."""
+    stack.client().enqueue(PLAIN, {}, key="o-1")
+    batch = records(stack.messages(stack.catalog.spec(PLAIN).queue_url))
+    handler = make_handler(
+        lambda run, payload: None,
+        rate_limit=RateLimit.parse("2/minute"),
+        dynamodb=Counting(PaceThrottled(stack.dynamodb)),
+    )
+    assert invoke(handler, batch) == [batch[0]["messageId"]]
+    waits = [call["VisibilityTimeout"] for call in handler.sqs.of("change_message_visibility")]
+    assert waits == [1]
+    assert stack.client().get(PLAIN, "o-1").attempts == 0

@@ -319,6 +319,10 @@ messages' reservations, in the tasks table beside (never among) the task's recor
 RATE_PERIODS = {"second": 1, "minute": 60, "hour": 3_600, "s": 1, "m": 60, "h": 3_600}
 """``rate_limit``'s units (Celery's ``100/m`` too)."""
 RATE_LIMIT = re.compile(r"^\s*(\d+)\s*/\s*([a-z]+)\s*$")
+MAX_RATE_PER_SECOND = 250
+"""The most starts a second a limiter paces: its items share one partition, which takes 1,000
+writes a second, and a start deferred under a backlog costs four (a refused move, the
+reservation's move and item, its take)."""
 
 
 @dataclass(frozen=True)
@@ -342,9 +346,10 @@ class RateLimit:
                 "also N/s, N/m, N/h)"
             )
         starts = int(match.group(1))
-        if starts > 1_000 * period:
+        if starts > MAX_RATE_PER_SECOND * period:
             raise ValueError(
-                f"{text!r} is over 1,000 starts a second, what one DynamoDB item paces"
+                f"{text!r} is over {MAX_RATE_PER_SECOND} starts a second, what one DynamoDB "
+                "partition (1,000 writes a second) paces under a backlog"
             )
         return cls(starts, period)
 

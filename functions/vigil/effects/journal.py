@@ -182,8 +182,10 @@ class Journal:
         journal = seen.get(JOURNAL_ATTRIBUTE) or {}
         entry = journal.get(effect)
         cancelled = self._site.cancelled(seen)
-        if cancelled is not None:
+        if cancelled is not None and (entry is None or entry.get("state") == EffectState.DONE):
             raise cancelled  # no new intent once a cancel is asked for; noted by _noted
+        # An earlier run's unfinished intent goes on as without a cancel (Uncertain, or its
+        # check): a cancel must not bury an effect whose fate nobody knows under CANCELLED.
         if not self._site.holds(seen):
             raise self._fenced(seen)
         if entry is None and may_forget and self._site.rolling and self._forget_oldest(journal):

@@ -27,9 +27,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from vigil.clock import Sleeper
 from vigil.contract.tasks import MAX_MESSAGE_BYTES, REQUEST_ATTRIBUTE
-from vigil.persist import OutOfTime, persist
+from vigil.persist import OutOfTime, error_code, persist
 from vigil.tasks.errors import InvalidTask
 from vigil.tasks.store import TaskStore
 
@@ -192,13 +194,30 @@ class _Budget:
     def run(self, call: Callable[[], Any]) -> Any:
         return persist(call, time_left_s=self.left, sleep=self.pause)
 
+    def backoff(self, round_: int, what: str) -> None:
+        """Before round ``round_`` (from 1) of ``what`` DynamoDB or SQS left undone: a capped
+        exponential pause, or :class:`OutOfTime` once the call's time is spent."""
+        wait = min(0.05 * 2 ** (round_ - 1), 1.0)
+        if self.left() < wait:
+            raise OutOfTime(
+                f"{what} after {round_} tries in {BUDGET_S:.0f} s: nothing sent",
+                attempts=round_,
+                ambiguous=False,
+            )
+        self.pause(wait)
+
 
 def _read(
     store: TaskStore, task: str, ids: list[str], budget: _Budget
 ) -> dict[str, Mapping[str, Any]]:
     found: dict[str, Mapping[str, Any]] = {}
     for start in range(0, len(ids), MAX_READ_KEYS):
-        found |= store.batch_items(task, ids[start : start + MAX_READ_KEYS], budget.run)
+        found |= store.batch_items(
+            task,
+            ids[start : start + MAX_READ_KEYS],
+            budget.run,
+            functools.partial(budget.backoff, what="BatchGetItem left keys unprocessed"),
+        )
     return found
 
 
@@ -244,15 +263,19 @@ def _send(
                 answer = budget.run(
                     functools.partial(sqs.send_message_batch, QueueUrl=url, Entries=entries)
                 )
-            except OutOfTime as out_of_time:
-                why = "unknown whether sent" if out_of_time.ambiguous else "not sent"
+            except (OutOfTime, ClientError, BotoCoreError) as error:
+                # Reported, never raised: the batches before this one are out, and a caller
+                # told only "it failed" would enqueue them again (a second run of each item
+                # without a key). What persist lets through is final: nothing was sent.
+                ambiguous = isinstance(error, OutOfTime) and error.ambiguous
+                why = "unknown whether sent" if ambiguous else "not sent"
                 for i in pending:
                     index, plan = by_id[i]
                     refused[index] = ItemOutcome(
                         index,
                         plan.envelope.id,
                         ItemStatus.REFUSED,
-                        f"{why} ({out_of_time}): enqueue it again under its key",
+                        f"{why} ({_named(error)}): enqueue it again under its key",
                     )
                 pending = []
                 break
@@ -287,17 +310,19 @@ def _record(
         envelope = plan.envelope
         try:
             written = budget.run(functools.partial(plan.record, store))
-        except OutOfTime as out_of_time:
+            seen = {} if written else store.item(task, envelope.id) or {}
+        except (OutOfTime, ClientError, BotoCoreError) as error:
+            # Its message is out: reported ENQUEUED (the claim writes the record), never
+            # raised, which would lose every other item's outcome.
             return ItemOutcome(
                 index,
                 envelope.id,
                 ItemStatus.ENQUEUED,
                 f"its message is sent and it runs, but its QUEUED record was not written "
-                f"({out_of_time}): enqueue it again only under key {envelope.id!r}",
+                f"({_named(error)}): enqueue it again only under key {envelope.id!r}",
             )
         if written:
             return ItemOutcome(index, envelope.id, ItemStatus.ENQUEUED)
-        seen = store.item(task, envelope.id) or {}
         same = envelope.request is None or seen.get(REQUEST_ATTRIBUTE) in (None, envelope.request)
         return _repeat(index, envelope.id, same, "enqueued meanwhile")
 
@@ -305,6 +330,12 @@ def _record(
         return {}
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(sent)))) as pool:
         return {outcome.index: outcome for outcome in pool.map(put, sent)}
+
+
+def _named(error: BaseException) -> str:
+    """An error for an item's reason: its AWS code first, where it has one."""
+    code = error_code(error)
+    return f"{code}: {error}" if code and code not in str(error) else str(error)
 
 
 __all__ = ["ItemOutcome", "ItemStatus", "enqueue_many"]

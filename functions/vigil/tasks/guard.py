@@ -49,7 +49,7 @@ from vigil.dynamo import truncate
 from vigil.fenced_write import Halt, RunRecordSite, once, refused_write, stopped_on
 from vigil.jobs.finish import OutcomeUnrecorded, Unfinished, record_outcome
 from vigil.leases import next_token
-from vigil.persist import Backoff, OutOfTime, persist
+from vigil.persist import Backoff, OutOfTime, is_transient, persist
 from vigil.tasks.completion import completion_entry, event_id, owes_event, send_completion
 from vigil.tasks.decisions import (
     FinalFailure,
@@ -317,11 +317,18 @@ class TaskGuard:
             return Delivery(Outcome.DEFERRED, envelope.id, reason="too near the deadline")
         if self._rate is not None:
             # Before the claim: a start over the limit spends no attempt, only a receive.
-            pace = self._rate.admit(message.message_id, message.receive_count, self._clock())
+            try:
+                pace = self._rate.admit(message.message_id, message.receive_count, self._clock())
+            except Exception as error:
+                if not is_transient(error):
+                    raise
+                # A hot pace item: back in a second, as a wait (no attempt), not after the
+                # queue's whole visibility timeout, which a raise would cost.
+                pace = Deferred(1, self._clock(), why=f"the limiter was throttled ({error})")
             if isinstance(pace, Deferred):
                 self._come_back(message, pace.seconds)
                 telemetry.metrics().add_metric(name=TaskMetric.RATE_LIMITED, unit="Count", value=1)
-                why = f"rate limit {self._rate.limit}: its slot is at {iso(pace.slot)}"
+                why = pace.why or f"rate limit {self._rate.limit}: its slot is at {iso(pace.slot)}"
                 return Delivery(Outcome.DEFERRED, envelope.id, reason=why)
         claimed = self._claim(message, envelope, remaining_ms, holder)
         if isinstance(claimed, Delivery):

@@ -17,7 +17,8 @@ Starts in any window of ``period`` stay within ``starts + burst + grace/interval
 ``tau / interval + 1``; ``grace``: how late a reserved message may come back and still use its
 slot, a later one gives its slot up and takes a new one, so late messages never add starts),
 sized to be at most 5 % over where the limit allows it (``100/minute``: 105) and otherwise two
-starts over (``10/minute``: 12).
+starts over (``10/minute``: 12), except per-second limits, whose period is shorter than the
+grace: up to three times the limit in a second (``10/second``: 31).
 
 What it is not: a concurrency limit (``concurrency`` is), nor a promise of order; a duplicate
 message takes a slot as any other (the limit errs on the slow side).
@@ -65,6 +66,8 @@ class Deferred:
 
     seconds: int
     slot: datetime
+    why: str = ""
+    """Why, when it is not the limit (the limiter throttled)."""
 
 
 @dataclass(frozen=True)

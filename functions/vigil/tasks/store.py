@@ -19,6 +19,7 @@ import base64
 import binascii
 import functools
 import hashlib
+import itertools
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -395,6 +396,10 @@ class TaskStore:
         ]
         takeable = [update.absent("pk")]
         if claim.redrive:
+            # A cancel asked of an earlier run that ended UNCERTAIN was that run's: the
+            # operator's settlement and redrive run the task again, and this run is not told of
+            # it. (Any other claim keeps it: a cancelled flow is woken to see it and compensate.)
+            update.remove(CANCEL_REQUESTED_ATTRIBUTE, CANCEL_REQUESTED_BY_ATTRIBUTE)
             update.set("redriven", True)
             update.add(REDRIVES_ATTRIBUTE, {claim.redrive})
             unspent = update.lacks(REDRIVES_ATTRIBUTE, claim.redrive)
@@ -402,9 +407,12 @@ class TaskStore:
             takeable.append(all_of(update.eq("status", TaskStatus.FAILED.value), unspent))
         takeable += [
             all_of(update.eq("status", TaskStatus.QUEUED.value), any_of(*waiting_over)),
+            # A run cancelled while it ran is not taken over: it ends CANCELLED (the guard's
+            # END_CANCELLED), never runs again.
             all_of(
                 update.eq("status", TaskStatus.RUNNING.value),
                 update.lt("lease_until", iso(claim.now)),
+                update.absent(CANCEL_REQUESTED_ATTRIBUTE),
             ),
             # A flow whose wake-up is due (its sleep's end, its wait's timeout, a cancel's).
             all_of(
@@ -421,9 +429,6 @@ class TaskStore:
             )
         update.condition(any_of(*takeable))
         update.condition(any_of(update.absent("token"), update.lt("token", claim.token)))
-        # A run cancelled while it ran is not taken over: it ends CANCELLED (the guard's
-        # END_CANCELLED), never runs again.
-        update.condition(update.absent(CANCEL_REQUESTED_ATTRIBUTE))
         if claim.request:
             update.condition(
                 any_of(
@@ -706,14 +711,22 @@ class TaskStore:
         return TaskRecord.from_item(item) if item else None
 
     def batch_items(
-        self, task: str, ids: list[str], run: Callable[[Callable[[], Any]], Any]
+        self,
+        task: str,
+        ids: list[str],
+        run: Callable[[Callable[[], Any]], Any],
+        pause: Callable[[int], None],
     ) -> dict[str, Item]:
         """Up to 100 records by id (BatchGetItem, strongly consistent, the fields a bulk enqueue
         compares), each request through ``run`` (a retrier); what DynamoDB leaves unprocessed
-        is asked again."""
+        (it throttled) is asked again after ``pause(round)``, which raises when time is up."""
         keys = [wire(task_key(task, task_id)) for task_id in ids]
         found: dict[str, Item] = {}
-        while keys:
+        for round_ in itertools.count():
+            if not keys:
+                break
+            if round_:
+                pause(round_)
             request = {
                 self._table: {
                     "Keys": keys,
