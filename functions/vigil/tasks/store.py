@@ -414,7 +414,8 @@ class TaskStore:
                 update.lt("lease_until", iso(claim.now)),
                 update.absent(CANCEL_REQUESTED_ATTRIBUTE),
             ),
-            # A flow whose wake-up is due (its sleep's end, its wait's timeout, a cancel's).
+            # A flow whose wake-up is due (a cancel's too: it stops at the step it slept in and
+            # runs its compensations, so a cancelled flow is taken).
             all_of(
                 update.one_of("status", *(status.value for status in SUSPENDED_STATUSES)),
                 update.le(WAKE_AT_ATTRIBUTE, iso(claim.now)),
