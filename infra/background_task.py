@@ -374,13 +374,20 @@ class BackgroundTask(Construct):
 
     def grant_read(self, grantee: iam.IGrantable) -> None:
         """Let an application's role read this task's records and results (``vigil.tasks.get``,
-        ``wait``, a handle's ``.get()``/``.wait()``): GetItem on its records, GetObject under its
-        results' prefix; nothing else."""
+        ``wait``, a handle's ``.get()``/``.wait()``): GetItem on its records, Query on a flow's
+        journal (its step timeline), GetObject under its results' prefix; nothing else."""
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:GetItem"],
                 resources=[self.table.table_arn],
                 conditions=_leading_keys([self]),
+            )
+        )
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Query"],
+                resources=[self.table.table_arn],
+                conditions=_journal_keys([self]),
             )
         )
         self.results.grant_read(grantee, self.task_name)

@@ -39,6 +39,7 @@ def test_the_web_app_example_synthesizes_with_its_grants(
         "dynamodb:GetItem",
         "dynamodb:GetItem",
         "dynamodb:PutItem",
+        "dynamodb:Query",
         "iam:PassRole",
         "s3:GetObject",
         "scheduler:CreateSchedule",
@@ -52,6 +53,10 @@ def test_the_web_app_example_synthesizes_with_its_grants(
         s["Condition"]["ForAllValues:StringEquals"]["dynamodb:LeadingKeys"] == ["TASK#send-receipt"]
         for s in records
     )
+    (journal,) = [s for s in statements if "dynamodb:Query" in actions(s)]
+    assert journal["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] == [
+        "TASK#send-receipt/*"
+    ]  # get reads a flow's step timeline from its journal
     assert "/vigil/Vigil/tasks" in json.dumps(statements)
 
 

@@ -75,6 +75,8 @@ def test_wait_returns_the_result_once_the_task_succeeds(
     # polls at 0, 0.25, 0.75, 1.75, 3.75 s: done by then, the fifth answers
     assert waiter.slept == [0.25, 0.5, 1.0, 2.0]
     assert waiter.polls == 5 == PollBackoff().polls(done_after_s=3, timeout_s=30)
+    # a poll is one GetItem, nothing else (a flow's step timeline is read by get, not by wait)
+    assert waiter.dynamodb.counts == {"get_item": 5}
 
 
 def test_the_handle_is_the_id_and_reads_the_record(stack: Stack) -> None:

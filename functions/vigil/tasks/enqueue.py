@@ -413,14 +413,16 @@ class TaskClient:
                 if error_code(error) != "ResourceNotFoundException":
                     raise
 
-    def get(self, task: str, task_id: str) -> TaskRecord:
+    def get(self, task: str, task_id: str, *, steps: bool = True) -> TaskRecord:
         """The task's record; a result stored out of it (``result_ref``) is read back into
-        ``result``, or ``result_unavailable`` says why it cannot be (the record still answers)."""
+        ``result``, or ``result_unavailable`` says why it cannot be (the record still answers).
+        ``steps``: a flow's step timeline too (one Query of its journal more)."""
         spec = self.catalog.spec(task)
         record = self.store(spec).get(task, task_id) if TASK_ID.match(task_id) else None
         if record is None:
             raise TaskNotFound(f"no task {task} {task_id} (never enqueued, or expired)")
-        record = self._with_steps(spec, record)
+        if steps:
+            record = self._with_steps(spec, record)
         if record.result_ref and record.result is None:
             try:
                 result = ResultStore(self._client("s3")).read(task, task_id, record.result_ref)
@@ -439,7 +441,9 @@ class TaskClient:
         """The task's result once its record is final, polling on a backoff
         (:mod:`vigil.tasks.waiting`): :class:`TaskFailed`, ``TimeoutError``."""
         seconds_of("timeout", timeout)  # refused before any request
-        return wait_for(lambda: self.get(task, task_id), self._clock, self._sleep, timeout, poll)
+        return wait_for(
+            lambda: self.get(task, task_id, steps=False), self._clock, self._sleep, timeout, poll
+        )
 
     def _with_steps(self, spec: TaskSpec, record: TaskRecord) -> TaskRecord:
         """A flow's step timeline from its journal (one Query a page; none for a plain task's
