@@ -159,7 +159,7 @@ class Console(Construct):
         and a redrive invoke the jobs' functions (by the stack's prefix of their names)."""
         actions = ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"]
         if writes:
-            actions += ["dynamodb:UpdateItem", "dynamodb:PutItem"]
+            actions += ["dynamodb:UpdateItem"]  # pause, resume, settle: conditional updates
         function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=actions,
@@ -234,7 +234,7 @@ class Console(Construct):
         the API's conditional writes. The hosts: one Scan."""
         actions = ["dynamodb:GetItem", "dynamodb:BatchGetItem"]
         if writes:
-            actions += ["dynamodb:PutItem", "dynamodb:UpdateItem"]
+            actions += ["dynamodb:UpdateItem"]  # a transaction of updates (and the counter's)
         function.add_to_role_policy(
             iam.PolicyStatement(actions=actions, resources=[fleet.table.table_arn])
         )

@@ -124,3 +124,25 @@ def test_a_confirmation_and_a_field_carry_hostile_text_as_attribute_values() -> 
     parsed = assert_inert(html)
     assert "input" in parsed.tags and "cwdb-action" in parsed.tags
     assert EVIL not in html  # only ever escaped
+
+
+def test_a_buttons_json_reads_the_same_whether_the_console_takes_its_text_or_its_markup() -> None:
+    """How the console reads a ``<cwdb-action>``'s content is not documented: as text (entities
+    decoded) or as markup (``innerHTML``, which gives ``<``, ``>`` and ``&`` back as entities).
+    With no ``<``, ``>`` or ``&`` in the JSON both readings are the same arguments."""
+    import json
+    import re
+
+    html = pages(CONTROLS[0])["jobs"]
+
+    contents = re.findall(r"<cwdb-action[^>]*>(.*?)</cwdb-action>", html)
+    assert contents
+    for content in contents:
+        as_markup = content.replace("&quot;", '"').replace("&#x27;", "'")  # innerHTML's view
+        assert json.loads(as_markup) == json.loads(html_unescape(content))
+
+
+def html_unescape(value: str) -> str:
+    import html
+
+    return html.unescape(value)

@@ -76,3 +76,31 @@ def test_a_malformed_invocation_is_answered_on_the_page(event: dict[str, Any], s
 
 def test_an_unknown_page_draws_what_is_wrong_now() -> None:
     assert "What is wrong now" in answer({"page": "<script>"})
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"page": "jobs", "status": 5},
+        {"page": "jobs", "next": 7},
+        {"page": "jobs", "job": ["job-001"]},
+        {"page": "jobs", "status": {"FAILED": 1}},
+        {"page": "jobs", "job": "j" * 5_000},
+        {"page": "observers", "next": ["0"]},
+        {"action": "jobs.pause", "job": ["job-001"], "page": "jobs"},
+    ],
+    ids=[
+        "status-number",
+        "next-number",
+        "job-list",
+        "status-object",
+        "job-huge",
+        "cursor-list",
+        "action-list",
+    ],
+)
+def test_a_page_parameter_no_page_sends_is_refused_on_the_page(event: dict[str, Any]) -> None:
+    html = answer(event)
+
+    assert_inert(html)
+    assert "Refused: " in html

@@ -23,6 +23,8 @@ from vigil.console.markup import Safe, tag
 PATH = LOCAL_PATH
 CONFIRMED_FIELD = "confirmed"
 FORMS_PARAM = "vigil_forms"  # handlers.console_widget.FORMS_PARAM (functions/ is not imported here)
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost"})
+"""The host names the console answers to (it listens on 127.0.0.1 only)."""
 Invoke = Callable[[str, dict[str, Any]], Any]
 """Invoke a deployed function in-process (the local runtime's ``invoke``): its Invocation."""
 
@@ -47,6 +49,9 @@ class LocalConsole:
         return cls(invoke, roles["view"], roles["operate"])
 
     def answer(self, request: Request) -> Response:
+        refusal = foreign(request)
+        if refusal:
+            return _document(tag("p", f"refused: {refusal}"), status=403)
         try:
             if request.method == "POST":
                 return self._post(request.form)
@@ -84,6 +89,27 @@ class LocalConsole:
                 status=502,
             )
         return _document(Safe(str(done.payload)))
+
+
+def foreign(request: Request) -> str | None:
+    """Why a request did not come from the console's own pages (None: it did, or from no
+    browser at all). Any web page the operator opens can post a form to the loopback, and a
+    host name rebound to 127.0.0.1 makes the browser call its pages same-origin; so the Host
+    must name the loopback, and a POST must come from this origin: browsers send ``Origin``
+    with every cross-origin POST and ``Sec-Fetch-Site`` with every request (curl and the tests'
+    clients send neither)."""
+    host = request.host.rsplit(":", 1)[0]
+    if host not in LOOPBACK_NAMES:
+        return f"host {request.host!r} is not the loopback (the console answers 127.0.0.1 only)"
+    if request.method in ("GET", "HEAD"):
+        return None
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None and site not in ("same-origin", "none"):
+        return f"a form from another site ({site}): press the console's own buttons"
+    origin = request.headers.get("Origin")
+    if origin is not None and origin != f"{request.scheme}://{request.host}":
+        return f"a form from another origin ({origin}): press the console's own buttons"
+    return None
 
 
 def _args(raw: str) -> dict[str, Any]:

@@ -70,11 +70,24 @@ REFUSED_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
+MAX_ARG_BYTES = 256
+"""Longer than any name, id, tick or effect Vigil accepts (task ids: 128 characters), and within
+DynamoDB's key limits (a longer key is a ValidationException, not an answer)."""
+
+
 def _text(args: Args, key: str) -> str:
+    """A button's argument as text: refused when missing or longer than anything the pages offer
+    (a forged one), before any read, and without echoing it."""
     value = args.get(key)
-    if not isinstance(value, str | int) or str(value) == "":
+    if isinstance(value, bool) or not isinstance(value, str | int) or str(value) == "":
         raise Refused(f"the button sent no {key}")
-    return str(value)
+    text = str(value)
+    if len(text.encode()) > MAX_ARG_BYTES:
+        raise Refused(
+            f"the button sent a {key} of {len(text)} characters (at most {MAX_ARG_BYTES} bytes): "
+            "no page offers that"
+        )
+    return text
 
 
 def _verdict(args: Args) -> Verdict:
@@ -236,6 +249,13 @@ def observers_restart(
         raise Stale(
             f"{name} is at generation {current.generation} now (the page showed "
             f"{args['seen']}): restarted already? nothing changed"
+        )
+    if "desired" in args and current.desired.value != args["desired"]:
+        # A stop keeps the generation: without this a restart pressed on a view from before
+        # the stop would re-arm the observer someone has just stopped.
+        raise Stale(
+            f"{name} is desired {current.desired.value.lower()} now (the page showed "
+            f"{str(args['desired']).lower()}: stopped since?): nothing changed"
         )
     done = registry.request_restart(name)
     return f"{name}: restart requested (status {done.status.value})"

@@ -52,6 +52,16 @@ def args_json(args: dict[str, Any]) -> str:
     return json.dumps(args, separators=(",", ":"), sort_keys=True)
 
 
+MARKUP_IN_JSON = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
+def markup_safe_json(args: dict[str, Any]) -> str:
+    """:func:`args_json` with ``<``, ``>`` and ``&`` written as JSON escapes: the console may read
+    a ``<cwdb-action>``'s content as text or as markup (``innerHTML`` keeps those three as
+    entities), and either way it is then the same JSON, the same arguments."""
+    return args_json(args).translate(MARKUP_IN_JSON)
+
+
 class Controls(Protocol):
     def render(self, control: Control) -> Safe: ...
 
@@ -71,7 +81,7 @@ class CwdbControls:
         button = tag("a", control.label, class_="btn btn-primary" if control.primary else "btn")
         action = tag(
             "cwdb-action",
-            args_json(control.args),  # text content: escaped, read back as the same JSON
+            markup_safe_json(control.args),  # text content, read back as the same JSON
             action="call",
             endpoint=self.view_arn if control.view else self.operate_arn,
             display="widget",

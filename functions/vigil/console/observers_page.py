@@ -168,6 +168,7 @@ def buttons(line: ObserverLine, controls: Controls, page: str) -> list[Safe]:
                     "action": "observers.restart",
                     "name": line.name,
                     "seen": line.generation,
+                    "desired": line.desired,
                     "page": page,
                 },
                 confirm=f"Restart {line.name}? Its task is replaced by a new generation.",

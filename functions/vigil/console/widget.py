@@ -24,7 +24,8 @@ from vigil.console.markup import Safe
 from vigil.console.services import ConsoleServices
 from vigil.contract.console import Role
 from vigil.listing import InvalidListing
-from vigil.tasks.errors import InvalidTask
+from vigil.observers.registry.errors import InvalidCursor
+from vigil.tasks.errors import InvalidTask, TaskNotFound
 
 DESCRIPTION = (
     "## Vigil console\n"
@@ -76,6 +77,19 @@ def answer(
     return draw(params, services, controls, outcome)
 
 
+PAGE_PARAMS = ("status", "next", "job", "task", "id", "records_next")
+"""What the pages read of an invocation besides ``page``: text (a page offset is a number)."""
+TOKEN_BYTES = 4096
+"""The longest page token (``next``, ``records_next``) read; a name or id: a button's limit."""
+DRAW_REFUSALS: tuple[type[Exception], ...] = (
+    InvalidListing,
+    InvalidTask,
+    TaskNotFound,
+    InvalidCursor,
+)
+"""A page token no page printed, a bad filter, a record gone since its link was drawn."""
+
+
 def draw(
     params: Mapping[str, Any],
     services: ConsoleServices,
@@ -86,8 +100,27 @@ def draw(
     name = PageName(raw) if raw in {p.value for p in PageName} else PageName.NOW
     read, render = READERS[name]
     try:
-        body = render(read(services, params), controls)  # type: ignore[operator]
-    except (InvalidListing, InvalidTask) as bad:  # a stale page token, a bad filter
-        outcome = Outcome(Tone.REFUSED, f"Refused: {bad}")
+        body = render(read(services, _page_params(params)), controls)  # type: ignore[operator]
+    except DRAW_REFUSALS as bad:
+        # The page as first drawn; an action's own outcome, when there is one, is what it says.
+        outcome = outcome or Outcome(Tone.REFUSED, f"Refused: {bad}")
         body = render(read(services, {"page": name.value}), controls)  # type: ignore[operator]
     return page(name, body, controls, outcome)
+
+
+def _page_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The page's parameters as text: a forged number becomes text the page refuses plainly,
+    anything else (a list, an object) is refused here."""
+    shown: dict[str, Any] = {"page": params.get("page")}
+    for key in PAGE_PARAMS:
+        value = params.get(key)
+        if value is None or value == "":
+            continue
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise InvalidListing(key, f"must be text, got {type(value).__name__}")
+        text = str(value)
+        limit = TOKEN_BYTES if key.endswith("next") else actions.MAX_ARG_BYTES
+        if len(text.encode()) > limit:
+            raise InvalidListing(key, f"{len(text)} characters, longer than any page offers")
+        shown[key] = text
+    return shown
