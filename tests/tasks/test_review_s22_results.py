@@ -95,3 +95,15 @@ def test_the_handle_pickles_and_copies_as_the_id_it_is(stack: Stack) -> None:
     handle = enqueue(PLAIN, {}, key="o-9", client=stack.client())
     assert pickle.loads(pickle.dumps(handle)) == "o-9"
     assert copy.deepcopy(handle) == "o-9" == copy.copy(handle)
+
+
+def test_a_wait_of_zero_polls_once_and_never_sleeps(stack: Stack) -> None:
+    """Held: ``timeout=0`` is one read, an answer or TimeoutError at once."""
+    dynamodb, slept = Counting(stack.dynamodb), list[float]()
+    client = stack.client(dynamodb=dynamodb)
+    client._sleep = slept.append
+    enqueue(PLAIN, {}, key="o-0", client=client)
+    dynamodb.reset()
+    with pytest.raises(TimeoutError, match="1 poll"):
+        wait(PLAIN, "o-0", timeout=0, client=client)
+    assert (dynamodb.counts["get_item"], slept) == (1, [])
