@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.tasks import PLAIN, Counting, Stack, invoke, records
+from tests.helpers.tasks import ORDERED, PLAIN, Counting, Stack, invoke, records
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_runs import Body, url
 from vigil.contract.tasks import TaskStatus
@@ -107,3 +107,26 @@ def test_a_wait_of_zero_polls_once_and_never_sleeps(stack: Stack) -> None:
     with pytest.raises(TimeoutError, match="1 poll"):
         wait(PLAIN, "o-0", timeout=0, client=client)
     assert (dynamodb.counts["get_item"], slept) == (1, [])
+
+
+def test_a_rejected_ordered_task_lets_its_group_go_on(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """Held: a Reject in an ordered group is FAILED at once and dead-lettered, and the group's
+    next task runs in the same batch (the guide: a failure does not stop the group for good)."""
+    client = stack.client()
+    for action in ("create", "resize"):
+        client.enqueue(ORDERED, {}, key=f"a-{action}", group="a")
+    ran: list[str] = []
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> None:
+        ran.append(run.id)
+        if run.id == "a-create":
+            raise Reject("no such plan")
+
+    handler = make_handler(body, ORDERED, retries=3)
+    assert invoke(handler, records(stack.messages(url(stack, ORDERED)))) == []
+    assert ran == ["a-create", "a-resize"]
+    assert client.get(ORDERED, "a-create").status is TaskStatus.FAILED
+    assert client.get(ORDERED, "a-resize").status is TaskStatus.SUCCEEDED
+    assert len(stack.dead_letters(ORDERED)) == 1
