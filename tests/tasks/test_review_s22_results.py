@@ -130,3 +130,52 @@ def test_a_rejected_ordered_task_lets_its_group_go_on(
     assert client.get(ORDERED, "a-create").status is TaskStatus.FAILED
     assert client.get(ORDERED, "a-resize").status is TaskStatus.SUCCEEDED
     assert len(stack.dead_letters(ORDERED)) == 1
+
+
+def _no_retry_on_everything(stack: Stack, body: Any) -> Any:
+    from vigil.tasks import task
+
+    def sleep(seconds: float) -> None:
+        stack.clock.advance(seconds)
+
+    return task(
+        body,
+        settings=stack.settings(PLAIN, retries=3),
+        dynamodb=stack.dynamodb,
+        sqs=stack.sqs,
+        events=stack.events,
+        clock=stack.clock,
+        sleep=sleep,
+        no_retry_on=(Exception,),  # a base class of TaskCancelled and TaskFenced
+    )
+
+
+def test_no_retry_on_a_base_of_the_cancel_leaves_a_cancelled_run_cancelled(stack: Stack) -> None:
+    """Held: a run told it is cancelled ends CANCELLED, not dead-lettered 'not retried'."""
+    stack.client().enqueue(PLAIN, {}, key="o-c")
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> None:
+        stack.client().cancel(PLAIN, "o-c", by="ops")
+        run.progress(10)  # TaskCancelled, let go
+
+    invoke(_no_retry_on_everything(stack, body), records(stack.messages(url(stack))))
+    assert stack.client().get(PLAIN, "o-c").status is TaskStatus.CANCELLED
+    assert stack.dead_letters() == []
+
+
+def test_no_retry_on_a_base_of_the_fence_leaves_a_superseded_run_fenced(
+    stack: Stack, make_handler: HandlerFactory
+) -> None:
+    """Held: a run that lets its TaskFenced go is FENCED, whatever no_retry_on names."""
+    stack.client().enqueue(PLAIN, {}, key="o-f")
+    (record,) = records(stack.messages(url(stack)))
+    newer = make_handler(Body())
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> None:
+        stack.clock.advance(timedelta(minutes=10))
+        invoke(newer, [record])
+        run.progress(50)
+
+    assert invoke(_no_retry_on_everything(stack, body), [record]) == [record["messageId"]]
+    assert stack.client().get(PLAIN, "o-f").status is TaskStatus.SUCCEEDED
+    assert stack.dead_letters() == []
