@@ -369,7 +369,8 @@ class BackgroundTask(Construct):
         )
 
     def grant_enqueue(self, grantee: iam.IGrantable) -> None:
-        """Let an application's role enqueue this task (``vigil.tasks.enqueue``) and nothing else."""
+        """Let an application's role enqueue this task (``vigil.tasks.enqueue``,
+        ``enqueue_many``) and nothing else."""
         grant_tasks(grantee, [self])
 
     def grant_read(self, grantee: iam.IGrantable) -> None:
@@ -456,7 +457,7 @@ def catalog(tasks: Iterable[BackgroundTask]) -> dict[str, dict[str, Any]]:
 def grant_tasks(
     grantee: iam.IGrantable, tasks: Sequence[BackgroundTask], *, manage: bool = False
 ) -> None:
-    """What ``vigil.tasks.enqueue`` needs for ``tasks``: read and put their records, send to their queues,
+    """What ``vigil.tasks.enqueue`` and ``enqueue_many`` need for ``tasks``: read and put their records, send to their queues,
     create one-time schedules in their group with their scheduler roles. ``manage`` adds reading
     and cancelling (get, list, cancel: a conditional update, deleting a pending schedule).
 
@@ -464,8 +465,9 @@ def grant_tasks(
     """
     if not tasks:
         return
-    # GetItem: a keyed enqueue reads its key's record before sending (one key, one request).
-    records = ["dynamodb:PutItem", "dynamodb:GetItem"]
+    # GetItem: a keyed enqueue reads its key's record before sending (one key, one request);
+    # BatchGetItem: ``enqueue_many`` reads its keys' records so, 100 a request.
+    records = ["dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:BatchGetItem"]
     if manage:
         records += ["dynamodb:Query", "dynamodb:UpdateItem"]
     for table, owners in _by_table(tasks).items():

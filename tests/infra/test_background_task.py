@@ -283,6 +283,7 @@ def test_an_application_role_can_be_granted_enqueue_only_and_tasks_share_one_tab
     assert isinstance(policy, iam.Policy)
     granted = stack.resolve(policy.document.to_json())["Statement"]
     assert sorted(a for s in granted for a in actions(s)) == [
+        "dynamodb:BatchGetItem",  # enqueue_many reads its keys' records, 100 a request
         "dynamodb:GetItem",  # a keyed enqueue reads its key's record first (one key, one request)
         "dynamodb:PutItem",
         "iam:PassRole",

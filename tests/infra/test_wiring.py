@@ -36,6 +36,7 @@ def test_the_web_app_example_synthesizes_with_its_grants(
     (policy,) = [r for r in web["Resources"].values() if r["Type"] == "AWS::IAM::Policy"]
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     assert sorted(a for s in statements for a in actions(s)) == [
+        "dynamodb:BatchGetItem",  # enqueue_many's keys
         "dynamodb:GetItem",
         "dynamodb:GetItem",
         "dynamodb:PutItem",

@@ -35,7 +35,7 @@ from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from vigil.clock import iso_seconds
+from vigil.clock import iso, iso_seconds
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, Verdict
 from vigil.contract.schedule import Schedule as Evaluator
 from vigil.contract.tasks import ENVELOPE_KEY, MAX_QUEUE_DELAY_S, REASON_ATTRIBUTE, CatalogField
@@ -170,6 +170,10 @@ class ObserverState:
     uncertain_reason: str | None = None
     effects: dict[str, Any] = field(default_factory=dict)
     """``ctx.once``'s journal on its record: effect -> ``{state, fence, at}``."""
+    next_start_at: str | None = None
+    """PENDING waiting out a restart backoff (a quick crash after another): when it may start
+    (ISO 8601); the reconciler starts it at its first pass after (the minute's resync), so
+    advance a minute past it."""
 
 
 class VigilStack:
@@ -807,24 +811,35 @@ class VigilStack:
         """The observer's process dies (exit 1) and is replaced: its own container, which ECS
         reports to the reconciler; or for a pooled kind its child process on the host, which the
         host reports at its next heartbeats (the host and its other observers run on; the clock
-        moves on to those reports, a few seconds): RUNNING again either way (FAILED once its
-        restarts are spent)."""
+        moves on to those reports, a few seconds). RUNNING again either way after a crash the
+        reconciler restarts at once (the first); a quick crash after another waits out its
+        restart backoff (30 s, doubling): PENDING then, ``next_start_at`` saying when, and
+        RUNNING after the reconciler's first pass past it (advance a minute past it); FAILED
+        once its restarts are spent."""
         arn = self._known_observer(name).task_arn
         if arn is None:
             raise RuntimeError(f"observer {name!r} has no task to crash")
         self.fleet.crash(arn, observer=name)
         self.fleet.settle()
-        self._until_reported(name, "RUNNING", "FAILED")
+        self._until_reported(name, "RUNNING", "FAILED", backoff=True)
         return self.observer(name)
 
-    def _until_reported(self, name: str, *statuses: str) -> None:
+    def _until_reported(self, name: str, *statuses: str, backoff: bool = False) -> None:
         """A pooled observer's host reports what happened to its child (and starts the next)
         at its heartbeats, not at once as ECS does for a task: the clock moves on, a second at a
-        time and at most a minute, until the registry says one of ``statuses``."""
+        time and at most a minute, until the registry says one of ``statuses`` (or, with
+        ``backoff``, PENDING until a restart backoff ends: the report is in, and the restart is
+        the test's to advance to)."""
         if self._known_observer(name).host is None:
             return
         end = self.now() + timedelta(minutes=1)
-        while self._known_observer(name).status.value not in statuses and self.now() < end:
+        while self.now() < end:
+            observer = self._known_observer(name)
+            if observer.status.value in statuses:
+                return
+            waiting = observer.next_start_at is not None and observer.next_start_at > self.now()
+            if backoff and observer.status.value == "PENDING" and waiting:
+                return
             self.advance(seconds=1)
 
     def observer(self, name: str) -> ObserverState:
@@ -841,6 +856,7 @@ class VigilStack:
             config=observer.config,
             last_exit=observer.last_exit.to_json() if observer.last_exit else None,
             failure_reason=observer.failure_reason,
+            next_start_at=iso(observer.next_start_at) if observer.next_start_at else None,
             uncertain_effect=observer.uncertain_effect,
             uncertain_reason=observer.uncertain_reason,
             effects=self._journal(name),

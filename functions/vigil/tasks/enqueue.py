@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -418,6 +418,8 @@ class TaskClient:
         ``result``, or ``result_unavailable`` says why it cannot be (the record still answers).
         ``steps``: a flow's step timeline too (one Query of its journal more)."""
         spec = self.catalog.spec(task)
+        if not isinstance(task_id, str):
+            raise InvalidTask("id", f"a task id is text, got {type(task_id).__name__}")
         record = self.store(spec).get(task, task_id) if TASK_ID.match(task_id) else None
         if record is None:
             raise TaskNotFound(f"no task {task} {task_id} (never enqueued, or expired)")
@@ -552,13 +554,15 @@ def enqueue_digest(
     """The digest every keyed enqueue keeps on its record and compares (the library, the CLI
     and ``POST /tasks/{task}`` alike, so one key is one request wherever it came from): the
     request as the API's body names it, values as given (``delay_seconds`` in seconds, ``at``
-    in ISO 8601), since two requests with the same fields are the same request."""
+    in ISO 8601, in UTC: the same instant is the same start), since two requests with the same
+    fields are the same request."""
     seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
     return request_digest(
         {
             "payload": dict(payload),
             "delay_seconds": None if seconds is None else float(seconds),
-            "at": None if at is None else at.isoformat(),
+            # An instant, whatever the zone it was written in (15:30Z is 16:30+01:00).
+            "at": None if at is None else at.astimezone(UTC).isoformat(),
             "group": group,
         }
     )

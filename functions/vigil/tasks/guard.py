@@ -560,11 +560,17 @@ class TaskGuard:
             if run.halt.cancelled is not None:
                 outcome = _as_cancelled(outcome, run.halt.cancelled)
             elif not retry:
-                # About to be dead-lettered: a cancel asked for meanwhile ends it CANCELLED
-                # instead (one read, on a final failure only; a retry's finish checks itself).
-                asked = self._store.cancel_asked(envelope.task, envelope.id, token)
-                if asked is not None:
-                    outcome = _as_cancelled(outcome, asked)
+                # About to be dead-lettered (one read, on a final failure only; a retry's finish
+                # checks itself). A run a newer delivery took over is superseded: its outcome
+                # would be refused, so it leaves no dead letter either (a Reject met after the
+                # lease ran out, a TaskFenced the body turned into another error). A cancel
+                # asked for meanwhile ends it CANCELLED instead.
+                state = self._store.still_held(envelope.task, envelope.id, token)
+                if not state.held:
+                    why = "a newer delivery took the task over; this failure is not recorded"
+                    return Delivery(Outcome.FENCED, envelope.id, attempt, why)
+                if state.cancel is not None:
+                    outcome = _as_cancelled(outcome, state.cancel)
         outcome = self._announced(outcome)
         wait_ms = max(0, int((started - waited_from).total_seconds() * 1000))
         delivery = self._conclude(message, envelope, outcome, remaining_ms, how="ran")

@@ -304,6 +304,15 @@ class TaskFinish:
         )
 
 
+@dataclass(frozen=True)
+class HeldRun:
+    """What :meth:`TaskStore.still_held` read: the run still holds its record, and the cancel
+    asked for it (None: none)."""
+
+    held: bool
+    cancel: TaskCancelled | None = None
+
+
 class TaskStore:
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
@@ -560,11 +569,18 @@ class TaskStore:
             return False
         return True
 
-    def cancel_asked(self, task: str, task_id: str, token: int) -> TaskCancelled | None:
-        """One strongly consistent read: the cancellation asked for this run (under ``token``,
-        still RUNNING), if any. The guard reads it before dead-lettering a run out of retries."""
+    def still_held(self, task: str, task_id: str, token: int) -> HeldRun:
+        """One strongly consistent read, made before a run's final failure is dead-lettered:
+        whether the run still holds the record (its token, RUNNING; else a newer delivery took
+        the task over and this outcome would be refused), and the cancellation asked for it."""
         seen = self.item(task, task_id)
-        return cancelled(task, task_id, seen or {}) if _cancel_asked(seen, token) else None
+        held = (
+            seen is not None
+            and seen.get("token") == token
+            and seen.get("status") == TaskStatus.RUNNING.value
+        )
+        asked = held and seen is not None and _cancel_asked(seen, token)
+        return HeldRun(held, cancelled(task, task_id, seen or {}) if asked else None)
 
     def mark_malformed(
         self, task: str, task_id: str, reason: str, now: datetime, expires_at: datetime

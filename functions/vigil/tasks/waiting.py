@@ -120,7 +120,12 @@ def wait_for(
     caller's clock and sleeper (a test's steps them)."""
     seconds = seconds_of("timeout", timeout)
     backoff = poll or PollBackoff()
-    deadline = clock() + timedelta(seconds=seconds)
+    try:
+        deadline = clock() + timedelta(seconds=seconds)
+    except OverflowError:
+        raise InvalidTask(
+            "timeout", f"timeout {seconds:g} s ends after the year 9999: give a shorter one"
+        ) from None
     polls = 0
     while True:
         record = read()
@@ -147,6 +152,11 @@ class TaskHandle(str):
         handle = super().__new__(cls, task_id)
         handle.task, handle.client = task, client
         return handle
+
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        """Pickled or copied, a handle is the id it is (a ``str``): its client (boto3's) is
+        neither, and code that kept the id in a cache, a session or another process goes on."""
+        return (str, (str(self),))
 
     @property
     def id(self) -> str:
