@@ -305,11 +305,19 @@ def test_grant_read_gives_get_and_wait_their_records_and_results_and_nothing_els
     policy = web.node.find_child("DefaultPolicy")
     assert isinstance(policy, iam.Policy)
     granted = stack.resolve(policy.document.to_json())["Statement"]
-    assert sorted(a for s in granted for a in actions(s)) == ["dynamodb:GetItem", "s3:GetObject"]
+    assert sorted(a for s in granted for a in actions(s)) == [
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "s3:GetObject",
+    ]
     (records,) = [s for s in granted if actions(s) == ["dynamodb:GetItem"]]
     assert records["Condition"] == {
         "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["TASK#send-receipt"]}
     }
+    (journal,) = [s for s in granted if actions(s) == ["dynamodb:Query"]]
+    assert journal["Condition"] == {
+        "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TASK#send-receipt/*"]}
+    }  # get's step timeline of a flow: its own journal only
     (results,) = [s for s in granted if actions(s) == ["s3:GetObject"]]
     assert json.dumps(results["Resource"]).endswith('"/send-receipt/*"]]}')
 
