@@ -183,7 +183,10 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
         return 0
     sqs = session.client("sqs")
     done = redrive(
-        sqs, TaskQueue(sqs, spec.queue_url, spec.dead_letter_url), task=spec.name, limit=args.limit
+        sqs,
+        TaskQueue(sqs, spec.queue_url, spec.dead_letter_url, spec.priority_queues),
+        task=spec.name,
+        limit=args.limit,
     )
     out.write(f"redrove {len(done.moved)} task(s) of {spec.name} to its queue\n")
     for message_id, why in done.kept:

@@ -363,6 +363,11 @@ VALID: dict[str, Any] = {"handler": "tasks.send_receipt.handler"}
         ({"rate_limit": "100/fortnight"}, "rate_limit", "N/second, N/minute or N/hour"),
         ({"rate_limit": "0/minute"}, "rate_limit", "N at least 1"),
         ({"rate_limit": "5000/second"}, "rate_limit", "over 1,000 starts a second"),
+        ({"priorities": ("high",), "ordered": True}, "priorities", "an ordered task cannot"),
+        ({"priorities": ("High",)}, "priorities", "must match"),
+        ({"priorities": ("normal",)}, "priorities", "the task's own queue"),
+        ({"priorities": ("high", "high")}, "priorities", "names a level twice"),
+        ({"priorities": "high"}, "priorities", "a sequence of level names"),
     ],
 )
 def test_invalid_parameters_fail_the_synth_naming_the_task_and_the_parameter(
@@ -437,3 +442,43 @@ def test_a_rate_limit_reaches_the_function_and_grants_its_limiters_partition_onl
     assert variables[TaskEnv.RATE_LIMIT] == "100/minute"
     text = json.dumps(template)
     assert '"RATE#send-receipt"' in text and '"RATE#*"' not in text
+
+
+def test_each_priority_level_is_its_own_queue_and_event_source_sharing_the_dead_letters() -> None:
+    """About 1 s: one construct's shard. 2 resources a level (queue, mapping); the catalog, the
+    function's environment, the enqueue grant and the scheduler role carry each level's queue."""
+    plain = BackgroundTask(Stack(App(), "Plain"), "SendReceipt", **VALID)
+    stack = Stack(App(), "Test")
+    task = BackgroundTask(stack, "SendReceipt", **VALID, priorities=("high", "urgent-ops"))
+    count = len(Template.from_stack(plain.shard).to_json()["Resources"])
+    resources = Template.from_stack(task.shard).to_json()["Resources"]
+    assert len(resources) == count + 2 * 2  # 2 levels x (queue, event source mapping)
+    queues = {k: r for k, r in resources.items() if r["Type"] == "AWS::SQS::Queue"}
+    high = [k for k in queues if "SendReceiptQueueHigh" in k]
+    assert len(high) == 1 and any("SendReceiptQueueUrgentOps" in k for k in queues)
+    dead = [k for k in queues if "SendReceiptDeadLetters" in k]
+    redrive = queues[high[0]]["Properties"]["RedrivePolicy"]
+    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": [dead[0], "Arn"]}
+    mappings = [r for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
+    sources = [json.dumps(m["Properties"]["EventSourceArn"]) for m in mappings]
+    assert sum("SendReceipt" in s for s in sources) == 3
+    assert all(m["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 10} for m in mappings)
+    (variables,) = [
+        r["Properties"]["Environment"]["Variables"]
+        for k, r in resources.items()
+        if r["Type"] == "AWS::Lambda::Function" and "SendReceipt" in k
+    ]
+    assert "high" in json.dumps(variables[TaskEnv.PRIORITY_QUEUE_URLS])
+    entry = stack.resolve(task.catalog_entry())
+    assert set(entry[CatalogField.PRIORITY_QUEUE_URLS]) == {"high", "urgent-ops"}
+    assert CatalogField.PRIORITY_QUEUE_URLS not in Stack.of(plain).resolve(plain.catalog_entry())
+    application = iam.Role(stack, "Application", assumed_by=iam.AccountRootPrincipal())
+    task.grant_enqueue(application)
+    policy = application.node.find_child("DefaultPolicy")
+    assert isinstance(policy, iam.Policy)
+    granted = stack.resolve(policy.document.to_json())["Statement"]
+    (send,) = [s for s in granted if actions(s) == ["sqs:SendMessage"]]
+    assert len(send["Resource"]) == 3
+    scheduler = stack.resolve(task.scheduler_role.document.to_json())["Statement"]
+    (sends,) = [s for s in scheduler if actions(s) == ["sqs:SendMessage"]]
+    assert len(sends["Resource"]) == 4  # three work queues and the dead letters

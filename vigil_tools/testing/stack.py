@@ -729,7 +729,12 @@ class VigilStack:
 
         spec = self.tasks_catalog[task]
         sqs = self.account.session.client("sqs")
-        queue = TaskQueue(sqs, spec[CatalogField.QUEUE_URL], spec[CatalogField.DEAD_LETTER_URL])
+        queue = TaskQueue(
+            sqs,
+            spec[CatalogField.QUEUE_URL],
+            spec[CatalogField.DEAD_LETTER_URL],
+            spec.get(CatalogField.PRIORITY_QUEUE_URLS),
+        )
         done = redrive_task(sqs, queue, task=task)
         self._advance_to(self.now())
         return done

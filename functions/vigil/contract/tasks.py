@@ -52,6 +52,9 @@ class EnvelopeField(StrEnum):
     """The redrive operation that moved it back (one id per ``vigil tasks redrive``): a
     redrive takes a FAILED record once; a copy of its message meeting FAILED again (its run
     failed, and the message came back) is a DUPLICATE, not a second budget."""
+    PRIORITY = "priority"
+    """The declared priority level it was enqueued at (absent: normal): a redrive sends it back
+    to that level's queue."""
     REQUEST = "request"
     """The digest of the request enqueued under a caller's key (the API's ``Idempotency-Key``),
     also kept on the record: a message of another request under the same key (two requests
@@ -134,6 +137,9 @@ class TaskEnv(StrEnum):
     record keeps its location (unset: every result stays on the record)."""
     RATE_LIMIT = "VIGIL_TASK_RATE_LIMIT"
     """``BackgroundTask(rate_limit=)`` as written (``100/minute``): unset, no limit."""
+    PRIORITY_QUEUE_URLS = "VIGIL_TASK_PRIORITY_QUEUE_URLS"
+    """``{level: queue URL}`` as JSON, for a task declared with ``priorities``: the guard sets a
+    message's visibility on the queue it came from (unset: the task has one queue)."""
     COMPLETION_EVENTS = "VIGIL_TASK_COMPLETION_EVENTS"
     """Which outcomes send a completion event (:class:`CompletionEvents`). The function's own
     copy of the catalog's ``completion_events``: the function cannot read ``TasksCatalog``,
@@ -165,6 +171,15 @@ class CatalogField(StrEnum):
     its backoff failed (the stranded-tasks audit's bound)."""
     MAX_QUEUE_AGE_SECONDS = "max_queue_age_seconds"
     """How long a message may wait before the queue-age alarm: the rest of the audit's bound."""
+    PRIORITY_QUEUE_URLS = "priority_queue_urls"
+    """``{level: queue URL}``: the task's declared priority levels, each its own queue (absent
+    or empty: no levels; ``enqueue(priority=...)`` is refused)."""
+
+
+PRIORITY_LEVEL = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
+"""A declared priority level's name (it names a queue: short, lower case)."""
+NORMAL_PRIORITY = "normal"
+"""The level of the task's own queue: ``priority="normal"`` is the same as none."""
 
 
 MAX_QUEUE_DELAY_S = 900

@@ -13,6 +13,7 @@ record (the put failed after the send) is still run: the consumer's claim create
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -31,6 +32,7 @@ from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.tasks import (
     GROUP,
     MAX_QUEUE_DELAY_S,
+    NORMAL_PRIORITY,
     REQUEST_ATTRIBUTE,
     TASK_ID,
     TASK_ID_CHARACTERS,
@@ -138,9 +140,11 @@ class TaskClient:
         at: datetime | None = None,
         group: str | None = None,
         request: str | None = None,
+        priority: str | None = None,
     ) -> Plan:
         """Every check ``enqueue`` makes, before anything is sent: :class:`InvalidTask`."""
         spec = self.catalog.spec(task)
+        spec.queue_for(priority)  # an undeclared level is refused before anything else
         now = self._clock()
         if not isinstance(payload, Mapping):
             raise InvalidTask(
@@ -193,6 +197,7 @@ class TaskClient:
             due_at=iso(due) if due else None,
             group=(group or task) if spec.ordered else None,
             request=request if key is not None else None,
+            priority=None if priority in (None, NORMAL_PRIORITY) else priority,
         )
         try:
             body = envelope.body()
@@ -218,15 +223,28 @@ class TaskClient:
         at: datetime | None = None,
         group: str | None = None,
         request: str | None = None,
+        priority: str | None = None,
     ) -> str:
         """The task's id (``key``, or a new one): QUEUED once this returns. The same key again
         is the same task: it is not run twice (its record is left as it is).
+
+        ``priority``: one of the levels the task declares (``BackgroundTask(priorities=...)``):
+        its message goes to that level's queue, polled apart from the normal backlog.
 
         ``request``: with a ``key``, a digest of the caller's whole request (the API's
         ``Idempotency-Key``, :func:`request_digest`), kept on the record. The key's record is
         read first: a record of another request is :class:`KeyReused` and one of this request
         (or of an enqueue that kept no digest) answers its id, both with nothing sent."""
-        plan = self.plan(task, payload, key=key, delay=delay, at=at, group=group, request=request)
+        plan = self.plan(
+            task,
+            payload,
+            key=key,
+            delay=delay,
+            at=at,
+            group=group,
+            request=request,
+            priority=priority,
+        )
         envelope = plan.envelope
         store = self.store(plan.spec)
         if envelope.request is not None:
@@ -268,6 +286,7 @@ class TaskClient:
         delay: Delay | None = None,
         group: str | None = None,
         workers: int = bulk.DEFAULT_WORKERS,
+        priority: str | None = None,
     ) -> list[bulk.ItemOutcome]:
         """Many ``(payload, key)`` of one task in batches, each item's outcome in order
         (:mod:`vigil.tasks.bulk`): every item is checked first (:class:`InvalidTask` naming
@@ -280,7 +299,7 @@ class TaskClient:
             return request_digest(fields)
 
         return bulk.enqueue_many(
-            self.plan,
+            functools.partial(self.plan, priority=priority),
             self.store(spec),
             self._client("sqs"),
             task,
@@ -298,7 +317,7 @@ class TaskClient:
             assert plan.due is not None
             self._schedule(spec, envelope, plan.body, plan.due)
             return
-        queue = TaskQueue(self._client("sqs"), spec.queue_url)
+        queue = TaskQueue(self._client("sqs"), spec.queue_for(envelope.priority))
         if spec.ordered:
             queue.send(
                 plan.body, group=envelope.group, dedup=deduplication_id(spec.name, envelope.id)
@@ -310,7 +329,7 @@ class TaskClient:
         scheduler = self._client("scheduler")
         region = scheduler.meta.region_name
         target: dict[str, Any] = {
-            "Arn": queue_arn(spec.queue_url, region),
+            "Arn": queue_arn(spec.queue_for(envelope.priority), region),
             "RoleArn": spec.scheduler_role_arn,
             "Input": body,
             # A schedule that cannot send retries for a day (Scheduler's longest), then leaves
@@ -496,11 +515,12 @@ def enqueue(
     delay: Delay | None = None,
     at: datetime | None = None,
     group: str | None = None,
+    priority: str | None = None,
     client: TaskClient | None = None,
 ) -> str:
     """Enqueue ``task`` with ``payload``; its id. See :meth:`TaskClient.enqueue`."""
     return (client or default_client()).enqueue(
-        task, payload, key=key, delay=delay, at=at, group=group
+        task, payload, key=key, delay=delay, at=at, group=group, priority=priority
     )
 
 
@@ -510,11 +530,14 @@ def enqueue_many(
     *,
     delay: Delay | None = None,
     group: str | None = None,
+    priority: str | None = None,
     client: TaskClient | None = None,
 ) -> list[bulk.ItemOutcome]:
     """Enqueue many ``(payload, key)`` of ``task`` in batches; each item's outcome. See
     :meth:`TaskClient.enqueue_many`."""
-    return (client or default_client()).enqueue_many(task, items, delay=delay, group=group)
+    return (client or default_client()).enqueue_many(
+        task, items, delay=delay, group=group, priority=priority
+    )
 
 
 def cancel(

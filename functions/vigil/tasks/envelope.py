@@ -47,6 +47,8 @@ class Envelope:
     redrive_id: str | None = None
     """The redrive operation that sent it back (``EnvelopeField.REDRIVE_ID``); None on a
     message redriven before operations had ids (``redriven`` alone)."""
+    priority: str | None = None
+    """The declared level it was enqueued at (None: normal): its redrive goes to that queue."""
 
     def to_json(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -66,6 +68,8 @@ class Envelope:
             fields[F.REQUEST] = self.request
         if self.redrive_id:
             fields[F.REDRIVE_ID] = self.redrive_id
+        if self.priority:
+            fields[F.PRIORITY] = self.priority
         return {ENVELOPE_KEY: fields}
 
     def body(self) -> str:
@@ -137,6 +141,9 @@ def parse(body: str, expected_task: str | None = None) -> Envelope:
     redrive_id = fields.get(F.REDRIVE_ID)
     if redrive_id is not None and (not isinstance(redrive_id, str) or not redrive_id):
         raise refuse(f"invalid redrive id {redrive_id!r}")
+    priority = fields.get(F.PRIORITY)
+    if priority is not None and (not isinstance(priority, str) or not priority):
+        raise refuse(f"invalid priority {priority!r}")
     return Envelope(
         task=readable_task,
         id=readable_id,
@@ -147,6 +154,7 @@ def parse(body: str, expected_task: str | None = None) -> Envelope:
         redriven=fields.get(F.REDRIVEN) is True or redrive_id is not None,
         request=request,
         redrive_id=redrive_id,
+        priority=priority,
     )
 
 
