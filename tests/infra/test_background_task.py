@@ -482,3 +482,18 @@ def test_each_priority_level_is_its_own_queue_and_event_source_sharing_the_dead_
     scheduler = stack.resolve(task.scheduler_role.document.to_json())["Statement"]
     (sends,) = [s for s in scheduler if actions(s) == ["sqs:SendMessage"]]
     assert len(sends["Resource"]) == 4  # three work queues and the dead letters
+
+
+def test_a_prioritized_tasks_catalog_entry_renders_and_measures_its_levels_queues() -> None:
+    """About 0.5 s. The levels' URLs are filled in at deploy inside an object: the catalog's
+    part renders them, sizes them at their longest and keeps them out of what is declared."""
+    from infra.catalogs import declared, longest, rendered
+
+    task = BackgroundTask(Stack(App(), "Test"), "SendReceipt", **VALID, priorities=("high",))
+    fields = task.catalog_fields()
+    json.dumps(Stack.of(task).resolve(rendered(fields)))
+    plain = BackgroundTask(Stack(App(), "Plain"), "SendReceipt", **VALID)
+    assert longest("send-receipt", fields) > longest("send-receipt", plain.catalog_fields())
+    assert (
+        CatalogField.PRIORITY_QUEUE_URLS not in declared({"send-receipt": fields})["send-receipt"]
+    )

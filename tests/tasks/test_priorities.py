@@ -142,3 +142,32 @@ def test_the_catalog_carries_the_levels_and_refuses_a_malformed_field() -> None:
 
     with pytest.raises(SettingsError, match="priority_queue_urls must be an object"):
         TaskSpec.from_json("send-receipt", raw | {"priority_queue_urls": ["https://q/b"]})
+
+
+def test_the_api_takes_priority_in_the_body_and_refuses_an_unknown_one(
+    stack: Stack, high: str
+) -> None:
+    from tests.tasks.test_api import Api
+
+    api = Api(stack)
+    status, body = api("POST", f"/tasks/{PLAIN}", {"payload": {}, "key": "k", "priority": "high"})
+    assert (status, body["status"]) == (202, "QUEUED")
+    assert [parse(m["Body"]).id for m in stack.messages(high)] == ["k"]
+    api.sqs.calls.clear()
+    status, body = api("POST", f"/tasks/{PLAIN}", {"payload": {}, "priority": "urgent"})
+    assert (status, body["error"]) == (422, "invalid_priority")
+    assert "no priority 'urgent'" in body["message"] and api.sqs.calls == []
+    # The same key at another level is another request: refused as the API refuses any.
+    status, body = api("POST", f"/tasks/{PLAIN}", {"payload": {}, "key": "k"})
+    assert (status, body["error"]) == (422, "idempotency_key_reused")
+
+
+def test_the_cli_takes_priority_and_refuses_an_unknown_one(stack: Stack, high: str) -> None:
+    from tests.tasks.test_cli import vigil
+
+    code, out, _ = vigil(stack, "enqueue", PLAIN, "--key", "k", "--priority", "high")
+    assert (code, out) == (0, "k\n")
+    assert [parse(m["Body"]).id for m in stack.messages(high)] == ["k"]
+    code, _, err = vigil(stack, "enqueue", PLAIN, "--priority", "urgent")
+    assert code != 0 and "priority" in err and "urgent" in err
+    assert len(stack.messages(high)) == 1

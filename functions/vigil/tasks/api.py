@@ -76,6 +76,10 @@ class EnqueueRequest(BaseModel):
     delay_seconds: Annotated[float | None, Field(description="Start no sooner than this")] = None
     at: Annotated[str | None, Field(description="Start at (ISO 8601 with zone)")] = None
     group: Annotated[str | None, Field(description="Ordered tasks: run in order per group")] = None
+    priority: Annotated[
+        str | None,
+        Field(description="One of the task's declared priority levels (absent: normal)"),
+    ] = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,13 @@ def build_tasks_app(
             delay=request.delay_seconds,
             at=_parse_at(request.at),
             group=request.group,
-            request=request_digest(request.model_dump(exclude={"key"})),
+            # Without a priority, the digest of the fields before it: records keep matching.
+            request=request_digest(
+                request.model_dump(
+                    exclude={"key"} | ({"priority"} if not request.priority else set())
+                )
+            ),
+            priority=request.priority,
         )
         record = client.get(task, task_id)
         body = {"task": task, "id": task_id, "status": record.status.value}
