@@ -64,7 +64,7 @@ SECTIONS = (
     ),
     Section(
         "tasks-control",
-        "Tasks: bulk enqueue and rate limits",
+        "Tasks: bulk enqueue, rate limits and priorities",
         lambda a: tasks_control.run(quick=a.quick),
     ),
     Section(
