@@ -100,7 +100,8 @@ def test_the_function_environment_is_the_task_contract(synthesized: Synthesized)
     for task, construct in TASKS.items():
         function = by_path(synthesized, "AWS::Lambda::Function", f"/{construct}/Function/")
         variables = function["Properties"]["Environment"]["Variables"]
-        assert set(TaskEnv) - {TaskEnv.RATE_LIMIT} <= set(variables)  # rate_limit: when set
+        # rate_limit and priorities: when declared
+        assert set(TaskEnv) - {TaskEnv.RATE_LIMIT, TaskEnv.PRIORITY_QUEUE_URLS} <= set(variables)
         assert variables[TaskEnv.NAME] == task
         table = from_parent(synthesized, function["stack"], variables[TaskEnv.TABLE])
         assert table == {"Ref": tasks_table["id"]}
@@ -178,9 +179,10 @@ def test_the_catalog_and_table_outputs(synthesized: Synthesized) -> None:
     }
     assert set(tasks["entries"]) == set(TASKS)
     for task, entry in tasks["entries"].items():
-        assert set(entry) | set(tasks["shared"]) == {field.value for field in CatalogField} | {
-            CONSTRUCT_FIELD
-        }
+        optional = {CatalogField.PRIORITY_QUEUE_URLS.value}  # only a task with levels has it
+        assert set(entry) | set(tasks["shared"]) == (
+            {field.value for field in CatalogField} - optional
+        ) | {CONSTRUCT_FIELD}
         assert entry[CONSTRUCT_FIELD] == TASKS[task], "what upgrade drain finds old queues by"
         assert entry[CatalogField.ORDERED] is (task == "provision-tenant")
         assert entry[CatalogField.RETENTION_SECONDS] == 30 * 86_400
