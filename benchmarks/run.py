@@ -68,7 +68,7 @@ SECTIONS = (
     Section("tasks-wait", "Tasks: requests and dollars per wait", lambda a: tasks_wait.run()),
     Section(
         "tasks-control",
-        "Tasks: bulk enqueue and rate limits",
+        "Tasks: bulk enqueue, rate limits and priorities",
         lambda a: tasks_control.run(quick=a.quick),
     ),
     Section(

@@ -11,6 +11,16 @@ simulated clock at its worst: every visible message is received at once, a messa
 reappears when its visibility ends plus a seeded 0-1 s of polling. Starts are counted in every
 sliding minute; requests are the limiter's own (DynamoDB) and its ChangeMessageVisibility.
 
+Priorities: a backlog of 10,000 normal tasks enqueued at once (``enqueue_many``, on moto), then,
+a minute later, one task at ``priority="high"`` (its level's own queue) and one without (the
+same message on the one queue, as without levels). The event source of each queue is played
+on the simulated clock: ``concurrency`` (10) batches of up to 10 in flight per mapping, each
+batch running 2 s; a free slot polls at once; an empty queue is polled again after a seeded
+0-1 s (Lambda's long polls answer as a message arrives); receives and deletes are moto's, in
+the order it hands messages out (sent order: real SQS standard queues only approximate it).
+The wait is from enqueue to the poll that hands the message out. The resources a level adds are
+counted in a synthesized template (one task with and without ``priorities``).
+
     python -m benchmarks.tasks_control [--quick]
 """
 
@@ -36,6 +46,7 @@ from vigil.clock import ManualClock
 from vigil.contract.tasks import RateLimit
 from vigil.tasks.catalog import Catalog, TaskSpec
 from vigil.tasks.enqueue import TaskClient
+from vigil.tasks.envelope import parse
 from vigil.tasks.rate import Admitted, RateLimiter
 
 TASK = "send-receipt"
@@ -52,6 +63,15 @@ RATE = "100/minute"
 BACKLOG = 2_000
 QUICK_BACKLOG = 400
 POLL_LAG_S = 1.0
+PRIORITY_BACKLOG = 10_000
+QUICK_PRIORITY_BACKLOG = 2_000
+PRIORITY_AT_S = 60.0
+"""When the high task (and its twin without a level) is enqueued, the backlog a minute old."""
+CONCURRENCY = 10
+BATCH = 10
+BATCH_RUN_S = 2.0
+IDLE_RECEIVES_A_MONTH = 650_000
+"""Lambda's pollers on an idle queue (docs/guides/deploying.md's estimate, not measured)."""
 
 
 class Counted:
@@ -273,11 +293,143 @@ def _rate_table(result: RateResult) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class PriorityResult:
+    backlog: int
+    level_wait_s: float
+    one_queue_wait_s: float
+    normal_waiting_then: int
+    """Normal tasks not yet handed out when the high one was."""
+    resources_per_level: int
+    receives: int
+
+
+def measure_priority(backlog: int, seed: int = 1) -> PriorityResult:
+    """See the module: the two mappings played on a simulated clock over moto's queues."""
+    randomness = random.Random(seed)
+    with aws() as (dynamodb, sqs, url):
+        high_url = sqs.create_queue(QueueName=f"vigil-{TASK}-high")["QueueUrl"]
+        began = datetime(2026, 11, 28, tzinfo=UTC)
+        clock = ManualClock(began)
+        spec = TaskSpec(name=TASK, queue_url=url, table=TABLE, priority_queues={"high": high_url})
+        client = TaskClient(Catalog({TASK: spec}), sqs=sqs, dynamodb=dynamodb, clock=clock)
+        for start in range(0, backlog, BULK):
+            client.enqueue_many(
+                TASK, [({"n": n}, None) for n in range(start, min(backlog, start + BULK))]
+            )
+        started: dict[str, float] = {}
+        vips: dict[str, float] = {}
+        # (when, order, queue URL, what): "poll" a free slot, "done" a batch that ran.
+        events: list[tuple[float, int, str, Any]] = []
+        order = iter(range(10**9))
+        for queue in (url, high_url):
+            for _ in range(CONCURRENCY):
+                heapq.heappush(events, (0.0, next(order), queue, "poll"))
+        heapq.heappush(events, (PRIORITY_AT_S, next(order), "", "enqueue"))
+        receives = 0
+        watching: dict[str, bool] = {}
+        idle: dict[str, int] = {}
+        while events and not (len(vips) == 2 and set(vips) <= set(started)):
+            now, _, queue, what = heapq.heappop(events)
+            if what == "enqueue":
+                clock.set(began + timedelta(seconds=now))
+                vips[client.enqueue(TASK, {"vip": 1}, key="vip-level", priority="high")] = now
+                vips[client.enqueue(TASK, {"vip": 1}, key="vip-one-queue")] = now
+                continue
+            if isinstance(what, list):  # a batch done: deleted, its slot polls again
+                sqs.delete_message_batch(
+                    QueueUrl=queue,
+                    Entries=[{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(what)],
+                )
+                heapq.heappush(events, (now, next(order), queue, "poll"))
+                continue
+            receives += 1
+            if what == "watch":
+                watching[queue] = False
+            messages = sqs.receive_message(
+                QueueUrl=queue, MaxNumberOfMessages=BATCH, VisibilityTimeout=900
+            ).get("Messages", [])
+            if not messages:
+                # One slot keeps watching an empty queue; the others wait for what it finds.
+                if watching.get(queue):
+                    idle[queue] = idle.get(queue, 0) + 1
+                    continue
+                watching[queue] = True
+                lag = randomness.uniform(0, POLL_LAG_S)
+                heapq.heappush(events, (now + lag, next(order), queue, "watch"))
+                continue
+            if what == "watch":
+                watching[queue] = False
+                for _ in range(idle.pop(queue, 0)):
+                    heapq.heappush(events, (now, next(order), queue, "poll"))
+            for message in messages:
+                task_id = parse(message["Body"]).id
+                started[task_id] = now
+            handles = [m["ReceiptHandle"] for m in messages]
+            heapq.heappush(events, (now + BATCH_RUN_S, next(order), queue, handles))
+    waiting = backlog - sum(
+        1
+        for task_id, at in started.items()
+        if not task_id.startswith("vip") and at <= started["vip-level"]
+    )
+    return PriorityResult(
+        backlog=backlog,
+        level_wait_s=started["vip-level"] - vips["vip-level"],
+        one_queue_wait_s=started["vip-one-queue"] - vips["vip-one-queue"],
+        normal_waiting_then=waiting,
+        resources_per_level=_resources_per_level(),
+        receives=receives,
+    )
+
+
+def _resources_per_level() -> int:
+    """Resources a task's first level adds, counted in two synthesized templates."""
+    from aws_cdk import App, Stack
+    from aws_cdk.assertions import Template
+
+    from infra.background_task import BackgroundTask
+
+    counts = []
+    for levels in ((), ("high",)):
+        task = BackgroundTask(
+            Stack(App(), "Bench"),
+            "SendReceipt",
+            handler="tasks.send_receipt.handler",
+            priorities=levels,
+        )
+        counts.append(len(Template.from_stack(task.shard).to_json()["Resources"]))
+    return counts[1] - counts[0]
+
+
+def _priority_table(result: PriorityResult) -> list[str]:
+    idle = IDLE_RECEIVES_A_MONTH * SQS_PER_M / 1e6
+    return [
+        f'A backlog of {result.backlog:,} normal tasks, then one at `priority="high"` '
+        f"{PRIORITY_AT_S:.0f} s later (and its twin without a level):",
+        "",
+        "| | wait from enqueue to start | normal tasks still queued then |",
+        "|---|---:|---:|",
+        f'| `priority="high"` (its level\'s queue and event source) | '
+        f"{result.level_wait_s:.1f} s | {result.normal_waiting_then:,} |",
+        f"| the same task on the one queue (no levels) | {result.one_queue_wait_s:.0f} s | 0 |",
+        "",
+        f"Each mapping ran {CONCURRENCY} batches of {BATCH} at a time, {BATCH_RUN_S:.0f} s a "
+        f"batch ({CONCURRENCY * BATCH / BATCH_RUN_S:.0f} tasks a second); {result.receives:,} "
+        "receives in all. The level's wait is its poller's lag alone: it does not grow with "
+        "the backlog, which goes on at its own pace beside it (the high task does not pre-empt "
+        "normal ones in flight). A level costs "
+        f"{result.resources_per_level} resources (counted in the template: its queue and its "
+        "event source mapping) and, idle, its pollers' empty receives: about "
+        f"{IDLE_RECEIVES_A_MONTH:,} a month, ${idle:.2f} (deploying guide's estimate).",
+    ]
+
+
 def run(quick: bool = False) -> str:
     began = datetime.now(UTC)
     bulk = measure_bulk()
     rate = measure_rate(QUICK_BACKLOG if quick else BACKLOG)
-    lines = [*_bulk_table(bulk), "", *_rate_table(rate)]
+    priority = measure_priority(QUICK_PRIORITY_BACKLOG if quick else PRIORITY_BACKLOG)
+    lines = [*_bulk_table(bulk), "", *_rate_table(rate), "", *_priority_table(priority)]
     seconds = (datetime.now(UTC) - began).total_seconds()
     flag = " --quick" if quick else ""
     lines.append(

@@ -45,7 +45,9 @@ from vigil.contract.metrics import NAMESPACE, TaskMetric, dimensions
 from vigil.contract.stages import tasks_schedule_group
 from vigil.contract.tasks import (
     DEFAULT_COMPLETION_EVENTS,
+    NORMAL_PRIORITY,
     PK_PREFIX,
+    PRIORITY_LEVEL,
     RATE_PK_PREFIX,
     TASK_NAME,
     CatalogField,
@@ -75,6 +77,7 @@ class _Checked:
     completion_events: CompletionEvents
     writes: tuple[Declared, ...] = ()
     rate_limit: RateLimit | None = None
+    priorities: tuple[str, ...] = ()
 
 
 class BackgroundTask(Construct):
@@ -115,6 +118,10 @@ class BackgroundTask(Construct):
         rate_limit: at most so many starts a period across every concurrent invocation
             (``"100/minute"``; ``second``, ``minute`` or ``hour``): a message over it waits in
             the queue for its slot, spending no attempt (:mod:`vigil.tasks.rate`).
+        priorities: levels above normal (``("high",)``): each its own queue and event source
+            on the same function, sharing the dead-letter queue, so ``enqueue(priority="high")``
+            is polled apart from the normal backlog (2 resources a level; not for an ordered
+            task). See the tasks guide for exactly what this guarantees.
     """
 
     def __init__(
@@ -141,6 +148,7 @@ class BackgroundTask(Construct):
         tasks_table: dynamodb.ITable | None = None,
         writes: Sequence[Any] = (),
         rate_limit: str | None = None,
+        priorities: Sequence[str] = (),
     ) -> None:
         checked = _validate(
             construct_id=construct_id,
@@ -161,6 +169,7 @@ class BackgroundTask(Construct):
             completion_events=completion_events,
             writes=writes,
             rate_limit=rate_limit,
+            priorities=priorities,
         )
         layout = Layout.of(scope)
         shard = layout.place(Entity.TASK, checked.name, f"BackgroundTask {construct_id!r}")
@@ -195,7 +204,25 @@ class BackgroundTask(Construct):
                 ),
             ),
         )
-        self.queues_policy = tls_only_policy(self, "QueuesPolicy", [self.queue, self.dead_letters])
+        self.priority_queues = {
+            level: vigil_queue(
+                self,
+                _priority_queue_id(level),
+                enforce_ssl=False,
+                retention_period=QUEUE_RETENTION,
+                visibility_timeout=Duration.seconds(checked.visibility_timeout),
+                dead_letter_queue=sqs.DeadLetterQueue(
+                    queue=self.dead_letters, max_receive_count=max_receive_count(retries)
+                ),
+            )
+            for level in checked.priorities
+        }
+        """Each declared level's own queue (none for an ordered task, refused at synth)."""
+        self.queues_policy = tls_only_policy(
+            self,
+            "QueuesPolicy",
+            [self.queue, *self.priority_queues.values(), self.dead_letters],
+        )
         """Both queues' one policy: TLS only, and the stack's tasks API may send (``allow_send``)."""
         self.function = vigil_function(
             self,
@@ -222,6 +249,15 @@ class BackgroundTask(Construct):
                     if checked.rate_limit
                     else {}
                 ),
+                **(
+                    {
+                        TaskEnv.PRIORITY_QUEUE_URLS.value: Stack.of(self).to_json_string(
+                            {level: q.queue_url for level, q in self.priority_queues.items()}
+                        )
+                    }
+                    if self.priority_queues
+                    else {}
+                ),
                 **writes_environment(self, checked.writes),
             },
         )
@@ -231,16 +267,21 @@ class BackgroundTask(Construct):
             claims=self.table,
             claim_conditions=_leading_keys([self]),
         )
-        self.function.add_event_source(
-            event_sources.SqsEventSource(
-                self.queue,
-                batch_size=batch_size,
-                # FIFO event sources take no batching window at all.
-                max_batching_window=None if ordered else Duration.seconds(checked.batching_window),
-                max_concurrency=concurrency,
-                report_batch_item_failures=True,
+        # One event source per queue: each level's pollers and maximum concurrency are its own,
+        # so a normal backlog neither delays a level's polls nor holds its concurrency.
+        for queue in (self.queue, *self.priority_queues.values()):
+            self.function.add_event_source(
+                event_sources.SqsEventSource(
+                    queue,
+                    batch_size=batch_size,
+                    # FIFO event sources take no batching window at all.
+                    max_batching_window=None
+                    if ordered
+                    else Duration.seconds(checked.batching_window),
+                    max_concurrency=concurrency,
+                    report_batch_item_failures=True,
+                )
             )
-        )
         self._grant_function()
         self.results = results_of(self)
         self.results.serve(self.task_name, self.retention_seconds, self.function)
@@ -352,10 +393,15 @@ class BackgroundTask(Construct):
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["sqs:SendMessage"],
-                resources=[self.queue.queue_arn, self.dead_letters.queue_arn],
+                resources=[q.queue_arn for q in self.work_queues] + [self.dead_letters.queue_arn],
             )
         )
         return role
+
+    @property
+    def work_queues(self) -> list[sqs.Queue]:
+        """Its queue, then each priority level's: what enqueuers send to."""
+        return [self.queue, *self.priority_queues.values()]
 
     def allow_send(self, principal: iam.IPrincipal) -> None:
         """Let ``principal`` (the stack's tasks API) send to this task's queue, through the
@@ -364,7 +410,7 @@ class BackgroundTask(Construct):
             iam.PolicyStatement(
                 principals=[principal],
                 actions=["sqs:SendMessage"],
-                resources=[self.queue.queue_arn],
+                resources=[q.queue_arn for q in self.work_queues],
             )
         )
 
@@ -409,6 +455,7 @@ class BackgroundTask(Construct):
             CatalogField.COMPLETION_EVENTS.value: self.completion_events.value,
             CatalogField.VISIBILITY_TIMEOUT_SECONDS.value: self.visibility_timeout_seconds,
             CatalogField.MAX_QUEUE_AGE_SECONDS.value: self.max_queue_age_seconds,
+            **self._priority_field(lambda queue: queue.queue_url),
         }
 
     def catalog_fields(self) -> Entry:
@@ -429,7 +476,18 @@ class BackgroundTask(Construct):
             CatalogField.COMPLETION_EVENTS.value: self.completion_events.value,
             CatalogField.VISIBILITY_TIMEOUT_SECONDS.value: self.visibility_timeout_seconds,
             CatalogField.MAX_QUEUE_AGE_SECONDS.value: self.max_queue_age_seconds,
+            **self._priority_field(lambda queue: Filled(queue.queue_url, QUEUE_URL)),
             CONSTRUCT_FIELD: self.node.id,
+        }
+
+    def _priority_field(self, url: Any) -> dict[str, Any]:
+        """The catalog's ``priority_queue_urls`` (absent without levels: catalogs unchanged)."""
+        if not self.priority_queues:
+            return {}
+        return {
+            CatalogField.PRIORITY_QUEUE_URLS.value: {
+                level: url(queue) for level, queue in self.priority_queues.items()
+            }
         }
 
     def metric(
@@ -486,7 +544,8 @@ def grant_tasks(
             )
     grantee.grant_principal.add_to_principal_policy(
         iam.PolicyStatement(
-            actions=["sqs:SendMessage"], resources=[task.queue.queue_arn for task in tasks]
+            actions=["sqs:SendMessage"],
+            resources=[queue.queue_arn for task in tasks for queue in task.work_queues],
         )
     )
     stack = Layout.of(tasks[0]).stack
@@ -616,6 +675,7 @@ def _validate(
     completion_events: CompletionEvents | str,
     writes: Sequence[Any] = (),
     rate_limit: str | None = None,
+    priorities: Sequence[str] = (),
 ) -> _Checked:
     """Every limit AWS would refuse at deploy (or that would make the task unsafe), at synth."""
     name = task_name or default_name(construct_id)
@@ -679,6 +739,7 @@ def _validate(
             rate = RateLimit.parse(rate_limit)
         except ValueError as error:
             raise fail("rate_limit", str(error)) from None
+    levels = _check_priorities(fail, priorities, ordered=ordered)
     return _Checked(
         name=name,
         visibility_timeout=visibility,
@@ -686,7 +747,38 @@ def _validate(
         completion_events=CompletionEvents(completion_events),
         writes=tuple(check_writes(fail, writes)),
         rate_limit=rate,
+        priorities=levels,
     )
+
+
+def _check_priorities(fail: Any, priorities: Sequence[str], *, ordered: bool) -> tuple[str, ...]:
+    """Distinct level names, not ``normal`` (the task's own queue), and none on an ordered task:
+    a group's one-at-a-time order is kept per FIFO queue, so a group split over two queues
+    could run two of its tasks at once, or out of order."""
+    if isinstance(priorities, str):
+        raise fail(
+            "priorities", f"must be a sequence of level names, got the string {priorities!r}"
+        )
+    levels = tuple(priorities)
+    if levels and ordered:
+        raise fail(
+            "priorities",
+            "an ordered task cannot have priority levels: its groups keep their order within one "
+            "FIFO queue, and a second queue would run a group's tasks at once or out of order",
+        )
+    for level in levels:
+        if not isinstance(level, str) or not PRIORITY_LEVEL.match(level):
+            raise fail("priorities", f"{level!r} must match {PRIORITY_LEVEL.pattern}")
+        if level == NORMAL_PRIORITY:
+            raise fail("priorities", f"{level!r} is the task's own queue: declare only the others")
+    if len(set(levels)) != len(levels):
+        raise fail("priorities", f"{list(levels)} names a level twice")
+    return levels
+
+
+def _priority_queue_id(level: str) -> str:
+    """``Queue`` + the level in camel case: ``high`` -> ``QueueHigh``."""
+    return "Queue" + "".join(part.capitalize() for part in level.split("-"))
 
 
 def _shared_tasks_table(scope: Construct) -> dynamodb.ITable:

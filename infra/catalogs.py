@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,21 +38,37 @@ Entry = Mapping[str, Any]
 
 
 def rendered(entry: Entry) -> dict[str, Any]:
-    return {k: v.token if isinstance(v, Filled) else v for k, v in entry.items()}
+    return {k: _fill(v, lambda f: f.token) for k, v in entry.items()}
 
 
 def longest(name: str, entry: Entry) -> int:
     """The entry's length in its part, ``"name":{...}``, at its values' longest."""
-    shadow = {k: "x" * v.longest if isinstance(v, Filled) else v for k, v in entry.items()}
+    shadow = {k: _fill(v, lambda f: "x" * f.longest) for k, v in entry.items()}
     return len(json.dumps({name: shadow}, separators=(",", ":"))) - 2
 
 
 def declared(entries: Mapping[str, Entry]) -> dict[str, Any]:
-    """What the entries declare: their plain values (a filled one is the resource's, not ours)."""
+    """What the entries declare: their plain values (a filled one is the resource's, not ours,
+    and so is an object holding one, such as a task's priority levels' queue URLs)."""
     return {
-        name: {k: v for k, v in entry.items() if not isinstance(v, Filled)}
+        name: {k: v for k, v in entry.items() if not _holds_filled(v)}
         for name, entry in sorted(entries.items())
     }
+
+
+def _fill(value: Any, filled: Callable[[Filled], Any]) -> Any:
+    """``value`` with each :class:`Filled` in it (at any depth of objects) replaced."""
+    if isinstance(value, Filled):
+        return filled(value)
+    if isinstance(value, Mapping):
+        return {k: _fill(v, filled) for k, v in value.items()}
+    return value
+
+
+def _holds_filled(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return any(_holds_filled(v) for v in value.values())
+    return isinstance(value, Filled)
 
 
 def pack(entries: Mapping[str, Entry], limit: int = CATALOG_PART.limit) -> list[list[str]]:

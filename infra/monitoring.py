@@ -350,6 +350,12 @@ class Monitoring(Construct):
             label="oldest message (s)", period=FIVE_MINUTES, statistic="Maximum"
         )
         dead = queue_depth(task.dead_letters, "dead letters")
+        # A priority level's queue (``priorities``) ages apart from the normal one: each alarms.
+        ages: dict[str, cloudwatch.IMetric] = {"age": age}
+        for index, queue in enumerate(task.priority_queues.values()):
+            ages[f"age{index + 1}"] = queue.metric_approximate_age_of_oldest_message(
+                period=FIVE_MINUTES, statistic="Maximum"
+            )
         self.shard_dashboard(task.shard).add_widgets(
             cloudwatch.GraphWidget(
                 title=f"task {name}: outcomes",
@@ -380,9 +386,12 @@ class Monitoring(Construct):
                 "QueueAlarm",
                 alarm=Alarm.TASK_QUEUE,
                 metric=cloudwatch.MathExpression(
-                    expression=f"IF(FILL(age, 0) > {task.max_queue_age_seconds} "
-                    "|| FILL(dead, 0) > 0, 1, 0)",
-                    using_metrics={"age": age, "dead": dead},
+                    expression="IF("
+                    + "".join(
+                        f"FILL({label}, 0) > {task.max_queue_age_seconds} || " for label in ages
+                    )
+                    + "FILL(dead, 0) > 0, 1, 0)",
+                    using_metrics={**ages, "dead": dead},
                     period=FIVE_MINUTES,
                     label="old message or dead letters",
                 ),

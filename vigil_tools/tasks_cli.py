@@ -1,7 +1,9 @@
 """``vigil tasks``: enqueue, read, cancel and redrive a deployed (or local) stack's tasks.
 
     vigil tasks enqueue TASK [--payload JSON|@file.json] [--key K] [--delay S | --at ISO] [--group G]
-    vigil tasks enqueue-many TASK FILE.jsonl [--group G]   (one {"payload", "key"} a line)
+        [--priority LEVEL]
+    vigil tasks enqueue-many TASK FILE.jsonl [--group G] [--priority LEVEL]
+        (one {"payload", "key"} a line)
     vigil tasks get TASK ID
     vigil tasks list TASK [--status FAILED] [--limit 50] [--next TOKEN]
     vigil tasks summary [--status FAILING,BUSY,IDLE] [--prefix P] [--limit 50] [--next TOKEN]
@@ -77,6 +79,10 @@ def add_parser(groups: Any) -> None:
         "file", help='JSON lines, one task each: {"payload": {...}, "key": "..."} (- for stdin)'
     )
     many.add_argument("--group", dest="task_group", help="an ordered task's group (for every item)")
+    for parser in (enqueue, many):
+        parser.add_argument(
+            "--priority", help="one of the task's declared priority levels (default: normal)"
+        )
     get = commands.add_parser("get", help="one task's record")
     get.add_argument("task", help="the task's name")
     get.add_argument("id", help="the task's id (its key)")
@@ -146,12 +152,13 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
             delay=args.delay,
             at=args.at,
             group=args.task_group,
+            priority=args.priority,
         )
         out.write(f"{task_id}\n")
         return 0
     if args.command == "enqueue-many":
         outcomes = client.enqueue_many(
-            args.task, _lines(args.file, sys.stdin), group=args.task_group
+            args.task, _lines(args.file, sys.stdin), group=args.task_group, priority=args.priority
         )
         if as_json:
             out.write(json.dumps([o.to_json() for o in outcomes], indent=2) + "\n")
@@ -205,7 +212,10 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
         return 0
     sqs = session.client("sqs")
     done = redrive(
-        sqs, TaskQueue(sqs, spec.queue_url, spec.dead_letter_url), task=spec.name, limit=args.limit
+        sqs,
+        TaskQueue(sqs, spec.queue_url, spec.dead_letter_url, spec.priority_queues),
+        task=spec.name,
+        limit=args.limit,
     )
     out.write(f"redrove {len(done.moved)} task(s) of {spec.name} to its queue\n")
     for message_id, why in done.kept:

@@ -100,7 +100,8 @@ def test_the_function_environment_is_the_task_contract(synthesized: Synthesized)
     for task, construct in TASKS.items():
         function = by_path(synthesized, "AWS::Lambda::Function", f"/{construct}/Function/")
         variables = function["Properties"]["Environment"]["Variables"]
-        assert set(TaskEnv) - {TaskEnv.RATE_LIMIT} <= set(variables)  # rate_limit: when set
+        # rate_limit and priorities: when declared
+        assert set(TaskEnv) - {TaskEnv.RATE_LIMIT, TaskEnv.PRIORITY_QUEUE_URLS} <= set(variables)
         assert variables[TaskEnv.NAME] == task
         table = from_parent(synthesized, function["stack"], variables[TaskEnv.TABLE])
         assert table == {"Ref": tasks_table["id"]}
@@ -181,9 +182,10 @@ def test_the_catalog_and_table_outputs(synthesized: Synthesized) -> None:
     }
     assert set(tasks["entries"]) == set(TASKS)
     for task, entry in tasks["entries"].items():
-        assert set(entry) | set(tasks["shared"]) == {field.value for field in CatalogField} | {
-            CONSTRUCT_FIELD
-        }
+        optional = {CatalogField.PRIORITY_QUEUE_URLS.value}  # only a task with levels has it
+        assert set(entry) | set(tasks["shared"]) == (
+            {field.value for field in CatalogField} - optional
+        ) | {CONSTRUCT_FIELD}
         assert entry[CONSTRUCT_FIELD] == TASKS[task], "what upgrade drain finds old queues by"
         assert entry[CatalogField.ORDERED] is (task == "provision-tenant")
         assert entry[CatalogField.RETENTION_SECONDS] == 30 * 86_400
@@ -395,6 +397,11 @@ VALID: dict[str, Any] = {"handler": "tasks.send_receipt.handler"}
         ({"rate_limit": "100/fortnight"}, "rate_limit", "N/second, N/minute or N/hour"),
         ({"rate_limit": "0/minute"}, "rate_limit", "N at least 1"),
         ({"rate_limit": "5000/second"}, "rate_limit", "over 250 starts a second"),
+        ({"priorities": ("high",), "ordered": True}, "priorities", "an ordered task cannot"),
+        ({"priorities": ("High",)}, "priorities", "must match"),
+        ({"priorities": ("normal",)}, "priorities", "the task's own queue"),
+        ({"priorities": ("high", "high")}, "priorities", "names a level twice"),
+        ({"priorities": "high"}, "priorities", "a sequence of level names"),
     ],
 )
 def test_invalid_parameters_fail_the_synth_naming_the_task_and_the_parameter(
@@ -469,3 +476,58 @@ def test_a_rate_limit_reaches_the_function_and_grants_its_limiters_partition_onl
     assert variables[TaskEnv.RATE_LIMIT] == "100/minute"
     text = json.dumps(template)
     assert '"RATE#send-receipt"' in text and '"RATE#*"' not in text
+
+
+def test_each_priority_level_is_its_own_queue_and_event_source_sharing_the_dead_letters() -> None:
+    """About 1 s: one construct's shard. 2 resources a level (queue, mapping); the catalog, the
+    function's environment, the enqueue grant and the scheduler role carry each level's queue."""
+    plain = BackgroundTask(Stack(App(), "Plain"), "SendReceipt", **VALID)
+    stack = Stack(App(), "Test")
+    task = BackgroundTask(stack, "SendReceipt", **VALID, priorities=("high", "urgent-ops"))
+    count = len(Template.from_stack(plain.shard).to_json()["Resources"])
+    resources = Template.from_stack(task.shard).to_json()["Resources"]
+    assert len(resources) == count + 2 * 2  # 2 levels x (queue, event source mapping)
+    queues = {k: r for k, r in resources.items() if r["Type"] == "AWS::SQS::Queue"}
+    high = [k for k in queues if "SendReceiptQueueHigh" in k]
+    assert len(high) == 1 and any("SendReceiptQueueUrgentOps" in k for k in queues)
+    dead = [k for k in queues if "SendReceiptDeadLetters" in k]
+    redrive = queues[high[0]]["Properties"]["RedrivePolicy"]
+    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": [dead[0], "Arn"]}
+    mappings = [r for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
+    sources = [json.dumps(m["Properties"]["EventSourceArn"]) for m in mappings]
+    assert sum("SendReceipt" in s for s in sources) == 3
+    assert all(m["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 10} for m in mappings)
+    (variables,) = [
+        r["Properties"]["Environment"]["Variables"]
+        for k, r in resources.items()
+        if r["Type"] == "AWS::Lambda::Function" and "SendReceipt" in k
+    ]
+    assert "high" in json.dumps(variables[TaskEnv.PRIORITY_QUEUE_URLS])
+    entry = stack.resolve(task.catalog_entry())
+    assert set(entry[CatalogField.PRIORITY_QUEUE_URLS]) == {"high", "urgent-ops"}
+    assert CatalogField.PRIORITY_QUEUE_URLS not in Stack.of(plain).resolve(plain.catalog_entry())
+    application = iam.Role(stack, "Application", assumed_by=iam.AccountRootPrincipal())
+    task.grant_enqueue(application)
+    policy = application.node.find_child("DefaultPolicy")
+    assert isinstance(policy, iam.Policy)
+    granted = stack.resolve(policy.document.to_json())["Statement"]
+    (send,) = [s for s in granted if actions(s) == ["sqs:SendMessage"]]
+    assert len(send["Resource"]) == 3
+    scheduler = stack.resolve(task.scheduler_role.document.to_json())["Statement"]
+    (sends,) = [s for s in scheduler if actions(s) == ["sqs:SendMessage"]]
+    assert len(sends["Resource"]) == 4  # three work queues and the dead letters
+
+
+def test_a_prioritized_tasks_catalog_entry_renders_and_measures_its_levels_queues() -> None:
+    """About 0.5 s. The levels' URLs are filled in at deploy inside an object: the catalog's
+    part renders them, sizes them at their longest and keeps them out of what is declared."""
+    from infra.catalogs import declared, longest, rendered
+
+    task = BackgroundTask(Stack(App(), "Test"), "SendReceipt", **VALID, priorities=("high",))
+    fields = task.catalog_fields()
+    json.dumps(Stack.of(task).resolve(rendered(fields)))
+    plain = BackgroundTask(Stack(App(), "Plain"), "SendReceipt", **VALID)
+    assert longest("send-receipt", fields) > longest("send-receipt", plain.catalog_fields())
+    assert (
+        CatalogField.PRIORITY_QUEUE_URLS not in declared({"send-receipt": fields})["send-receipt"]
+    )

@@ -640,12 +640,13 @@ class VigilStack:
         *,
         group: str | None = None,
         deliver: bool = True,
+        priority: str | None = None,
     ) -> str:
         """Enqueue ``task`` as an application does (``vigil.tasks.enqueue``); its id.
 
         ``copies`` puts more of the very same message on the queue at once (SQS delivers at
         least once; a FIFO queue drops the copies as duplicates within 5 minutes, as on AWS).
-        ``group``: an ordered task's group. ``deliver`` (default) then runs what is due now, as ``advance`` would: a task without
+        ``group``: an ordered task's group; ``priority``: one of its declared levels. ``deliver`` (default) then runs what is due now, as ``advance`` would: a task without
         a delay runs before this returns; a delayed one waits for ``advance``. A delay beyond
         SQS's 15 minutes is a one-time schedule, which delivers once: no copies with it.
         """
@@ -659,7 +660,9 @@ class VigilStack:
                 f"{MAX_QUEUE_DELAY_S} s is a one-time schedule, which delivers once"
             )
         client = self._task_client
-        task_id = str(client.enqueue(task, payload, key=key, delay=delay, group=group))
+        task_id = str(
+            client.enqueue(task, payload, key=key, delay=delay, group=group, priority=priority)
+        )
         if copies > 1:
             self._send_copies(task, task_id, copies - 1, delay_s=int(-(-seconds // 1)))
         if deliver:
@@ -745,7 +748,12 @@ class VigilStack:
 
         spec = self.tasks_catalog[task]
         sqs = self.account.session.client("sqs")
-        queue = TaskQueue(sqs, spec[CatalogField.QUEUE_URL], spec[CatalogField.DEAD_LETTER_URL])
+        queue = TaskQueue(
+            sqs,
+            spec[CatalogField.QUEUE_URL],
+            spec[CatalogField.DEAD_LETTER_URL],
+            spec.get(CatalogField.PRIORITY_QUEUE_URLS),
+        )
         done = redrive_task(sqs, queue, task=task)
         self._advance_to(self.now())
         return done

@@ -55,6 +55,9 @@ class EnvelopeField(StrEnum):
     """The redrive operation that moved it back (one id per ``vigil tasks redrive``): a
     redrive takes a FAILED record once; a copy of its message meeting FAILED again (its run
     failed, and the message came back) is a DUPLICATE, not a second budget."""
+    PRIORITY = "priority"
+    """The declared priority level it was enqueued at (absent: normal): a redrive sends it back
+    to that level's queue."""
     REQUEST = "request"
     """The digest of the request enqueued under a caller's key (the API's ``Idempotency-Key``),
     also kept on the record: a message of another request under the same key (two requests
@@ -155,6 +158,9 @@ class TaskEnv(StrEnum):
     SCHEDULER_ROLE_ARN = "VIGIL_TASK_SCHEDULER_ROLE_ARN"
     """The role a flow's one-time schedule (a sleep beyond SQS's 15-minute delay) sends with."""
     SCHEDULE_GROUP = "VIGIL_TASK_SCHEDULE_GROUP"
+    PRIORITY_QUEUE_URLS = "VIGIL_TASK_PRIORITY_QUEUE_URLS"
+    """``{level: queue URL}`` as JSON, for a task declared with ``priorities``: the guard sets a
+    message's visibility on the queue it came from (unset: the task has one queue)."""
     COMPLETION_EVENTS = "VIGIL_TASK_COMPLETION_EVENTS"
     """Which outcomes send a completion event (:class:`CompletionEvents`). The function's own
     copy of the catalog's ``completion_events``: the function cannot read ``TasksCatalog``,
@@ -186,6 +192,15 @@ class CatalogField(StrEnum):
     its backoff failed (the stranded-tasks audit's bound)."""
     MAX_QUEUE_AGE_SECONDS = "max_queue_age_seconds"
     """How long a message may wait before the queue-age alarm: the rest of the audit's bound."""
+    PRIORITY_QUEUE_URLS = "priority_queue_urls"
+    """``{level: queue URL}``: the task's declared priority levels, each its own queue (absent
+    or empty: no levels; ``enqueue(priority=...)`` is refused)."""
+
+
+PRIORITY_LEVEL = re.compile(r"^[a-z][a-z0-9-]{0,15}$")
+"""A declared priority level's name (it names a queue: short, lower case)."""
+NORMAL_PRIORITY = "normal"
+"""The level of the task's own queue: ``priority="normal"`` is the same as none."""
 
 
 MAX_QUEUE_DELAY_S = 900

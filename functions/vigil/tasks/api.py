@@ -79,6 +79,10 @@ class EnqueueRequest(BaseModel):
     delay_seconds: Annotated[float | None, Field(description="Start no sooner than this")] = None
     at: Annotated[str | None, Field(description="Start at (ISO 8601 with zone)")] = None
     group: Annotated[str | None, Field(description="Ordered tasks: run in order per group")] = None
+    priority: Annotated[
+        str | None,
+        Field(description="One of the task's declared priority levels (absent: normal)"),
+    ] = None
 
 
 class SignalRequest(BaseModel):
@@ -142,6 +146,7 @@ def build_tasks_app(
             delay=request.delay_seconds,
             at=_parse_at(request.at),
             group=request.group,
+            priority=request.priority,
         )
         record = client.get(task, task_id)
         body = {"task": task, "id": task_id, "status": record.status.value}

@@ -258,7 +258,8 @@ def _send(
         pending = list(by_id)
         for round_ in range(SEND_ROUNDS):
             entries = [_entry(*by_id[i]) for i in pending]
-            url = batch[0][1].spec.queue_url
+            first = batch[0][1]  # one call, one level: every item goes to the same queue
+            url = first.spec.queue_for(first.envelope.priority)
             try:
                 answer = budget.run(
                     functools.partial(sqs.send_message_batch, QueueUrl=url, Entries=entries)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -21,13 +21,14 @@ from vigil.contract.layout import Catalogued
 from vigil.contract.tasks import (
     CATALOG_ENV,
     DEFAULT_COMPLETION_EVENTS,
+    NORMAL_PRIORITY,
     SCHEDULE_GROUP,
     TASK_NAME,
     CatalogField,
     CompletionEvents,
 )
 from vigil.settings import SettingsError
-from vigil.tasks.errors import UnknownTask
+from vigil.tasks.errors import InvalidTask, UnknownTask
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,20 @@ class TaskSpec:
     visibility_timeout: timedelta = timedelta(hours=12)
     """The queue's visibility timeout (a catalog without it: SQS's longest, the safe bound)."""
     max_queue_age: timedelta = timedelta(minutes=15)
+    priority_queues: Mapping[str, str] = field(default_factory=dict)
+    """``{level: queue URL}``: the levels ``BackgroundTask(priorities=...)`` declared."""
+
+    def queue_for(self, priority: str | None) -> str:
+        """The queue of ``priority`` (None or ``normal``: the task's own); an undeclared level
+        is :class:`InvalidTask` naming ``priority`` and the levels there are."""
+        if priority is None or priority == NORMAL_PRIORITY:
+            return self.queue_url
+        if not isinstance(priority, str) or priority not in self.priority_queues:
+            levels = [NORMAL_PRIORITY, *sorted(self.priority_queues)]
+            raise InvalidTask(
+                "priority", f"task {self.name} has no priority {priority!r}: one of {levels}"
+            )
+        return self.priority_queues[priority]
 
     @property
     def retry_due_within(self) -> timedelta:
@@ -91,6 +106,7 @@ class TaskSpec:
             or cls.visibility_timeout,
             max_queue_age=_seconds(raw, CatalogField.MAX_QUEUE_AGE_SECONDS, name)
             or cls.max_queue_age,
+            priority_queues=_levels(raw, name),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -106,7 +122,25 @@ class TaskSpec:
             CatalogField.COMPLETION_EVENTS: self.completion_events.value,
             CatalogField.VISIBILITY_TIMEOUT_SECONDS: int(self.visibility_timeout.total_seconds()),
             CatalogField.MAX_QUEUE_AGE_SECONDS: int(self.max_queue_age.total_seconds()),
+            **(
+                {CatalogField.PRIORITY_QUEUE_URLS: dict(self.priority_queues)}
+                if self.priority_queues
+                else {}
+            ),
         }
+
+
+def _levels(raw: Mapping[str, Any], task: str) -> dict[str, str]:
+    """``priority_queue_urls``: a JSON object of level names to queue URLs (absent: none)."""
+    value = raw.get(CatalogField.PRIORITY_QUEUE_URLS) or {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(level, str) and isinstance(url, str) and url for level, url in value.items()
+    ):
+        raise SettingsError(
+            f"{CATALOG_ENV}: task {task}: {CatalogField.PRIORITY_QUEUE_URLS} must be an object "
+            "of level names to queue URLs"
+        )
+    return dict(value)
 
 
 def _seconds(raw: Mapping[str, Any], field: CatalogField, task: str) -> timedelta | None:

@@ -76,7 +76,12 @@ def task(
                 resolved,
                 # Each try of a finish, a dead letter or an event bounded, as a job's finish is.
                 TaskStore(dynamodb or write_client("dynamodb"), resolved.table),
-                TaskQueue(sqs or write_client("sqs"), resolved.queue_url, resolved.dead_letter_url),
+                TaskQueue(
+                    sqs or write_client("sqs"),
+                    resolved.queue_url,
+                    resolved.dead_letter_url,
+                    resolved.priority_queue_urls,
+                ),
                 events or write_client("events"),
                 clock,
                 sleep=sleep,

@@ -13,6 +13,7 @@ record (the put failed after the send) is still run: the consumer's claim create
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -31,6 +32,7 @@ from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.tasks import (
     GROUP,
     MAX_QUEUE_DELAY_S,
+    NORMAL_PRIORITY,
     REQUEST_ATTRIBUTE,
     SUSPENDED_STATUSES,
     TASK_ID,
@@ -149,9 +151,11 @@ class TaskClient:
         at: datetime | None = None,
         group: str | None = None,
         request: str | None = None,
+        priority: str | None = None,
     ) -> Plan:
         """Every check ``enqueue`` makes, before anything is sent: :class:`InvalidTask`."""
         spec = self.catalog.spec(task)
+        spec.queue_for(priority)  # an undeclared level is refused before anything else
         now = self._clock()
         if not isinstance(payload, Mapping):
             raise InvalidTask(
@@ -203,6 +207,7 @@ class TaskClient:
             enqueued_at=iso(now),
             due_at=iso(due) if due else None,
             group=(group or task) if spec.ordered else None,
+            priority=None if priority in (None, NORMAL_PRIORITY) else priority,
         )
         try:
             envelope.body()
@@ -210,7 +215,8 @@ class TaskClient:
             raise InvalidTask("payload", f"the payload is not JSON-serializable: {error}") from None
         if key is not None:
             envelope = replace(
-                envelope, request=request or enqueue_digest(payload, delay, at, group)
+                envelope,
+                request=request or enqueue_digest(payload, delay, at, group, envelope.priority),
             )
         body = envelope.body()
         # As a redrive would send it: the message must survive its dead letter and redrive.
@@ -233,6 +239,7 @@ class TaskClient:
         at: datetime | None = None,
         group: str | None = None,
         request: str | None = None,
+        priority: str | None = None,
     ) -> str:
         """The task's id (``key``, or a new one): QUEUED once this returns. The same key again
         is the same task: it is not run twice (its record is left as it is).
@@ -240,8 +247,20 @@ class TaskClient:
         With a ``key``, the digest of the caller's whole request (:func:`enqueue_digest`;
         ``request`` overrides it) is kept on the record, and the key's record is read first: a
         record of another request is :class:`KeyReused` and one of this request (or of an
-        enqueue that kept no digest) answers its id, both with nothing sent."""
-        plan = self.plan(task, payload, key=key, delay=delay, at=at, group=group, request=request)
+        enqueue that kept no digest) answers its id, both with nothing sent.
+
+        ``priority``: one of the levels the task declares (``BackgroundTask(priorities=...)``):
+        its message goes to that level's queue, polled apart from the normal backlog."""
+        plan = self.plan(
+            task,
+            payload,
+            key=key,
+            delay=delay,
+            at=at,
+            group=group,
+            request=request,
+            priority=priority,
+        )
         envelope = plan.envelope
         store = self.store(plan.spec)
         if envelope.request is not None:
@@ -283,6 +302,7 @@ class TaskClient:
         delay: Delay | None = None,
         group: str | None = None,
         workers: int = bulk.DEFAULT_WORKERS,
+        priority: str | None = None,
     ) -> list[bulk.ItemOutcome]:
         """Many ``(payload, key)`` of one task in batches, each item's outcome in order
         (:mod:`vigil.tasks.bulk`): every item is checked first (:class:`InvalidTask` naming
@@ -290,10 +310,11 @@ class TaskClient:
         spec = self.catalog.spec(task)
 
         def digest(payload: Any) -> str:
-            return enqueue_digest(payload, delay, None, group)
+            level = None if priority in (None, NORMAL_PRIORITY) else priority
+            return enqueue_digest(payload, delay, None, group, level)
 
         return bulk.enqueue_many(
-            self.plan,
+            functools.partial(self.plan, priority=priority),
             self.store(spec),
             self._client("sqs"),
             task,
@@ -311,7 +332,7 @@ class TaskClient:
             assert plan.due is not None
             self._schedule(spec, envelope, plan.body, plan.due)
             return
-        queue = TaskQueue(self._client("sqs"), spec.queue_url)
+        queue = TaskQueue(self._client("sqs"), spec.queue_for(envelope.priority))
         if spec.ordered:
             queue.send(
                 plan.body, group=envelope.group, dedup=deduplication_id(spec.name, envelope.id)
@@ -322,7 +343,7 @@ class TaskClient:
     def _schedule(self, spec: TaskSpec, envelope: Envelope, body: str, due: datetime) -> None:
         schedule_message(
             self._client("scheduler"),
-            queue_url=spec.queue_url,
+            queue_url=spec.queue_for(envelope.priority),
             dead_letter_url=spec.dead_letter_url,
             role_arn=spec.scheduler_role_arn,
             group=spec.schedule_group,
@@ -549,23 +570,29 @@ def request_digest(request: Mapping[str, Any]) -> str:
 
 
 def enqueue_digest(
-    payload: Mapping[str, Any], delay: Delay | None, at: datetime | None, group: str | None
+    payload: Mapping[str, Any],
+    delay: Delay | None,
+    at: datetime | None,
+    group: str | None,
+    priority: str | None = None,
 ) -> str:
     """The digest every keyed enqueue keeps on its record and compares (the library, the CLI
     and ``POST /tasks/{task}`` alike, so one key is one request wherever it came from): the
     request as the API's body names it, values as given (``delay_seconds`` in seconds, ``at``
     in ISO 8601, in UTC: the same instant is the same start), since two requests with the same
-    fields are the same request."""
+    fields are the same request. A ``priority`` level counts only when given (records from
+    before priorities keep matching)."""
     seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
-    return request_digest(
-        {
-            "payload": dict(payload),
-            "delay_seconds": None if seconds is None else float(seconds),
-            # An instant, whatever the zone it was written in (15:30Z is 16:30+01:00).
-            "at": None if at is None else at.astimezone(UTC).isoformat(),
-            "group": group,
-        }
-    )
+    fields: dict[str, Any] = {
+        "payload": dict(payload),
+        "delay_seconds": None if seconds is None else float(seconds),
+        # An instant, whatever the zone it was written in (15:30Z is 16:30+01:00).
+        "at": None if at is None else at.astimezone(UTC).isoformat(),
+        "group": group,
+    }
+    if priority:
+        fields["priority"] = priority
+    return request_digest(fields)
 
 
 def _same_request(task: str, task_id: str, seen: Mapping[str, Any], request: str) -> None:
@@ -611,12 +638,15 @@ def enqueue(
     delay: Delay | None = None,
     at: datetime | None = None,
     group: str | None = None,
+    priority: str | None = None,
     client: TaskClient | None = None,
 ) -> TaskHandle:
     """Enqueue ``task`` with ``payload``; its id, as a :class:`TaskHandle` (a ``str``) with
     ``.get()`` and ``.wait(timeout)``. See :meth:`TaskClient.enqueue`."""
     client = client or default_client()
-    task_id = client.enqueue(task, payload, key=key, delay=delay, at=at, group=group)
+    task_id = client.enqueue(
+        task, payload, key=key, delay=delay, at=at, group=group, priority=priority
+    )
     return TaskHandle(task, task_id, client)
 
 
@@ -626,11 +656,14 @@ def enqueue_many(
     *,
     delay: Delay | None = None,
     group: str | None = None,
+    priority: str | None = None,
     client: TaskClient | None = None,
 ) -> list[bulk.ItemOutcome]:
     """Enqueue many ``(payload, key)`` of ``task`` in batches; each item's outcome. See
     :meth:`TaskClient.enqueue_many`."""
-    return (client or default_client()).enqueue_many(task, items, delay=delay, group=group)
+    return (client or default_client()).enqueue_many(
+        task, items, delay=delay, group=group, priority=priority
+    )
 
 
 def cancel(

@@ -49,6 +49,8 @@ class Envelope:
     message redriven before operations had ids (``redriven`` alone)."""
     wake: str | None = None
     """A signal's wake-up of a WAITING flow: the wait's name (``EnvelopeField.WAKE``)."""
+    priority: str | None = None
+    """The declared level it was enqueued at (None: normal): its redrive goes to that queue."""
 
     def to_json(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -70,6 +72,8 @@ class Envelope:
             fields[F.REDRIVE_ID] = self.redrive_id
         if self.wake:
             fields[F.WAKE] = self.wake
+        if self.priority:
+            fields[F.PRIORITY] = self.priority
         return {ENVELOPE_KEY: fields}
 
     def body(self) -> str:
@@ -149,6 +153,9 @@ def parse(body: str, expected_task: str | None = None) -> Envelope:
     wake = fields.get(F.WAKE)
     if wake is not None and (not isinstance(wake, str) or not wake):
         raise refuse(f"invalid wake {wake!r}")
+    priority = fields.get(F.PRIORITY)
+    if priority is not None and (not isinstance(priority, str) or not priority):
+        raise refuse(f"invalid priority {priority!r}")
     return Envelope(
         wake=wake,
         task=readable_task,
@@ -160,6 +167,7 @@ def parse(body: str, expected_task: str | None = None) -> Envelope:
         redriven=fields.get(F.REDRIVEN) is True or redrive_id is not None,
         request=request,
         redrive_id=redrive_id,
+        priority=priority,
     )
 
 

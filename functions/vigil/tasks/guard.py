@@ -190,6 +190,8 @@ class Message:
     group: str | None = None
     receive_count: int = 1
     """SQS's ``ApproximateReceiveCount``: how often the message was handed out, this time too."""
+    source_arn: str = ""
+    """The queue it came from (``eventSourceARN``): a priority level's or the task's own."""
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Message:
@@ -200,6 +202,7 @@ class Message:
             body=str(record.get("body", "")),
             group=attributes.get("MessageGroupId"),
             receive_count=_count(attributes.get("ApproximateReceiveCount")),
+            source_arn=str(record.get("eventSourceARN", "")),
         )
 
 
@@ -924,7 +927,7 @@ class TaskGuard:
         """Best effort: if it fails, the message comes back after the queue's own visibility
         timeout instead, which is later, never lost."""
         try:
-            self._queue.come_back_in(message.receipt_handle, seconds)
+            self._queue.come_back_in(message.receipt_handle, seconds, message.source_arn)
         except Exception:
             telemetry.logger().exception("could not change the message's visibility")
 

@@ -4,6 +4,7 @@ operator's views. Nothing else touches SQS."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,20 +39,51 @@ DEPTH_ATTRIBUTES = (
 
 
 class TaskQueue:
-    def __init__(self, client: Any, queue_url: str, dead_letter_url: str = "") -> None:
+    """A task's queue, its declared priority levels' queues (``levels``: level -> URL) and its
+    dead-letter queue, which they share."""
+
+    def __init__(
+        self,
+        client: Any,
+        queue_url: str,
+        dead_letter_url: str = "",
+        levels: Mapping[str, str] | None = None,
+    ) -> None:
         self._client = client
         self.queue_url = queue_url
         self.dead_letter_url = dead_letter_url
+        self.levels = dict(levels or {})
+
+    def level_url(self, level: str | None) -> str:
+        """The queue of ``level``; no level, or one no longer declared: the task's own queue
+        (a redrive of a message whose level a later deploy removed still runs it)."""
+        return self.levels.get(level or "", self.queue_url)
+
+    def source_url(self, source_arn: str | None) -> str:
+        """The queue a message came from, by its ``eventSourceARN`` (the queue's name is the
+        ARN's last part and the URL's): visibility can only be changed on that queue."""
+        name = (source_arn or "").rsplit(":", 1)[-1]
+        for url in self.levels.values():
+            if name and url.rstrip("/").rsplit("/", 1)[-1] == name:
+                return url
+        return self.queue_url
 
     @property
     def fifo(self) -> bool:
         return self.queue_url.endswith(".fifo")
 
     def send(
-        self, body: str, *, delay_s: int = 0, group: str | None = None, dedup: str | None = None
+        self,
+        body: str,
+        *,
+        delay_s: int = 0,
+        group: str | None = None,
+        dedup: str | None = None,
+        level: str | None = None,
     ) -> str:
-        """The message's id. FIFO: ``group`` and ``dedup`` are required, no delay."""
-        request: dict[str, Any] = {"QueueUrl": self.queue_url, "MessageBody": body}
+        """The message's id, on ``level``'s queue. FIFO: ``group`` and ``dedup`` are required,
+        no delay."""
+        request: dict[str, Any] = {"QueueUrl": self.level_url(level), "MessageBody": body}
         if delay_s:
             request["DelaySeconds"] = delay_s
         if group is not None:
@@ -96,8 +128,11 @@ class TaskQueue:
         waiting, delayed, in_flight = (int(attributes.get(name, 0)) for name in DEPTH_ATTRIBUTES)
         return waiting, delayed, in_flight
 
-    def come_back_in(self, receipt_handle: str, seconds: int) -> None:
-        """The message reappears after ``seconds`` (its visibility timeout from now)."""
+    def come_back_in(self, receipt_handle: str, seconds: int, source_arn: str = "") -> None:
+        """The message reappears after ``seconds`` (its visibility timeout from now), on the
+        queue it came from (``source_arn``)."""
         self._client.change_message_visibility(
-            QueueUrl=self.queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+            QueueUrl=self.source_url(source_arn),
+            ReceiptHandle=receipt_handle,
+            VisibilityTimeout=seconds,
         )

@@ -72,6 +72,7 @@ def redrive(sqs: Any, queue: TaskQueue, *, task: str, limit: int = 100) -> Redri
                 group=(again.group or task) if queue.fifo else None,
                 # A redrive is a new message to FIFO's five-minute deduplication: its own id.
                 dedup=_redrive_dedup(message["MessageId"]) if queue.fifo else None,
+                level=again.priority,  # back to the level's queue it was enqueued at
             )
             sqs.delete_message(
                 QueueUrl=queue.dead_letter_url, ReceiptHandle=message["ReceiptHandle"]

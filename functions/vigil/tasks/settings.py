@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from vigil.contract.tasks import (
@@ -46,6 +47,8 @@ class TaskSettings:
     """What a flow's wake-up beyond SQS's 15-minute delay is scheduled with (empty: no sleep or
     wait beyond 15 minutes)."""
     schedule_group: str = ""
+    priority_queue_urls: Mapping[str, str] = field(default_factory=dict)
+    """Each declared priority level's queue: a message's visibility is set on its own queue."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> TaskSettings:
@@ -76,5 +79,23 @@ class TaskSettings:
                     TaskEnv.SCHEDULER_ROLE_ARN, cls.scheduler_role_arn
                 ),
                 schedule_group=lambda: read.text(TaskEnv.SCHEDULE_GROUP, cls.schedule_group),
+                priority_queue_urls=lambda: (
+                    read.parsed(TaskEnv.PRIORITY_QUEUE_URLS, _levels)
+                    if read.present(TaskEnv.PRIORITY_QUEUE_URLS)
+                    else {}
+                ),
             )
         )
+
+
+def _levels(raw: str) -> dict[str, str]:
+    """``{"high": "https://sqs..."}``; anything else is a ValueError (a SettingsError)."""
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ValueError("must be a JSON object of level names to queue URLs") from None
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in value.items()
+    ):
+        raise ValueError("must be a JSON object of level names to queue URLs")
+    return value
