@@ -55,6 +55,9 @@ class EnvelopeField(StrEnum):
     """The redrive operation that moved it back (one id per ``vigil tasks redrive``): a
     redrive takes a FAILED record once; a copy of its message meeting FAILED again (its run
     failed, and the message came back) is a DUPLICATE, not a second budget."""
+    PARENT = "parent"
+    """A map's child (``run.map``): ``{"task", "id", "map"}`` of the flow that enqueued it; its
+    final outcome is counted on that map's journal item (:mod:`vigil.tasks.flows.fanout`)."""
     REQUEST = "request"
     """The digest of the request enqueued under a caller's key (the API's ``Idempotency-Key``),
     also kept on the record: a message of another request under the same key (two requests

@@ -13,6 +13,7 @@ record (the put failed after the send) is still run: the consumer's claim create
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -149,6 +150,7 @@ class TaskClient:
         at: datetime | None = None,
         group: str | None = None,
         request: str | None = None,
+        parent: dict[str, str] | None = None,
     ) -> Plan:
         """Every check ``enqueue`` makes, before anything is sent: :class:`InvalidTask`."""
         spec = self.catalog.spec(task)
@@ -203,6 +205,7 @@ class TaskClient:
             enqueued_at=iso(now),
             due_at=iso(due) if due else None,
             group=(group or task) if spec.ordered else None,
+            parent=parent,
         )
         try:
             envelope.body()
@@ -283,6 +286,7 @@ class TaskClient:
         delay: Delay | None = None,
         group: str | None = None,
         workers: int = bulk.DEFAULT_WORKERS,
+        parent: dict[str, str] | None = None,
     ) -> list[bulk.ItemOutcome]:
         """Many ``(payload, key)`` of one task in batches, each item's outcome in order
         (:mod:`vigil.tasks.bulk`): every item is checked first (:class:`InvalidTask` naming
@@ -293,7 +297,7 @@ class TaskClient:
             return enqueue_digest(payload, delay, None, group)
 
         return bulk.enqueue_many(
-            self.plan,
+            functools.partial(self.plan, parent=parent) if parent else self.plan,
             self.store(spec),
             self._client("sqs"),
             task,

@@ -49,6 +49,8 @@ class Envelope:
     message redriven before operations had ids (``redriven`` alone)."""
     wake: str | None = None
     """A signal's wake-up of a WAITING flow: the wait's name (``EnvelopeField.WAKE``)."""
+    parent: dict[str, str] | None = None
+    """A map's child: its flow's ``task``, ``id`` and ``map`` (``EnvelopeField.PARENT``)."""
 
     def to_json(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -70,6 +72,8 @@ class Envelope:
             fields[F.REDRIVE_ID] = self.redrive_id
         if self.wake:
             fields[F.WAKE] = self.wake
+        if self.parent:
+            fields[F.PARENT] = self.parent
         return {ENVELOPE_KEY: fields}
 
     def body(self) -> str:
@@ -149,7 +153,11 @@ def parse(body: str, expected_task: str | None = None) -> Envelope:
     wake = fields.get(F.WAKE)
     if wake is not None and (not isinstance(wake, str) or not wake):
         raise refuse(f"invalid wake {wake!r}")
+    parent = fields.get(F.PARENT)
+    if parent is not None and not _is_parent(parent):
+        raise refuse(f"invalid parent {parent!r:.120}")
     return Envelope(
+        parent=parent,
         wake=wake,
         task=readable_task,
         id=readable_id,
@@ -202,3 +210,11 @@ def schedule_names(task: str, task_id: str) -> tuple[str, str]:
 def at_expression(moment: datetime) -> str:
     """Scheduler's one-time expression, in UTC (``ScheduleExpressionTimezone`` = UTC)."""
     return f"at({iso(moment)[:19]})"
+
+
+def _is_parent(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and set(value) == {"task", "id", "map"}
+        and all(isinstance(part, str) and part for part in value.values())
+    )

@@ -717,9 +717,11 @@ class TaskStore:
         ids: list[str],
         run: Callable[[Callable[[], Any]], Any],
         pause: Callable[[int], None],
+        *,
+        full: bool = False,
     ) -> dict[str, Item]:
         """Up to 100 records by id (BatchGetItem, strongly consistent, the fields a bulk enqueue
-        compares), each request through ``run`` (a retrier); what DynamoDB leaves unprocessed
+        compares, or whole with ``full``: a map's children), each request through ``run`` (a retrier); what DynamoDB leaves unprocessed
         (it throttled) is asked again after ``pause(round)``, which raises when time is up."""
         keys = [wire(task_key(task, task_id)) for task_id in ids]
         found: dict[str, Item] = {}
@@ -728,17 +730,16 @@ class TaskStore:
                 break
             if round_:
                 pause(round_)
+            projection = {
+                "ProjectionExpression": "#sk, #status, #request",
+                "ExpressionAttributeNames": {
+                    "#sk": "sk",
+                    "#status": "status",
+                    "#request": REQUEST_ATTRIBUTE,
+                },
+            }
             request = {
-                self._table: {
-                    "Keys": keys,
-                    "ConsistentRead": True,
-                    "ProjectionExpression": "#sk, #status, #request",
-                    "ExpressionAttributeNames": {
-                        "#sk": "sk",
-                        "#status": "status",
-                        "#request": REQUEST_ATTRIBUTE,
-                    },
-                }
+                self._table: {"Keys": keys, "ConsistentRead": True, **({} if full else projection)}
             }
             answer = run(functools.partial(self._client.batch_get_item, RequestItems=request))
             for raw in answer.get("Responses", {}).get(self._table, []):
