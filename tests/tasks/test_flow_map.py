@@ -6,12 +6,13 @@ the results come back in order; a failed child raises ``ChildFailed`` (or is ret
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from tests.helpers.tasks import PLAIN, Stack
+from tests.helpers.tasks import PLAIN, Counting, Stack
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_flows import Crash, client, queue  # noqa: F401 (the flows' fixtures)
 from vigil.contract.flows import journal_pk
@@ -43,11 +44,15 @@ class Family:
             return batch(**request)
 
         queue.send_message_batch = counted_batch  # type: ignore[method-assign]
-        self.handler = make_handler(
+        self.make_handler = make_handler
+        self.handler = self.handler_with(client)
+
+    def handler_with(self, children: TaskClient) -> Any:
+        return self.make_handler(
             self.body,
-            sqs=queue,
-            scheduler=queue.scheduler,
-            children=client,
+            sqs=self.queue,
+            scheduler=self.queue.scheduler,
+            children=children,
             scheduler_role_arn="arn:aws:iam::123456789012:role/vigil-tasks-scheduler",
             schedule_group="vigil-tasks",
         )
@@ -224,3 +229,42 @@ def test_bad_input_is_refused_naming_the_step_with_nothing_written(
     assert "'bad'" in (record.error_message or "") and why in (record.error_message or "")
     assert map_item(stack, "flow-6", "bad") == {}
     assert queue.held == {}  # no child sent
+
+
+@pytest.mark.slow
+def test_a_thousand_children_are_enqueued_in_batches_and_read_back_in_pages_of_100(
+    stack: Stack, queue: FlowQueue, client: TaskClient, family: Family
+) -> None:
+    """The map's limits at its largest: 1,000 children sent 10 a request, their ends counted on
+    one item, their records read 100 a request. The children's own runs are not driven here
+    (the small maps above run them through the guard; on moto each costs ~0.1 s): their ends
+    are written as a child's guard writes them (record, then ``count_end``)."""
+    family.size = 1000
+    client.enqueue(PLAIN, {"album": "a"}, key="flow-7")
+    queue.deliver(family.handler)
+    assert client.get(PLAIN, "flow-7").status is TaskStatus.WAITING
+    assert family.batches == [10] * 100
+    ids = [child_id("flow-7", "squares", n) for n in range(1000)]
+    parent = {"task": PLAIN, "id": "flow-7", "map": "squares"}
+    for n, task_id in enumerate(ids):
+        stack.dynamodb.update_item(
+            TableName=stack.table,
+            Key={"pk": {"S": f"TASK#{PLAIN}"}, "sk": {"S": task_id}},
+            UpdateExpression="SET #s = :s, #r = :r",
+            ExpressionAttributeNames={"#s": "status", "#r": "result"},
+            ExpressionAttributeValues={
+                ":s": {"S": "SUCCEEDED"},
+                ":r": {"S": json.dumps({"square": n * n})},
+            },
+        )
+        woke = count_end(stack.dynamodb, queue, stack.table, parent, task_id, "SUCCEEDED")
+        assert woke is (n == 999)  # only the last end wakes the flow
+    reads = Counting(stack.dynamodb)
+    queue.held = {i: m for i, m in queue.held.items() if '"n":' not in m.body}  # the flow's wake
+    queue.deliver(family.handler_with(stack.client(sqs=queue, dynamodb=reads)))
+
+    record = client.get(PLAIN, "flow-7")
+    assert record.status is TaskStatus.SUCCEEDED
+    assert record.result == [{"square": n * n} for n in range(1000)]
+    assert reads.counts["batch_get_item"] == 10
+    assert family.children_ran == []
