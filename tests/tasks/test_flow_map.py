@@ -102,6 +102,7 @@ def test_three_children_succeed_and_their_results_come_back_in_order(
     for n in range(3):  # ordinary tasks with their own records
         child = client.get(PLAIN, child_id("flow-1", "squares", n))
         assert child.status is TaskStatus.SUCCEEDED
+        assert child.parent == {"task": PLAIN, "id": "flow-1", "map": "squares"}
     item = map_item(stack, "flow-1")
     assert (item["children"], item["ended"], item["ended_SUCCEEDED"]) == (3, 3, 3)
     steps = {row["name"]: row for row in record.steps or []}

@@ -102,6 +102,7 @@ class Plan:
             due_at=self.due,
             group=envelope.group,
             request=envelope.request,
+            parent=envelope.parent,
         )
 
 
