@@ -45,6 +45,7 @@ def make_handler(stack: Stack) -> HandlerFactory:
         events = overrides.pop("events", None) or Counting(stack.events)
         s3 = overrides.pop("s3", None) or stack.s3
         scheduler = overrides.pop("scheduler", None) or stack.scheduler
+        children = overrides.pop("children", None)
         handler = task(
             body,
             settings=stack.settings(task_name, **overrides),
@@ -53,6 +54,7 @@ def make_handler(stack: Stack) -> HandlerFactory:
             events=events,
             s3=s3,
             scheduler=scheduler,
+            children=children,
             clock=stack.clock,
             sleep=lambda seconds: stack.clock.advance(seconds),
         )

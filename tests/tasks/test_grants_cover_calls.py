@@ -74,6 +74,9 @@ def test_every_call_enqueue_get_and_wait_make_is_in_their_grants(
     client.get(PLAIN, "o-2")
     read_calls = {IAM_ACTION[name] for c in (dynamodb, s3) for name, _ in c.calls}
 
-    assert {"s3:GetObject", "dynamodb:Query"} <= read_calls and "dynamodb:BatchGetItem" in enqueue_calls
+    assert {
+        "s3:GetObject",
+        "dynamodb:Query",
+    } <= read_calls and "dynamodb:BatchGetItem" in enqueue_calls
     assert enqueue_calls <= _granted("enqueue")
     assert read_calls <= _granted("read")

@@ -69,6 +69,19 @@ class FlowQueue(Delegating):
         self.held[message.id] = message
         return {"MessageId": message.id}
 
+    def send_message_batch(self, **request: Any) -> dict[str, Any]:
+        if request["QueueUrl"] != self.url:
+            return dict(self._client.send_message_batch(**request))
+        successful = []
+        for entry in request["Entries"]:
+            answer = self.send_message(
+                QueueUrl=self.url,
+                MessageBody=entry["MessageBody"],
+                DelaySeconds=entry.get("DelaySeconds", 0),
+            )
+            successful.append({"Id": entry["Id"], "MessageId": answer["MessageId"]})
+        return {"Successful": successful, "Failed": []}
+
     def change_message_visibility(self, **request: Any) -> dict[str, Any]:
         held = self.held.get(str(request["ReceiptHandle"]).removeprefix("rh-"))
         if held is not None:

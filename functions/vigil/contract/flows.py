@@ -43,6 +43,9 @@ fills; the bound keeps a resume's read of the journal to a known number of pages
 MAX_STEP_RESULT_BYTES = 65_536
 """The largest JSON result a step may record (a task's result's limit). A step's write costs one
 write unit per KB of its item: keep results small (a location, an id) for 1 WCU a step."""
+MAX_CHILDREN = 1_000
+"""The most children one ``run.map`` enqueues: its item keeps the ended children's indexes (a
+number set, about 5 KB at 1,000), and each child's end rewrites it (one write unit per KB)."""
 MAX_SIGNAL_BYTES = 65_536
 """The largest JSON payload a signal may carry."""
 
@@ -51,6 +54,7 @@ class StepKind(StrEnum):
     STEP = "step"
     SLEEP = "sleep"
     WAIT = "wait"
+    MAP = "map"
 
 
 class StepState(StrEnum):
@@ -93,6 +97,20 @@ class StepField(StrEnum):
     COMPENSATION = "compensation"
     """A compensated step: DONE, or the error its compensation raised."""
     EXPIRES_AT = "expires_at"
+    CHILD_TASK = "child_task"
+    """A map's children's task."""
+    CHILDREN = "children"
+    """A map's number of children."""
+    ENQUEUED_AT = "enqueued_at"
+    """A map's children all enqueued (the enqueue journaled: a re-execution does not send again)."""
+    ENDED = "ended"
+    """A map's children that have ended (counted once each: ``ENDED_SET``)."""
+    ENDED_SET = "ended_set"
+    """The indexes of a map's children that have ended (a number set)."""
+    COUNTS = "counts"
+    """A map's ended children by final status."""
+    QUEUE = "queue"
+    """A map's flow's queue: where the last child to end sends ``RESUME``."""
 
 
 WAKE_AT_ATTRIBUTE = "wake_at"

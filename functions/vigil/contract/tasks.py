@@ -58,6 +58,9 @@ class EnvelopeField(StrEnum):
     PRIORITY = "priority"
     """The declared priority level it was enqueued at (absent: normal): a redrive sends it back
     to that level's queue."""
+    PARENT = "parent"
+    """A map's child (``run.map``): ``{"task", "id", "map"}`` of the flow that enqueued it; its
+    final outcome is counted on that map's journal item (:mod:`vigil.tasks.flows.fanout`)."""
     REQUEST = "request"
     """The digest of the request enqueued under a caller's key (the API's ``Idempotency-Key``),
     also kept on the record: a message of another request under the same key (two requests

@@ -52,6 +52,7 @@ def task(
     events: Any = None,
     s3: Any = None,
     scheduler: Any = None,
+    children: Any = None,
     clock: Clock = system_clock,
     sleep: Sleeper = time.sleep,
     retry_on: tuple[type[BaseException], ...] | None = None,
@@ -62,7 +63,7 @@ def task(
     ``no_retry_on``: errors no retry can help (a bad payload): an attempt raising one ends the
     task FAILED at once, dead-lettered with its error, as ``raise Reject(reason)`` does.
     ``retry_on``: when given, only these errors are retried. The clients, ``clock`` and
-    ``sleep`` are for tests."""
+    ``sleep`` are for tests (``children``: the TaskClient ``run.map`` enqueues with)."""
     policy = RetryPolicy(retry_on=retry_on, no_retry_on=no_retry_on)  # a bad one: TypeError now
 
     def wrap(fn: Body) -> Handler:
@@ -91,6 +92,8 @@ def task(
                 retry_policy=policy,
                 # Built on a flow's first sleep beyond 15 minutes only.
                 scheduler=lambda: scheduler or write_client("scheduler"),
+                # A map's children's TaskClient (by default the stack's catalog), built on use.
+                children=(lambda: children) if children is not None else None,
             )
 
         def guarded(event: Any, context: Any) -> dict[str, Any]:

@@ -103,6 +103,7 @@ class Plan:
             due_at=self.due,
             group=envelope.group,
             request=envelope.request,
+            parent=envelope.parent,
         )
 
 
@@ -152,6 +153,7 @@ class TaskClient:
         group: str | None = None,
         request: str | None = None,
         priority: str | None = None,
+        parent: dict[str, str] | None = None,
     ) -> Plan:
         """Every check ``enqueue`` makes, before anything is sent: :class:`InvalidTask`."""
         spec = self.catalog.spec(task)
@@ -208,6 +210,7 @@ class TaskClient:
             due_at=iso(due) if due else None,
             group=(group or task) if spec.ordered else None,
             priority=None if priority in (None, NORMAL_PRIORITY) else priority,
+            parent=parent,
         )
         try:
             envelope.body()
@@ -303,6 +306,7 @@ class TaskClient:
         group: str | None = None,
         workers: int = bulk.DEFAULT_WORKERS,
         priority: str | None = None,
+        parent: dict[str, str] | None = None,
     ) -> list[bulk.ItemOutcome]:
         """Many ``(payload, key)`` of one task in batches, each item's outcome in order
         (:mod:`vigil.tasks.bulk`): every item is checked first (:class:`InvalidTask` naming
@@ -314,7 +318,7 @@ class TaskClient:
             return enqueue_digest(payload, delay, None, group, level)
 
         return bulk.enqueue_many(
-            functools.partial(self.plan, priority=priority),
+            functools.partial(self.plan, priority=priority, parent=parent),
             self.store(spec),
             self._client("sqs"),
             task,

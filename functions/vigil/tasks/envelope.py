@@ -51,6 +51,8 @@ class Envelope:
     """A signal's wake-up of a WAITING flow: the wait's name (``EnvelopeField.WAKE``)."""
     priority: str | None = None
     """The declared level it was enqueued at (None: normal): its redrive goes to that queue."""
+    parent: dict[str, str] | None = None
+    """A map's child: its flow's ``task``, ``id`` and ``map`` (``EnvelopeField.PARENT``)."""
 
     def to_json(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -74,6 +76,8 @@ class Envelope:
             fields[F.WAKE] = self.wake
         if self.priority:
             fields[F.PRIORITY] = self.priority
+        if self.parent:
+            fields[F.PARENT] = self.parent
         return {ENVELOPE_KEY: fields}
 
     def body(self) -> str:
@@ -156,7 +160,11 @@ def parse(body: str, expected_task: str | None = None) -> Envelope:
     priority = fields.get(F.PRIORITY)
     if priority is not None and (not isinstance(priority, str) or not priority):
         raise refuse(f"invalid priority {priority!r}")
+    parent = fields.get(F.PARENT)
+    if parent is not None and not _is_parent(parent):
+        raise refuse(f"invalid parent {parent!r:.120}")
     return Envelope(
+        parent=parent,
         wake=wake,
         task=readable_task,
         id=readable_id,
@@ -210,3 +218,11 @@ def schedule_names(task: str, task_id: str) -> tuple[str, str]:
 def at_expression(moment: datetime) -> str:
     """Scheduler's one-time expression, in UTC (``ScheduleExpressionTimezone`` = UTC)."""
     return f"at({iso(moment)[:19]})"
+
+
+def _is_parent(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and set(value) == {"task", "id", "map"}
+        and all(isinstance(part, str) and part for part in value.values())
+    )

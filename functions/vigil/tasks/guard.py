@@ -40,6 +40,7 @@ from vigil import telemetry
 from vigil.clock import Clock, Sleeper, iso, system_clock
 from vigil.contract.metrics import TaskMetric
 from vigil.contract.tasks import (
+    FINAL_STATUSES,
     RESULT_INLINE_BYTES,
     SUSPENDED_STATUSES,
     TaskStatus,
@@ -64,7 +65,7 @@ from vigil.tasks.decisions import (
 )
 from vigil.tasks.envelope import Envelope, parse
 from vigil.tasks.errors import MalformedTask, TaskCancelled, TaskFenced
-from vigil.tasks.flows.errors import Abort, FlowCancelled, InvalidStep, Suspend
+from vigil.tasks.flows.errors import Abort, ChildFailed, FlowCancelled, InvalidStep, Suspend
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.rate import Deferred, RateLimiter
 from vigil.tasks.results import ResultStore
@@ -161,6 +162,15 @@ class TaskRun:
         """The payload of the signal ``name`` (``vigil.tasks.signal``), waiting for it with no
         compute between; :class:`~vigil.tasks.flows.errors.SignalTimeout` after ``timeout``."""
         return self.flow.wait_for(name, timeout=timeout)
+
+    def map(
+        self, name: str, task: str, payloads: list[Any], *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """Fan-out and fan-in: one ``task`` per payload, enqueued exactly once; the flow waits
+        with no compute until all have ended and gets their results in order. A child that
+        did not succeed raises :class:`~vigil.tasks.flows.errors.ChildFailed` (or, with
+        ``return_exceptions=True``, is returned as it)."""
+        return self.flow.map(name, task, payloads, return_exceptions=return_exceptions)
 
     def progress(self, percent: int, note: str | None = None) -> None:
         """Record how far the run is (0-100), readable on the task's record while it runs.
@@ -283,8 +293,10 @@ class TaskGuard:
         results: ResultStore | None = None,
         retry_policy: RetryPolicy | None = None,
         scheduler: Callable[[], Any] | None = None,
+        children: Callable[[], Any] | None = None,
     ) -> None:
         self.settings = settings
+        self.children = children or _default_children
         self.retry_policy = retry_policy or RetryPolicy()
         self._scheduler = scheduler or _no_scheduler
         self._store = store
@@ -399,6 +411,11 @@ class TaskGuard:
                 return Claimed(answer.seen)
             if decision.verdict is Verdict.DUPLICATE:
                 duplicate = Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
+                if envelope.parent and answer.seen is not None:
+                    # A map's child that ended, back: its end told again (counted once).
+                    not_told = self._tell_parent(envelope, answer.seen, remaining_ms)
+                    if not_told:
+                        return replace(duplicate, outcome=Outcome.UNRECORDED, reason=not_told)
                 if answer.seen is None or not owes_event(answer.seen, message.message_id):
                     return duplicate
                 # The message that finished it, back: its invocation may have died before the
@@ -542,9 +559,9 @@ class TaskGuard:
                 # A Reject, an error the task's retry_on/no_retry_on leaves out, a flow's Abort or
                 # a step refused at its call: no retry.
                 error_type, text = type(error).__name__, str(error)
-                final = isinstance(error, Abort | InvalidStep) or not self.retry_policy.retries(
-                    error
-                )
+                final = isinstance(
+                    error, Abort | InvalidStep | ChildFailed
+                ) or not self.retry_policy.retries(error)
             # Judged on the same budget as a crash: a redrive's retries are afresh for both.
             failure = after_failure(budget, self.settings.retries, self.settings.backoff)
             retry = not final and failure.retry
@@ -647,6 +664,8 @@ class TaskGuard:
             read_record=lambda: self._store.item(envelope.task, envelope.id),
             ordered=settings.ordered,
             can_schedule=bool(settings.scheduler_role_arn and settings.schedule_group),
+            children=self.children,
+            queue_url=self._queue.queue_url,
         )
 
     def _suspend(
@@ -668,22 +687,23 @@ class TaskGuard:
         body = envelope.resume().body()
         settings = self.settings
         try:
-            persist(
-                lambda: send_wake(
-                    self._queue,
-                    self._scheduler,
-                    task=envelope.task,
-                    task_id=envelope.id,
-                    step=suspend.step,
-                    body=body,
-                    now=now,
-                    until=suspend.until,
-                    role_arn=settings.scheduler_role_arn,
-                    group=settings.schedule_group,
-                ),
-                time_left_s=self._time_left(remaining_ms),
-                sleep=self._sleep,
-            )
+            if not suspend.by_children:  # a map's flow is woken by its last child to end
+                persist(
+                    lambda: send_wake(
+                        self._queue,
+                        self._scheduler,
+                        task=envelope.task,
+                        task_id=envelope.id,
+                        step=suspend.step,
+                        body=body,
+                        now=now,
+                        until=suspend.until,
+                        role_arn=settings.scheduler_role_arn,
+                        group=settings.schedule_group,
+                    ),
+                    time_left_s=self._time_left(remaining_ms),
+                    sleep=self._sleep,
+                )
         except OutOfTime as out_of_time:
             return Delivery(
                 Outcome.UNRECORDED,
@@ -708,6 +728,34 @@ class TaskGuard:
             resume=body,
         )
         return self._conclude(message, envelope, outcome, remaining_ms, how="suspended")
+
+    def _tell_parent(
+        self, envelope: Envelope, record: Mapping[str, Any], remaining_ms: Callable[[], int]
+    ) -> str | None:
+        """A map's child ended: its end counted on the map (once), the flow woken by the last.
+        None, or why it could not be told (the message comes back and tells it again)."""
+        from vigil.tasks.flows.fanout import count_end
+
+        status = record.get("status")
+        if status not in {s.value for s in FINAL_STATUSES} or envelope.parent is None:
+            return None
+        parent = envelope.parent
+        try:
+            persist(
+                lambda: count_end(
+                    self._store.client,
+                    self._queue.client,
+                    self.settings.table,
+                    parent,
+                    envelope.id,
+                    str(status),
+                ),
+                time_left_s=self._time_left(remaining_ms),
+                sleep=self._sleep,
+            )
+        except OutOfTime as out_of_time:
+            return f"its flow {parent['task']} {parent['id']} not told: {out_of_time}"
+        return None
 
     def _compensate(
         self, run: TaskRun, status: TaskStatus, error_type: str, text: str
@@ -823,6 +871,10 @@ class TaskGuard:
                 outcome.attempt,
                 "a newer delivery took the task over; this outcome is not recorded",
             )
+        if envelope.parent and outcome.status in FINAL_STATUSES:
+            not_told = self._tell_parent(envelope, outcome.recorded(), remaining_ms)
+            if not_told:  # back: its DUPLICATE tells the flow again
+                return Delivery(Outcome.UNRECORDED, envelope.id, outcome.attempt, not_told)
         if outcome.status in SUSPENDED_STATUSES:
             return Delivery(
                 Outcome.SUSPENDED,
@@ -958,6 +1010,12 @@ def _as_cancelled(outcome: TaskFinish, told: BaseException) -> TaskFinish:
         retry_in_s=0,
         retry_message=None,
     )
+
+
+def _default_children() -> Any:
+    from vigil.tasks.enqueue import default_client
+
+    return default_client()
 
 
 def _no_scheduler() -> Any:

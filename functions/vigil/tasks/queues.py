@@ -69,6 +69,11 @@ class TaskQueue:
         return self.queue_url
 
     @property
+    def client(self) -> Any:
+        """The SQS client (a map's child sends its flow's resume message on another queue)."""
+        return self._client
+
+    @property
     def fifo(self) -> bool:
         return self.queue_url.endswith(".fifo")
 

@@ -66,6 +66,8 @@ from vigil.settle import settlement, write_settlement
 from vigil.tasks.errors import InvalidTask, NotCancellable, TaskCancelled
 
 LEASE_ATTRIBUTES = ("lease_until", "holder")
+PARENT_ATTRIBUTE = "parent"
+"""On a map's child's record: its flow and map (``{"task", "id", "map"}``)."""
 OUTCOME_ATTRIBUTES = (OUTBOX_ATTRIBUTE, FINISHED_BY_ATTRIBUTE, RESULT_REF_ATTRIBUTE)
 """What a final outcome leaves that the next run (a redrive's) must not inherit."""
 RETRY_ATTRIBUTES = (RETRY_AT_ATTRIBUTE, "retry_message")
@@ -121,6 +123,8 @@ class TaskRecord:
     waiting_for: str | None = None
     steps: list[dict[str, Any]] | None = None
     """A flow's step timeline (``get`` reads it from the flow's journal; None: not read)."""
+    parent: dict[str, str] | None = None
+    """A map's child: the flow (``task``, ``id``) and the map (``map``) that enqueued it."""
 
     @classmethod
     def from_item(cls, item: Item) -> TaskRecord:
@@ -148,6 +152,7 @@ class TaskRecord:
             cancel_requested_by=item.get(CANCEL_REQUESTED_BY_ATTRIBUTE),
             wake_at=item.get(WAKE_AT_ATTRIBUTE),
             waiting_for=item.get(WAITING_FOR_ATTRIBUTE),
+            parent=item.get(PARENT_ATTRIBUTE),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -181,6 +186,7 @@ class TaskRecord:
             **({WAKE_AT_ATTRIBUTE: self.wake_at} if self.wake_at else {}),
             **({WAITING_FOR_ATTRIBUTE: self.waiting_for} if self.waiting_for else {}),
             **({"steps": self.steps} if self.steps else {}),
+            **({PARENT_ATTRIBUTE: self.parent} if self.parent else {}),
         }
 
 
@@ -335,9 +341,11 @@ class TaskStore:
         due_at: datetime | None = None,
         group: str | None = None,
         request: str | None = None,
+        parent: Mapping[str, str] | None = None,
     ) -> bool:
         """The QUEUED record; False if the key has a record already (nothing is written).
-        ``request``: the digest of the request that enqueued it (``REQUEST_ATTRIBUTE``)."""
+        ``request``: the digest of the request that enqueued it (``REQUEST_ATTRIBUTE``);
+        ``parent``: a map's child's flow and map."""
         item: Item = {
             **task_key(task, task_id),
             "task": task,
@@ -353,6 +361,8 @@ class TaskStore:
             item["group"] = group
         if request is not None:
             item[REQUEST_ATTRIBUTE] = request
+        if parent is not None:
+            item[PARENT_ATTRIBUTE] = dict(parent)
         try:
             self._client.put_item(
                 TableName=self._table,
@@ -733,9 +743,11 @@ class TaskStore:
         ids: list[str],
         run: Callable[[Callable[[], Any]], Any],
         pause: Callable[[int], None],
+        *,
+        full: bool = False,
     ) -> dict[str, Item]:
         """Up to 100 records by id (BatchGetItem, strongly consistent, the fields a bulk enqueue
-        compares), each request through ``run`` (a retrier); what DynamoDB leaves unprocessed
+        compares, or whole with ``full``: a map's children), each request through ``run`` (a retrier); what DynamoDB leaves unprocessed
         (it throttled) is asked again after ``pause(round)``, which raises when time is up."""
         keys = [wire(task_key(task, task_id)) for task_id in ids]
         found: dict[str, Item] = {}
@@ -744,17 +756,16 @@ class TaskStore:
                 break
             if round_:
                 pause(round_)
+            projection = {
+                "ProjectionExpression": "#sk, #status, #request",
+                "ExpressionAttributeNames": {
+                    "#sk": "sk",
+                    "#status": "status",
+                    "#request": REQUEST_ATTRIBUTE,
+                },
+            }
             request = {
-                self._table: {
-                    "Keys": keys,
-                    "ConsistentRead": True,
-                    "ProjectionExpression": "#sk, #status, #request",
-                    "ExpressionAttributeNames": {
-                        "#sk": "sk",
-                        "#status": "status",
-                        "#request": REQUEST_ATTRIBUTE,
-                    },
-                }
+                self._table: {"Keys": keys, "ConsistentRead": True, **({} if full else projection)}
             }
             answer = run(functools.partial(self._client.batch_get_item, RequestItems=request))
             for raw in answer.get("Responses", {}).get(self._table, []):

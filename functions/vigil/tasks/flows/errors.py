@@ -41,11 +41,32 @@ class Suspend(BaseException):
     ``run.sleep``/``run.wait_for`` through the body to the guard. A BaseException, so a body's
     ``except Exception`` does not swallow it."""
 
-    def __init__(self, step: str, status: str, until: datetime) -> None:
+    def __init__(
+        self, step: str, status: str, until: datetime, *, by_children: bool = False
+    ) -> None:
         super().__init__(f"{status.lower()} at {step!r} until {until.isoformat()}")
         self.step = step
         self.status = status
         self.until = until
+        self.by_children = by_children
+        """A map's wait: its last child to end wakes it (no wake-up is sent; ``until`` is the
+        retention's end)."""
+
+
+class ChildFailed(Exception):
+    """``run.map``: a child ended other than SUCCEEDED (FAILED, CANCELLED, UNCERTAIN,
+    COMPENSATED); with ``return_exceptions=True`` it is returned in the child's place."""
+
+    def __init__(
+        self, step: str, index: int, task: str, task_id: str, status: str, error: str
+    ) -> None:
+        super().__init__(f"map {step!r}: child {index} ({task} {task_id}) ended {status}: {error}")
+        self.step = step
+        self.index = index
+        self.task = task
+        self.id = task_id
+        self.status = status
+        self.error = error
 
 
 class FlowCancelled(BaseException):

@@ -12,7 +12,9 @@ written by single conditional requests:
 * a wait: one UpdateItem arming it (its timeout and the flow's message), and at its timeout one
   UpdateItem that wins only if no signal came: exactly one of the signal and the timeout wins;
 * a signal: one UpdateItem of the wait's item, refused once the wait timed out or under another
-  key.
+  key;
+* a map: one PutItem of its item, one UpdateItem once its children are enqueued, one GetItem of
+  its count; each child's end one UpdateItem of it (counted once: the child's index joins a set).
 
 Reading the journal back is a Query of the partition, one request per 1 MB page.
 """
@@ -133,6 +135,31 @@ class FlowJournal:
         update.condition(update.absent(F.TIMED_OUT_AT))
         update.condition(any_of_absent_or(update, F.SIGNAL_KEY, key))
         update.condition(any_of_absent_or(update, F.KIND, StepKind.WAIT.value))
+        return self._update_returning(name, update)
+
+    # Maps ---------------------------------------------------------------------------------------
+
+    def item(self, name: str) -> Item | None:
+        """One step's item (a strongly consistent GetItem): a map's count, read after its enqueue."""
+        answer = self._client.get_item(
+            TableName=self._table,
+            Key=to_wire(step_key(self.task, self.id, name)),
+            ConsistentRead=True,
+        )
+        return from_wire(answer.get("Item"))
+
+    def mark_enqueued(self, name: str, now: datetime) -> Item | Refused:
+        """A map's children all enqueued: a later execution sends none again."""
+        update = Update().set_default(F.ENQUEUED_AT, iso(now))
+        update.condition(update.eq(F.KIND, StepKind.MAP.value))
+        return self._update_returning(name, update)
+
+    def count_child(self, name: str, index: int, status: str) -> Item | Refused:
+        """A child's end on its map's item, once per child (its index joins a set): refused, it
+        was counted before (or the map's item is gone: its flow expired)."""
+        update = Update().add(F.ENDED, 1).add(F.ENDED_SET, {index})
+        update.add(f"{F.ENDED.value}_{status}", 1)
+        update.condition(update.eq(F.KIND, StepKind.MAP.value), update.lacks(F.ENDED_SET, index))
         return self._update_returning(name, update)
 
     # Compensations ------------------------------------------------------------------------------

@@ -76,6 +76,10 @@ class FlowSite:
     can_schedule: bool = False
     """A one-time schedule can wake it (a sleep or wait beyond SQS's 15-minute delay)."""
     halt: Halt = field(default_factory=Halt)
+    children: Callable[[], Any] = field(default=lambda: None)
+    """The :class:`~vigil.tasks.enqueue.TaskClient` a map enqueues its children with."""
+    queue_url: str = ""
+    """The flow's queue: a map's last child sends the flow's resume message there."""
 
 
 @dataclass
@@ -248,6 +252,19 @@ class Flow:
             raise SignalTimeout(name, iso(until))
         self._boundary_claimed()
         raise Suspend(name, TaskStatus.WAITING.value, until)
+
+    # Fan-out and fan-in --------------------------------------------------------------------------
+
+    def map(
+        self, name: str, task: str, payloads: list[Any], *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """One ``task`` per payload, enqueued once; the flow waits (no compute) until every
+        child has ended, then their results in order (:mod:`.fanout`)."""
+        from vigil.tasks.flows.fanout import run_map
+
+        return run_map(
+            self, name, task, payloads, _digest(name, (task, payloads), {}), return_exceptions
+        )
 
     # Compensation -------------------------------------------------------------------------------
 

@@ -31,11 +31,25 @@ def _row(item: Item) -> dict[str, Any]:
         "until": item.get(F.UNTIL),
         "error": item.get(F.ERROR),
         "compensation": item.get(F.COMPENSATION),
+        "children": _children(item) if kind == StepKind.MAP else None,
     }
     return {key: value for key, value in row.items() if value is not None or key == "seq"}
 
 
+def _children(item: Item) -> dict[str, int]:
+    """A map's children: how many, and how many ended by final status."""
+    prefix = f"{F.ENDED.value}_"
+    counts = {"total": int(item.get(F.CHILDREN, 0))}
+    for attribute, value in sorted(item.items()):
+        if attribute.startswith(prefix) and attribute != F.ENDED_SET:
+            counts[attribute.removeprefix(prefix)] = int(value)
+    return counts
+
+
 def _status(kind: str, item: Item) -> str:
+    if kind == StepKind.MAP:
+        ended = int(item.get(F.ENDED, 0)) >= int(item.get(F.CHILDREN, 0))
+        return "DONE" if ended else "WAITING"
     if kind == StepKind.STEP:
         return str(item.get(F.STATE) or StepState.STARTED.value)
     if kind == StepKind.SLEEP:
