@@ -20,7 +20,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.catalogs import Entry, Filled
+from infra.catalogs import Entry, Filled, grant_read_catalog
 from infra.errors import ConfigurationError
 from infra.function import SharedLogs, check_function, vigil_function, whole_seconds
 from infra.layout import Layout
@@ -40,7 +40,14 @@ from infra.task_results import results_of
 from infra.tasks_table import TasksTable
 from infra.writes import Declared, check_writes, grant_writes, writes_environment
 from vigil.contract.flows import journal_pk_pattern
-from vigil.contract.layout import CONSTRUCT_FIELD, Entity, task_schedule_role_path
+from vigil.contract.layout import (
+    CONSTRUCT_FIELD,
+    STACK_ENV,
+    Catalogued,
+    Entity,
+    catalog_path,
+    task_schedule_role_path,
+)
 from vigil.contract.metrics import NAMESPACE, TaskMetric, dimensions
 from vigil.contract.stages import tasks_schedule_group
 from vigil.contract.tasks import (
@@ -438,6 +445,53 @@ class BackgroundTask(Construct):
             )
         )
         self.results.grant_read(grantee, self.task_name)
+
+    def map_to(self, *children: BackgroundTask) -> None:
+        """Let this flow's ``run.map`` fan out to ``children``: its function enqueues them and
+        reads their records and results (through the stack's tasks catalog), and each child's
+        function, when a child ends, counts that end on this flow's map item (UpdateItem on this
+        flow's journal partitions only) and the last one wakes the flow (SendMessage to its
+        queue). The grants are attached from the top-level stack, so a flow and a child in two
+        shards do not make the shards depend on each other."""
+        if not children:
+            raise ConfigurationError(self.task_name, "map_to", "name at least one child task")
+        top = Layout.of(self).stack
+        flow_role = self._imported_role(top, self)
+        self.function.add_environment(STACK_ENV, Layout.of(self).stack_name)
+        grant_read_catalog(flow_role, top, catalog_path(top.stack_name, Catalogued.TASKS))
+        for child in children:
+            if not isinstance(child, BackgroundTask):
+                raise ConfigurationError(
+                    self.task_name, "map_to", f"{child!r} is not a BackgroundTask"
+                )
+            if child.table is not self.table:
+                raise ConfigurationError(
+                    self.task_name, "map_to", f"{child.task_name} keeps its records elsewhere"
+                )
+            child.grant_enqueue(flow_role)
+            child.grant_read(flow_role)
+            child_role = self._imported_role(top, child)
+            child_role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["dynamodb:UpdateItem"],
+                    resources=[self.table.table_arn],
+                    conditions=_journal_keys([self]),
+                )
+            )
+            child_role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[self.queue.queue_arn])
+            )
+
+    def _imported_role(self, top: Stack, task: BackgroundTask) -> iam.IRole:
+        """``task``'s function role as the top-level stack sees it (one per task), so grants
+        added to it are policies of the top-level stack."""
+        construct_id = f"MapRole{task.node.addr}"
+        found = top.node.try_find_child(construct_id)
+        if found is not None:
+            return found  # type: ignore[return-value]
+        role = task.function.role
+        assert role is not None
+        return iam.Role.from_role_arn(top, construct_id, role.role_arn, mutable=True)
 
     # --- the catalog and monitoring handles --------------------------------------------------
 
