@@ -17,15 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from vigil.contract.tasks import CatalogField
-from vigil.tasks.enqueue import TaskClient
-from vigil_tools.demo.tasks import COLUMN, Poller
+from vigil_tools.demo.tasks import COLUMN, Poller, app_client
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.clients import own_client
 from vigil_tools.emulator.lambda_runtime import LocalLambda
 from vigil_tools.emulator.queue_mappings import QueueMapping
 from vigil_tools.emulator.scheduler import deployed_schedules, fire_one_time, one_time_schedules
 from vigil_tools.tasks_catalog import tasks_catalog
-from vigil_tools.tasks_cli import catalog_of
 from vigil_tools.testing.kill import KillAt, killing
 
 FLOW = "onboard-tenant"
@@ -56,13 +54,7 @@ def simulate_flows(
     recurring = deployed_schedules(session)
     poller = Poller(runtime, now, move_to, QueueMapping.all_of(session, sqs))
     function = tasks_catalog(session, account.deployed.stack_name)[FLOW][CatalogField.FUNCTION]
-    client = TaskClient(
-        catalog_of(session, account.deployed.stack_name),
-        sqs=session.client("sqs"),
-        dynamodb=session.client("dynamodb"),
-        scheduler=session.client("scheduler"),
-        s3=session.client("s3"),
-    )
+    client = app_client(account)
 
     def run_until(end: datetime) -> None:
         """The queue's deliveries and the one-time schedules (a sleep beyond 15 minutes)."""
