@@ -120,6 +120,19 @@ def declare_tasks(scope: Construct, tasks: TasksTable) -> list[BackgroundTask]:
             completion_events="all",
             tasks_table=tasks.table,
         ),
+        # A flow (docs/guides/flows.md): onboard a tenant over days, each step once; its sleep of
+        # three days and its wait for the tenant's verification run no compute in between.
+        BackgroundTask(
+            scope,
+            "OnboardTenant",
+            handler="tasks.onboard_tenant.handler",
+            timeout=Duration.minutes(1),
+            retries=3,
+            backoff=Duration.seconds(30),
+            concurrency=5,
+            completion_events="all",
+            tasks_table=tasks.table,
+        ),
     ]
 
 

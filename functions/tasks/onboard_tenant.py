@@ -1,5 +1,5 @@
-"""Example flow: onboard a tenant over days, each step once (:mod:`vigil.tasks.flows`). Run by
-``tests/tasks/test_flows.py``; not declared in the example stack (``app.py``) yet.
+"""Example flow: onboard a tenant over days, each step once (:mod:`vigil.tasks.flows`). Declared in
+the example stack (``app.py``); run by ``tests/tasks/test_flows.py`` and the kit's tests.
 
 Create the account (undone by deleting it if the flow fails), send the welcome email once, wait
 three days with no compute, then wait up to two more days for the tenant's verification (the

@@ -30,8 +30,12 @@ from vigil.contract.tasks import CatalogField, CompletionEvents, TaskEnv
 from vigil_tools.emulator.deploy import _with_queue_names
 from vigil_tools.emulator.template import Synthesized
 
-TASKS = {"send-receipt": "SendReceipt", "provision-tenant": "ProvisionTenant"}
-ANNOUNCED = {"send-receipt": "all", "provision-tenant": "all"}
+TASKS = {
+    "send-receipt": "SendReceipt",
+    "provision-tenant": "ProvisionTenant",
+    "onboard-tenant": "OnboardTenant",
+}
+ANNOUNCED = {"send-receipt": "all", "provision-tenant": "all", "onboard-tenant": "all"}
 """The example's choices: both are subscribed to (the default, "failures", is in the tests of
 the construct alone)."""
 
@@ -65,7 +69,7 @@ def test_queues_fifo_when_ordered_with_a_redrive_net_and_visibility_six_times_th
 def test_the_event_source_reports_partial_batches_and_caps_concurrency(
     synthesized: Synthesized,
 ) -> None:
-    expected = {"send-receipt": (10, 5), "provision-tenant": (1, 2)}
+    expected = {"send-receipt": (10, 5), "provision-tenant": (1, 2), "onboard-tenant": (10, 5)}
     for task, construct in TASKS.items():
         mapping = by_path(
             synthesized, "AWS::Lambda::EventSourceMapping", f"/{construct}/Function/"
@@ -77,7 +81,7 @@ def test_the_event_source_reports_partial_batches_and_caps_concurrency(
         assert mapping["BatchSize"] == batch
         assert mapping["ScalingConfig"] == {"MaximumConcurrency": concurrency}
         # FIFO event sources take no batching window
-        assert ("MaximumBatchingWindowInSeconds" in mapping) is (task == "send-receipt")
+        assert ("MaximumBatchingWindowInSeconds" in mapping) is (task != "provision-tenant")
 
 
 def test_the_function_environment_is_the_task_contract(synthesized: Synthesized) -> None:

@@ -174,7 +174,7 @@ def test_the_dashboards_cover_every_job_task_function_queue_kind_the_api_and_the
             f"{job}: runs",
             f"{job}: dead letters",
         } <= shard_titles
-    for task in ("send-receipt", "provision-tenant"):
+    for task in ("send-receipt", "provision-tenant", "onboard-tenant"):
         assert {
             f"task {task}: outcomes",
             f"task {task}: queue",
@@ -210,7 +210,7 @@ def test_the_dashboards_cover_every_job_task_function_queue_kind_the_api_and_the
         for w in found
         if str(w["properties"].get("title")).endswith(": outcomes")
     ]
-    assert len(outcomes) == 2
+    assert len(outcomes) == 3
     for widget in outcomes:
         assert "NumberOfMessagesSent" in {name for _, name, _ in widget_series(widget)}
     assert "TaskEnqueued" not in read

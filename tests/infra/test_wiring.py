@@ -68,5 +68,7 @@ def test_an_unknown_task_name_is_refused_naming_the_tasks() -> None:
     from infra.stack import VigilStack
 
     vigil = VigilStack(App(), "Vigil", declare_jobs=declare_jobs, declare_tasks=declare_tasks)
-    with pytest.raises(ValueError, match="no task 'send-reciept'; the tasks are: provision-tenant"):
+    with pytest.raises(
+        ValueError, match="no task 'send-reciept'; the tasks are: onboard-tenant, provision-tenant"
+    ):
         vigil.task("send-reciept")

@@ -11,7 +11,8 @@ a zombie host fenced. Tasks: a receipt enqueued three times runs once, a poison 
 dead-lettered with its reason, a delayed task, an ordered group, a Lambda timeout mid-batch whose
 finished messages come back DUPLICATE, read back with ``vigil tasks``. Effects: a hung cleanup
 run's late write refused (``Fenced``), a report email neither sent twice nor lost (UNCERTAIN,
-settled). Everything printed is read back from the deployed resources.
+settled). Flows: a crash after a step resumes at the next one, a three-day sleep passes with no
+invocation, a signal wakes a wait, an aborted flow compensates. Everything printed is read back from the deployed resources.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from vigil.jobs.redrive import redrive_job
 from vigil.jobs.store import RunStore
 from vigil_tools.demo.control import simulate_control
 from vigil_tools.demo.effects import simulate_effects
+from vigil_tools.demo.flows import simulate_flows
 from vigil_tools.demo.observers import simulate as simulate_observers
 from vigil_tools.demo.pooled import simulate as simulate_pooled
 from vigil_tools.demo.tasks import simulate_tasks
@@ -166,6 +168,7 @@ def simulate(project: Project | None = None, cdk_out: Path | None = None) -> dic
         facts["effects"] = simulate_effects(
             account, runtime, schedules, now, frozen.move_to, log_dir
         )
+        facts["flows"] = simulate_flows(account, runtime, now, frozen.move_to, log_dir=log_dir)
         return facts
 
 

@@ -140,13 +140,7 @@ def _story(
     )
     facts: dict[str, Any] = {}
     # The application's side: vigil.tasks' enqueue, as any Python application calls it.
-    client = TaskClient(
-        catalog_of(account.session, account.deployed.stack_name),
-        sqs=account.session.client("sqs"),
-        dynamodb=account.session.client("dynamodb"),
-        scheduler=account.session.client("scheduler"),
-        s3=account.session.client("s3"),
-    )
+    client = app_client(account)
     enqueue = client.enqueue
     seen: dict[str, int] = {}
 
@@ -278,6 +272,17 @@ def _story(
     facts["summary"] = _summary(account, client, catalog, log_dir)
     facts["seconds_simulated"] = (now() - start).total_seconds()
     return facts
+
+
+def app_client(account: LocalAccount) -> TaskClient:
+    """``vigil.tasks``' client as an application holds it, on the deployed stack."""
+    return TaskClient(
+        catalog_of(account.session, account.deployed.stack_name),
+        sqs=account.session.client("sqs"),
+        dynamodb=account.session.client("dynamodb"),
+        scheduler=account.session.client("scheduler"),
+        s3=account.session.client("s3"),
+    )
 
 
 def _summary(

@@ -271,35 +271,56 @@ class VigilStack:
         return self._now()
 
     def advance(
-        self, *, minutes: float = 0, seconds: float = 0, hours: float = 0
+        self,
+        *,
+        minutes: float = 0,
+        seconds: float = 0,
+        hours: float = 0,
+        days: float = 0,
+        tasks_only: bool = False,
     ) -> list[AsyncInvocation]:
-        """Move the clock; every schedule, the resync and the containers run on the way."""
-        end = self.now() + timedelta(hours=hours, minutes=minutes, seconds=seconds)
+        """Move the clock; every schedule, the resync and the containers run on the way.
+
+        ``tasks_only``: only the tasks run on the way (their queues, their one-time schedules:
+        a sleeping flow wakes, a wait times out); the jobs' schedules and the observers'
+        containers do not, and their occurrences in that span are dropped, not delivered late.
+        What a test of a flow sleeping for days uses: the example app's jobs would otherwise run
+        every tick of those days (a cleanup every 5 minutes is 864 ticks in three days)."""
+        end = self.now() + timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
         if end < self.now():
             raise ValueError("advance() moves time forward only")
-        return self._advance_to(end)
+        return self._advance_to(end, tasks_only=tasks_only)
 
-    def _advance_to(self, end: datetime) -> list[AsyncInvocation]:
+    def _advance_to(self, end: datetime, *, tasks_only: bool = False) -> list[AsyncInvocation]:
         delivered: list[AsyncInvocation] = []
         for _ in range(MAX_STEPS):
-            moment, action = self._next(end)
+            moment, action = self._next(end, tasks_only=tasks_only)
             if action is None:
                 break
             if moment > self.now():
                 self._move_to(moment)
             delivered += action()
-            self.fleet.settle()
+            if not tasks_only:
+                self.fleet.settle()
         else:
             raise RuntimeError(f"advance() did more than {MAX_STEPS} steps")
         if end > self.now():
             self._move_to(end)
-        self.fleet.step_due()
-        self.fleet.settle()
+        if tasks_only:
+            for name in [s.name for s in self._schedules] + [r.name for r in self._rules]:
+                self._after[name] = max(self._after.get(name, self._anchor), end)
+        else:
+            self.fleet.step_due()
+            self.fleet.settle()
         self._ttl.due(self.now())
         return delivered
 
-    def _next(self, end: datetime) -> tuple[datetime, Callable[[], list[AsyncInvocation]] | None]:
+    def _next(
+        self, end: datetime, *, tasks_only: bool = False
+    ) -> tuple[datetime, Callable[[], list[AsyncInvocation]] | None]:
         best: tuple[datetime, Callable[[], list[AsyncInvocation]] | None] = (end, None)
+        if tasks_only:
+            return self._next_task(end, best)
         for schedule in self._schedules:
             moment = self._occurrence(schedule.name, schedule.expression, schedule.time_zone, end)
             if moment is not None and (best[1] is None or moment < best[0]):
@@ -311,6 +332,12 @@ class VigilStack:
         due = self.fleet.next_due()
         if due is not None and due <= end and (best[1] is None or due < best[0]):
             best = (due, self._step_containers)
+        return self._next_task(end, best)
+
+    def _next_task(
+        self, end: datetime, best: tuple[datetime, Callable[[], list[AsyncInvocation]] | None]
+    ) -> tuple[datetime, Callable[[], list[AsyncInvocation]] | None]:
+        """What is due first of the tasks' one-time schedules and queues, if before ``best``."""
         for once in one_time_schedules(self._scheduler, recurring=self._schedules):
             moment = max(once.due_at, self.now())
             if moment <= end and (best[1] is None or moment < best[0]):
@@ -694,6 +721,24 @@ class VigilStack:
         ``status``, ``attempts``, ``result``, ``error_type``, ``error_message``, its times and
         progress. ``TaskNotFound`` (a LookupError) when there is none."""
         return self._task_client.get(check("task", task, self.tasks_catalog), task_id)
+
+    def signal(
+        self, task: str, task_id: str, name: str, payload: Any, *, key: str | None = None
+    ) -> Any:
+        """``vigil tasks signal``: ``name`` with ``payload`` to the flow ``task_id``
+        (``vigil.tasks``' ``signal``), then what is due runs, as :meth:`enqueue` does: a flow
+        WAITING on ``name`` resumes before this returns. The same ``key`` (default: the payload's
+        digest) again counts once; a finished or unknown flow is refused with nothing written."""
+        check("task", task, self.tasks_catalog)
+        sent = self._task_client.signal(task, task_id, name, payload, key=key)
+        self._advance_to(self.now())
+        return sent
+
+    def steps(self, task: str, task_id: str) -> list[dict[str, Any]]:
+        """A flow's step timeline as ``vigil tasks get`` shows it: one row per step, sleep or
+        wait in the order the body first reached them (``name``, ``kind``, ``status``,
+        ``attempts``, ``until``...); empty for a plain task or a flow not started yet."""
+        return list(self.task(task, task_id).steps or [])
 
     @cached_property
     def _task_client(self) -> Any:

@@ -120,3 +120,21 @@ def test_effects_act_refuses_the_hung_runs_late_write_and_sends_one_email(
     assert uncertain["emails"] == 1
     assert "UNCERTAIN" in uncertain["history"] and "report-email" in uncertain["history"]
     assert "SUCCEEDED: settled: effect 'report-email' done" in uncertain["settled"]
+
+
+def test_flows_act_resumes_after_a_crash_sleeps_without_compute_wakes_on_a_signal_compensates(
+    facts: dict[str, Any],
+) -> None:
+    """The flows section, read back from onboard-tenant's records, timelines and logs (a few
+    seconds more of the demo this package runs once)."""
+    flows = facts["flows"]
+    crash = flows["crash"]
+    assert crash["killed"] and (crash["status"], crash["attempts"]) == ("SLEEPING", 2)
+    assert crash["accounts_created"] == 1  # the finished step was not rerun
+    assert crash["step_attempts"] == {"create-account": 1, "activate": 1, "welcome-email": 1}
+    assert flows["sleep"]["before"] == ("SLEEPING", 0)  # three days, no invocation
+    assert flows["sleep"]["after"][0] == "WAITING"
+    assert flows["signal"]["woke"] and flows["signal"]["status"] == "SUCCEEDED"
+    assert flows["signal"]["result"]["verified"] is True
+    assert flows["compensation"] == {"status": "COMPENSATED", "compensated": ["create-account"]}
+    assert flows["summary"] == {"SUCCEEDED": 1, "COMPENSATED": 1}
