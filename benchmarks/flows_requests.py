@@ -27,7 +27,7 @@ import boto3
 from botocore.client import BaseClient
 from moto import mock_aws
 
-from benchmarks.offline import REGION, offline_aws
+from benchmarks.offline import REGION, create_tasks_table, offline_aws
 from vigil.clock import ManualClock
 from vigil.tasks import TaskRun, task
 from vigil.tasks.catalog import Catalog, TaskSpec
@@ -128,18 +128,7 @@ class Bench:
         self.meter = Meter(self.dynamodb)
         sqs = boto3.client("sqs", region_name=REGION)
         scheduler = boto3.client("scheduler", region_name=REGION)
-        self.dynamodb.create_table(
-            TableName=TABLE,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_tasks_table(self.dynamodb, TABLE)
         url = sqs.create_queue(QueueName=f"vigil-{TASK}")["QueueUrl"]
         dead = sqs.create_queue(QueueName=f"vigil-{TASK}-dlq")["QueueUrl"]
         self.queue = FlowQueue(sqs, scheduler, url, self.clock)

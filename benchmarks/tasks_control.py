@@ -41,7 +41,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from benchmarks.offline import offline_aws
+from benchmarks.offline import create_tasks_table, offline_aws
 from vigil.clock import ManualClock
 from vigil.contract.tasks import RateLimit
 from vigil.tasks.catalog import Catalog, TaskSpec
@@ -116,18 +116,7 @@ def aws() -> Iterator[tuple[Any, Any, str]]:
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name=REGION)
         sqs = boto3.client("sqs", region_name=REGION)
-        dynamodb.create_table(
-            TableName=TABLE,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_tasks_table(dynamodb, TABLE)
         url = sqs.create_queue(QueueName=f"vigil-{TASK}")["QueueUrl"]
         yield dynamodb, sqs, url
 

@@ -21,7 +21,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from benchmarks.offline import REGION, offline_aws
+from benchmarks.offline import REGION, create_tasks_table, offline_aws
 from benchmarks.tasks_requests import PRICE, item_size
 from vigil.clock import ManualClock
 from vigil.dynamo import to_wire as wire
@@ -52,18 +52,7 @@ def _world() -> tuple[Any, Any, str, Catalog]:
     dynamodb = boto3.client("dynamodb", region_name=REGION)
     sqs = boto3.client("sqs", region_name=REGION)
     table = "vigil-tasks"
-    dynamodb.create_table(
-        TableName=table,
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_tasks_table(dynamodb, table)
     queue = sqs.create_queue(QueueName=TASK)["QueueUrl"]
     dead = sqs.create_queue(QueueName=f"{TASK}-dlq")["QueueUrl"]
     spec = TaskSpec(name=TASK, queue_url=queue, dead_letter_url=dead, table=table)
