@@ -90,6 +90,13 @@ def _text(args: Args, key: str) -> str:
     return text
 
 
+def _unless_moved(args: Args, key: str, now: object, moved: str) -> None:
+    """STALE when the button carries what its page showed under ``key`` and that is no longer so
+    (a button without it, from an older page or the CLI's shape, is not checked)."""
+    if args.get(key) not in (None, "") and now != args[key]:
+        raise Stale(moved)
+
+
 def _verdict(args: Args) -> Verdict:
     try:
         return Verdict(str(args.get("verdict")))
@@ -129,11 +136,13 @@ def jobs_resume(services: ConsoleServices, args: Args, forms: Any, actor: str, r
     head = services.runs.head(job)
     if head is None or not head.paused_at(int(now.timestamp() * 1000)):
         raise Stale(f"{job} is not paused any more: nothing changed")
-    if args.get("seen") and head.paused_since != args.get("seen"):
-        raise Stale(
-            f"{job} was paused again since this page was drawn (by {head.paused_by}, "
-            f"since {head.paused_since}): look again before resuming; nothing changed"
-        )
+    _unless_moved(
+        args,
+        "seen",
+        head.paused_since,
+        f"{job} was paused again since this page was drawn (by {head.paused_by}, "
+        f"since {head.paused_since}): look again before resuming; nothing changed",
+    )
     services.control.resume(job, actor, now, spec.retention)
     return f"{job}: resumed"
 
@@ -190,11 +199,13 @@ def tasks_cancel(
     client = _tasks(services)
     task, task_id = _text(args, "task"), _text(args, "id")
     current = client.get(task, task_id)
-    if args.get("seen") and current.status.value != args.get("seen"):
-        raise Stale(
-            f"{task} {task_id} is {current.status.value} now (the page showed "
-            f"{args.get('seen')}): nothing changed"
-        )
+    _unless_moved(
+        args,
+        "seen",
+        current.status.value,
+        f"{task} {task_id} is {current.status.value} now (the page showed "
+        f"{args.get('seen')}): nothing changed",
+    )
     record = client.cancel(task, task_id, by=actor)
     if record.status.value == "RUNNING":
         return (
@@ -245,18 +256,22 @@ def observers_restart(
     registry = _registry(services)
     name = _text(args, "name")
     current = registry.get(name)
-    if "seen" in args and current.generation != args["seen"]:
-        raise Stale(
-            f"{name} is at generation {current.generation} now (the page showed "
-            f"{args['seen']}): restarted already? nothing changed"
-        )
-    if "desired" in args and current.desired.value != args["desired"]:
-        # A stop keeps the generation: without this a restart pressed on a view from before
-        # the stop would re-arm the observer someone has just stopped.
-        raise Stale(
-            f"{name} is desired {current.desired.value.lower()} now (the page showed "
-            f"{str(args['desired']).lower()}: stopped since?): nothing changed"
-        )
+    _unless_moved(
+        args,
+        "seen",
+        current.generation,
+        f"{name} is at generation {current.generation} now (the page showed "
+        f"{args.get('seen')}): restarted already? nothing changed",
+    )
+    # A stop keeps the generation: without this a restart pressed on a view from before the
+    # stop would re-arm the observer someone has just stopped.
+    _unless_moved(
+        args,
+        "desired",
+        current.desired.value,
+        f"{name} is desired {current.desired.value.lower()} now (the page showed "
+        f"{str(args.get('desired')).lower()}: stopped since?): nothing changed",
+    )
     done = registry.request_restart(name)
     return f"{name}: restart requested (status {done.status.value})"
 
