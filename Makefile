@@ -68,13 +68,15 @@ browser:
 
 ## Lint, then the whole suite (unit, moto integration, CDK assertions, scanners, cdk synth) with the
 ## type check beside it: mypy is one process (~40 s cold) and pytest's workers take whatever core it
-## leaves. Its report follows the suite's; either failing fails the target.
+## leaves. Its report follows the suite's; either failing fails the target. The 15 slowest tests
+## are listed at the end: where the suite's minutes go, run after run.
 test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	@echo "$(BIN)/mypy (beside the suite; its report follows it)"
 	@report=$$(mktemp); $(BIN)/mypy > "$$report" 2>&1 & types=$$!; \
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder; tests=$$?; \
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder \
+		--durations=15; tests=$$?; \
 	wait $$types; typed=$$?; echo "mypy:"; cat "$$report"; rm -f "$$report"; \
 	exit $$(( tests != 0 || typed != 0 ))
 
