@@ -566,6 +566,17 @@ class TaskGuard:
             failure = after_failure(budget, self.settings.retries, self.settings.backoff)
             retry = not final and failure.retry
             status = TaskStatus.QUEUED if retry else TaskStatus.FAILED
+            held = None
+            if not retry and run.halt.cancelled is None:
+                # About to be dead-lettered (one read, on a final failure only; a retry's finish
+                # checks itself). A run a newer delivery took over is superseded: its outcome
+                # would be refused, so it leaves no dead letter either (a Reject met after the
+                # lease ran out, a TaskFenced the body turned into another error), and a flow's
+                # compensations are not its to run (the newer run goes on from those steps).
+                held = self._store.still_held(envelope.task, envelope.id, token)
+                if not held.held:
+                    why = "a newer delivery took the task over; this failure is not recorded"
+                    return Delivery(Outcome.FENCED, envelope.id, attempt, why)
             if not retry:
                 status, error_type, text = self._compensate(run, status, error_type, text)
             outcome = replace(
@@ -579,18 +590,9 @@ class TaskGuard:
             )
             if run.halt.cancelled is not None:
                 outcome = _as_cancelled(outcome, run.halt.cancelled)
-            elif not retry:
-                # About to be dead-lettered (one read, on a final failure only; a retry's finish
-                # checks itself). A run a newer delivery took over is superseded: its outcome
-                # would be refused, so it leaves no dead letter either (a Reject met after the
-                # lease ran out, a TaskFenced the body turned into another error). A cancel
-                # asked for meanwhile ends it CANCELLED instead.
-                state = self._store.still_held(envelope.task, envelope.id, token)
-                if not state.held:
-                    why = "a newer delivery took the task over; this failure is not recorded"
-                    return Delivery(Outcome.FENCED, envelope.id, attempt, why)
-                if state.cancel is not None:
-                    outcome = _as_cancelled(outcome, state.cancel)
+            elif held is not None and held.cancel is not None:
+                # A cancel asked for meanwhile ends it CANCELLED instead.
+                outcome = _as_cancelled(outcome, held.cancel)
         outcome = self._announced(outcome)
         wait_ms = max(0, int((started - waited_from).total_seconds() * 1000))
         delivery = self._conclude(message, envelope, outcome, remaining_ms, how="ran")

@@ -1,0 +1,49 @@
+# ruff: noqa: F811 (the flows' fixtures, imported, are the tests' parameters)
+"""Review of flows (issue 30), adversarial: each test is a defect found by trying to break a
+guarantee of docs/guides/flows.md, reproduced here (it failed before its fix), on moto with the
+test's clock (:class:`vigil_tools.testing.flow_queue.FlowQueue`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.helpers.tasks import PLAIN, Stack
+from tests.tasks.test_flows import (  # noqa: F401 (fixtures)
+    client,
+    flow_handler,
+    journal,
+    queue,
+)
+from vigil.tasks import TaskRun
+from vigil.tasks.enqueue import TaskClient
+from vigil.tasks.flows.errors import Abort
+from vigil_tools.testing.flow_queue import FlowQueue
+
+
+def test_a_superseded_run_does_not_compensate_a_flow_a_newer_run_holds(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    """A run that outlived its lease (a newer delivery took the flow over) and then fails finally
+    is superseded: it must not undo the steps the newer run goes on from."""
+    undone: list[str] = []
+
+    def ship() -> Any:
+        # The lease ran out and a newer delivery claimed the flow (its token is newer).
+        stack.dynamodb.update_item(
+            TableName=stack.table,
+            Key={"pk": {"S": f"TASK#{PLAIN}"}, "sk": {"S": "sp-1"}},
+            UpdateExpression="SET #t = #t + :one",
+            ExpressionAttributeNames={"#t": "token"},
+            ExpressionAttributeValues={":one": {"N": "1000"}},
+        )
+        raise Abort("no courier")
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.step("reserve", lambda: 1, compensate=lambda r: undone.append("release"))
+        run.step("ship", ship)
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {}, key="sp-1")
+    queue.deliver(handler)
+    assert undone == [], "a superseded run released the stock the newer run relies on"
+    assert "compensation" not in journal(stack, "sp-1")["reserve"]
