@@ -5,6 +5,7 @@ test's clock (:class:`vigil_tools.testing.flow_queue.FlowQueue`)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from tests.helpers.tasks import PLAIN, Stack
@@ -14,10 +15,34 @@ from tests.tasks.test_flows import (  # noqa: F401 (fixtures)
     journal,
     queue,
 )
+from vigil.contract.tasks import TaskStatus
 from vigil.tasks import TaskRun
 from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.flows.errors import Abort
 from vigil_tools.testing.flow_queue import FlowQueue
+
+
+def test_a_running_flow_asked_to_cancel_does_not_sleep_past_it(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    """A cancel asked while a flow runs, then the flow reaches a three-day sleep: it stops there
+    (CANCELLED, compensated) at once, not three days later."""
+    undone: list[str] = []
+
+    def reserve() -> int:
+        client.cancel(PLAIN, "cs-1")  # asked while the step runs (the record is RUNNING)
+        return 1
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.step("reserve", reserve, compensate=lambda r: undone.append("release"))
+        run.sleep("hold", timedelta(days=3))
+        run.step("ship", lambda: 2)
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {}, key="cs-1")
+    queue.run(handler, until=stack.clock() + timedelta(minutes=1))
+    record = client.get(PLAIN, "cs-1")
+    assert (record.status, undone) == (TaskStatus.CANCELLED, ["release"])
 
 
 def test_a_superseded_run_does_not_compensate_a_flow_a_newer_run_holds(

@@ -207,7 +207,7 @@ class Flow:
             until = datetime.fromisoformat(str(seen[F.UNTIL]))
         if now >= until:
             return
-        self._boundary_claimed()
+        self._before_suspend()
         raise Suspend(name, TaskStatus.SLEEPING.value, until)
 
     # Waits --------------------------------------------------------------------------------------
@@ -250,7 +250,7 @@ class Flow:
             if isinstance(decided, Refused):  # the signal won the race: one outcome only
                 return json.loads(str((decided.seen or {})[F.SIGNAL]))
             raise SignalTimeout(name, iso(until))
-        self._boundary_claimed()
+        self._before_suspend()
         raise Suspend(name, TaskStatus.WAITING.value, until)
 
     # Fan-out and fan-in --------------------------------------------------------------------------
@@ -351,6 +351,12 @@ class Flow:
 
     def _boundary_claimed(self) -> None:
         self._cancel_check(self.site.claimed)
+
+    def _before_suspend(self) -> None:
+        """Before the invocation ends asleep or waiting: a cancel asked while this run ran
+        (after its claim) stops the flow now, not when it wakes days later; a newer run fences
+        it out before it sends a wake-up (one GetItem a suspension)."""
+        self._boundary()
 
     def _cancel_check(self, record: Item) -> None:
         if record.get(CANCEL_REQUESTED_ATTRIBUTE):
