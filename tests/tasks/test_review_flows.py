@@ -10,6 +10,7 @@ from typing import Any
 
 from tests.helpers.tasks import PLAIN, Stack
 from tests.tasks.test_flows import (  # noqa: F401 (fixtures)
+    Ran,
     client,
     flow_handler,
     journal,
@@ -18,8 +19,19 @@ from tests.tasks.test_flows import (  # noqa: F401 (fixtures)
 from vigil.contract.tasks import TaskStatus
 from vigil.tasks import TaskRun
 from vigil.tasks.enqueue import TaskClient
+from vigil.tasks.envelope import parse
 from vigil.tasks.flows.errors import Abort
 from vigil_tools.testing.flow_queue import FlowQueue
+
+
+def dead_letters(stack: Stack) -> list[dict[str, Any]]:
+    return stack.messages(stack.catalog.spec(PLAIN).dead_letter_url)
+
+
+def redrive_dead_letter(stack: Stack, queue: FlowQueue, task_id: str) -> None:
+    """An operator's redrive of the flow's dead letter, onto the played queue."""
+    (dead,) = [m for m in dead_letters(stack) if parse(m["Body"]).id == task_id]
+    queue.send_message(QueueUrl=queue.url, MessageBody=parse(dead["Body"]).redrive("op-1").body())
 
 
 def test_a_running_flow_asked_to_cancel_does_not_sleep_past_it(
@@ -43,6 +55,47 @@ def test_a_running_flow_asked_to_cancel_does_not_sleep_past_it(
     queue.run(handler, until=stack.clock() + timedelta(minutes=1))
     record = client.get(PLAIN, "cs-1")
     assert (record.status, undone) == (TaskStatus.CANCELLED, ["release"])
+
+
+def test_a_redriven_flow_whose_compensation_failed_finishes_compensating(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    """Compensation stopped at a step whose undo raised (FAILED CompensationFailed, newer ones
+    undone). The operator fixes the cause and redrives: the flow must finish compensating, not
+    go on forward on the results of steps it already undid."""
+    ran, undone = Ran(), list[str]()
+    bank = {"down": True}
+
+    def refund(_: Any) -> None:
+        if bank["down"]:
+            raise RuntimeError("bank down")
+        undone.append("refund")
+
+    def ship() -> Any:
+        ran.calls.append("ship")
+        if ran.calls.count("ship") == 1:
+            raise Abort("no courier")
+        return "shipped"
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.step("charge", ran.fn("charge"), compensate=refund)
+        run.step("reserve", ran.fn("reserve"), compensate=lambda r: undone.append("release"))
+        return run.step("ship", ship)
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {}, key="rd-1")
+    queue.run(handler)
+    record = client.get(PLAIN, "rd-1")
+    assert (record.status, record.error_type) == (TaskStatus.FAILED, "CompensationFailed")
+    assert undone == ["release"]
+
+    bank["down"] = False
+    redrive_dead_letter(stack, queue, "rd-1")
+    queue.run(handler)
+    record = client.get(PLAIN, "rd-1")
+    assert ran.calls.count("ship") == 1, "ship ran again after reserve was released"
+    assert undone == ["release", "refund"]
+    assert record.status is TaskStatus.COMPENSATED, (record.status, record.error_type)
 
 
 def test_a_superseded_run_does_not_compensate_a_flow_a_newer_run_holds(

@@ -26,6 +26,13 @@ class Abort(Exception):
     compensations of its finished steps run in reverse."""
 
 
+class Compensating(Abort):
+    """A re-execution (a redrive, a delivery after a crash) met a finished step whose
+    compensation is recorded: the flow was ending and had begun undoing its steps. It does not
+    go on forward from results it undid: it finishes compensating (the compensations not
+    recorded DONE run, newest first) and ends as a failure would."""
+
+
 class SignalTimeout(Exception):
     """``run.wait_for``: no signal came before the timeout (decided once: a later signal is
     refused)."""

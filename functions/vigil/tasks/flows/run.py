@@ -45,6 +45,7 @@ from vigil.fenced_write import Halt
 from vigil.tasks.errors import TaskFenced
 from vigil.tasks.flows.errors import (
     Abort,
+    Compensating,
     FlowCancelled,
     InvalidStep,
     SignalTimeout,
@@ -134,7 +135,13 @@ class Flow:
         digest = _digest(name, args, kwargs)
         entry = self._reach(name, StepKind.STEP, digest)
         if entry is not None and entry.get(F.STATE) == StepState.DONE:
-            return self._done(name, entry, compensate)
+            result = self._done(name, entry, compensate)
+            if entry.get(F.COMPENSATION) is not None:
+                raise Compensating(
+                    f"step {name!r} was compensated ({entry[F.COMPENSATION]}) when the flow "
+                    "ended: finishing the compensation, not going on from it"
+                )
+            return result
         if entry is not None and entry.get(F.STATE) == StepState.STARTED and once:
             raise self._uncertain(name, entry)
         self._boundary()
