@@ -5,11 +5,13 @@ test's clock (:class:`vigil_tools.testing.flow_queue.FlowQueue`)."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 from typing import Any
 
 from tests.helpers.tasks import PLAIN, Stack
 from tests.tasks.test_flows import (  # noqa: F401 (fixtures)
+    Crash,
     Ran,
     client,
     flow_handler,
@@ -55,6 +57,31 @@ def test_a_running_flow_asked_to_cancel_does_not_sleep_past_it(
     queue.run(handler, until=stack.clock() + timedelta(minutes=1))
     record = client.get(PLAIN, "cs-1")
     assert (record.status, undone) == (TaskStatus.CANCELLED, ["release"])
+
+
+def test_a_flow_whose_retries_are_spent_by_crashes_still_compensates(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    """A step that kills its invocation every time (a timeout): once the retries are spent the
+    flow ends FAILED, and the guide says the compensations of its finished steps run then too."""
+    undone: list[str] = []
+
+    def ship() -> Any:
+        raise Crash()
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.step("reserve", lambda: 1, compensate=lambda r: undone.append(f"release {r}"))
+        run.step("ship", ship)
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {}, key="rc-1")
+    for _ in range(3):  # the first attempt and its two retries, each dying in "ship"
+        with contextlib.suppress(Crash):
+            queue.run(handler, until=stack.clock() + timedelta(minutes=16))
+    queue.run(handler, until=stack.clock() + timedelta(minutes=16))
+    record = client.get(PLAIN, "rc-1")
+    assert record.status is TaskStatus.COMPENSATED, (record.status, record.error_type)
+    assert record.error_type == "RunCrashed" and undone == ["release 1"]
 
 
 def test_a_redriven_flow_whose_compensation_failed_finishes_compensating(

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -65,7 +65,14 @@ from vigil.tasks.decisions import (
 )
 from vigil.tasks.envelope import Envelope, parse
 from vigil.tasks.errors import MalformedTask, TaskCancelled, TaskFenced
-from vigil.tasks.flows.errors import Abort, ChildFailed, FlowCancelled, InvalidStep, Suspend
+from vigil.tasks.flows.errors import (
+    Abort,
+    ChildFailed,
+    FlowCancelled,
+    InvalidStep,
+    Replayed,
+    Suspend,
+)
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.rate import Deferred, RateLimiter
 from vigil.tasks.results import ResultStore
@@ -485,6 +492,8 @@ class TaskGuard:
                 f"{budget - 1} attempt(s) ended without an outcome (a timeout, out of memory "
                 f"or a crash) and {self.settings.retries} retries are allowed: not run again",
             )
+            if budget == self.settings.retries + 2:
+                self._replay_to_compensate(run, envelope, body)
         else:
             try:
                 encoded = encode_result(body(run, envelope.payload))
@@ -758,6 +767,22 @@ class TaskGuard:
         except OutOfTime as out_of_time:
             return f"its flow {parent['task']} {parent['id']} not told: {out_of_time}"
         return None
+
+    def _replay_to_compensate(self, run: TaskRun, envelope: Envelope, body: Body) -> None:
+        """A flow whose retries crashed away ends FAILED with its compensations run, as one
+        whose retries raised: its body is replayed from its journal, each finished step returning
+        its result and none run (the replay stops at the first that would), so
+        :meth:`_compensate` knows them. A task with no journal costs one Query and runs nothing.
+        Only on the first claim past the retries: a replay that itself dies leaves the next
+        claim FAILED RunCrashed without it."""
+        if run.flow_site is None:
+            return
+        flow = run.flow
+        if not flow.entries():
+            return
+        flow.replaying = True
+        with suppress(Exception, Suspend, FlowCancelled, Replayed):
+            body(run, envelope.payload)
 
     def _compensate(
         self, run: TaskRun, status: TaskStatus, error_type: str, text: str

@@ -80,6 +80,12 @@ class FlowCancelled(BaseException):
     """A cancel was asked of this flow: it stops at this step boundary, compensations run."""
 
 
+class Replayed(BaseException):
+    """A flow replayed only to learn its finished steps (its retries crashed away, so its
+    compensations can run) reached a step, sleep or wait that would do something new: the
+    replay stops there, before it."""
+
+
 class SignalRefused(RuntimeError):
     """A signal the flow cannot take: it has ended, its wait timed out, or the name was signalled
     with another key. Nothing was written. The API answers 409."""

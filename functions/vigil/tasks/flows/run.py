@@ -48,6 +48,7 @@ from vigil.tasks.flows.errors import (
     Compensating,
     FlowCancelled,
     InvalidStep,
+    Replayed,
     SignalTimeout,
     Suspend,
 )
@@ -106,6 +107,8 @@ class Flow:
         self._seq = 0
         self.finished: list[Finished] = []
         self.cancelled = False
+        self.replaying = False
+        """Replayed only to learn its finished steps: the first boundary raises Replayed."""
 
     @property
     def label(self) -> str:
@@ -351,13 +354,19 @@ class Flow:
     def _boundary(self) -> None:
         """Before a step runs: a cancel asked since the claim stops the flow here, a newer run
         fences this one out (one GetItem; a finished step costs none)."""
+        self._replay_check()
         record = self.site.read_record() or {}
         if record.get("token") != self.site.token or record.get("status") != "RUNNING":
             raise TaskFenced(f"{self.label}: taken over by a newer run")
         self._cancel_check(record)
 
     def _boundary_claimed(self) -> None:
+        self._replay_check()
         self._cancel_check(self.site.claimed)
+
+    def _replay_check(self) -> None:
+        if self.replaying:
+            raise Replayed(f"{self.label}: replayed up to here, nothing new run")
 
     def _before_suspend(self) -> None:
         """Before the invocation ends asleep or waiting: a cancel asked while this run ran
