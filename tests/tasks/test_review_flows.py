@@ -9,6 +9,8 @@ import contextlib
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from tests.helpers.tasks import PLAIN, Stack
 from tests.tasks.test_flows import (  # noqa: F401 (fixtures)
     Crash,
@@ -152,3 +154,31 @@ def test_a_superseded_run_does_not_compensate_a_flow_a_newer_run_holds(
     queue.deliver(handler)
     assert undone == [], "a superseded run released the stock the newer run relies on"
     assert "compensation" not in journal(stack, "sp-1")["reserve"]
+
+
+def test_signals_to_names_a_flow_never_waits_on_do_not_use_up_its_steps(
+    stack: Stack,
+    queue: FlowQueue,
+    client: TaskClient,
+    flow_handler: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A signal is kept on its own item until its wait (a sender's typo, or a hostile one, too):
+    such items are not the flow's steps and must not push its own over MAX_STEPS."""
+    monkeypatch.setattr("vigil.tasks.flows.run.MAX_STEPS", 3)
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.step("a", lambda: 1)
+        run.wait_for("go", timeout=timedelta(minutes=5))
+        return run.step("b", lambda: 2)
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {}, key="fl-1")
+    queue.run(handler)
+    for name in ("typo-1", "typo-2", "go"):
+        client.signal(PLAIN, "fl-1", name, 1)
+    queue.run(handler)
+    record = client.get(PLAIN, "fl-1")
+    assert (record.status, record.result) == (TaskStatus.SUCCEEDED, 2), record.error_message
+    assert [s["name"] for s in record.steps or []][:3] == ["a", "go", "b"]
+

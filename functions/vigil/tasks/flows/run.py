@@ -117,7 +117,11 @@ class Flow:
     def entries(self) -> dict[str, Item]:
         if self._entries is None:
             self._entries = self.site.journal.read()
-            self._seq = len(self._entries)
+            # The flow's own items (a signal sent to a name it never waits on has no seq: it
+            # neither shifts the order nor counts against the flow's MAX_STEPS).
+            self._seq = max(
+                (int(e[F.SEQ]) for e in self._entries.values() if F.SEQ in e), default=0
+            )
         return self._entries
 
     # Steps --------------------------------------------------------------------------------------
@@ -320,7 +324,7 @@ class Flow:
             raise InvalidStep(
                 name, f"the name is a {entry.get(F.KIND)} in this flow's journal, not a {kind}"
             )
-        if entry is None and used is None and len(self.entries()) >= MAX_STEPS:
+        if entry is None and used is None and self._seq >= MAX_STEPS:
             raise InvalidStep(name, f"a flow holds at most {MAX_STEPS} steps, sleeps and waits")
         self._used[name] = (kind, digest)
         return entry
