@@ -182,3 +182,24 @@ def test_signals_to_names_a_flow_never_waits_on_do_not_use_up_its_steps(
     assert (record.status, record.result) == (TaskStatus.SUCCEEDED, 2), record.error_message
     assert [s["name"] for s in record.steps or []][:3] == ["a", "go", "b"]
 
+
+def test_a_wait_without_a_timeout_is_refused_at_the_call_naming_it(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    """Not a TypeError retried with the task's retries: InvalidStep naming the wait, at once,
+    with nothing written for it."""
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.wait_for("approval")
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {}, key="nt-1")
+    queue.run(handler, until=stack.clock() + timedelta(hours=1))
+    record = client.get(PLAIN, "nt-1")
+    assert (record.status, record.attempts, record.error_type) == (
+        TaskStatus.FAILED,
+        1,
+        "InvalidStep",
+    )
+    assert "'approval'" in str(record.error_message)
+    assert journal(stack, "nt-1") == {}

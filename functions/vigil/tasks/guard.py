@@ -165,9 +165,10 @@ class TaskRun:
     def sleep_until(self, name: str, when: datetime) -> None:
         self.flow.sleep_until(name, when)
 
-    def wait_for(self, name: str, *, timeout: timedelta | float) -> Any:
+    def wait_for(self, name: str, *, timeout: timedelta | float | None = None) -> Any:
         """The payload of the signal ``name`` (``vigil.tasks.signal``), waiting for it with no
-        compute between; :class:`~vigil.tasks.flows.errors.SignalTimeout` after ``timeout``."""
+        compute between; :class:`~vigil.tasks.flows.errors.SignalTimeout` after ``timeout``
+        (required: without one, :class:`~vigil.tasks.flows.errors.InvalidStep`)."""
         return self.flow.wait_for(name, timeout=timeout)
 
     def map(

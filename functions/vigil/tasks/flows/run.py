@@ -226,7 +226,9 @@ class Flow:
 
     # Waits --------------------------------------------------------------------------------------
 
-    def wait_for(self, name: str, *, timeout: timedelta | float) -> Any:
+    def wait_for(self, name: str, *, timeout: timedelta | float | None = None) -> Any:
+        if timeout is None:  # refused at the call, naming the wait, not a TypeError retried
+            raise InvalidStep(str(name), "a wait needs a timeout (within the flow's retention)")
         seconds = _seconds(name, timeout, "timeout")
         entry = self._reach(name, StepKind.WAIT, "")
         now = self.site.clock()
