@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.tasks import PLAIN, Stack
+from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_flows import (  # noqa: F401 (fixtures)
     Crash,
     Ran,
@@ -203,3 +204,25 @@ def test_a_wait_without_a_timeout_is_refused_at_the_call_naming_it(
     )
     assert "'approval'" in str(record.error_message)
     assert journal(stack, "nt-1") == {}
+
+
+def test_a_map_child_cancelled_before_it_started_counts_its_end_and_the_flow_wakes(
+    stack: Stack, queue: FlowQueue, client: TaskClient, make_handler: HandlerFactory
+) -> None:
+    """The guide: a child that ends CANCELLED counts its end on the map's item like any end. A
+    child cancelled while QUEUED meets CANCELLED when its message comes: its end must be counted
+    then, or the flow waits on the map until its record expires, with no wake-up ever sent."""
+    from tests.tasks.test_flow_map import Family, map_item
+    from vigil.tasks.flows.fanout import child_id
+
+    family = Family(make_handler, queue, client)
+    family.return_exceptions = True
+    client.enqueue(PLAIN, {"album": "a"}, key="mc-1")
+    queue.deliver(family.handler)  # the flow enqueues three children and waits
+    client.cancel(PLAIN, child_id("mc-1", "squares", 1))
+    queue.run(family.handler, until=stack.clock() + timedelta(minutes=1))
+    assert map_item(stack, "mc-1")["ended"] == 3
+    record = client.get(PLAIN, "mc-1")
+    assert record.status is TaskStatus.SUCCEEDED, record.status
+    assert record.result[0] == {"square": 0} and "CANCELLED" in record.result[1]["failed"]
+    assert sorted(family.children_ran) == [0, 2]

@@ -431,6 +431,12 @@ class TaskGuard:
                 again = replace(duplicate, reason=f"{decision.reason}; completion event re-sent")
                 return self._announce(message, answer.seen, again, self._time_left(remaining_ms))
             if decision.verdict is Verdict.CANCELLED:
+                if envelope.parent and answer.seen is not None:
+                    # A map's child cancelled before it started: its end counts like any other
+                    # (the flow's last child to end wakes it; uncounted, it would wait for good).
+                    not_told = self._tell_parent(envelope, answer.seen, remaining_ms)
+                    if not_told:
+                        return Delivery(Outcome.UNRECORDED, envelope.id, reason=not_told)
                 return Delivery(Outcome.CANCELLED, envelope.id, reason=decision.reason)
             if decision.verdict is Verdict.END_CANCELLED and answer.seen is not None:
                 return self._end_cancelled(message, envelope, answer.seen, remaining_ms)
