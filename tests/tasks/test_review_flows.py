@@ -26,7 +26,7 @@ from vigil.tasks import TaskRun
 from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.envelope import parse
 from vigil.tasks.flows.errors import Abort
-from vigil_tools.testing.flow_queue import FlowQueue
+from vigil_tools.testing.flow_queue import Delegating, FlowQueue
 
 
 def dead_letters(stack: Stack) -> list[dict[str, Any]]:
@@ -226,3 +226,34 @@ def test_a_map_child_cancelled_before_it_started_counts_its_end_and_the_flow_wak
     assert record.status is TaskStatus.SUCCEEDED, record.status
     assert record.result[0] == {"square": 0} and "CANCELLED" in record.result[1]["failed"]
     assert sorted(family.children_ran) == [0, 2]
+
+
+def test_a_crash_after_the_last_compensation_still_ends_the_flow_compensated(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    """Every compensation ran and is recorded DONE, then the invocation died before the flow's
+    end was written: the delivery that comes back has nothing left to undo, and the flow is
+    COMPENSATED (each compensation once), not FAILED."""
+    undone: list[str] = []
+    crash = [True]
+
+    class DiesAfterLastUndo(Delegating):
+        def update_item(self, **request: Any) -> Any:
+            answer = self._client.update_item(**request)
+            if request["Key"]["sk"] == {"S": "reserve"} and crash and crash.pop():
+                raise Crash()  # the last compensation is recorded, the flow's end is not
+            return answer
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.step("reserve", lambda: 1, compensate=lambda r: undone.append("release"))
+        run.step("charge", lambda: 2, compensate=lambda r: undone.append("refund"))
+        raise Abort("no courier")
+
+    handler = flow_handler(body, dynamodb=DiesAfterLastUndo(stack.dynamodb))
+    client.enqueue(PLAIN, {}, key="cc-1")
+    with contextlib.suppress(Crash):
+        queue.run(handler)
+    queue.run(handler, until=stack.clock() + timedelta(minutes=16))
+    record = client.get(PLAIN, "cc-1")
+    assert undone == ["refund", "release"]
+    assert record.status is TaskStatus.COMPENSATED, (record.status, record.error_type)

@@ -798,7 +798,9 @@ class TaskGuard:
         All ran: COMPENSATED (a cancel stays CANCELLED); one raised: FAILED naming it, counted
         (``FlowCompensationFailed``, alarmed)."""
         flow = run.__dict__.get("flow")
-        if flow is None or not flow.compensable:
+        if flow is None or not flow.finished:
+            # Nothing compensable reached. (Every one already DONE, by an execution that died
+            # before its end was written: COMPENSATED below, with nothing run again.)
             return status, error_type, text
         ran, failed = flow.compensate()
         if failed is not None:
@@ -811,7 +813,7 @@ class TaskGuard:
                 f"compensated before it: {', '.join(ran) or 'none'})",
             )
         done = TaskStatus.CANCELLED if status is TaskStatus.CANCELLED else TaskStatus.COMPENSATED
-        return done, error_type, f"{text} (compensated: {', '.join(ran)})"
+        return done, error_type, f"{text} (compensated: {', '.join(ran) or 'all before'})"
 
     def _progress(
         self,

@@ -306,10 +306,6 @@ class Flow:
             ran.append(finished.name)
         return ran, None
 
-    @property
-    def compensable(self) -> bool:
-        return any(not finished.done for finished in self.finished)
-
     # Helpers ------------------------------------------------------------------------------------
 
     def _reach(self, name: str, kind: StepKind, digest: str) -> Item | None:
