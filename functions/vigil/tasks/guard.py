@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -65,7 +65,14 @@ from vigil.tasks.decisions import (
 )
 from vigil.tasks.envelope import Envelope, parse
 from vigil.tasks.errors import MalformedTask, TaskCancelled, TaskFenced
-from vigil.tasks.flows.errors import Abort, ChildFailed, FlowCancelled, InvalidStep, Suspend
+from vigil.tasks.flows.errors import (
+    Abort,
+    ChildFailed,
+    FlowCancelled,
+    InvalidStep,
+    Replayed,
+    Suspend,
+)
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.rate import Deferred, RateLimiter
 from vigil.tasks.results import ResultStore
@@ -158,9 +165,10 @@ class TaskRun:
     def sleep_until(self, name: str, when: datetime) -> None:
         self.flow.sleep_until(name, when)
 
-    def wait_for(self, name: str, *, timeout: timedelta | float) -> Any:
+    def wait_for(self, name: str, *, timeout: timedelta | float | None = None) -> Any:
         """The payload of the signal ``name`` (``vigil.tasks.signal``), waiting for it with no
-        compute between; :class:`~vigil.tasks.flows.errors.SignalTimeout` after ``timeout``."""
+        compute between; :class:`~vigil.tasks.flows.errors.SignalTimeout` after ``timeout``
+        (required: without one, :class:`~vigil.tasks.flows.errors.InvalidStep`)."""
         return self.flow.wait_for(name, timeout=timeout)
 
     def map(
@@ -423,6 +431,12 @@ class TaskGuard:
                 again = replace(duplicate, reason=f"{decision.reason}; completion event re-sent")
                 return self._announce(message, answer.seen, again, self._time_left(remaining_ms))
             if decision.verdict is Verdict.CANCELLED:
+                if envelope.parent and answer.seen is not None:
+                    # A map's child cancelled before it started: its end counts like any other
+                    # (the flow's last child to end wakes it; uncounted, it would wait for good).
+                    not_told = self._tell_parent(envelope, answer.seen, remaining_ms)
+                    if not_told:
+                        return Delivery(Outcome.UNRECORDED, envelope.id, reason=not_told)
                 return Delivery(Outcome.CANCELLED, envelope.id, reason=decision.reason)
             if decision.verdict is Verdict.END_CANCELLED and answer.seen is not None:
                 return self._end_cancelled(message, envelope, answer.seen, remaining_ms)
@@ -485,6 +499,8 @@ class TaskGuard:
                 f"{budget - 1} attempt(s) ended without an outcome (a timeout, out of memory "
                 f"or a crash) and {self.settings.retries} retries are allowed: not run again",
             )
+            if budget == self.settings.retries + 2:
+                self._replay_to_compensate(run, envelope, body)
         else:
             try:
                 encoded = encode_result(body(run, envelope.payload))
@@ -566,6 +582,17 @@ class TaskGuard:
             failure = after_failure(budget, self.settings.retries, self.settings.backoff)
             retry = not final and failure.retry
             status = TaskStatus.QUEUED if retry else TaskStatus.FAILED
+            held = None
+            if not retry and run.halt.cancelled is None:
+                # About to be dead-lettered (one read, on a final failure only; a retry's finish
+                # checks itself). A run a newer delivery took over is superseded: its outcome
+                # would be refused, so it leaves no dead letter either (a Reject met after the
+                # lease ran out, a TaskFenced the body turned into another error), and a flow's
+                # compensations are not its to run (the newer run goes on from those steps).
+                held = self._store.still_held(envelope.task, envelope.id, token)
+                if not held.held:
+                    why = "a newer delivery took the task over; this failure is not recorded"
+                    return Delivery(Outcome.FENCED, envelope.id, attempt, why)
             if not retry:
                 status, error_type, text = self._compensate(run, status, error_type, text)
             outcome = replace(
@@ -579,18 +606,9 @@ class TaskGuard:
             )
             if run.halt.cancelled is not None:
                 outcome = _as_cancelled(outcome, run.halt.cancelled)
-            elif not retry:
-                # About to be dead-lettered (one read, on a final failure only; a retry's finish
-                # checks itself). A run a newer delivery took over is superseded: its outcome
-                # would be refused, so it leaves no dead letter either (a Reject met after the
-                # lease ran out, a TaskFenced the body turned into another error). A cancel
-                # asked for meanwhile ends it CANCELLED instead.
-                state = self._store.still_held(envelope.task, envelope.id, token)
-                if not state.held:
-                    why = "a newer delivery took the task over; this failure is not recorded"
-                    return Delivery(Outcome.FENCED, envelope.id, attempt, why)
-                if state.cancel is not None:
-                    outcome = _as_cancelled(outcome, state.cancel)
+            elif held is not None and held.cancel is not None:
+                # A cancel asked for meanwhile ends it CANCELLED instead.
+                outcome = _as_cancelled(outcome, held.cancel)
         outcome = self._announced(outcome)
         wait_ms = max(0, int((started - waited_from).total_seconds() * 1000))
         delivery = self._conclude(message, envelope, outcome, remaining_ms, how="ran")
@@ -757,6 +775,22 @@ class TaskGuard:
             return f"its flow {parent['task']} {parent['id']} not told: {out_of_time}"
         return None
 
+    def _replay_to_compensate(self, run: TaskRun, envelope: Envelope, body: Body) -> None:
+        """A flow whose retries crashed away ends FAILED with its compensations run, as one
+        whose retries raised: its body is replayed from its journal, each finished step returning
+        its result and none run (the replay stops at the first that would), so
+        :meth:`_compensate` knows them. A task with no journal costs one Query and runs nothing.
+        Only on the first claim past the retries: a replay that itself dies leaves the next
+        claim FAILED RunCrashed without it."""
+        if run.flow_site is None:
+            return
+        flow = run.flow
+        if not flow.entries():
+            return
+        flow.replaying = True
+        with suppress(Exception, Suspend, FlowCancelled, Replayed):
+            body(run, envelope.payload)
+
     def _compensate(
         self, run: TaskRun, status: TaskStatus, error_type: str, text: str
     ) -> tuple[TaskStatus, str, str]:
@@ -764,7 +798,9 @@ class TaskGuard:
         All ran: COMPENSATED (a cancel stays CANCELLED); one raised: FAILED naming it, counted
         (``FlowCompensationFailed``, alarmed)."""
         flow = run.__dict__.get("flow")
-        if flow is None or not flow.compensable:
+        if flow is None or not flow.finished:
+            # Nothing compensable reached. (Every one already DONE, by an execution that died
+            # before its end was written: COMPENSATED below, with nothing run again.)
             return status, error_type, text
         ran, failed = flow.compensate()
         if failed is not None:
@@ -777,7 +813,7 @@ class TaskGuard:
                 f"compensated before it: {', '.join(ran) or 'none'})",
             )
         done = TaskStatus.CANCELLED if status is TaskStatus.CANCELLED else TaskStatus.COMPENSATED
-        return done, error_type, f"{text} (compensated: {', '.join(ran)})"
+        return done, error_type, f"{text} (compensated: {', '.join(ran) or 'all before'})"
 
     def _progress(
         self,

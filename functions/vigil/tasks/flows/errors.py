@@ -26,6 +26,13 @@ class Abort(Exception):
     compensations of its finished steps run in reverse."""
 
 
+class Compensating(Abort):
+    """A re-execution (a redrive, a delivery after a crash) met a finished step whose
+    compensation is recorded: the flow was ending and had begun undoing its steps. It does not
+    go on forward from results it undid: it finishes compensating (the compensations not
+    recorded DONE run, newest first) and ends as a failure would."""
+
+
 class SignalTimeout(Exception):
     """``run.wait_for``: no signal came before the timeout (decided once: a later signal is
     refused)."""
@@ -71,6 +78,12 @@ class ChildFailed(Exception):
 
 class FlowCancelled(BaseException):
     """A cancel was asked of this flow: it stops at this step boundary, compensations run."""
+
+
+class Replayed(BaseException):
+    """A flow replayed only to learn its finished steps (its retries crashed away, so its
+    compensations can run) reached a step, sleep or wait that would do something new: the
+    replay stops there, before it."""
 
 
 class SignalRefused(RuntimeError):

@@ -119,7 +119,7 @@ def run_map(
         entry = journal.item(name) or entry
         flow.entries()[name] = entry
     if int(entry.get(F.ENDED, 0)) < len(payloads):
-        flow._boundary_claimed()
+        flow._before_suspend()
         until = site.enqueued_at + site.retention
         raise Suspend(name, TaskStatus.WAITING.value, until, by_children=True)
     return collect(client, task, name, ids, return_exceptions)

@@ -45,8 +45,10 @@ from vigil.fenced_write import Halt
 from vigil.tasks.errors import TaskFenced
 from vigil.tasks.flows.errors import (
     Abort,
+    Compensating,
     FlowCancelled,
     InvalidStep,
+    Replayed,
     SignalTimeout,
     Suspend,
 )
@@ -105,6 +107,8 @@ class Flow:
         self._seq = 0
         self.finished: list[Finished] = []
         self.cancelled = False
+        self.replaying = False
+        """Replayed only to learn its finished steps: the first boundary raises Replayed."""
 
     @property
     def label(self) -> str:
@@ -113,7 +117,11 @@ class Flow:
     def entries(self) -> dict[str, Item]:
         if self._entries is None:
             self._entries = self.site.journal.read()
-            self._seq = len(self._entries)
+            # The flow's own items (a signal sent to a name it never waits on has no seq: it
+            # neither shifts the order nor counts against the flow's MAX_STEPS).
+            self._seq = max(
+                (int(e[F.SEQ]) for e in self._entries.values() if F.SEQ in e), default=0
+            )
         return self._entries
 
     # Steps --------------------------------------------------------------------------------------
@@ -134,7 +142,13 @@ class Flow:
         digest = _digest(name, args, kwargs)
         entry = self._reach(name, StepKind.STEP, digest)
         if entry is not None and entry.get(F.STATE) == StepState.DONE:
-            return self._done(name, entry, compensate)
+            result = self._done(name, entry, compensate)
+            if entry.get(F.COMPENSATION) is not None:
+                raise Compensating(
+                    f"step {name!r} was compensated ({entry[F.COMPENSATION]}) when the flow "
+                    "ended: finishing the compensation, not going on from it"
+                )
+            return result
         if entry is not None and entry.get(F.STATE) == StepState.STARTED and once:
             raise self._uncertain(name, entry)
         self._boundary()
@@ -207,12 +221,14 @@ class Flow:
             until = datetime.fromisoformat(str(seen[F.UNTIL]))
         if now >= until:
             return
-        self._boundary_claimed()
+        self._before_suspend()
         raise Suspend(name, TaskStatus.SLEEPING.value, until)
 
     # Waits --------------------------------------------------------------------------------------
 
-    def wait_for(self, name: str, *, timeout: timedelta | float) -> Any:
+    def wait_for(self, name: str, *, timeout: timedelta | float | None = None) -> Any:
+        if timeout is None:  # refused at the call, naming the wait, not a TypeError retried
+            raise InvalidStep(str(name), "a wait needs a timeout (within the flow's retention)")
         seconds = _seconds(name, timeout, "timeout")
         entry = self._reach(name, StepKind.WAIT, "")
         now = self.site.clock()
@@ -250,7 +266,7 @@ class Flow:
             if isinstance(decided, Refused):  # the signal won the race: one outcome only
                 return json.loads(str((decided.seen or {})[F.SIGNAL]))
             raise SignalTimeout(name, iso(until))
-        self._boundary_claimed()
+        self._before_suspend()
         raise Suspend(name, TaskStatus.WAITING.value, until)
 
     # Fan-out and fan-in --------------------------------------------------------------------------
@@ -290,10 +306,6 @@ class Flow:
             ran.append(finished.name)
         return ran, None
 
-    @property
-    def compensable(self) -> bool:
-        return any(not finished.done for finished in self.finished)
-
     # Helpers ------------------------------------------------------------------------------------
 
     def _reach(self, name: str, kind: StepKind, digest: str) -> Item | None:
@@ -310,7 +322,7 @@ class Flow:
             raise InvalidStep(
                 name, f"the name is a {entry.get(F.KIND)} in this flow's journal, not a {kind}"
             )
-        if entry is None and used is None and len(self.entries()) >= MAX_STEPS:
+        if entry is None and used is None and self._seq >= MAX_STEPS:
             raise InvalidStep(name, f"a flow holds at most {MAX_STEPS} steps, sleeps and waits")
         self._used[name] = (kind, digest)
         return entry
@@ -344,13 +356,25 @@ class Flow:
     def _boundary(self) -> None:
         """Before a step runs: a cancel asked since the claim stops the flow here, a newer run
         fences this one out (one GetItem; a finished step costs none)."""
+        self._replay_check()
         record = self.site.read_record() or {}
         if record.get("token") != self.site.token or record.get("status") != "RUNNING":
             raise TaskFenced(f"{self.label}: taken over by a newer run")
         self._cancel_check(record)
 
     def _boundary_claimed(self) -> None:
+        self._replay_check()
         self._cancel_check(self.site.claimed)
+
+    def _replay_check(self) -> None:
+        if self.replaying:
+            raise Replayed(f"{self.label}: replayed up to here, nothing new run")
+
+    def _before_suspend(self) -> None:
+        """Before the invocation ends asleep or waiting: a cancel asked while this run ran
+        (after its claim) stops the flow now, not when it wakes days later; a newer run fences
+        it out before it sends a wake-up (one GetItem a suspension)."""
+        self._boundary()
 
     def _cancel_check(self, record: Item) -> None:
         if record.get(CANCEL_REQUESTED_ATTRIBUTE):
