@@ -222,10 +222,15 @@ ALARMS: dict[Alarm, AlarmSpec] = {
         TaskMetric.COMPENSATION_FAILED,
         "A failed flow's compensation raised: what it undid is partial, the flow is FAILED.",
     ),
-    Alarm.TASK_STUCK: _insights(
+    Alarm.TASK_STUCK: AlarmSpec(
         AlarmScope.TASKS,
         TaskMetric.STUCK,
+        "Sum",
+        # Three audit passes: a period always holds one, so a stuck task's alarm does not flap
+        # with the passes' jitter against 5-minute periods.
+        15,
         "A task (a flow) has not ended past its max_duration: the tasks audit names each.",
+        grouped_by="task",
         declared_when="a task sets max_duration",
     ),
     Alarm.TASKS_STRANDED: AlarmSpec(
