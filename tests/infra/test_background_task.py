@@ -231,7 +231,7 @@ def test_the_management_api_routes_and_its_least_privilege(synthesized: Synthesi
         if method["Properties"]["ResourceId"].get("Ref") in task_resources:
             assert method["Properties"]["AuthorizationType"] == "AWS_IAM"
     # One statement each, whatever the number of tasks: the stack's tasks' records (and the
-    # audit's query of their retries index), its group of one-time schedules, the roles under its
+    # audit's query of their retries and deadlines indexes), its group of one-time schedules, the roles under its
     # path of scheduler roles, its catalog.
     statements = role_statements(synthesized, function_role(function))
     dynamo, index = sorted(
@@ -242,7 +242,8 @@ def test_the_management_api_routes_and_its_least_privilege(synthesized: Synthesi
         assert statement["Condition"] == {
             "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TASK#*"]}
         }
-    assert actions(index) == ["dynamodb:Query"] and "/index/retries" in json.dumps(index)
+    assert actions(index) == ["dynamodb:Query"]
+    assert "/index/retries" in json.dumps(index) and "/index/deadlines" in json.dumps(index)
     (schedules,) = [s for s in statements if any(a.startswith("scheduler:") for a in actions(s))]
     assert set(actions(schedules)) == {"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}
     assert "schedule/Vigil-tasks/*" in json.dumps(schedules["Resource"])
