@@ -127,6 +127,8 @@ def declare_tasks(scope: Construct, tasks: TasksTable) -> list[BackgroundTask]:
             "OnboardTenant",
             handler="tasks.onboard_tenant.handler",
             timeout=Duration.minutes(1),
+            # Its three-day pause and two-day wait end within a week: past that it is stuck.
+            max_duration=Duration.days(7),
             retries=3,
             backoff=Duration.seconds(30),
             concurrency=5,

@@ -72,18 +72,23 @@ def insights_query(
     *,
     statistic: str = "SUM",
     limit: int | None = None,
+    grouped: bool = True,
 ) -> str:
     """A Metrics Insights query over one Vigil metric of every job (or task, ``group_by``), one
-    series each: ``SCHEMA`` holds exactly the dimensions the runtime emits it with
-    (``vigil.contract.metrics.dimensions``), so the stage's own series, and only those."""
+    series each (``grouped=False``: one series, their total): ``SCHEMA`` holds exactly the
+    dimensions the runtime emits it with (``vigil.contract.metrics.dimensions``), so the
+    stage's own series, and only those."""
     keys = sorted(dimensions(stage, **{group_by: "x"}))
     where = [f"service = '{dimensions(None)['service']}'"]
     if stage:
         where.append(f"stage = '{stage}'")
     query = (
         f'SELECT {statistic}("{metric}") FROM SCHEMA("{NAMESPACE}", {", ".join(keys)}) '
-        f"WHERE {' AND '.join(where)} GROUP BY {group_by} ORDER BY {statistic}() DESC"
+        f"WHERE {' AND '.join(where)}"
     )
+    if not grouped:
+        return query
+    query += f" GROUP BY {group_by} ORDER BY {statistic}() DESC"
     return query + (f" LIMIT {limit}" if limit else "")
 
 

@@ -51,6 +51,7 @@ from vigil.contract.layout import (
 from vigil.contract.metrics import NAMESPACE, TaskMetric, dimensions
 from vigil.contract.stages import tasks_schedule_group
 from vigil.contract.tasks import (
+    AUDIT_EVERY_SECONDS,
     DEFAULT_COMPLETION_EVENTS,
     NORMAL_PRIORITY,
     PK_PREFIX,
@@ -72,6 +73,8 @@ MAX_VISIBILITY_S = 43_200
 MAX_BATCHING_WINDOW_S = 300
 QUEUE_RETENTION = Duration.days(DLQ_RETENTION_DAYS)
 """A backlog capped by ``concurrency`` must not expire: a task waits as long as SQS allows."""
+MAX_DURATION_DAYS = 365
+"""A year: longer than any record's retention is meant to span (a flow's sleeps renew it)."""
 DEFAULT_EVENT_BUS = "default"
 SCHEDULER = "scheduler.amazonaws.com"
 
@@ -85,6 +88,7 @@ class _Checked:
     writes: tuple[Declared, ...] = ()
     rate_limit: RateLimit | None = None
     priorities: tuple[str, ...] = ()
+    max_duration: int | None = None
 
 
 class BackgroundTask(Construct):
@@ -112,6 +116,9 @@ class BackgroundTask(Construct):
             worst clock skew, and below ``timeout``).
         max_queue_age: a message older than this (at least 60 s) alarms: the function fails, is
             throttled or cannot keep up.
+        max_duration: a task (a flow, most often) not ended this long after its first start
+            alarms, and the tasks audit names it (at least 5 minutes, the audit's period; whole
+            seconds). Retries, takeovers and a flow's sleeps and waits all count. None: never.
         completion_events: which outcomes are announced on EventBridge (``CompletionEvents``):
             ``"failures"`` by default, ``"all"`` when an application subscribes to successes,
             ``"none"`` when results are only read from the records; each event costs as much as
@@ -149,6 +156,7 @@ class BackgroundTask(Construct):
         memory_size: int = 256,
         lease_margin: Duration = Duration.seconds(10),
         max_queue_age: Duration = Duration.minutes(15),
+        max_duration: Duration | None = None,
         completion_events: CompletionEvents | str = DEFAULT_COMPLETION_EVENTS,
         task_name: str | None = None,
         description: str | None = None,
@@ -173,6 +181,7 @@ class BackgroundTask(Construct):
             memory_size=memory_size,
             lease_margin=lease_margin,
             max_queue_age=max_queue_age,
+            max_duration=max_duration,
             completion_events=completion_events,
             writes=writes,
             rate_limit=rate_limit,
@@ -194,6 +203,8 @@ class BackgroundTask(Construct):
         self.rate_limit = checked.rate_limit
         self.retention_seconds = int(retention.to_seconds())
         self.max_queue_age_seconds = int(max_queue_age.to_seconds())
+        self.max_duration_seconds = checked.max_duration
+        """``max_duration`` in seconds (None: not declared): its records' deadline, audited."""
         self.visibility_timeout_seconds = checked.visibility_timeout
         self.table = tasks_table or _shared_tasks_table(self)
         self.dead_letters = dead_letter_queue(self, "DeadLetters", fifo=ordered, enforce_ssl=False)
@@ -251,6 +262,7 @@ class BackgroundTask(Construct):
                 TaskEnv.LEASE_MARGIN_SECONDS.value: str(int(lease_margin.to_seconds())),
                 TaskEnv.EVENT_BUS.value: DEFAULT_EVENT_BUS,
                 TaskEnv.COMPLETION_EVENTS.value: self.completion_events.value,
+                **self._max_duration_field(TaskEnv.MAX_DURATION_SECONDS, str),
                 **(
                     {TaskEnv.RATE_LIMIT.value: str(checked.rate_limit)}
                     if checked.rate_limit
@@ -509,6 +521,7 @@ class BackgroundTask(Construct):
             CatalogField.COMPLETION_EVENTS.value: self.completion_events.value,
             CatalogField.VISIBILITY_TIMEOUT_SECONDS.value: self.visibility_timeout_seconds,
             CatalogField.MAX_QUEUE_AGE_SECONDS.value: self.max_queue_age_seconds,
+            **self._max_duration_field(CatalogField.MAX_DURATION_SECONDS, int),
             **self._priority_field(lambda queue: queue.queue_url),
         }
 
@@ -530,9 +543,17 @@ class BackgroundTask(Construct):
             CatalogField.COMPLETION_EVENTS.value: self.completion_events.value,
             CatalogField.VISIBILITY_TIMEOUT_SECONDS.value: self.visibility_timeout_seconds,
             CatalogField.MAX_QUEUE_AGE_SECONDS.value: self.max_queue_age_seconds,
+            **self._max_duration_field(CatalogField.MAX_DURATION_SECONDS, int),
             **self._priority_field(lambda queue: Filled(queue.queue_url, QUEUE_URL)),
             CONSTRUCT_FIELD: self.node.id,
         }
+
+    def _max_duration_field(self, name: TaskEnv | CatalogField, form: Any) -> dict[str, Any]:
+        """``max_duration`` in the environment or the catalog (absent when not declared: the
+        functions and catalogs of tasks without it are unchanged)."""
+        if self.max_duration_seconds is None:
+            return {}
+        return {name.value: form(self.max_duration_seconds)}
 
     def _priority_field(self, url: Any) -> dict[str, Any]:
         """The catalog's ``priority_queue_urls`` (absent without levels: catalogs unchanged)."""
@@ -727,6 +748,7 @@ def _validate(
     lease_margin: Duration,
     max_queue_age: Duration,
     completion_events: CompletionEvents | str,
+    max_duration: Duration | None = None,
     writes: Sequence[Any] = (),
     rate_limit: str | None = None,
     priorities: Sequence[str] = (),
@@ -784,6 +806,7 @@ def _validate(
         raise fail("lease_margin", "must be at least 1 s (clock skew) and below the timeout")
     if whole_seconds(fail, "max_queue_age", max_queue_age) < 60:
         raise fail("max_queue_age", "must be at least 60 s (the alarm's resolution)")
+    longest = _check_max_duration(fail, max_duration)
     choices = [choice.value for choice in CompletionEvents]
     if completion_events not in choices:
         raise fail("completion_events", f"{completion_events!r} is not one of {choices}")
@@ -802,7 +825,25 @@ def _validate(
         writes=tuple(check_writes(fail, writes)),
         rate_limit=rate,
         priorities=levels,
+        max_duration=longest,
     )
+
+
+def _check_max_duration(fail: Any, max_duration: Any) -> int | None:
+    """A Duration of whole seconds, at least the tasks audit's period (a shorter one could not
+    be told from it), at most ``MAX_DURATION_DAYS``."""
+    if max_duration is None:
+        return None
+    if not isinstance(max_duration, Duration):
+        raise fail("max_duration", f"{max_duration!r} is not a Duration (Duration.hours(6))")
+    seconds = whole_seconds(fail, "max_duration", max_duration)
+    if not AUDIT_EVERY_SECONDS <= seconds <= MAX_DURATION_DAYS * 86_400:
+        raise fail(
+            "max_duration",
+            f"{seconds} s is outside {AUDIT_EVERY_SECONDS} s (the tasks audit's period) to "
+            f"{MAX_DURATION_DAYS} days",
+        )
+    return seconds
 
 
 def _check_priorities(fail: Any, priorities: Sequence[str], *, ordered: bool) -> tuple[str, ...]:

@@ -72,6 +72,12 @@ TASK_OUTCOMES = (
 )
 """What a task emits per task: every outcome but a success (counted for the stack, with the
 durations and queue waits)."""
+FLOW_TOTALS = {
+    TaskMetric.COMPENSATED: "COMPENSATED",
+    TaskMetric.COMPENSATION_FAILED: "FAILED compensating",
+    TaskMetric.STUCK: "stuck past max_duration",
+}
+"""What the flows' graph sums over every task (those series exist only while it happens)."""
 FAILING_NOW = 10
 """How many jobs (or tasks) each "failing now" query shows: the most failing first."""
 
@@ -115,6 +121,10 @@ TASK_DESCRIPTIONS: dict[Alarm, str] = {
     Alarm.TASK_EVENT_UNSENT: "Tasks: completion events EventBridge did not take in time; their "
     "subscribers did not hear of these outcomes. The notification names the task; the records "
     "have the outcomes: type `vigil tasks list TASK`.",
+    Alarm.TASK_STUCK: "Tasks: a task (a flow, most often) has not ended past its max_duration. "
+    "The notification names the task; the tasks audit's log names each id ('task stuck'), and "
+    "`vigil tasks stuck TASK` lists them with their status, deadline and wake-up: type `vigil "
+    "tasks get TASK ID` for its steps, then signal, cancel or fix what holds it.",
     Alarm.FLOW_COMPENSATION_FAILED: "Flows: a failed flow's compensation raised, so what it "
     "undid is partial and the flow is FAILED naming the step. The notification names the task: "
     "type `vigil tasks list TASK --status FAILED`, then `vigil tasks get TASK ID` for its steps "
@@ -229,6 +239,10 @@ class Monitoring(Construct):
                     task.completion_events is CompletionEvents.NONE for task in tasks
                 ):
                     continue
+                if alarm is Alarm.TASK_STUCK and all(
+                    task.max_duration_seconds is None for task in tasks
+                ):
+                    continue
                 self._insights(alarm, description)
 
     def _insights(self, alarm: Alarm, description: str) -> None:
@@ -282,7 +296,34 @@ class Monitoring(Construct):
                     ],
                     width=12,
                 ),
+                self._flows_by_state(),
             )
+
+    def _flows_by_state(self) -> cloudwatch.IWidget:
+        """Flows entering each state a flow has of its own, per 5 minutes, for the stack: slept
+        and waiting (one series each for the stack: a flow's normal path), compensated, its
+        compensation failed, stuck past max_duration (each the total of its per-task series,
+        which exist only while that happens). Their successes, failures and cancels count with
+        the tasks'; how many sleep or wait *now* is the records' (the console, `vigil local
+        up`, ``vigil tasks list --status SLEEPING``): a gauge would cost a read of every one."""
+        totals = [
+            cloudwatch.MathExpression(
+                expression=insights_query(str(metric), "task", self.stage, grouped=False),
+                using_metrics={},
+                period=FIVE_MINUTES,
+                label=label,
+            )
+            for metric, label in FLOW_TOTALS.items()
+        ]
+        return cloudwatch.GraphWidget(
+            title="flows by state entered (the stack, per 5 minutes)",
+            left=[
+                self._stack_metric(TaskMetric.SLEPT, "SLEEPING"),
+                self._stack_metric(TaskMetric.WAITED, "WAITING"),
+                *totals,
+            ],
+            width=12,
+        )
 
     def _stack_metric(
         self, metric: JobMetric | TaskMetric, label: str, statistic: str = "Sum"

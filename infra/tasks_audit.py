@@ -1,10 +1,12 @@
-"""``TasksAudit``: the stranded-tasks audit's schedule, grant and alarm (``vigil.tasks.audit``).
+"""``TasksAudit``: the tasks audit's schedule, grant and alarm (``vigil.tasks.audit``).
 
 The audit runs in the tasks API's function (it holds the catalog and may read the tasks' records),
 every five minutes, from its own EventBridge Scheduler schedule. It reads the tasks table's sparse
-``retries`` index (keys only, task records' partitions only) and each candidate's record.
-Its metric, ``TasksStranded``, is emitted on every pass, zero too, so its one alarm fires both when
-a stranded task is found and when no pass has run for a whole period (missing data breaches).
+``retries`` and ``deadlines`` indexes (keys only, task records' partitions only) and each
+candidate's record. Its metric, ``TasksStranded``, is emitted on every pass, zero too, so its one
+alarm fires both when a stranded task is found and when no pass has run for a whole period
+(missing data breaches). The tasks it finds stuck past their ``max_duration`` are counted by task
+(``TaskStuck``), read by one Metrics Insights alarm of the stack's (``infra.monitoring``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,14 @@ from infra.function import InvokeTarget
 from infra.stage import stage_of
 from vigil.contract.alarms import ALARMS, Alarm
 from vigil.contract.metrics import NAMESPACE, TaskMetric, dimensions
-from vigil.contract.tasks import AUDIT_EVENT_KEY, RETRIES_INDEX
+from vigil.contract.tasks import (
+    AUDIT_EVENT_KEY,
+    AUDIT_EVERY_SECONDS,
+    DEADLINES_INDEX,
+    RETRIES_INDEX,
+)
 
-AUDIT_EVERY = Duration.minutes(5)
+AUDIT_EVERY = Duration.seconds(AUDIT_EVERY_SECONDS)
 
 
 class TasksAudit(Construct):
@@ -43,7 +50,9 @@ class TasksAudit(Construct):
         function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:Query"],
-                resources=[f"{table.table_arn}/index/{RETRIES_INDEX}"],
+                resources=[
+                    f"{table.table_arn}/index/{index}" for index in (RETRIES_INDEX, DEADLINES_INDEX)
+                ],
                 conditions=task_records_condition(),
             )
         )
@@ -51,7 +60,8 @@ class TasksAudit(Construct):
             self,
             "Schedule",
             schedule=scheduler.ScheduleExpression.rate(AUDIT_EVERY),
-            description="Vigil: find tasks waiting for a retry that no message holds",
+            description="Vigil: find tasks waiting for a retry that no message holds, and tasks "
+            "not ended past their max_duration",
             time_window=scheduler.TimeWindow.off(),
             target=InvokeTarget(
                 function,

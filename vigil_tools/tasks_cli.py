@@ -7,6 +7,7 @@
     vigil tasks get TASK ID
     vigil tasks list TASK [--status FAILED] [--limit 50] [--next TOKEN]
     vigil tasks summary [--status FAILING,BUSY,IDLE] [--prefix P] [--limit 50] [--next TOKEN]
+    vigil tasks stuck [TASK]            (not ended past max_duration: the task-stuck alarm's)
     vigil tasks cancel TASK ID          (QUEUED: CANCELLED now; RUNNING: asked to stop)
     vigil tasks redrive TASK [--limit 100]
     vigil tasks settle TASK ID --effect NAME --done|--done-rerun|--not-done
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -28,6 +30,7 @@ from typing import Any, TextIO
 from vigil.contract.tasks import TaskStatus
 from vigil.listing import InvalidListing
 from vigil.settle import NotSettleable
+from vigil.tasks.audit import AuditIncomplete, stuck
 from vigil.tasks.bulk import ItemStatus
 from vigil.tasks.catalog import Catalog
 from vigil.tasks.enqueue import TaskClient
@@ -97,6 +100,13 @@ def add_parser(groups: Any) -> None:
     listing.add_argument("--limit", type=positive, default=50, help="records per page")
     listing.add_argument("--next", help="the page token a previous list printed")
     tasks_summary.add_parser(commands)
+    stuck_tasks = commands.add_parser(
+        "stuck",
+        help="tasks (flows) not ended past their max_duration: what the task-stuck alarm counts",
+    )
+    stuck_tasks.add_argument(
+        "task", nargs="?", help="one task (default: every task that declares max_duration)"
+    )
     signal = commands.add_parser(
         "signal", help="signal a flow's run.wait_for(name): kept until it waits, woken if it does"
     )
@@ -181,6 +191,9 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
         if page:
             out.write(f"more: vigil tasks list {args.task} --next {page}\n")
         return 0
+    if args.command == "stuck":
+        _stuck(catalog, client, args.task, out, as_json=as_json)
+        return 0
     if args.command == "signal":
         sent = client.signal(args.task, args.id, args.name, _payload(args.payload), key=args.key)
         woke = "woke it" if sent.woke else "kept until it waits"
@@ -221,6 +234,27 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
     for message_id, why in done.kept:
         out.write(f"kept {message_id} in the dead-letter queue: not a task ({why})\n")
     return 0
+
+
+def _stuck(
+    catalog: Catalog, client: TaskClient, task: str | None, out: TextIO, *, as_json: bool
+) -> None:
+    """The tasks audit's own finding, read now (the ended records it would tidy are left)."""
+    specs = {task: catalog.spec(task)} if task else dict(catalog)
+    if task and specs[task].max_duration is None:
+        raise TasksError(f"task {task} declares no max_duration: it is never stuck")
+    try:
+        found = stuck(specs, client.store, datetime.now(UTC), clear_ended=False)
+    except AuditIncomplete as incomplete:
+        raise TasksError(str(incomplete)) from None
+    if as_json:
+        out.write(json.dumps([asdict(late) for late in found], indent=2) + "\n")
+        return
+    rows = [
+        [s.task, s.id, s.status, s.deadline, s.started_at or "-", s.wake_at or "-"] for s in found
+    ]
+    headers = ["TASK", "ID", "STATUS", "DEADLINE", "LAST STARTED", "WAKES"]
+    out.write((render_table(headers, rows) if rows else "no task is stuck") + "\n")
 
 
 def _caller(session: Any) -> str:

@@ -34,22 +34,31 @@ def create_pk_sk_table(
 
 
 def create_tasks_table(dynamodb: Any, name: str = "vigil-tasks") -> str:
-    """The tasks table as ``TasksTable`` declares it: pk/sk and the sparse ``retries`` index
-    (``tests/infra`` checks the synthesized one is this)."""
-    from vigil.contract.tasks import RETRIES_INDEX, RETRY_AT_ATTRIBUTE
+    """The tasks table as ``TasksTable`` declares it: pk/sk and the sparse ``retries`` and
+    ``deadlines`` indexes (``tests/infra`` checks the synthesized one is this)."""
+    from vigil.contract.tasks import (
+        DEADLINE_ATTRIBUTE,
+        DEADLINES_INDEX,
+        RETRIES_INDEX,
+        RETRY_AT_ATTRIBUTE,
+    )
 
     return create_pk_sk_table(
         dynamodb,
         name,
-        keyed=(RETRY_AT_ATTRIBUTE,),
+        keyed=(RETRY_AT_ATTRIBUTE, DEADLINE_ATTRIBUTE),
         GlobalSecondaryIndexes=[
             {
-                "IndexName": RETRIES_INDEX,
+                "IndexName": index,
                 "KeySchema": [
                     {"AttributeName": "pk", "KeyType": "HASH"},
-                    {"AttributeName": RETRY_AT_ATTRIBUTE, "KeyType": "RANGE"},
+                    {"AttributeName": sort_key, "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "KEYS_ONLY"},
             }
+            for index, sort_key in (
+                (RETRIES_INDEX, RETRY_AT_ATTRIBUTE),
+                (DEADLINES_INDEX, DEADLINE_ATTRIBUTE),
+            )
         ],
     )

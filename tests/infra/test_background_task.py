@@ -87,25 +87,33 @@ def test_the_event_source_reports_partial_batches_and_caps_concurrency(
 def test_the_function_environment_is_the_task_contract(synthesized: Synthesized) -> None:
     tables = synthesized.resources("AWS::DynamoDB::Table")
     tasks_table = by_path(synthesized, "AWS::DynamoDB::Table", "/Tasks/Table")
-    # One index only, sparse (retry_at is set only while a retry waits): no write unit on the
-    # clean path; keys only, so a claim or a finish that changes other attributes writes none.
-    (index,) = tasks_table["Properties"]["GlobalSecondaryIndexes"]
-    assert index == {
-        "IndexName": "retries",
-        "KeySchema": [
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "retry_at", "KeyType": "RANGE"},
-        ],
-        "Projection": {"ProjectionType": "KEYS_ONLY"},
-    }
+    # Two indexes, both sparse: retry_at is set only while a retry waits (no write unit on the
+    # clean path), deadline only from the first claim to the end of a task that declares
+    # max_duration (none for the others); keys only, so a claim or a finish that changes other
+    # attributes writes none.
+    assert tasks_table["Properties"]["GlobalSecondaryIndexes"] == [
+        {
+            "IndexName": index,
+            "KeySchema": [
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": sort_key, "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "KEYS_ONLY"},
+        }
+        for index, sort_key in (("retries", "retry_at"), ("deadlines", "deadline"))
+    ]
     assert tasks_table["Properties"]["TimeToLiveSpecification"]["AttributeName"] == "expires_at"
     tasks_tables = [t for t in tables.values() if "/Tasks/" in t["Metadata"]["aws:cdk:path"]]
     assert len(tasks_tables) == 1, "every task shares the one tasks table"
     for task, construct in TASKS.items():
         function = by_path(synthesized, "AWS::Lambda::Function", f"/{construct}/Function/")
         variables = function["Properties"]["Environment"]["Variables"]
-        # rate_limit and priorities: when declared
-        assert set(TaskEnv) - {TaskEnv.RATE_LIMIT, TaskEnv.PRIORITY_QUEUE_URLS} <= set(variables)
+        # rate_limit, priorities and max_duration: when declared (onboard-tenant: 7 days)
+        optional = {TaskEnv.RATE_LIMIT, TaskEnv.PRIORITY_QUEUE_URLS, TaskEnv.MAX_DURATION_SECONDS}
+        assert set(TaskEnv) - optional <= set(variables)
+        assert variables.get(TaskEnv.MAX_DURATION_SECONDS) == (
+            str(7 * 86_400) if task == "onboard-tenant" else None
+        )
         assert variables[TaskEnv.NAME] == task
         table = from_parent(synthesized, function["stack"], variables[TaskEnv.TABLE])
         assert table == {"Ref": tasks_table["id"]}
@@ -186,7 +194,10 @@ def test_the_catalog_and_table_outputs(synthesized: Synthesized) -> None:
     }
     assert set(tasks["entries"]) == set(TASKS)
     for task, entry in tasks["entries"].items():
-        optional = {CatalogField.PRIORITY_QUEUE_URLS.value}  # only a task with levels has it
+        # only a task with levels has the first; only one that declares max_duration the second
+        optional = {CatalogField.PRIORITY_QUEUE_URLS.value}
+        if task != "onboard-tenant":
+            optional.add(CatalogField.MAX_DURATION_SECONDS.value)
         assert set(entry) | set(tasks["shared"]) == (
             {field.value for field in CatalogField} - optional
         ) | {CONSTRUCT_FIELD}
@@ -220,7 +231,7 @@ def test_the_management_api_routes_and_its_least_privilege(synthesized: Synthesi
         if method["Properties"]["ResourceId"].get("Ref") in task_resources:
             assert method["Properties"]["AuthorizationType"] == "AWS_IAM"
     # One statement each, whatever the number of tasks: the stack's tasks' records (and the
-    # audit's query of their retries index), its group of one-time schedules, the roles under its
+    # audit's query of their retries and deadlines indexes), its group of one-time schedules, the roles under its
     # path of scheduler roles, its catalog.
     statements = role_statements(synthesized, function_role(function))
     dynamo, index = sorted(
@@ -231,7 +242,8 @@ def test_the_management_api_routes_and_its_least_privilege(synthesized: Synthesi
         assert statement["Condition"] == {
             "ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["TASK#*"]}
         }
-    assert actions(index) == ["dynamodb:Query"] and "/index/retries" in json.dumps(index)
+    assert actions(index) == ["dynamodb:Query"]
+    assert "/index/retries" in json.dumps(index) and "/index/deadlines" in json.dumps(index)
     (schedules,) = [s for s in statements if any(a.startswith("scheduler:") for a in actions(s))]
     assert set(actions(schedules)) == {"scheduler:CreateSchedule", "scheduler:DeleteSchedule"}
     assert "schedule/Vigil-tasks/*" in json.dumps(schedules["Resource"])
@@ -390,6 +402,10 @@ VALID: dict[str, Any] = {"handler": "tasks.send_receipt.handler"}
             "below the timeout",
         ),
         ({"max_queue_age": Duration.seconds(30)}, "max_queue_age", "60 s"),
+        ({"max_duration": Duration.seconds(60)}, "max_duration", "300 s (the tasks audit's"),
+        ({"max_duration": Duration.days(366)}, "max_duration", "to 365 days"),
+        ({"max_duration": Duration.millis(300_500)}, "max_duration", "must be whole seconds"),
+        ({"max_duration": "6h"}, "max_duration", "'6h' is not a Duration"),
         ({"handler": "tasks.nope.handler"}, "handler", "no module 'tasks.nope'"),
         ({"handler": "tasks.send_receipt.missing"}, "handler", "defines no 'missing'"),
         ({"task_name": "Bad_Name"}, "task_name", "must match"),
@@ -466,6 +482,36 @@ def test_a_task_that_announces_nothing_has_no_unsent_event_alarm() -> None:
 
     assert unsent(*CompletionEvents) == ["task-event-unsent"], "one alarm for every task"
     assert unsent(CompletionEvents.NONE) == []
+
+
+def test_max_duration_reaches_the_function_and_the_catalog_and_declares_one_stuck_alarm() -> None:
+    """About 1 s: two constructs. The stack's one task-stuck alarm (each task a contributor)
+    exists once some task declares max_duration; a task without it changes nothing."""
+    stack = Stack(App(), "App")
+    flow = BackgroundTask(stack, "Onboard", **VALID, max_duration=Duration.days(7))
+    plain = BackgroundTask(stack, "SendReceipt", **VALID)
+    (variables,) = [
+        r["Properties"]["Environment"]["Variables"]
+        for r in Template.from_stack(flow.shard).to_json()["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Function"
+    ]
+    assert variables[TaskEnv.MAX_DURATION_SECONDS] == str(7 * 86_400)
+    assert stack.resolve(flow.catalog_entry())[CatalogField.MAX_DURATION_SECONDS] == 7 * 86_400
+    assert flow.catalog_fields()[CatalogField.MAX_DURATION_SECONDS] == 7 * 86_400
+    assert CatalogField.MAX_DURATION_SECONDS not in stack.resolve(plain.catalog_entry())
+    assert CatalogField.MAX_DURATION_SECONDS not in plain.catalog_fields()
+
+    def stuck_alarms(*limits: Duration | None) -> list[str]:
+        scope = Stack(App(), "Other")
+        tasks = [
+            BackgroundTask(scope, f"Task{n}", **VALID, max_duration=limit)
+            for n, limit in enumerate(limits)
+        ]
+        monitoring = Monitoring(scope, "Monitoring", jobs=[], tasks=tasks)
+        return [a.node.id for a in monitoring.alarms if a.node.id == "task-stuck"]
+
+    assert stuck_alarms(Duration.days(7), None) == ["task-stuck"]
+    assert stuck_alarms(None) == []
 
 
 def test_a_rate_limit_reaches_the_function_and_grants_its_limiters_partition_only() -> None:

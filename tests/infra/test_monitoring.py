@@ -218,6 +218,25 @@ def test_the_dashboards_cover_every_job_task_function_queue_kind_the_api_and_the
     assert '"stat":"p50"' in stats.replace(" ", "") and '"stat":"p99"' in stats.replace(" ", "")
 
 
+def test_the_dashboard_counts_flows_by_the_state_they_enter(synthesized: Synthesized) -> None:
+    """SLEEPING and WAITING from their stack-wide series; COMPENSATED, a failed compensation and
+    the stuck ones summed over every task's series (one Metrics Insights total each)."""
+    (flows,) = [
+        w
+        for w in dashboard_widgets(synthesized)
+        if w["properties"].get("title") == "flows by state entered (the stack, per 5 minutes)"
+    ]
+    read = {name for _, name, _ in widget_series(flows)}
+    assert {"FlowSlept", "FlowWaited"} <= read
+    options = [row[-1] for row in flows["properties"]["metrics"]]
+    expressions = [o["expression"] for o in options if "expression" in o]
+    assert expressions == [
+        f'SELECT SUM("{metric}") FROM SCHEMA("Vigil", service, task) WHERE service = \'vigil\''
+        for metric in ("FlowCompensated", "FlowCompensationFailed", "TaskStuck")
+    ]
+    assert {"SLEEPING", "WAITING", "COMPENSATED"} <= {o.get("label") for o in options}
+
+
 def test_the_cluster_runs_container_insights(synthesized: Synthesized) -> None:
     (cluster,) = synthesized.resources("AWS::ECS::Cluster").values()
     assert {"Name": "containerInsights", "Value": "enabled"} in cluster["Properties"][

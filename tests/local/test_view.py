@@ -94,13 +94,14 @@ def test_the_view_shows_each_tasks_counts_by_status_and_its_queue(
     client.cancel(PLAIN, "o-2")
     sqs.send_message(QueueUrl=stack.catalog.spec(PLAIN).dead_letter_url, MessageBody="{}")
 
-    lines = view.render_tasks(sqs, dynamodb, stack.catalog).splitlines()
+    lines = view.render_tasks(sqs, dynamodb, stack.catalog, clock()).splitlines()
 
     assert lines[0].split() == [
         "TASK", "QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "UNCERTAIN",
-        "SLEEPING", "WAITING", "COMPENSATED", "IN-QUEUE", "DELAYED", "IN-FLIGHT", "DEAD-LETTERS",
+        "SLEEPING", "WAITING", "COMPENSATED", "STUCK", "IN-QUEUE", "DELAYED", "IN-FLIGHT",
+        "DEAD-LETTERS",
     ]  # fmt: skip
-    assert lines[1].split() == [ORDERED, *"0" * 13]
+    assert lines[1].split() == [ORDERED, *"0" * 9, "-", *"0" * 4]  # "-": no max_duration
     assert lines[2].split() == [
         PLAIN,
         "2",
@@ -112,6 +113,7 @@ def test_the_view_shows_each_tasks_counts_by_status_and_its_queue(
         "0",
         "0",
         "0",
+        "-",
         "2",
         "1",
         "0",

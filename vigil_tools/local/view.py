@@ -1,5 +1,6 @@
 """The live terminal view: jobs with their last ticks, observers with status and generation,
-tasks with their records by status and their queues' depth."""
+tasks with their records by status (flows' SLEEPING, WAITING and COMPENSATED too), those stuck
+past their ``max_duration``, and their queues' depth."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from vigil.jobs.store import RunStore
 from vigil.observers.host_fleet.store import HostStore
 from vigil.observers.model import from_item, is_observer_item
 from vigil.observers.vouched import as_seen
-from vigil.tasks.catalog import Catalog
+from vigil.tasks.audit import stuck
+from vigil.tasks.catalog import Catalog, TaskSpec
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.store import TaskStore
 from vigil_tools.tables import render_table
@@ -20,22 +22,35 @@ from vigil_tools.tables import render_table
 CLEAR = "\x1b[H\x1b[2J"
 
 
-TASK_COLUMNS = ["TASK", *TaskStatus, "IN-QUEUE", "DELAYED", "IN-FLIGHT", "DEAD-LETTERS"]
-"""The records by status (flows' SLEEPING and WAITING too), then the queue: its messages ready
+TASK_COLUMNS = [
+    "TASK",
+    *TaskStatus,
+    "STUCK",
+    "IN-QUEUE",
+    "DELAYED",
+    "IN-FLIGHT",
+    "DEAD-LETTERS",
+]
+"""The records by status (flows' SLEEPING, WAITING and COMPENSATED too), those not ended past
+the task's ``max_duration`` (``-``: it declares none), then the queue: its messages ready
 (``IN-QUEUE``: SQS's visible ones), delayed, in flight, and its dead letters."""
 
 
-def render_tasks(sqs: Any, dynamodb: Any, catalog: Catalog) -> str:
-    """One row per task: its records by status, then its queue (SQS's approximate counts)."""
+def render_tasks(sqs: Any, dynamodb: Any, catalog: Catalog, now: datetime) -> str:
+    """One row per task: its records by status, the stuck ones (the tasks audit's finding at
+    ``now``, read from the ``deadlines`` index), then its queue (SQS's approximate counts)."""
     rows = []
     for name in sorted(catalog):
         spec = catalog.spec(name)
-        counts = TaskStore(dynamodb, spec.table).count_by_status(name)
+        store = TaskStore(dynamodb, spec.table)
+        counts = store.count_by_status(name)
+        late = _stuck_count(store, spec, now)
         depth = TaskQueue(sqs, spec.queue_url, spec.dead_letter_url).depth()
         rows.append(
             [
                 name,
                 *(counts[status] for status in TaskStatus),
+                late,
                 depth.waiting,
                 depth.delayed,
                 depth.in_flight,
@@ -43,6 +58,12 @@ def render_tasks(sqs: Any, dynamodb: Any, catalog: Catalog) -> str:
             ]
         )
     return render_table(TASK_COLUMNS, rows) if rows else "(no tasks)"
+
+
+def _stuck_count(store: TaskStore, spec: TaskSpec, now: datetime) -> int | str:
+    if spec.max_duration is None:
+        return "-"
+    return len(stuck({spec.name: spec}, lambda _: store, now, clear_ended=False))
 
 
 def render(
@@ -98,7 +119,9 @@ def render(
             if rows
             else "(no observers)",
             "",
-            render_tasks(session.client("sqs"), session.client("dynamodb"), tasks or Catalog({})),
+            render_tasks(
+                session.client("sqs"), session.client("dynamodb"), tasks or Catalog({}), now
+            ),
             "",
             "Ctrl-C stops everything.",
         ]

@@ -19,6 +19,7 @@ from vigil import telemetry
 from vigil.console.frame import Outcome, Tone
 from vigil.console.services import ConsoleServices
 from vigil.contract.journal import Verdict
+from vigil.contract.tasks import SUSPENDED_STATUSES
 from vigil.jobs.control import (
     InvalidRequest,
     JobPaused,
@@ -211,6 +212,11 @@ def tasks_cancel(
         return (
             f"{task} {task_id}: cancel requested; the run stops at its next progress note, "
             "step or fenced write and ends CANCELLED"
+        )
+    if record.status in SUSPENDED_STATUSES:
+        return (
+            f"{task} {task_id}: cancel requested; the {record.status.value} flow is woken to "
+            "stop, run its compensations and end CANCELLED"
         )
     return f"{task} {task_id}: {record.status.value}"
 

@@ -19,11 +19,12 @@ from vigil.console.controls import Control, Controls, settle_controls
 from vigil.console.frame import counts, more, state
 from vigil.console.markup import Safe, short, table, tag
 from vigil.console.services import ConsoleServices
-from vigil.contract.tasks import TaskStatus
+from vigil.contract.tasks import SUSPENDED_STATUSES, TaskStatus
 from vigil.tasks.queues import TaskQueue
 
 RECORDS_SHOWN = 20
-CANCELLABLE = (TaskStatus.QUEUED.value, TaskStatus.RUNNING.value)
+CANCELLABLE = tuple(s.value for s in (TaskStatus.QUEUED, TaskStatus.RUNNING, *SUSPENDED_STATUSES))
+"""A sleeping or waiting flow too: the cancel marks it and wakes it to stop and compensate."""
 
 
 @dataclass(frozen=True)

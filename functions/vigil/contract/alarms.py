@@ -65,6 +65,7 @@ class Alarm(StrEnum):
     TASK_UNCERTAIN = "task-uncertain"
     TASK_EVENT_UNSENT = "task-event-unsent"
     FLOW_COMPENSATION_FAILED = "flow-compensation-failed"
+    TASK_STUCK = "task-stuck"
     TASKS_STRANDED = "tasks-stranded"
     JOBS_AUDIT_UNDELIVERED = "jobs-audit-undelivered"
     OBSERVERS_DLQ = "observers-dlq"
@@ -220,6 +221,17 @@ ALARMS: dict[Alarm, AlarmSpec] = {
         AlarmScope.TASKS,
         TaskMetric.COMPENSATION_FAILED,
         "A failed flow's compensation raised: what it undid is partial, the flow is FAILED.",
+    ),
+    Alarm.TASK_STUCK: AlarmSpec(
+        AlarmScope.TASKS,
+        TaskMetric.STUCK,
+        "Sum",
+        # Three audit passes: a period always holds one, so a stuck task's alarm does not flap
+        # with the passes' jitter against 5-minute periods.
+        15,
+        "A task (a flow) has not ended past its max_duration: the tasks audit names each.",
+        grouped_by="task",
+        declared_when="a task sets max_duration",
     ),
     Alarm.TASKS_STRANDED: AlarmSpec(
         AlarmScope.TASKS_AUDIT,

@@ -181,13 +181,20 @@ class TaskMetric(StrEnum):
     COMPENSATION_FAILED = "FlowCompensationFailed"
     """A flow's compensation raised: the flow is FAILED naming it, and what it undid is partial
     (alarmed: runbook ``flow-compensation-failed``)."""
+    SLEPT = "FlowSlept"
+    """Stack-wide (no ``task`` dimension): a flow's invocation ended SLEEPING (``run.sleep``)."""
+    WAITED = "FlowWaited"
+    """Stack-wide: a flow's invocation ended WAITING for a signal (``run.wait_for``)."""
+    STUCK = "TaskStuck"
+    """Per task, from the tasks audit, only when some are: records of a task that declares
+    ``max_duration`` not ended past their deadline (alarmed: runbook ``task-stuck``)."""
     STRANDED = "TasksStranded"
     """Stack-wide (no ``task`` dimension), every pass of the stranded-tasks audit, zero too:
     records waiting for a retry whose message should have taken them by now
     (``vigil.tasks.audit``)."""
 
 
-STACK_WIDE_TASK_METRICS = frozenset({TaskMetric.STRANDED})
+STACK_WIDE_TASK_METRICS = frozenset({TaskMetric.STRANDED, TaskMetric.SLEPT, TaskMetric.WAITED})
 """Task metrics without the ``task`` dimension: not on a task's own graphs."""
 
 

@@ -91,6 +91,14 @@ RETRIES_INDEX = "retries"
 (keys only). A record is in it only between the finish that sets its retry and the claim that
 takes it, so the clean path never writes it; the stranded-tasks audit reads it."""
 RETRY_AT_ATTRIBUTE = "retry_at"
+DEADLINES_INDEX = "deadlines"
+"""The tasks table's sparse index of the records of tasks that declare ``max_duration``, while
+they have not ended: ``pk`` and ``deadline`` (keys only). The first claim writes ``deadline``
+(its start + ``max_duration``; kept through retries, takeovers and a flow's sleeps), a final
+finish removes it; the tasks audit reads ``deadline < now``: what is stuck, and nothing else."""
+DEADLINE_ATTRIBUTE = "deadline"
+AUDIT_EVERY_SECONDS = 300
+"""The tasks audit's period (its schedule's rate), and so the least ``max_duration``."""
 AUDIT_EVENT_KEY = "vigil-tasks-audit"
 """The tasks API function's input from its audit schedule (``{"vigil-tasks-audit": true}``)."""
 
@@ -164,6 +172,9 @@ class TaskEnv(StrEnum):
     PRIORITY_QUEUE_URLS = "VIGIL_TASK_PRIORITY_QUEUE_URLS"
     """``{level: queue URL}`` as JSON, for a task declared with ``priorities``: the guard sets a
     message's visibility on the queue it came from (unset: the task has one queue)."""
+    MAX_DURATION_SECONDS = "VIGIL_TASK_MAX_DURATION_SECONDS"
+    """``BackgroundTask(max_duration=)``: the first claim writes the record's ``deadline``
+    (unset: none, and the task is never found stuck)."""
     COMPLETION_EVENTS = "VIGIL_TASK_COMPLETION_EVENTS"
     """Which outcomes send a completion event (:class:`CompletionEvents`). The function's own
     copy of the catalog's ``completion_events``: the function cannot read ``TasksCatalog``,
@@ -195,6 +206,9 @@ class CatalogField(StrEnum):
     its backoff failed (the stranded-tasks audit's bound)."""
     MAX_QUEUE_AGE_SECONDS = "max_queue_age_seconds"
     """How long a message may wait before the queue-age alarm: the rest of the audit's bound."""
+    MAX_DURATION_SECONDS = "max_duration_seconds"
+    """``BackgroundTask(max_duration=)`` (absent: none): the tasks audit looks for this task's
+    records not ended past their deadline (``DEADLINES_INDEX``)."""
     PRIORITY_QUEUE_URLS = "priority_queue_urls"
     """``{level: queue URL}``: the task's declared priority levels, each its own queue (absent
     or empty: no levels; ``enqueue(priority=...)`` is refused)."""

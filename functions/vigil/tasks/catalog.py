@@ -50,6 +50,9 @@ class TaskSpec:
     visibility_timeout: timedelta = timedelta(hours=12)
     """The queue's visibility timeout (a catalog without it: SQS's longest, the safe bound)."""
     max_queue_age: timedelta = timedelta(minutes=15)
+    max_duration: timedelta | None = None
+    """``BackgroundTask(max_duration=)``: the tasks audit looks for its records not ended past
+    their deadline (None: it declares none)."""
     priority_queues: Mapping[str, str] = field(default_factory=dict)
     """``{level: queue URL}``: the levels ``BackgroundTask(priorities=...)`` declared."""
 
@@ -106,6 +109,7 @@ class TaskSpec:
             or cls.visibility_timeout,
             max_queue_age=_seconds(raw, CatalogField.MAX_QUEUE_AGE_SECONDS, name)
             or cls.max_queue_age,
+            max_duration=_seconds(raw, CatalogField.MAX_DURATION_SECONDS, name),
             priority_queues=_levels(raw, name),
         )
 
@@ -122,6 +126,11 @@ class TaskSpec:
             CatalogField.COMPLETION_EVENTS: self.completion_events.value,
             CatalogField.VISIBILITY_TIMEOUT_SECONDS: int(self.visibility_timeout.total_seconds()),
             CatalogField.MAX_QUEUE_AGE_SECONDS: int(self.max_queue_age.total_seconds()),
+            **(
+                {CatalogField.MAX_DURATION_SECONDS: int(self.max_duration.total_seconds())}
+                if self.max_duration is not None
+                else {}
+            ),
             **(
                 {CatalogField.PRIORITY_QUEUE_URLS: dict(self.priority_queues)}
                 if self.priority_queues

@@ -27,6 +27,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from vigil import telemetry
 from vigil.clock import Clock, Sleeper, system_clock
 from vigil.contract.metrics import TaskMetric
+from vigil.contract.tasks import TaskStatus
 from vigil.persist import write_client
 from vigil.tasks.decisions import RetryPolicy
 from vigil.tasks.guard import Body, Delivery, Message, Outcome, TaskGuard
@@ -205,6 +206,11 @@ def _report(task: str, delivery: Delivery) -> None:
         )
     if delivery.event_unsent:
         telemetry.count_one(TaskMetric.EVENT_UNSENT, task=task)
+    if delivery.suspended is not None:  # a flow's normal path: one series for the stack
+        slept = delivery.suspended is TaskStatus.SLEEPING
+        metrics.add_metric(
+            name=TaskMetric.SLEPT if slept else TaskMetric.WAITED, unit="Count", value=1
+        )
     worth_a_warning = delivery.outcome in _WORTH_A_WARNING or delivery.announce_pending
     log = logger.warning if worth_a_warning else logger.info
     log(

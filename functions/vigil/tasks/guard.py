@@ -274,6 +274,8 @@ class Delivery:
     """Its completion event was given up (the message had no receive left to send it)."""
     announce_pending: bool = False
     """Its completion event is not sent yet: the message is kept, and comes back to send it."""
+    suspended: TaskStatus | None = None
+    """SUSPENDED: SLEEPING or WAITING (counted apart on the dashboard)."""
 
     @property
     def delete(self) -> bool:
@@ -386,6 +388,9 @@ class TaskGuard:
                 message_id=message.message_id,
                 request=envelope.request,
                 wake=envelope.wake,
+                deadline=now + self.settings.max_duration
+                if self.settings.max_duration is not None
+                else None,
             )
             try:
                 # The same request on every try: one that DynamoDB applied but whose answer was
@@ -917,6 +922,7 @@ class TaskGuard:
                 envelope.id,
                 outcome.attempt,
                 f"{outcome.status.value} until {iso(outcome.wake_at or outcome.at)}",
+                suspended=outcome.status,
             )
         if outcome.status is TaskStatus.QUEUED:
             self._come_back(message, outcome.retry_in_s)

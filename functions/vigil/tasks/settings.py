@@ -47,6 +47,9 @@ class TaskSettings:
     """What a flow's wake-up beyond SQS's 15-minute delay is scheduled with (empty: no sleep or
     wait beyond 15 minutes)."""
     schedule_group: str = ""
+    max_duration: timedelta | None = None
+    """``BackgroundTask(max_duration=)``: the first claim writes the record's deadline (the
+    tasks audit finds it stuck past that); None: no deadline."""
     priority_queue_urls: Mapping[str, str] = field(default_factory=dict)
     """Each declared priority level's queue: a message's visibility is set on its own queue."""
 
@@ -79,6 +82,11 @@ class TaskSettings:
                     TaskEnv.SCHEDULER_ROLE_ARN, cls.scheduler_role_arn
                 ),
                 schedule_group=lambda: read.text(TaskEnv.SCHEDULE_GROUP, cls.schedule_group),
+                max_duration=lambda: (
+                    read.seconds(TaskEnv.MAX_DURATION_SECONDS, timedelta(0))
+                    if read.present(TaskEnv.MAX_DURATION_SECONDS)
+                    else None
+                ),
                 priority_queue_urls=lambda: (
                     read.parsed(TaskEnv.PRIORITY_QUEUE_URLS, _levels)
                     if read.present(TaskEnv.PRIORITY_QUEUE_URLS)

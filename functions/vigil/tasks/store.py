@@ -39,6 +39,9 @@ from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE
 from vigil.contract.tasks import (
     CANCEL_REQUESTED_ATTRIBUTE,
     CANCEL_REQUESTED_BY_ATTRIBUTE,
+    DEADLINE_ATTRIBUTE,
+    DEADLINES_INDEX,
+    FINAL_STATUSES,
     FINISHED_BY_ATTRIBUTE,
     OUTBOX_ATTRIBUTE,
     PK_PREFIX,
@@ -215,6 +218,9 @@ class Claim:
     none), and writes it on a record it creates."""
     wake: str | None = None
     """A signal's wake-up: it may take a flow WAITING on that wait before its timeout."""
+    deadline: datetime | None = None
+    """``max_duration`` declared: when the task must have ended, written by its first claim only
+    (kept through retries, takeovers and a flow's resumes; a final finish removes it)."""
 
 
 @dataclass(frozen=True)
@@ -399,6 +405,8 @@ class TaskStore:
             update.set_default("group", claim.group)
         if claim.request:
             update.set_default(REQUEST_ATTRIBUTE, claim.request)
+        if claim.deadline is not None:
+            update.set_default(DEADLINE_ATTRIBUTE, iso(claim.deadline))
         update.remove(
             "progress",
             "progress_note",
@@ -480,6 +488,7 @@ class TaskStore:
         if outcome.final:
             update.set("finished_at", iso(outcome.at))
             update.set(FINISHED_BY_ATTRIBUTE, outcome.message_id)
+            update.remove(DEADLINE_ATTRIBUTE)  # out of the deadlines index: ended in time or not
             if outcome.event_id:
                 update.set(OUTBOX_ATTRIBUTE, outcome.event_id)
         if outcome.status is TaskStatus.FAILED:
@@ -732,6 +741,28 @@ class TaskStore:
         }
         for item in paginate(self._client.query, request):
             yield str(item["sk"])
+
+    def past_deadline(self, task: str, now: datetime) -> Iterator[str]:
+        """The ids of ``task``'s records whose ``deadline`` is before ``now``, from the sparse
+        ``deadlines`` index (eventually consistent: read each record before judging it)."""
+        request = {
+            "TableName": self._table,
+            "IndexName": DEADLINES_INDEX,
+            "KeyConditionExpression": "#pk = :pk AND #at < :now",
+            "ExpressionAttributeNames": {"#pk": "pk", "#at": DEADLINE_ATTRIBUTE},
+            "ExpressionAttributeValues": wire({":pk": f"{PK_PREFIX}{task}", ":now": iso(now)}),
+        }
+        for item in paginate(self._client.query, request):
+            yield str(item["sk"])
+
+    def clear_deadline(self, task: str, task_id: str) -> bool:
+        """Take an ended record out of the ``deadlines`` index (one ended by a cancel, a
+        settlement or anything but a run's finish, which removes it itself); False if the record
+        has not ended (or is gone)."""
+        update = Update()
+        update.remove(DEADLINE_ATTRIBUTE)
+        update.condition(update.one_of("status", *(status.value for status in FINAL_STATUSES)))
+        return self._applied(task, task_id, update)
 
     def get(self, task: str, task_id: str) -> TaskRecord | None:
         item = self.item(task, task_id)
