@@ -111,6 +111,10 @@ class StepField(StrEnum):
     """A map's ended children by final status."""
     QUEUE = "queue"
     """A map's flow's queue: where the last child to end sends ``RESUME``."""
+    CHILDREN_CANCELLED_AT = "children_cancelled_at"
+    """A map whose flow was cancelled: when it cancelled the children that had not ended."""
+    CHILDREN_STOP_ASKED = "children_stop_asked"
+    """Of those, how many were RUNNING and asked to stop (the rest ended CANCELLED at once)."""
 
 
 WAKE_AT_ATTRIBUTE = "wake_at"

@@ -409,21 +409,27 @@ class TaskGuard:
             )
             if decision.verdict is Verdict.OWN and answer.seen is not None:
                 return Claimed(answer.seen)
-            if decision.verdict is Verdict.DUPLICATE:
-                duplicate = Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
+            if decision.verdict in (Verdict.DUPLICATE, Verdict.CANCELLED):
+                outcome = (
+                    Outcome.DUPLICATE
+                    if decision.verdict is Verdict.DUPLICATE
+                    else Outcome.CANCELLED
+                )
+                duplicate = Delivery(outcome, envelope.id, reason=decision.reason)
                 if envelope.parent and answer.seen is not None:
-                    # A map's child that ended, back: its end told again (counted once).
+                    # A map's child that ended, back (or cancelled before it ran): its end told
+                    # (counted once), so its flow is not left waiting for it.
                     not_told = self._tell_parent(envelope, answer.seen, remaining_ms)
                     if not_told:
                         return replace(duplicate, outcome=Outcome.UNRECORDED, reason=not_told)
+                if decision.verdict is Verdict.CANCELLED:
+                    return duplicate
                 if answer.seen is None or not owes_event(answer.seen, message.message_id):
                     return duplicate
                 # The message that finished it, back: its invocation may have died before the
                 # event went out. Sent again, the same event (built from the record alone).
                 again = replace(duplicate, reason=f"{decision.reason}; completion event re-sent")
                 return self._announce(message, answer.seen, again, self._time_left(remaining_ms))
-            if decision.verdict is Verdict.CANCELLED:
-                return Delivery(Outcome.CANCELLED, envelope.id, reason=decision.reason)
             if decision.verdict is Verdict.END_CANCELLED and answer.seen is not None:
                 return self._end_cancelled(message, envelope, answer.seen, remaining_ms)
             if decision.verdict is Verdict.BUSY:
@@ -542,7 +548,7 @@ class TaskGuard:
             )
         elif cancelled is not None:
             status, error_type, text = self._compensate(
-                run, TaskStatus.CANCELLED, "FlowCancelled", str(cancelled)
+                run, TaskStatus.CANCELLED, "FlowCancelled", self._cancel_children(run, cancelled)
             )
             outcome = replace(
                 outcome,
@@ -756,6 +762,16 @@ class TaskGuard:
         except OutOfTime as out_of_time:
             return f"its flow {parent['task']} {parent['id']} not told: {out_of_time}"
         return None
+
+    def _cancel_children(self, run: TaskRun, cancelled: FlowCancelled) -> str:
+        """A cancelled flow's maps' children that have not ended, cancelled (before its
+        compensations run, so none of them starts after the undo); what was done, for the
+        record's error message."""
+        from vigil.tasks.flows.fanout import cancel_children
+
+        flow = run.__dict__.get("flow")
+        done = cancel_children(flow) if flow is not None else []
+        return "; ".join([str(cancelled), *(str(each) for each in done)])
 
     def _compensate(
         self, run: TaskRun, status: TaskStatus, error_type: str, text: str

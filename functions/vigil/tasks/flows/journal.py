@@ -162,6 +162,14 @@ class FlowJournal:
         update.condition(update.eq(F.KIND, StepKind.MAP.value), update.lacks(F.ENDED_SET, index))
         return self._update_returning(name, update)
 
+    def record_children_cancelled(self, name: str, now: datetime, asked: int) -> None:
+        """A cancelled flow cancelled this map's children that had not ended (``asked`` of them
+        RUNNING, asked to stop): for the timeline and the operator."""
+        update = Update().set_default(F.CHILDREN_CANCELLED_AT, iso(now))
+        update.set(F.CHILDREN_STOP_ASKED, asked)
+        update.condition(update.eq(F.KIND, StepKind.MAP.value))
+        self._try_update(name, update)
+
     # Compensations ------------------------------------------------------------------------------
 
     def record_compensation(self, name: str, outcome: str, expires_at: int) -> None:

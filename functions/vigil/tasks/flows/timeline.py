@@ -43,6 +43,8 @@ def _children(item: Item) -> dict[str, int]:
     for attribute, value in sorted(item.items()):
         if attribute.startswith(prefix) and attribute != F.ENDED_SET:
             counts[attribute.removeprefix(prefix)] = int(value)
+    if F.CHILDREN_CANCELLED_AT in item:  # its flow was cancelled: running ones asked to stop
+        counts["stop_asked"] = int(item.get(F.CHILDREN_STOP_ASKED, 0))
     return counts
 
 
