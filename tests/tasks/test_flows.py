@@ -275,6 +275,104 @@ def test_a_once_step_found_begun_and_unrecorded_ends_the_flow_uncertain(
     assert (record.status, record.uncertain_effect) == (TaskStatus.UNCERTAIN, "step:pay")
 
 
+def _uncertain_payment(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any, key: str
+) -> tuple[Any, list[int]]:
+    """A flow left UNCERTAIN on ``step:pay`` (its attempt died inside the once step)."""
+    calls: list[int] = []
+
+    def pay() -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise Crash()
+        return "ch_again"
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        charge = run.step("pay", pay, once=True)
+        return run.step("receipt", lambda c: {"receipt_for": c}, charge)
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {}, key=key)
+    with pytest.raises(Crash):
+        queue.deliver(handler)
+    queue.run(handler, until=stack.clock() + timedelta(minutes=30))
+    assert client.get(PLAIN, key).uncertain_effect == "step:pay"
+    return handler, calls
+
+
+def _redriven(stack: Stack, queue: FlowQueue) -> None:
+    """``vigil tasks redrive``: the dead letter back to the task's queue (the CLI's SQS client),
+    then into the test's played queue."""
+    from tests.tasks.test_cli import vigil
+
+    code, _, err = vigil(stack, "redrive", PLAIN)
+    assert code == 0, err
+    url = stack.catalog.spec(PLAIN).queue_url
+    for message in stack.messages(url):
+        queue.send_message(QueueUrl=queue.url, MessageBody=message["Body"])
+        stack.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def test_an_uncertain_step_settled_done_with_a_result_by_the_cli_resumes_the_flow(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    from tests.tasks.test_cli import vigil
+
+    handler, calls = _uncertain_payment(stack, queue, client, flow_handler, "s-1")
+    code, out, err = vigil(
+        stack, "settle", PLAIN, "s-1", "--effect", "step:pay", "--done", "--result", '"ch_1"'
+    )
+    assert code == 0, err
+    assert out.startswith(f"{PLAIN} s-1: FAILED effect 'step:pay' settled done")
+    step = journal(stack, "s-1")["pay"]
+    assert (step["state"], json.loads(step["result"])) == ("DONE", "ch_1")
+
+    _redriven(stack, queue)
+    queue.run(handler, until=stack.clock() + timedelta(minutes=1))
+    record = client.get(PLAIN, "s-1")
+    assert (record.status, record.result) == (TaskStatus.SUCCEEDED, {"receipt_for": "ch_1"})
+    assert calls == [1]  # the payment is not made again
+
+
+def test_an_uncertain_step_settled_not_done_by_the_api_runs_again_on_the_resume(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    from tests.helpers.rest import send_json
+    from vigil.tasks.api import TasksServices, build_tasks_app
+
+    app = build_tasks_app(TasksServices(client=client))
+    handler, calls = _uncertain_payment(stack, queue, client, flow_handler, "s-2")
+    path = f"/tasks/{PLAIN}/s-2/settle"
+    before = stack.items()
+    refusals = [
+        (path, {"effect": "step:pay", "outcome": "not_done", "result": 1}, 422),
+        (path, {"effect": "step:other", "outcome": "done"}, 409),
+        (path, {"effect": "step:pay", "outcome": "maybe"}, 422),
+        (path, {"effect": "step:pay", "outcome": "done", "result": float("nan")}, 422),
+        (f"/tasks/{PLAIN}/nobody/settle", {"effect": "step:pay", "outcome": "done"}, 404),
+    ]
+    for where, body, expected in refusals:
+        status, answer = send_json(app.resolve, "POST", where, body)
+        assert status == expected, (body, answer)
+    assert stack.items() == before  # nothing written
+
+    status, answer = send_json(
+        app.resolve, "POST", path, {"effect": "step:pay", "outcome": "not_done"}
+    )
+    assert (status, answer["status"]) == (200, "FAILED"), answer
+    assert journal(stack, "s-2")["pay"]["state"] == "FAILED"
+    status, answer = send_json(
+        app.resolve, "POST", path, {"effect": "step:pay", "outcome": "not_done"}
+    )
+    assert status == 409 and "not UNCERTAIN" in answer["message"]  # settled once
+
+    _redriven(stack, queue)
+    queue.run(handler, until=stack.clock() + timedelta(minutes=1))
+    record = client.get(PLAIN, "s-2")
+    assert (record.status, record.result) == (TaskStatus.SUCCEEDED, {"receipt_for": "ch_again"})
+    assert calls == [1, 1]  # not done: the payment runs again, once
+
+
 # B. Sleeps ---------------------------------------------------------------------------------------
 
 

@@ -111,6 +111,8 @@ class StepField(StrEnum):
     """A map's ended children by final status."""
     QUEUE = "queue"
     """A map's flow's queue: where the last child to end sends ``RESUME``."""
+    SETTLED_AT = "settled_at"
+    """A ``once=True`` step an operator settled (``vigil tasks settle --effect step:<name>``)."""
     CHILDREN_CANCELLED_AT = "children_cancelled_at"
     """A map whose flow was cancelled: when it cancelled the children that had not ended."""
     CHILDREN_STOP_ASKED = "children_stop_asked"
