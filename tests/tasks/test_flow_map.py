@@ -113,6 +113,8 @@ def test_three_children_succeed_and_their_results_come_back_in_order(
     assert (item["children"], item["ended"], item["ended_SUCCEEDED"]) == (3, 3, 3)
     steps = {row["name"]: row for row in record.steps or []}
     assert steps["squares"]["children"] == {"total": 3, "SUCCEEDED": 3}
+    assert steps["squares"]["status"] == "DONE"
+    assert steps["squares"]["finished_at"] <= (record.finished_at or "")  # its last child's end
 
 
 def test_a_failed_child_fails_the_flow_with_child_failed_naming_it(
@@ -192,7 +194,9 @@ def test_a_childs_end_delivered_twice_counts_once(
     # The same end told directly twice more: still once.
     parent = {"task": PLAIN, "id": "flow-5", "map": "squares"}
     for _ in range(2):
-        count_end(stack.dynamodb, queue, stack.table, parent, first_id(), "SUCCEEDED")
+        count_end(
+            stack.dynamodb, queue, stack.table, parent, first_id(), "SUCCEEDED", stack.clock()
+        )
     assert map_item(stack, "flow-5")["ended"] == 1
 
     queue.held = {i: m for i, m in held.items() if m.id != first.id}
@@ -330,7 +334,9 @@ def test_a_thousand_children_are_enqueued_in_batches_and_read_back_in_pages_of_1
                 ":r": {"S": json.dumps({"square": n * n})},
             },
         )
-        woke = count_end(stack.dynamodb, queue, stack.table, parent, task_id, "SUCCEEDED")
+        woke = count_end(
+            stack.dynamodb, queue, stack.table, parent, task_id, "SUCCEEDED", stack.clock()
+        )
         assert woke is (n == 999)  # only the last end wakes the flow
     reads = Counting(stack.dynamodb)
     queue.held = {i: m for i, m in queue.held.items() if '"n":' not in m.body}  # the flow's wake

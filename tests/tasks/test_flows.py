@@ -734,6 +734,36 @@ def test_the_api_signals_a_waiting_flow_and_get_shows_its_step_timeline(
     assert stack.items() == before  # nothing written
 
 
+def test_the_timeline_shows_a_passed_sleep_as_slept_and_what_a_cancel_left_as_stopped(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.step("ask", lambda: 1)
+        run.sleep("pause", timedelta(minutes=1))
+        return run.wait_for("go", timeout=timedelta(hours=1))
+
+    def rows() -> dict[str, dict[str, Any]]:
+        return {row["name"]: row for row in client.get(PLAIN, "tl-1").steps or []}
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {}, key="tl-1")
+    queue.run(handler)
+    assert rows()["pause"]["status"] == "SLEEPING" and "finished_at" not in rows()["pause"]
+
+    queue.run(handler, until=stack.clock() + timedelta(minutes=2))
+    assert client.get(PLAIN, "tl-1").status is TaskStatus.WAITING
+    pause = rows()["pause"]
+    assert (pause["status"], pause["finished_at"]) == ("SLEPT", pause["until"])
+    assert rows()["go"]["status"] == "WAITING"
+
+    client.cancel(PLAIN, "tl-1")
+    queue.run(handler)
+    record = client.get(PLAIN, "tl-1")
+    assert record.status is TaskStatus.CANCELLED
+    go = rows()["go"]
+    assert (go["status"], go["finished_at"]) == ("STOPPED", record.finished_at)
+
+
 def test_the_cli_signals_a_flow_and_prints_its_steps(
     stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
 ) -> None:

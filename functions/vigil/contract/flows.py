@@ -105,6 +105,8 @@ class StepField(StrEnum):
     """A map's children all enqueued (the enqueue journaled: a re-execution does not send again)."""
     ENDED = "ended"
     """A map's children that have ended (counted once each: ``ENDED_SET``)."""
+    ENDED_AT = "ended_at"
+    """When a map's latest child ended (the map's end once every child has)."""
     ENDED_SET = "ended_set"
     """The indexes of a map's children that have ended (a number set)."""
     COUNTS = "counts"

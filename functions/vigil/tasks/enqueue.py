@@ -498,7 +498,12 @@ class TaskClient:
         from vigil.tasks.flows.timeline import timeline
 
         items = FlowJournal(self._client("dynamodb"), spec.table, spec.name, record.id).read()
-        return replace(record, steps=timeline(items)) if items else record
+        if not items:
+            return record
+        rows = timeline(
+            items, now=self._clock(), status=record.status, finished_at=record.finished_at
+        )
+        return replace(record, steps=rows)
 
     def list(
         self,

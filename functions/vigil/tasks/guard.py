@@ -755,6 +755,7 @@ class TaskGuard:
                     parent,
                     envelope.id,
                     str(status),
+                    self._clock(),
                 ),
                 time_left_s=self._time_left(remaining_ms),
                 sleep=self._sleep,

@@ -21,6 +21,7 @@ import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from vigil.clock import iso
@@ -201,7 +202,7 @@ def cancel_children(flow: Flow) -> list[ChildrenCancelled]:
                 asked += 1
                 continue
             cancelled += 1
-            journal.count_child(name, index, TaskStatus.CANCELLED.value)
+            journal.count_child(name, index, TaskStatus.CANCELLED.value, site.clock())
         journal.record_children_cancelled(name, site.clock(), asked)
         done.append(ChildrenCancelled(name, cancelled, asked, len(ended)))
     return done
@@ -255,7 +256,13 @@ def _pause(round_: int) -> None:
 
 
 def count_end(
-    client: Any, sqs: Any, table: str, parent: dict[str, str], task_id: str, status: str
+    client: Any,
+    sqs: Any,
+    table: str,
+    parent: dict[str, str],
+    task_id: str,
+    status: str,
+    now: datetime,
 ) -> bool:
     """A child's final ``status`` counted on its map's item, once; the child whose end makes the
     count reach the map's number of children (or a repeat of it) sends the flow's resume
@@ -263,7 +270,7 @@ def count_end(
     if not TASK_ID.match(task_id) or "." not in task_id:
         return False
     journal = FlowJournal(client, table, parent["task"], parent["id"])
-    counted = journal.count_child(parent["map"], child_index(task_id), status)
+    counted = journal.count_child(parent["map"], child_index(task_id), status, now)
     item = (counted.seen or {}) if isinstance(counted, Refused) else counted
     if not item or int(item.get(F.ENDED, 0)) < int(item.get(F.CHILDREN, 1)):
         return False

@@ -154,10 +154,11 @@ class FlowJournal:
         update.condition(update.eq(F.KIND, StepKind.MAP.value))
         return self._update_returning(name, update)
 
-    def count_child(self, name: str, index: int, status: str) -> Item | Refused:
+    def count_child(self, name: str, index: int, status: str, now: datetime) -> Item | Refused:
         """A child's end on its map's item, once per child (its index joins a set): refused, it
-        was counted before (or the map's item is gone: its flow expired)."""
-        update = Update().add(F.ENDED, 1).add(F.ENDED_SET, {index})
+        was counted before (or the map's item is gone: its flow expired). ``now``: the map's
+        latest end (the map's own end once every child has)."""
+        update = Update().add(F.ENDED, 1).add(F.ENDED_SET, {index}).set(F.ENDED_AT, iso(now))
         update.add(f"{F.ENDED.value}_{status}", 1)
         update.condition(update.eq(F.KIND, StepKind.MAP.value), update.lacks(F.ENDED_SET, index))
         return self._update_returning(name, update)
