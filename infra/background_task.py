@@ -459,8 +459,9 @@ class BackgroundTask(Construct):
         self.results.grant_read(grantee, self.task_name)
 
     def map_to(self, *children: BackgroundTask) -> None:
-        """Let this flow's ``run.map`` fan out to ``children``: its function enqueues them and
-        reads their records and results (through the stack's tasks catalog), and each child's
+        """Let this flow's ``run.map`` fan out to ``children``: its function enqueues them,
+        reads their records and results (through the stack's tasks catalog) and cancels those
+        that have not ended when the flow is cancelled, and each child's
         function, when a child ends, counts that end on this flow's map item (UpdateItem on this
         flow's journal partitions only) and the last one wakes the flow (SendMessage to its
         queue). The grants are attached from the top-level stack, so a flow and a child in two
@@ -480,7 +481,9 @@ class BackgroundTask(Construct):
                 raise ConfigurationError(
                     self.task_name, "map_to", f"{child.task_name} keeps its records elsewhere"
                 )
-            child.grant_enqueue(flow_role)
+            # Enqueue, read, and cancel (a cancelled flow cancels its children that have not
+            # ended): what ``vigil tasks cancel`` may do to the child, and nothing more.
+            grant_tasks(flow_role, [child], manage=True)
             child.grant_read(flow_role)
             child_role = self._imported_role(top, child)
             child_role.add_to_principal_policy(

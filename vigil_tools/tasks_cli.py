@@ -34,9 +34,10 @@ from vigil.tasks.audit import AuditIncomplete, stuck
 from vigil.tasks.bulk import ItemStatus
 from vigil.tasks.catalog import Catalog
 from vigil.tasks.enqueue import TaskClient
+from vigil.tasks.flows.settle import NO_RESULT
 from vigil.tasks.queues import TaskQueue
 from vigil.tasks.redrive import redrive
-from vigil.tasks.store import TaskRecord, TaskStore
+from vigil.tasks.store import TaskRecord
 from vigil_tools import tasks_summary
 from vigil_tools.direct_cli import add_group, add_redrive, positive
 from vigil_tools.settle_cli import add_settle, verdict_of
@@ -137,6 +138,11 @@ def add_parser(groups: Any) -> None:
         "run the body again, skipping the effect",
         not_done="it did not: FAILED, for `vigil tasks redrive` to run it again, effect and all",
     )
+    commands.choices["settle"].add_argument(
+        "--result",
+        help="a flow's step:<name> settled done: the step's result (JSON, or @file.json); "
+        "for a step, --done is --done-rerun (the flow resumes after the redrive)",
+    )
 
 
 def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = False) -> int:
@@ -213,10 +219,13 @@ def run(args: argparse.Namespace, session: Any, out: TextIO, *, as_json: bool = 
         return 0
     spec = catalog.spec(args.task)
     if args.command == "settle":
-        store = TaskStore(session.client("dynamodb"), spec.table)
         try:
-            settled = store.settle(
-                spec.name, args.id, args.effect, verdict=verdict_of(args), now=datetime.now(UTC)
+            settled = client.settle(
+                spec.name,
+                args.id,
+                args.effect,
+                verdict=verdict_of(args),
+                result=NO_RESULT if args.result is None else _payload(args.result, "--result"),
             )
         except NotSettleable as refused:
             raise TasksError(str(refused)) from None
@@ -312,15 +321,15 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _payload(raw: str) -> Any:
+def _payload(raw: str, flag: str = "--payload") -> Any:
     try:
         text = Path(raw[1:]).read_text(encoding="utf-8") if raw.startswith("@") else raw
     except (OSError, UnicodeDecodeError) as error:
-        raise TasksError(f"--payload {raw}: cannot read it: {error}") from None
+        raise TasksError(f"{flag} {raw}: cannot read it: {error}") from None
     try:
         return json.loads(text)
     except ValueError as error:
-        raise TasksError(f"--payload is not JSON: {error}") from None
+        raise TasksError(f"{flag} is not JSON: {error}") from None
 
 
 def _lines(path: str, stdin: TextIO) -> list[tuple[Any, str | None]]:

@@ -14,7 +14,7 @@ again whatever the verdict), both on top of :func:`journal_verdict`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -101,3 +101,36 @@ def write_settlement(
             raise
         raise NotSettleable(refusal(run, effect, old_item(error))) from None
     return from_wire(answer["Attributes"]) or {}
+
+
+def write_settlements(
+    client: Any,
+    table: str,
+    writes: Sequence[tuple[Mapping[str, Any], Update]],
+    *,
+    run: str,
+    effect: str,
+) -> Item:
+    """Several conditional updates written together (one TransactWriteItems): a flow's record
+    and its step's item. The first is the record: it after, or :class:`NotSettleable` saying
+    what the record was (one GetItem more; nothing changed)."""
+    items = [
+        {"Update": {"TableName": table, "Key": to_wire(dict(key)), **update.request()}}
+        for key, update in writes
+    ]
+    try:
+        client.transact_write_items(TransactItems=items)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+            raise
+        record = from_wire(
+            client.get_item(
+                TableName=table, Key=to_wire(dict(writes[0][0])), ConsistentRead=True
+            ).get("Item")
+        )
+        why = refusal(run, effect, record)
+        if record is not None and record.get(UNCERTAIN_EFFECT_ATTRIBUTE) == effect:
+            why = f"{run}: {effect} is not a step begun and unrecorded in its journal; nothing changed"
+        raise NotSettleable(why) from None
+    answer = client.get_item(TableName=table, Key=to_wire(dict(writes[0][0])), ConsistentRead=True)
+    return from_wire(answer.get("Item")) or {}

@@ -54,6 +54,16 @@ def test_a_flow_and_its_child_in_two_shards_get_each_others_grants_from_the_top_
     assert "dynamodb:UpdateItem" in text and f"TASK#{FLOW}/*" in text  # the child: the map
     assert "sqs:SendMessage" in text and "ssm:GetParametersByPath" in text  # wake; catalog
     assert f'"TASK#{CHILD}"' in text  # the flow enqueues and reads its child's records only
+    statements = [s for group in policies for s in group]
+
+    def allowed(action: str, needle: str) -> bool:
+        return any(
+            action in json.dumps(s["Action"]) and needle in json.dumps(s) for s in statements
+        )
+
+    # A cancelled flow cancels its children that have not ended, as ``cancel`` does a task.
+    assert allowed("dynamodb:UpdateItem", f'"TASK#{CHILD}"')
+    assert allowed("scheduler:DeleteSchedule", CHILD)
     app.synth()  # no cycle between the shards
 
 

@@ -261,12 +261,13 @@ def test_an_id_is_addressable_percent_encoded(api: Api) -> None:
     assert (status, record["status"]) == (200, "CANCELLED")
 
 
-POST, ONE, LIST, CANCEL, SIGNAL = (
+POST, ONE, LIST, CANCEL, SIGNAL, SETTLE = (
     ("POST", "/tasks/{task}"),
     ("GET", "/tasks/{task}/{task_id}"),
     ("GET", "/tasks/{task}"),
     ("DELETE", "/tasks/{task}/{task_id}"),
     ("POST", "/tasks/{task}/{task_id}/signals/{name}"),
+    ("POST", "/tasks/{task}/{task_id}/settle"),
 )
 TASK_REFUSALS = [
     Refusal(*POST, "/tasks/nope", {"payload": {}}),
@@ -294,6 +295,10 @@ TASK_REFUSALS = [
     Refusal(*SIGNAL, f"/tasks/{PLAIN}/k-1/signals/no%20way", {"payload": 1}),
     Refusal(*SIGNAL, f"/tasks/{PLAIN}/k-1/signals/go", {"payload": 1, "then": 2}),
     Refusal(*SIGNAL, f"/tasks/{PLAIN}/k-1/signals/go", {"payload": 1, "key": "a b"}),
+    Refusal(*SETTLE, f"/tasks/{PLAIN}/never/settle", {"effect": "x", "outcome": "done"}),
+    Refusal(*SETTLE, f"/tasks/{PLAIN}/k-1/settle", {"effect": "x", "outcome": "done"}),
+    Refusal(*SETTLE, f"/tasks/{PLAIN}/k-1/settle", {"effect": "x", "outcome": "maybe"}),
+    Refusal(*SETTLE, f"/tasks/{PLAIN}/k-1/settle", {"effect": "x", "outcome": "done", "result": 1}),
 ]
 
 
@@ -342,6 +347,10 @@ def test_every_routes_refusals_use_the_documented_codes(api: Api) -> None:
         "invalid_name",
         "invalid_body",
         "invalid_key",
+        "task_id_not_found",
+        "not_settleable",
+        "invalid_outcome",
+        "invalid_result",
     ]
 
 

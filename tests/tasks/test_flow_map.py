@@ -34,6 +34,8 @@ class Family:
         self.children_ran: list[int] = []
         self.batches: list[int] = []
         self.fail: set[int] = set()
+        self.crash: set[int] = set()
+        self.undone: list[str] = []
         self.return_exceptions = False
         self.size = 3
         self.queue = queue
@@ -60,9 +62,13 @@ class Family:
     def body(self, run: TaskRun, payload: dict[str, Any]) -> Any:
         if "n" in payload:
             self.children_ran.append(payload["n"])
+            if payload["n"] in self.crash:
+                raise Crash()  # the invocation dies inside the child: its record stays RUNNING
             if payload["n"] in self.fail:
                 raise Reject(f"child {payload['n']} cannot")
             return {"square": payload["n"] ** 2}
+        if "reserve" in payload:
+            run.step("reserve", lambda: 1, compensate=lambda _: self.undone.append("reserve"))
         results = run.map(
             "squares",
             PLAIN,
@@ -107,6 +113,8 @@ def test_three_children_succeed_and_their_results_come_back_in_order(
     assert (item["children"], item["ended"], item["ended_SUCCEEDED"]) == (3, 3, 3)
     steps = {row["name"]: row for row in record.steps or []}
     assert steps["squares"]["children"] == {"total": 3, "SUCCEEDED": 3}
+    assert steps["squares"]["status"] == "DONE"
+    assert steps["squares"]["finished_at"] <= (record.finished_at or "")  # its last child's end
 
 
 def test_a_failed_child_fails_the_flow_with_child_failed_naming_it(
@@ -186,13 +194,81 @@ def test_a_childs_end_delivered_twice_counts_once(
     # The same end told directly twice more: still once.
     parent = {"task": PLAIN, "id": "flow-5", "map": "squares"}
     for _ in range(2):
-        count_end(stack.dynamodb, queue, stack.table, parent, first_id(), "SUCCEEDED")
+        count_end(
+            stack.dynamodb, queue, stack.table, parent, first_id(), "SUCCEEDED", stack.clock()
+        )
     assert map_item(stack, "flow-5")["ended"] == 1
 
     queue.held = {i: m for i, m in held.items() if m.id != first.id}
     queue.run(family.handler, until=stack.clock() + timedelta(minutes=1))
     assert client.get(PLAIN, "flow-5").result == [{"square": 0}, {"square": 1}, {"square": 4}]
     assert family.children_ran.count(0) == 1
+
+
+def test_cancel_of_a_flow_waiting_on_a_map_cancels_its_children_that_have_not_ended(
+    stack: Stack, queue: FlowQueue, client: TaskClient, family: Family
+) -> None:
+    """Child 0 has ended (left as it is), child 1 is RUNNING (asked to stop), child 2 is QUEUED
+    (cancelled: its body never runs); the flow ends CANCELLED and compensates."""
+    family.crash = {1}
+    client.enqueue(PLAIN, {"album": "a", "reserve": True}, key="flow-8")
+    queue.deliver(family.handler)  # the flow: the map sent, WAITING
+    children = {m.id: m for m in queue.held.values() if '"n":' in m.body}
+    by_n = {n: next(m for m in children.values() if f'"n":{n}' in m.body) for n in range(3)}
+    queue.held = {by_n[0].id: by_n[0]}
+    queue.deliver(family.handler)  # child 0 ends SUCCEEDED
+    queue.held = {by_n[1].id: by_n[1]}
+    with pytest.raises(Crash):
+        queue.deliver(family.handler)  # child 1 dies running
+    ids = [child_id("flow-8", "squares", n) for n in range(3)]
+    assert [client.get(PLAIN, i).status for i in ids[:2]] == [
+        TaskStatus.SUCCEEDED,
+        TaskStatus.RUNNING,
+    ]
+
+    queue.held = {}
+    client.cancel(PLAIN, "flow-8", by="ops")  # WAITING: woken now to stop
+    queue.deliver(family.handler)
+    record = client.get(PLAIN, "flow-8")
+    assert record.status is TaskStatus.CANCELLED and family.undone == ["reserve"]
+    message = record.error_message or ""
+    assert "map 'squares': 1 child(ren) cancelled, 1 running asked to stop, 1 had ended" in message
+    child = [client.get(PLAIN, i) for i in ids]
+    assert child[0].status is TaskStatus.SUCCEEDED and child[0].result == {"square": 0}
+    assert child[1].status is TaskStatus.RUNNING
+    assert child[1].cancel_requested_by == f"flow {PLAIN} flow-8"
+    assert child[2].status is TaskStatus.CANCELLED
+    steps = {row["name"]: row for row in record.steps or []}
+    assert steps["squares"]["children"] == {
+        "total": 3,
+        "SUCCEEDED": 1,
+        "CANCELLED": 1,
+        "stop_asked": 1,
+    }
+
+    # The children's messages come back: 2 runs nothing, 1 (its run died) ends CANCELLED and
+    # counts its end; the flow stays CANCELLED.
+    queue.held = {by_n[1].id: by_n[1], by_n[2].id: by_n[2]}
+    queue.run(family.handler, until=stack.clock() + timedelta(minutes=30))
+    assert family.children_ran == [0, 1]
+    assert client.get(PLAIN, ids[1]).status is TaskStatus.CANCELLED
+    assert client.get(PLAIN, "flow-8").status is TaskStatus.CANCELLED
+    item = map_item(stack, "flow-8")
+    assert (item["ended"], item["ended_CANCELLED"]) == (3, 2)
+
+
+def test_a_child_cancelled_while_queued_counts_its_end_and_the_flow_wakes(
+    stack: Stack, queue: FlowQueue, client: TaskClient, family: Family
+) -> None:
+    client.enqueue(PLAIN, {"album": "a"}, key="flow-9")
+    queue.deliver(family.handler)
+    client.cancel(PLAIN, child_id("flow-9", "squares", 0), by="ops")
+    queue.run(family.handler, until=stack.clock() + timedelta(minutes=1))
+
+    record = client.get(PLAIN, "flow-9")
+    assert (record.status, record.error_type) == (TaskStatus.FAILED, "ChildFailed")
+    assert "child 0" in (record.error_message or "") and "CANCELLED" in (record.error_message or "")
+    assert sorted(family.children_ran) == [1, 2]
 
 
 def first_id() -> str:
@@ -258,7 +334,9 @@ def test_a_thousand_children_are_enqueued_in_batches_and_read_back_in_pages_of_1
                 ":r": {"S": json.dumps({"square": n * n})},
             },
         )
-        woke = count_end(stack.dynamodb, queue, stack.table, parent, task_id, "SUCCEEDED")
+        woke = count_end(
+            stack.dynamodb, queue, stack.table, parent, task_id, "SUCCEEDED", stack.clock()
+        )
         assert woke is (n == 999)  # only the last end wakes the flow
     reads = Counting(stack.dynamodb)
     queue.held = {i: m for i, m in queue.held.items() if '"n":' not in m.body}  # the flow's wake

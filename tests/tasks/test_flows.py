@@ -275,6 +275,104 @@ def test_a_once_step_found_begun_and_unrecorded_ends_the_flow_uncertain(
     assert (record.status, record.uncertain_effect) == (TaskStatus.UNCERTAIN, "step:pay")
 
 
+def _uncertain_payment(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any, key: str
+) -> tuple[Any, list[int]]:
+    """A flow left UNCERTAIN on ``step:pay`` (its attempt died inside the once step)."""
+    calls: list[int] = []
+
+    def pay() -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise Crash()
+        return "ch_again"
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        charge = run.step("pay", pay, once=True)
+        return run.step("receipt", lambda c: {"receipt_for": c}, charge)
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {}, key=key)
+    with pytest.raises(Crash):
+        queue.deliver(handler)
+    queue.run(handler, until=stack.clock() + timedelta(minutes=30))
+    assert client.get(PLAIN, key).uncertain_effect == "step:pay"
+    return handler, calls
+
+
+def _redriven(stack: Stack, queue: FlowQueue) -> None:
+    """``vigil tasks redrive``: the dead letter back to the task's queue (the CLI's SQS client),
+    then into the test's played queue."""
+    from tests.tasks.test_cli import vigil
+
+    code, _, err = vigil(stack, "redrive", PLAIN)
+    assert code == 0, err
+    url = stack.catalog.spec(PLAIN).queue_url
+    for message in stack.messages(url):
+        queue.send_message(QueueUrl=queue.url, MessageBody=message["Body"])
+        stack.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def test_an_uncertain_step_settled_done_with_a_result_by_the_cli_resumes_the_flow(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    from tests.tasks.test_cli import vigil
+
+    handler, calls = _uncertain_payment(stack, queue, client, flow_handler, "s-1")
+    code, out, err = vigil(
+        stack, "settle", PLAIN, "s-1", "--effect", "step:pay", "--done", "--result", '"ch_1"'
+    )
+    assert code == 0, err
+    assert out.startswith(f"{PLAIN} s-1: FAILED effect 'step:pay' settled done")
+    step = journal(stack, "s-1")["pay"]
+    assert (step["state"], json.loads(step["result"])) == ("DONE", "ch_1")
+
+    _redriven(stack, queue)
+    queue.run(handler, until=stack.clock() + timedelta(minutes=1))
+    record = client.get(PLAIN, "s-1")
+    assert (record.status, record.result) == (TaskStatus.SUCCEEDED, {"receipt_for": "ch_1"})
+    assert calls == [1]  # the payment is not made again
+
+
+def test_an_uncertain_step_settled_not_done_by_the_api_runs_again_on_the_resume(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    from tests.helpers.rest import send_json
+    from vigil.tasks.api import TasksServices, build_tasks_app
+
+    app = build_tasks_app(TasksServices(client=client))
+    handler, calls = _uncertain_payment(stack, queue, client, flow_handler, "s-2")
+    path = f"/tasks/{PLAIN}/s-2/settle"
+    before = stack.items()
+    refusals = [
+        (path, {"effect": "step:pay", "outcome": "not_done", "result": 1}, 422),
+        (path, {"effect": "step:other", "outcome": "done"}, 409),
+        (path, {"effect": "step:pay", "outcome": "maybe"}, 422),
+        (path, {"effect": "step:pay", "outcome": "done", "result": float("nan")}, 422),
+        (f"/tasks/{PLAIN}/nobody/settle", {"effect": "step:pay", "outcome": "done"}, 404),
+    ]
+    for where, body, expected in refusals:
+        status, answer = send_json(app.resolve, "POST", where, body)
+        assert status == expected, (body, answer)
+    assert stack.items() == before  # nothing written
+
+    status, answer = send_json(
+        app.resolve, "POST", path, {"effect": "step:pay", "outcome": "not_done"}
+    )
+    assert (status, answer["status"]) == (200, "FAILED"), answer
+    assert journal(stack, "s-2")["pay"]["state"] == "FAILED"
+    status, answer = send_json(
+        app.resolve, "POST", path, {"effect": "step:pay", "outcome": "not_done"}
+    )
+    assert status == 409 and "not UNCERTAIN" in answer["message"]  # settled once
+
+    _redriven(stack, queue)
+    queue.run(handler, until=stack.clock() + timedelta(minutes=1))
+    record = client.get(PLAIN, "s-2")
+    assert (record.status, record.result) == (TaskStatus.SUCCEEDED, {"receipt_for": "ch_again"})
+    assert calls == [1, 1]  # not done: the payment runs again, once
+
+
 # B. Sleeps ---------------------------------------------------------------------------------------
 
 
@@ -303,9 +401,14 @@ def test_a_short_sleep_ends_the_invocation_and_resumes_after_an_sqs_delay(
     assert client.get(PLAIN, "s-1").status is TaskStatus.SUCCEEDED
 
 
+@pytest.mark.parametrize("fraction_ms", [0, 500])
 def test_a_three_day_sleep_is_a_one_time_schedule_and_no_invocation_until_it_fires(
-    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any, fraction_ms: int
 ) -> None:
+    """One invocation wakes it, also for a sleep that ends within a second (``at()`` has whole
+    seconds: a schedule truncated to the second fired before the sleep's end, was answered
+    BUSY and came back a second later, two invocations for one wake-up)."""
+    stack.clock.advance(timedelta(milliseconds=fraction_ms))
     ran = Ran()
 
     def body(run: TaskRun, payload: dict[str, Any]) -> Any:
@@ -634,6 +737,36 @@ def test_the_api_signals_a_waiting_flow_and_get_shows_its_step_timeline(
         status, answer = api(method, path, body)
         assert status == expected, (case, answer)
     assert stack.items() == before  # nothing written
+
+
+def test_the_timeline_shows_a_passed_sleep_as_slept_and_what_a_cancel_left_as_stopped(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.step("ask", lambda: 1)
+        run.sleep("pause", timedelta(minutes=1))
+        return run.wait_for("go", timeout=timedelta(hours=1))
+
+    def rows() -> dict[str, dict[str, Any]]:
+        return {row["name"]: row for row in client.get(PLAIN, "tl-1").steps or []}
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {}, key="tl-1")
+    queue.run(handler)
+    assert rows()["pause"]["status"] == "SLEEPING" and "finished_at" not in rows()["pause"]
+
+    queue.run(handler, until=stack.clock() + timedelta(minutes=2))
+    assert client.get(PLAIN, "tl-1").status is TaskStatus.WAITING
+    pause = rows()["pause"]
+    assert (pause["status"], pause["finished_at"]) == ("SLEPT", pause["until"])
+    assert rows()["go"]["status"] == "WAITING"
+
+    client.cancel(PLAIN, "tl-1")
+    queue.run(handler)
+    record = client.get(PLAIN, "tl-1")
+    assert record.status is TaskStatus.CANCELLED
+    go = rows()["go"]
+    assert (go["status"], go["finished_at"]) == ("STOPPED", record.finished_at)
 
 
 def test_the_cli_signals_a_flow_and_prints_its_steps(

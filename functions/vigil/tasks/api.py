@@ -1,4 +1,5 @@
-"""The tasks routes of the management API: enqueue, read, list and cancel a task; signal a flow.
+"""The tasks routes of the management API: enqueue, read, list, cancel and settle a task;
+signal a flow.
 
 IAM-authorized like the other routes; the same ``{"error", "message"}`` answers
 (``vigil.http_answers``). Every check runs before anything is sent or written: ``enqueue``
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from vigil import idempotent_requests
 from vigil.contract.api_errors import INVALID_FIELD, ErrorCode
 from vigil.contract.flows import STEP_NAME
+from vigil.contract.journal import Verdict
 from vigil.contract.tasks import TASK_NAME, TaskStatus
 from vigil.http_answers import (
     answer_unknown_routes,
@@ -35,6 +37,7 @@ from vigil.http_answers import (
     domain_error_response,
     validation_response,
 )
+from vigil.settle import NotSettleable
 from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.errors import (
     EnqueuedUnrecorded,
@@ -45,6 +48,7 @@ from vigil.tasks.errors import (
     UnknownTask,
 )
 from vigil.tasks.flows.errors import SignalRefused
+from vigil.tasks.flows.settle import NO_RESULT
 
 TaskName = Annotated[str, Path(pattern=TASK_NAME.pattern)]
 TaskId = Annotated[str, Path(max_length=3 * 128)]
@@ -59,6 +63,7 @@ _DOMAIN_ERRORS: dict[type[Exception], tuple[HTTPStatus, str]] = {
     KeyReused: idempotent_requests.KEY_REUSED,
     NotCancellable: (HTTPStatus.CONFLICT, ErrorCode.NOT_CANCELLABLE),
     SignalRefused: (HTTPStatus.CONFLICT, ErrorCode.SIGNAL_REFUSED),
+    NotSettleable: (HTTPStatus.CONFLICT, ErrorCode.NOT_SETTLEABLE),
     # The message is sent (the task runs); the message names the id to retry the POST with.
     EnqueuedUnrecorded: (HTTPStatus.SERVICE_UNAVAILABLE, ErrorCode.ENQUEUED_UNRECORDED),
 }
@@ -95,6 +100,29 @@ class SignalRequest(BaseModel):
         str | None,
         Field(description="The signal's idempotency key (default: the payload's digest)"),
     ] = None
+
+
+class SettleRequest(BaseModel):
+    """``POST /tasks/{task}/{id}/settle``: a person's word on the effect ``run.once`` (or a
+    flow's ``once=True`` step, ``step:<name>``) stopped the task UNCERTAIN on; the words of
+    ``vigil tasks settle --done|--done-rerun|--not-done``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    effect: Annotated[
+        str, Field(min_length=1, max_length=200, description="The record's uncertain_effect")
+    ]
+    outcome: Annotated[
+        Verdict,
+        Field(
+            description="done: it happened (a task SUCCEEDED; a flow's step is done and the "
+            "flow resumes after a redrive); done_rerun: it happened and the rest must run "
+            "(FAILED, for a redrive); not_done: it did not (FAILED, a redrive does it)"
+        ),
+    ]
+    result: Annotated[
+        Any, Field(description="A flow's step:<name> settled done: the step's result (JSON)")
+    ] = NO_RESULT
 
 
 SignalName = Annotated[str, Path(pattern=STEP_NAME.pattern)]
@@ -170,6 +198,22 @@ def build_tasks_app(
         key = _key(request.key, idempotency_key)
         sent = client.signal(task, unquote(task_id), name, request.payload, key=key)
         return Response(HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, sent.to_json())
+
+    @app.post(
+        "/tasks/<task>/<task_id>/settle",
+        summary="Say whether an UNCERTAIN task's effect (or a flow's step) happened",
+    )
+    def post_settle(
+        task: TaskName, task_id: TaskId, request: Annotated[SettleRequest, Body(embed=False)]
+    ) -> dict[str, Any]:
+        task_id = unquote(task_id)
+        client.get(task, task_id, steps=False)  # an id never enqueued is 404
+        fields = request.model_fields_set
+        result = request.result if "result" in fields else NO_RESULT
+        settled = client.settle(
+            task, task_id, request.effect, verdict=request.outcome, result=result
+        )
+        return settled.to_json()
 
     @app.get("/tasks/<task>", summary="A task's records by id, one page at a time")
     def list_tasks(

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import Clock, Sleeper, iso, system_clock
+from vigil.contract.journal import Verdict
 from vigil.contract.tasks import (
     GROUP,
     MAX_QUEUE_DELAY_S,
@@ -57,6 +58,8 @@ from vigil.tasks.errors import (
     NotCancellable,
     TaskNotFound,
 )
+from vigil.tasks.flows.errors import InvalidStep
+from vigil.tasks.flows.settle import NO_RESULT
 from vigil.tasks.queues import MAX_TASK_MESSAGE_BYTES, TaskQueue
 from vigil.tasks.results import ResultStore, ResultUnavailable
 from vigil.tasks.store import TaskRecord, TaskStore
@@ -404,6 +407,22 @@ class TaskClient:
         queue = TaskQueue(self._client("sqs"), spec.queue_url)
         return wake_to_cancel(self.store(spec), queue, spec.name, task_id, now)
 
+    def settle(
+        self, task: str, task_id: str, effect: str, *, verdict: Verdict, result: Any = NO_RESULT
+    ) -> TaskRecord:
+        """A person's word on the effect an UNCERTAIN task stopped on (``vigil tasks settle``,
+        ``POST /tasks/{task}/{id}/settle``): see :meth:`TaskStore.settle`; a flow's
+        ``step:<name>`` settled done takes ``result`` as the step's."""
+        spec = self.catalog.spec(task)
+        if not isinstance(task_id, str) or not TASK_ID.match(task_id):
+            raise InvalidTask("id", f"invalid task id {task_id!r}")
+        try:
+            return self.store(spec).settle(
+                task, task_id, effect, verdict=verdict, now=self._clock(), result=result
+            )
+        except InvalidStep as invalid:
+            raise InvalidTask("result", str(invalid)) from None
+
     def signal(
         self, task: str, task_id: str, name: str, payload: Any, *, key: str | None = None
     ) -> SignalSent:
@@ -479,7 +498,12 @@ class TaskClient:
         from vigil.tasks.flows.timeline import timeline
 
         items = FlowJournal(self._client("dynamodb"), spec.table, spec.name, record.id).read()
-        return replace(record, steps=timeline(items)) if items else record
+        if not items:
+            return record
+        rows = timeline(
+            items, now=self._clock(), status=record.status, finished_at=record.finished_at
+        )
+        return replace(record, steps=rows)
 
     def list(
         self,

@@ -12,7 +12,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from vigil.clock import iso
@@ -216,7 +216,12 @@ def schedule_names(task: str, task_id: str) -> tuple[str, str]:
 
 
 def at_expression(moment: datetime) -> str:
-    """Scheduler's one-time expression, in UTC (``ScheduleExpressionTimezone`` = UTC)."""
+    """Scheduler's one-time expression, in UTC (``ScheduleExpressionTimezone`` = UTC). ``at()``
+    has whole seconds: a moment within a second is rounded up, never down, so the schedule does
+    not fire before it (a flow's wake-up truncated to the second came before its sleep's end,
+    was answered BUSY and came back: two invocations for one wake-up)."""
+    if moment.microsecond:
+        moment += timedelta(microseconds=1_000_000 - moment.microsecond)
     return f"at({iso(moment)[:19]})"
 
 

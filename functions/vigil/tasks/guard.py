@@ -422,27 +422,27 @@ class TaskGuard:
             )
             if decision.verdict is Verdict.OWN and answer.seen is not None:
                 return Claimed(answer.seen)
-            if decision.verdict is Verdict.DUPLICATE:
-                duplicate = Delivery(Outcome.DUPLICATE, envelope.id, reason=decision.reason)
+            if decision.verdict in (Verdict.DUPLICATE, Verdict.CANCELLED):
+                outcome = (
+                    Outcome.DUPLICATE
+                    if decision.verdict is Verdict.DUPLICATE
+                    else Outcome.CANCELLED
+                )
+                duplicate = Delivery(outcome, envelope.id, reason=decision.reason)
                 if envelope.parent and answer.seen is not None:
-                    # A map's child that ended, back: its end told again (counted once).
+                    # A map's child that ended, back (or cancelled before it ran): its end told
+                    # (counted once), so its flow is not left waiting for it.
                     not_told = self._tell_parent(envelope, answer.seen, remaining_ms)
                     if not_told:
                         return replace(duplicate, outcome=Outcome.UNRECORDED, reason=not_told)
+                if decision.verdict is Verdict.CANCELLED:
+                    return duplicate
                 if answer.seen is None or not owes_event(answer.seen, message.message_id):
                     return duplicate
                 # The message that finished it, back: its invocation may have died before the
                 # event went out. Sent again, the same event (built from the record alone).
                 again = replace(duplicate, reason=f"{decision.reason}; completion event re-sent")
                 return self._announce(message, answer.seen, again, self._time_left(remaining_ms))
-            if decision.verdict is Verdict.CANCELLED:
-                if envelope.parent and answer.seen is not None:
-                    # A map's child cancelled before it started: its end counts like any other
-                    # (the flow's last child to end wakes it; uncounted, it would wait for good).
-                    not_told = self._tell_parent(envelope, answer.seen, remaining_ms)
-                    if not_told:
-                        return Delivery(Outcome.UNRECORDED, envelope.id, reason=not_told)
-                return Delivery(Outcome.CANCELLED, envelope.id, reason=decision.reason)
             if decision.verdict is Verdict.END_CANCELLED and answer.seen is not None:
                 return self._end_cancelled(message, envelope, answer.seen, remaining_ms)
             if decision.verdict is Verdict.BUSY:
@@ -563,7 +563,7 @@ class TaskGuard:
             )
         elif cancelled is not None:
             status, error_type, text = self._compensate(
-                run, TaskStatus.CANCELLED, "FlowCancelled", str(cancelled)
+                run, TaskStatus.CANCELLED, "FlowCancelled", self._cancel_children(run, cancelled)
             )
             outcome = replace(
                 outcome,
@@ -772,6 +772,7 @@ class TaskGuard:
                     parent,
                     envelope.id,
                     str(status),
+                    self._clock(),
                 ),
                 time_left_s=self._time_left(remaining_ms),
                 sleep=self._sleep,
@@ -795,6 +796,16 @@ class TaskGuard:
         flow.replaying = True
         with suppress(Exception, Suspend, FlowCancelled, Replayed):
             body(run, envelope.payload)
+
+    def _cancel_children(self, run: TaskRun, cancelled: FlowCancelled) -> str:
+        """A cancelled flow's maps' children that have not ended, cancelled (before its
+        compensations run, so none of them starts after the undo); what was done, for the
+        record's error message."""
+        from vigil.tasks.flows.fanout import cancel_children
+
+        flow = run.__dict__.get("flow")
+        done = cancel_children(flow) if flow is not None else []
+        return "; ".join([str(cancelled), *(str(each) for each in done)])
 
     def _compensate(
         self, run: TaskRun, status: TaskStatus, error_type: str, text: str

@@ -65,8 +65,9 @@ from vigil.dynamo import (
 )
 from vigil.dynamo import to_wire as wire
 from vigil.fenced_write import CancelCheck, RunRecordSite
-from vigil.settle import settlement, write_settlement
+from vigil.settle import settlement, write_settlement, write_settlements
 from vigil.tasks.errors import InvalidTask, NotCancellable, TaskCancelled
+from vigil.tasks.flows.settle import NO_RESULT, step_of, step_verdict
 
 LEASE_ATTRIBUTES = ("lease_until", "holder")
 PARENT_ATTRIBUTE = "parent"
@@ -667,12 +668,28 @@ class TaskStore:
         return from_wire(answer.get("Attributes"))
 
     def settle(
-        self, task: str, task_id: str, effect: str, *, verdict: Verdict, now: datetime
+        self,
+        task: str,
+        task_id: str,
+        effect: str,
+        *,
+        verdict: Verdict,
+        now: datetime,
+        result: Any = NO_RESULT,
     ) -> TaskRecord:
         """An operator's verdict on an UNCERTAIN task's effect (:mod:`vigil.settle`): done ->
         SUCCEEDED; done, rerun and not done -> FAILED, which ``vigil tasks redrive`` runs again
         from the dead-letter queue (where the UNCERTAIN attempt put its message), skipping the
-        effect or doing it. Anything else: :class:`NotSettleable`, nothing changed."""
+        effect or doing it. Anything else: :class:`NotSettleable`, nothing changed.
+
+        A flow's ``step:<name>`` (:mod:`vigil.tasks.flows.settle`): done records ``result`` as
+        the step's, not done lets it run again; either way the flow is FAILED for the redrive
+        that resumes it (a step's done does not end the flow)."""
+        step = step_of(effect)
+        if step is not None and verdict is Verdict.DONE:
+            verdict = Verdict.DONE_RERUN
+        elif step is None and result is not NO_RESULT:
+            raise InvalidTask("result", "a result is settled only for a flow's step:<name>")
         update = settlement(
             effect,
             verdict=verdict,
@@ -685,14 +702,15 @@ class TaskStore:
             # FAILED for a redrive, which gets the retries afresh as for any FAILED task (the
             # guard's finish sets this for its own FAILED): counted from the attempts spent.
             update.set_from(BUDGET_FROM, "attempts")
-        item = write_settlement(
-            self._client,
-            self._table,
-            task_key(task, task_id),
-            update,
-            run=f"task {task} {task_id}",
-            effect=effect,
-        )
+        run = f"task {task} {task_id}"
+        if step is None:
+            item = write_settlement(
+                self._client, self._table, task_key(task, task_id), update, run=run, effect=effect
+            )
+        else:
+            journal = step_verdict(task, task_id, step, verdict=verdict, result=result, now=now)
+            writes = [(task_key(task, task_id), update), journal]
+            item = write_settlements(self._client, self._table, writes, run=run, effect=effect)
         return TaskRecord.from_item(item)
 
     def _update(self, task: str, task_id: str, update: Update, **extra: Any) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from vigil.clock import iso
@@ -27,7 +29,7 @@ from vigil.contract.flows import MAX_CHILDREN, StepField, StepKind
 from vigil.contract.tasks import TASK_ID, TaskStatus
 from vigil.dynamo import Item
 from vigil.tasks.envelope import parse
-from vigil.tasks.errors import InvalidTask
+from vigil.tasks.errors import InvalidTask, NotCancellable
 from vigil.tasks.flows.errors import ChildFailed, InvalidStep, Suspend
 from vigil.tasks.flows.journal import FlowJournal, Refused
 from vigil.tasks.store import TaskRecord
@@ -144,6 +146,68 @@ def _enqueue(
         )
 
 
+@dataclass(frozen=True)
+class ChildrenCancelled:
+    """What a cancelled flow did to one map's children that had not ended."""
+
+    map: str
+    cancelled: int
+    """QUEUED (or not yet recorded): ended CANCELLED, their bodies never run."""
+    asked: int
+    """RUNNING: asked to stop, as ``cancel`` asks a running task; each ends when it next checks."""
+    ended: int
+    """Had ended before the cancel: left as they are (their results kept, nothing undone)."""
+
+    def __str__(self) -> str:
+        return (
+            f"map {self.map!r}: {self.cancelled} child(ren) cancelled, {self.asked} running "
+            f"asked to stop, {self.ended} had ended"
+        )
+
+
+def cancel_children(flow: Flow) -> list[ChildrenCancelled]:
+    """A cancelled flow's children that have not ended, cancelled as ``vigil tasks cancel``
+    cancels a task (the same library call, ``by`` naming the flow): QUEUED ones end CANCELLED
+    and are counted on their map at once (their messages, when they come, run nothing); RUNNING
+    ones are asked to stop and count their own end when they do. A child that has ended is left
+    as it is. Recorded on each map's item (``children_cancelled_at``, ``children_stop_asked``).
+
+    Cost: per map one GetItem of its item and one UpdateItem; per child not ended the cancel's
+    UpdateItem and GetItem (and one UpdateItem of the map's count for a QUEUED one)."""
+    site = flow.site
+    journal = site.journal
+    maps = [name for name, item in flow.entries().items() if item.get(F.KIND) == StepKind.MAP.value]
+    if not maps:
+        return []
+    client = site.children()
+    done: list[ChildrenCancelled] = []
+    for name in maps:
+        item = journal.item(name) or {}
+        total = int(item.get(F.CHILDREN, 0))
+        task = str(item.get(F.CHILD_TASK, ""))
+        ended = {int(i) for i in item.get(F.ENDED_SET, set())}
+        if len(ended) >= total:
+            continue
+        cancelled = asked = 0
+        for index in range(total):
+            if index in ended:
+                continue
+            task_id = child_id(journal.id, name, index)
+            try:
+                after = client.cancel(task, task_id, by=flow.label)
+            except NotCancellable:
+                ended.add(index)  # ended between the read and the cancel: left as it is
+                continue
+            if after.status is TaskStatus.RUNNING:
+                asked += 1
+                continue
+            cancelled += 1
+            journal.count_child(name, index, TaskStatus.CANCELLED.value, site.clock())
+        journal.record_children_cancelled(name, site.clock(), asked)
+        done.append(ChildrenCancelled(name, cancelled, asked, len(ended)))
+    return done
+
+
 def collect(
     client: Any, task: str, name: str, ids: list[str], return_exceptions: bool
 ) -> list[Any]:
@@ -192,7 +256,13 @@ def _pause(round_: int) -> None:
 
 
 def count_end(
-    client: Any, sqs: Any, table: str, parent: dict[str, str], task_id: str, status: str
+    client: Any,
+    sqs: Any,
+    table: str,
+    parent: dict[str, str],
+    task_id: str,
+    status: str,
+    now: datetime,
 ) -> bool:
     """A child's final ``status`` counted on its map's item, once; the child whose end makes the
     count reach the map's number of children (or a repeat of it) sends the flow's resume
@@ -200,7 +270,7 @@ def count_end(
     if not TASK_ID.match(task_id) or "." not in task_id:
         return False
     journal = FlowJournal(client, table, parent["task"], parent["id"])
-    counted = journal.count_child(parent["map"], child_index(task_id), status)
+    counted = journal.count_child(parent["map"], child_index(task_id), status, now)
     item = (counted.seen or {}) if isinstance(counted, Refused) else counted
     if not item or int(item.get(F.ENDED, 0)) < int(item.get(F.CHILDREN, 1)):
         return False

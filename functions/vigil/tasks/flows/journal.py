@@ -154,13 +154,22 @@ class FlowJournal:
         update.condition(update.eq(F.KIND, StepKind.MAP.value))
         return self._update_returning(name, update)
 
-    def count_child(self, name: str, index: int, status: str) -> Item | Refused:
+    def count_child(self, name: str, index: int, status: str, now: datetime) -> Item | Refused:
         """A child's end on its map's item, once per child (its index joins a set): refused, it
-        was counted before (or the map's item is gone: its flow expired)."""
-        update = Update().add(F.ENDED, 1).add(F.ENDED_SET, {index})
+        was counted before (or the map's item is gone: its flow expired). ``now``: the map's
+        latest end (the map's own end once every child has)."""
+        update = Update().add(F.ENDED, 1).add(F.ENDED_SET, {index}).set(F.ENDED_AT, iso(now))
         update.add(f"{F.ENDED.value}_{status}", 1)
         update.condition(update.eq(F.KIND, StepKind.MAP.value), update.lacks(F.ENDED_SET, index))
         return self._update_returning(name, update)
+
+    def record_children_cancelled(self, name: str, now: datetime, asked: int) -> None:
+        """A cancelled flow cancelled this map's children that had not ended (``asked`` of them
+        RUNNING, asked to stop): for the timeline and the operator."""
+        update = Update().set_default(F.CHILDREN_CANCELLED_AT, iso(now))
+        update.set(F.CHILDREN_STOP_ASKED, asked)
+        update.condition(update.eq(F.KIND, StepKind.MAP.value))
+        self._try_update(name, update)
 
     # Compensations ------------------------------------------------------------------------------
 
