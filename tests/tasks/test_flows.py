@@ -613,6 +613,8 @@ def test_a_failed_flow_compensates_its_finished_steps_in_reverse_once(
     )
     steps = journal(stack, "f-1")
     assert steps["charge"]["compensation"] == "DONE" and steps["reserve"]["compensation"] == "DONE"
+    rows = {r["name"]: r for r in record.steps or []}  # the order they ran, on the record
+    assert (rows["charge"]["compensation_order"], rows["reserve"]["compensation_order"]) == (1, 2)
 
 
 def test_a_compensation_that_raises_fails_the_flow_naming_it(
@@ -822,9 +824,14 @@ def test_the_example_onboard_tenant_flow(
     if path == "aborted":
         record = client.get(PLAIN, "t-1")
         assert record.status is TaskStatus.COMPENSATED and record.error_type == "Abort"
-        assert [(s["name"], s.get("compensation")) for s in record.steps or []] == [
-            ("create-account", "DONE"),
-            ("activate", None),
+        rows = [
+            (s["name"], s.get("compensation"), s.get("compensation_order"))
+            for s in record.steps or []
+        ]
+        assert rows == [  # undone in reverse: the workspace first, then the account
+            ("create-account", "DONE", 2),
+            ("provision-workspace", "DONE", 1),
+            ("activate", None, None),
         ]
         return
     assert client.get(PLAIN, "t-1").status is TaskStatus.SLEEPING
@@ -841,7 +848,14 @@ def test_the_example_onboard_tenant_flow(
     record = client.get(PLAIN, "t-1")
     assert (record.status, record.result) == (TaskStatus.SUCCEEDED, expected)
     names = [s["name"] for s in record.steps or []]
-    assert names[:5] == ["create-account", "activate", "welcome-email", "welcome-pause", "verified"]
+    assert names[:6] == [
+        "create-account",
+        "provision-workspace",
+        "activate",
+        "welcome-email",
+        "welcome-pause",
+        "verified",
+    ]
 
 
 def test_list_knows_sleeping_and_waiting_and_never_lists_a_step(

@@ -40,6 +40,7 @@ def test_a_flow_sleeps_three_days_on_the_clock_and_a_signal_wakes_its_wait(stack
     assert stack.task(FLOW, task_id).status == "SLEEPING"
     assert timeline(stack, task_id) == [
         ("create-account", "DONE"),
+        ("provision-workspace", "DONE"),
         ("activate", "DONE"),
         ("welcome-email", "DONE"),
         ("welcome-pause", "SLEEPING"),
@@ -70,6 +71,7 @@ def test_a_flow_sleeps_three_days_on_the_clock_and_a_signal_wakes_its_wait(stack
         r["name"]: r.get("attempts") for r in stack.steps(FLOW, task_id) if r["kind"] == "step"
     } == {
         "create-account": 1,
+        "provision-workspace": 1,
         "activate": 1,
         "welcome-email": 1,
     }
@@ -112,4 +114,9 @@ def test_a_signal_before_the_wait_is_kept_and_an_aborted_flow_compensates(stack:
     rows = {row["name"]: row for row in stack.steps(FLOW, blocked)}
     assert rows["activate"]["status"] == "FAILED"
     assert rows["create-account"]["compensation"] is not None
+    # the workspace removed first, then the account: the reverse of the order they were made
+    assert (
+        rows["provision-workspace"]["compensation_order"],
+        rows["create-account"]["compensation_order"],
+    ) == (1, 2)
     assert "welcome-email" not in rows

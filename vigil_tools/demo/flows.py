@@ -2,9 +2,11 @@
 onboard_tenant.py``) on the deployed stack, on the demo's stepped clock.
 
 A crash right after its first step resumes at the next step (the account is not created twice);
-its three-day sleep passes on the clock with no invocation (one-time schedule); a signal wakes
-its wait; a tenant that cannot be activated is aborted and its finished step compensated. Every
-figure printed is read back: the records, their step timelines, the function's log lines.
+its three-day sleep passes on the clock with no invocation (one-time schedule), and one
+invocation wakes it; a signal wakes its wait; a tenant that cannot be activated is aborted and
+its two finished steps compensated in reverse order (the order each compensation ran in is on its
+step's journal item). Every figure printed is read back: the records, their step timelines, the
+invocations' outcomes, the function's log lines.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ def simulate_flows(
         print(f"  {what:<{COLUMN - 1}} {answer}")
 
     print(
-        f"\n=== Flows ===\n{FLOW}: create the account, activate, welcome email, sleep 3 days, wait"
+        f"\n=== Flows ===\n{FLOW}: create the account, provision its workspace, activate, "
+        "welcome email, sleep 3 days, wait"
     )
     facts: dict[str, Any] = {}
 
@@ -105,12 +108,17 @@ def simulate_flows(
     asleep = (client.get(FLOW, acme).status.value, len(poller.batches) - before)
     run_until(now() + timedelta(minutes=12))
     awake = (client.get(FLOW, acme).status.value, len(poller.batches) - before)
+    # What each invocation since did with its message: deleted (ran), or left for later (BUSY).
+    woken = [b for b in poller.batches[before:] if b.function == function]
+    outcomes = Counter("left on the queue" if b.failed else "ran" for b in woken)
     say(
         "three days later",
         f"just before: {asleep[0]} ({asleep[1]} invocations); after: {awake[0]} "
-        f"({awake[1]} invocation(s): the wake-up)",
+        f"({awake[1]} invocation(s) for the wake-up: "
+        + ", ".join(f"{n} {what}" for what, n in sorted(outcomes.items()))
+        + ")",
     )
-    facts["sleep"] = {"before": asleep, "after": awake}
+    facts["sleep"] = {"before": asleep, "after": awake, "outcomes": dict(outcomes)}
 
     # A signal wakes the wait.
     sent = client.signal(FLOW, acme, "verified", {"by": "ann"})
@@ -123,13 +131,30 @@ def simulate_flows(
     blocked = client.enqueue(FLOW, {"tenant": "blocked-co", "plan": "blocked"}, key="blocked-co")
     run_until(now())
     ended = client.get(FLOW, blocked)
-    undone = [r["name"] for r in steps(blocked) if r.get("compensation")]
-    say("blocked-co: activate aborts", f"{ended.status.value}; compensated: {', '.join(undone)}")
-    facts["compensation"] = {"status": ended.status.value, "compensated": undone}
+    rows = steps(blocked)
+    ran = [r["name"] for r in rows if r.get("compensation")]  # in the order the steps ran
+    undone = [
+        r["name"]
+        for r in sorted(rows, key=lambda r: r.get("compensation_order") or 0)
+        if r.get("compensation")
+    ]
+    reverse = len(undone) > 1 and undone == ran[::-1]
+    say(
+        "blocked-co: activate aborts",
+        f"{ended.status.value}; steps done: {', '.join(ran)}; compensated in this order: "
+        f"{', '.join(undone)} ({'the reverse' if reverse else 'NOT the reverse'})",
+    )
+    facts["compensation"] = {
+        "status": ended.status.value,
+        "steps": ran,
+        "compensated": undone,
+        "reverse": reverse,
+    }
 
     print("  the timeline of acme, as `vigil tasks get` shows it:")
     for row in steps(acme):
-        print(f"    {row['name']:<16} {row['kind']:<6} {row['status']:<10} {row.get('until', '')}")
+        finished = row.get("finished_at") or ""
+        print(f"    {row['name']:<20} {row['kind']:<6} {row['status']:<10} {finished}")
     records, _ = client.list(FLOW, limit=100)
     statuses = Counter(r.status.value for r in records)
     facts["summary"] = dict(statuses)

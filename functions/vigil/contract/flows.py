@@ -96,6 +96,8 @@ class StepField(StrEnum):
     COMPENSABLE = "compensable"
     COMPENSATION = "compensation"
     """A compensated step: DONE, or the error its compensation raised."""
+    COMPENSATION_ORDER = "compensation_order"
+    """The order its compensation ran in among the flow's (1 first): reverse of the steps'."""
     EXPIRES_AT = "expires_at"
     CHILD_TASK = "child_task"
     """A map's children's task."""

@@ -121,8 +121,12 @@ class SettleRequest(BaseModel):
         ),
     ]
     result: Annotated[
-        Any, Field(description="A flow's step:<name> settled done: the step's result (JSON)")
-    ] = NO_RESULT
+        Any,
+        Field(
+            description="A flow's step:<name> settled done: the step's result (JSON; absent: null)"
+        ),
+    ] = None
+    """Absent and null differ only for a refusal: a result given with not_done is refused."""
 
 
 SignalName = Annotated[str, Path(pattern=STEP_NAME.pattern)]

@@ -131,10 +131,21 @@ def test_flows_act_resumes_after_a_crash_sleeps_without_compute_wakes_on_a_signa
     crash = flows["crash"]
     assert crash["killed"] and (crash["status"], crash["attempts"]) == ("SLEEPING", 2)
     assert crash["accounts_created"] == 1  # the finished step was not rerun
-    assert crash["step_attempts"] == {"create-account": 1, "activate": 1, "welcome-email": 1}
+    assert crash["step_attempts"] == {
+        "create-account": 1,
+        "provision-workspace": 1,
+        "activate": 1,
+        "welcome-email": 1,
+    }
     assert flows["sleep"]["before"] == ("SLEEPING", 0)  # three days, no invocation
-    assert flows["sleep"]["after"][0] == "WAITING"
+    assert flows["sleep"]["after"] == ("WAITING", 1)  # one invocation wakes it
+    assert flows["sleep"]["outcomes"] == {"ran": 1}
     assert flows["signal"]["woke"] and flows["signal"]["status"] == "SUCCEEDED"
     assert flows["signal"]["result"]["verified"] is True
-    assert flows["compensation"] == {"status": "COMPENSATED", "compensated": ["create-account"]}
+    assert flows["compensation"] == {
+        "status": "COMPENSATED",
+        "steps": ["create-account", "provision-workspace"],
+        "compensated": ["provision-workspace", "create-account"],
+        "reverse": True,
+    }
     assert flows["summary"] == {"SUCCEEDED": 1, "COMPENSATED": 1}

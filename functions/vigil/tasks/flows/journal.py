@@ -173,9 +173,11 @@ class FlowJournal:
 
     # Compensations ------------------------------------------------------------------------------
 
-    def record_compensation(self, name: str, outcome: str, expires_at: int) -> None:
-        """What the compensation of a finished step did (DONE, or its error)."""
+    def record_compensation(self, name: str, outcome: str, order: int, expires_at: int) -> None:
+        """What the compensation of a finished step did (DONE, or its error), and the order it
+        ran in among the flow's compensations (1 first)."""
         update = Update().set(F.COMPENSATION, outcome).set(F.EXPIRES_AT, expires_at)
+        update.set(F.COMPENSATION_ORDER, order)
         self._try_update(name, update)
 
     # Requests -----------------------------------------------------------------------------------

@@ -288,20 +288,23 @@ class Flow:
         """The compensations of the finished steps, newest first, each once (recorded): the steps
         compensated, and the first compensation that raised (the rest are not run)."""
         ran: list[str] = []
+        earlier = sum(1 for finished in self.finished if finished.done)  # an earlier execution's
         for finished in reversed(self.finished):
             if finished.done:
                 continue
+            order = earlier + len(ran) + 1
             try:
                 finished.compensate(finished.result)
             except Exception as error:
                 self.site.journal.record_compensation(
                     finished.name,
                     truncate(f"{type(error).__name__}: {error}"),
+                    order,
                     self._expires_at(),
                 )
                 return ran, CompensationFailure(finished.name, error)
             self.site.journal.record_compensation(
-                finished.name, StepState.DONE.value, self._expires_at()
+                finished.name, StepState.DONE.value, order, self._expires_at()
             )
             ran.append(finished.name)
         return ran, None

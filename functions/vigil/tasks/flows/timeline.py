@@ -55,6 +55,9 @@ def _row(item: Item, now: datetime | None, ended: str | None) -> dict[str, Any]:
         "until": item.get(F.UNTIL),
         "error": item.get(F.ERROR),
         "compensation": item.get(F.COMPENSATION),
+        "compensation_order": int(item[F.COMPENSATION_ORDER])
+        if F.COMPENSATION_ORDER in item
+        else None,
         "children": _children(item) if kind == StepKind.MAP else None,
     }
     return {key: value for key, value in row.items() if value is not None or key == "seq"}
