@@ -27,6 +27,7 @@ deleted too early could lose a task.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable, Mapping
@@ -485,6 +486,7 @@ class TaskGuard:
                 f"{budget - 1} attempt(s) ended without an outcome (a timeout, out of memory "
                 f"or a crash) and {self.settings.retries} retries are allowed: not run again",
             )
+            _replay_flow(run, body, envelope.payload)
         else:
             try:
                 encoded = encode_result(body(run, envelope.payload))
@@ -995,6 +997,22 @@ _FINAL_OUTCOME = {
     TaskStatus.COMPENSATED: Outcome.COMPENSATED,
     TaskStatus.CANCELLED: Outcome.CANCELLED,
 }
+
+
+def _replay_flow(run: TaskRun, body: Body, payload: Any) -> None:
+    """A run not run again (its attempts kept crashing): if it is a flow with finished steps
+    (one Query of its journal), its body is replayed up to its first step that would do
+    anything, which stops it (``ReplayEnds``), so the compensations of the finished steps are
+    known and run as for any flow that ends FAILED. A task without a journal is not run."""
+    from vigil.tasks.flows.errors import ReplayEnds
+
+    flow = run.flow
+    flow.site.replay = True
+    if not flow.entries():
+        return
+    # Where it stopped does not matter: only what finished before.
+    with contextlib.suppress(Exception, ReplayEnds, Suspend, FlowCancelled):
+        body(run, payload)
 
 
 def _as_cancelled(outcome: TaskFinish, told: BaseException) -> TaskFinish:

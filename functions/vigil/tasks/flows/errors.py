@@ -26,6 +26,19 @@ class Abort(Exception):
     compensations of its finished steps run in reverse."""
 
 
+class CompensationUncertain(RuntimeError):
+    """A compensation an earlier execution began and never recorded (its invocation died inside
+    it): it may or may not have run, so it is not run a second time; the flow ends FAILED
+    naming it (``CompensationFailed``, alarmed) for an operator to check."""
+
+    def __init__(self, step: str) -> None:
+        super().__init__(
+            f"its earlier execution died inside it (begun, never recorded): not run again, "
+            f"check whether step {step!r} was undone"
+        )
+        self.step = step
+
+
 class SignalTimeout(Exception):
     """``run.wait_for``: no signal came before the timeout (decided once: a later signal is
     refused)."""
@@ -67,6 +80,11 @@ class ChildFailed(Exception):
         self.id = task_id
         self.status = status
         self.error = error
+
+
+class ReplayEnds(BaseException):
+    """A flow whose attempts kept crashing is replayed only to learn its finished steps'
+    compensations: the replay stops at the first step that would do anything."""
 
 
 class FlowCancelled(BaseException):

@@ -45,8 +45,10 @@ from vigil.fenced_write import Halt
 from vigil.tasks.errors import TaskFenced
 from vigil.tasks.flows.errors import (
     Abort,
+    CompensationUncertain,
     FlowCancelled,
     InvalidStep,
+    ReplayEnds,
     SignalTimeout,
     Suspend,
 )
@@ -80,6 +82,9 @@ class FlowSite:
     """The :class:`~vigil.tasks.enqueue.TaskClient` a map enqueues its children with."""
     queue_url: str = ""
     """The flow's queue: a map's last child sends the flow's resume message there."""
+    replay: bool = False
+    """Replayed after its attempts kept crashing: finished steps are returned (their
+    compensations learnt), the first step that would do anything ends it (``ReplayEnds``)."""
 
 
 @dataclass
@@ -269,12 +274,18 @@ class Flow:
     # Compensation -------------------------------------------------------------------------------
 
     def compensate(self) -> tuple[list[str], CompensationFailure | None]:
-        """The compensations of the finished steps, newest first, each once (recorded): the steps
-        compensated, and the first compensation that raised (the rest are not run)."""
+        """The compensations of the finished steps, newest first, each at most once (its intent
+        recorded before it runs): the steps compensated, and the first compensation that raised
+        or that an earlier execution began and never recorded (the rest are not run)."""
         ran: list[str] = []
         for finished in reversed(self.finished):
             if finished.done:
                 continue
+            began = self.site.journal.begin_compensation(finished.name, self._expires_at())
+            if isinstance(began, Refused):
+                if (began.seen or {}).get(F.COMPENSATION) == StepState.DONE:
+                    continue  # an earlier execution finished it
+                return ran, CompensationFailure(finished.name, CompensationUncertain(finished.name))
             try:
                 finished.compensate(finished.result)
             except Exception as error:
@@ -344,13 +355,19 @@ class Flow:
     def _boundary(self) -> None:
         """Before a step runs: a cancel asked since the claim stops the flow here, a newer run
         fences this one out (one GetItem; a finished step costs none)."""
+        self._replay_ends()
         record = self.site.read_record() or {}
         if record.get("token") != self.site.token or record.get("status") != "RUNNING":
             raise TaskFenced(f"{self.label}: taken over by a newer run")
         self._cancel_check(record)
 
     def _boundary_claimed(self) -> None:
+        self._replay_ends()
         self._cancel_check(self.site.claimed)
+
+    def _replay_ends(self) -> None:
+        if self.site.replay:
+            raise ReplayEnds(f"{self.label}: replayed up to its first unfinished step")
 
     def _cancel_check(self, record: Item) -> None:
         if record.get(CANCEL_REQUESTED_ATTRIBUTE):
