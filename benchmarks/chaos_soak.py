@@ -763,6 +763,28 @@ def to_stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def seed_and_faults(command: argparse.ArgumentParser, known: Sequence[str]) -> None:
+    """A soak's ``--seed`` and ``--faults`` (every fault of ``known`` by default)."""
+    command.add_argument("--seed", type=int, default=1, help="the faults' random seed")
+    command.add_argument(
+        "--faults",
+        type=fault_names(known),
+        default=tuple(known),
+        help=f"comma-separated, from: {','.join(known)} (default: all)",
+    )
+
+
+def verdict(report: Any, broken: bool) -> int:
+    """Print a soak's report and its examples; the exit code: 0 when its targets held (or,
+    with something broken on purpose, when the soak caught it)."""
+    print("\n".join(report.lines()))
+    for what, found in sorted(report.examples.items()):
+        print(f"  e.g. {what}: {'; '.join(found)}")
+    if broken:
+        return 0 if report.caught else 1
+    return 0 if report.held else 1
+
+
 def parser() -> argparse.ArgumentParser:
     command = argparse.ArgumentParser(
         prog="python -m benchmarks.chaos_soak",
@@ -771,13 +793,7 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument(
         "--ticks", type=positive("--ticks"), default=10_000, help="ticks to run (default 10000)"
     )
-    command.add_argument("--seed", type=int, default=1, help="the faults' random seed")
-    command.add_argument(
-        "--faults",
-        type=fault_names(FAULTS),
-        default=FAULTS,
-        help=f"comma-separated, from: {','.join(FAULTS)} (default: all)",
-    )
+    seed_and_faults(command, FAULTS)
     command.add_argument(
         "--broken-guard", action="store_true", help="remove the claim's condition: must be caught"
     )

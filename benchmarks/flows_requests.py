@@ -6,8 +6,8 @@ through :class:`vigil_tools.testing.flow_queue.FlowQueue` on a manual clock.
 Requests are counted from botocore's ``before-parameter-build`` events (the call's own parameters). moto's ``ReturnConsumedCapacity``
 is a constant, so write units are computed from the items as DynamoDB bills them: ceil(size /
 1 KB) per write (at least 1), the size of each written item measured by :func:`item_size`
-(attribute names plus values, DynamoDB's rule). Own time is the thread's CPU time outside
-botocore's ``_make_api_call`` (moto's time is not Lambda's).
+(attribute names plus values, DynamoDB's rule). Own time is the CPU time outside
+botocore's ``_make_api_call`` (moto's time is not Lambda's), in every thread.
 
 ``python -m benchmarks.flows_requests`` writes the ``flows-requests`` section of
 docs/benchmarks.md.
@@ -43,6 +43,7 @@ PRICE_SQS = 0.40
 PRICE_SCHEDULER = 1.00
 PRICE_STEP_FUNCTIONS_STANDARD = 25.0  # $ per million state transitions
 PRICE_LAMBDA_GB_S = 0.0000166667
+PRICE_LAMBDA_REQUEST = 0.20
 LAMBDA_CPU_STRETCH = 6.9  # 256 MB has 256/1769 of a vCPU (as the tasks benchmark assumes)
 MEMORY_GB = 0.25
 TASKS_CHAINED_PER_STEP = 2.50
@@ -58,15 +59,27 @@ class Meter:
         self.write_units = 0
         self.read_units = 0.0
         client.meta.events.register("before-parameter-build", self._before)
+        client.meta.events.register("after-call.dynamodb.UpdateItem", self._updated)
 
     def _before(self, model: Any, params: dict[str, Any], **_: Any) -> None:
         self.calls[model.name] += 1
         if model.name == "PutItem":
             self.write_units += max(1, math.ceil(item_size(params["Item"]) / 1024))
         elif model.name == "UpdateItem":
-            self.write_units += 1  # the flows' updates write small items (under 1 KB)
+            self.write_units += 1  # an item under 1 KB; one returned bigger adds the rest
         elif model.name == "GetItem":
             self.read_units += 1.0 if params.get("ConsistentRead") else 0.5
+        elif model.name == "BatchGetItem":
+            for table in params["RequestItems"].values():
+                per_item = 1.0 if table.get("ConsistentRead") else 0.5
+                self.read_units += per_item * len(table["Keys"])  # records under 4 KB
+
+    def _updated(self, parsed: dict[str, Any], **_: Any) -> None:
+        """An UpdateItem that returned the item (``ALL_NEW``): billed by its size (a map's item
+        grows with the set of its ended children)."""
+        attributes = parsed.get("Attributes")
+        if attributes:
+            self.write_units += max(1, math.ceil(item_size(attributes) / 1024)) - 1
 
     def reset(self) -> None:
         self.calls.clear()
@@ -93,7 +106,8 @@ def _value_size(value: dict[str, Any]) -> int:
 
 
 class OwnTime:
-    """CPU time outside botocore's calls."""
+    """CPU time outside botocore's calls: the process's CPU time less each call's, measured on
+    the thread that made it (``enqueue_many`` writes its records from a thread pool)."""
 
     def __init__(self) -> None:
         self.inside = 0.0
@@ -113,9 +127,9 @@ class OwnTime:
     @contextmanager
     def measure(self) -> Iterator[list[float]]:
         out: list[float] = []
-        start, inside = time.thread_time(), self.inside
+        start, inside = time.process_time(), self.inside
         yield out
-        out.append((time.thread_time() - start) - (self.inside - inside))
+        out.append((time.process_time() - start) - (self.inside - inside))
 
     def close(self) -> None:
         BaseClient._make_api_call = self._original  # type: ignore[method-assign]
@@ -164,10 +178,13 @@ class Bench:
     def pause(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
-    def handler(self, body: Callable[[TaskRun, dict[str, Any]], Any]) -> Any:
+    def handler(
+        self, body: Callable[[TaskRun, dict[str, Any]], Any], children: TaskClient | None = None
+    ) -> Any:
         return task(
             body,
             settings=self.settings,
+            children=children,
             dynamodb=self.dynamodb,
             sqs=self.queue,
             events=boto3.client("events", region_name=REGION),
@@ -284,7 +301,68 @@ def _measure(bench: Bench, own: OwnTime, sizes: tuple[int, ...]) -> dict[str, An
             "own_ms": took[0] * 1000,
         }
     results["resume"] = resume
+    results["child"] = _per_child(bench, own)
     return results
+
+
+CHILDREN = 100
+
+
+def _per_child(bench: Bench, own: OwnTime) -> dict[str, Any]:
+    """A flow that maps over 100 children, less the same flow mapping none: every request from
+    the children's enqueue to the flow's wake and fan-in (the children's own runs included),
+    divided by 100. The children are the same task (a payload with ``n``)."""
+    sends: Counter[str] = Counter()
+    send, batch = bench.queue.send_message, bench.queue.send_message_batch
+
+    def counted_send(**request: Any) -> Any:
+        sends["SendMessage"] += 1
+        return send(**request)
+
+    def counted_batch(**request: Any) -> Any:
+        sends["SendMessageBatch"] += 1
+        sends["SendMessage"] -= len(request["Entries"])  # it sends each through send_message
+        return batch(**request)
+
+    bench.queue.send_message = counted_send  # type: ignore[method-assign]
+    bench.queue.send_message_batch = counted_batch  # type: ignore[method-assign]
+    size = [0]
+
+    def family(run: TaskRun, payload: dict[str, Any]) -> Any:
+        if "n" in payload:
+            return {"n": payload["n"]}
+        return run.map("fan", TASK, [{"n": n} for n in range(size[0])])
+
+    handler = bench.handler(family, children=bench.client)
+    per: dict[int, tuple[Counter[str], int, float, float, Counter[str], int]] = {}
+    for round_, n in enumerate((10, 0, CHILDREN)):  # the first warms up (imports, first calls)
+        size[0] = n
+        bench.client.enqueue(TASK, {}, key=f"map-{round_}-{n}")
+        bench.meter.reset()
+        sends.clear()
+        invocations = bench.queue.invocations
+        with own.measure() as took:
+            bench.queue.run(handler)
+        record = bench.client.get(TASK, f"map-{round_}-{n}", steps=False)
+        if record.status.value != "SUCCEEDED" or len(record.result or []) != n:
+            raise RuntimeError(f"the map of {n} did not end with its results: {record.status}")
+        per[n] = (
+            Counter(bench.meter.calls),
+            bench.meter.write_units,
+            bench.meter.read_units,
+            took[0],
+            Counter(sends),
+            bench.queue.invocations - invocations,
+        )
+    bench.queue.send_message, bench.queue.send_message_batch = send, batch  # type: ignore[method-assign]
+    full, none = per[CHILDREN], per[0]
+    return {
+        "requests": {k: v / CHILDREN for k, v in (full[0] - none[0]).items()},
+        "wru": (full[1] - none[1]) / CHILDREN,
+        "rru": (full[2] - none[2]) / CHILDREN,
+        "own_ms": (full[3] - none[3]) / CHILDREN * 1000,
+        "sqs": {k: v / CHILDREN for k, v in (full[4] - none[4]).items() if v},
+    }
 
 
 def render(results: dict[str, Any]) -> str:
@@ -325,6 +403,8 @@ def render(results: dict[str, Any]) -> str:
         f"| The same step as a plain task chained by hand (the tasks benchmark's default) | "
         f"{TASKS_CHAINED_PER_STEP:.2f} |",
         "",
+        *_child_lines(results["child"]),
+        "",
         "| resume of a flow with N finished steps | Query requests (pages) | writes | own CPU ms |",
         "|---:|---:|---:|---:|",
         *(
@@ -345,6 +425,60 @@ def render(results: dict[str, Any]) -> str:
         "delete, and CloudWatch Logs.",
     ]
     return "\n".join(lines)
+
+
+BATCH = 10
+"""Children a child's function takes an invocation (``BackgroundTask``'s default batch size)."""
+LATENCY_MS = 10
+"""Assumed, as the tasks benchmark does: AWS's latency per request, billed as Lambda's time."""
+
+
+def _child_lines(child: dict[str, Any]) -> list[str]:
+    """The child of a ``run.map``: requests, write units and dollars per million children."""
+
+    def show(requests: dict[str, float]) -> str:
+        return ", ".join(f"{k} {v:g}" for k, v in sorted(requests.items()) if v)
+
+    requests = sum(child["requests"].values()) + sum(child["sqs"].values())
+    busy_ms = child["own_ms"] * LAMBDA_CPU_STRETCH + requests * LATENCY_MS
+    gb_s = busy_ms / 1000 * MEMORY_GB
+    sqs = sum(child["sqs"].values()) + 2 / BATCH  # + the event source's receive and delete
+    dollars = {
+        "DynamoDB write units": child["wru"] * PRICE_WRU,
+        "DynamoDB read units": child["rru"] * PRICE_RRU,
+        f"SQS requests ({sqs:.2f}: the sends, and a receive and a delete per batch of {BATCH})": (
+            sqs * PRICE_SQS
+        ),
+        f"Lambda requests (1 invocation per batch of {BATCH})": PRICE_LAMBDA_REQUEST / BATCH,
+        f"Lambda GB-seconds (own CPU {child['own_ms']:.2f} ms x {LAMBDA_CPU_STRETCH} + "
+        f"{requests:.2f} requests x {LATENCY_MS} ms, at 256 MB)": gb_s * PRICE_LAMBDA_GB_S * 1e6,
+    }
+    total = sum(dollars.values())
+    return [
+        f"| per child of a `run.map` (a map of {CHILDREN}, less a map of none; from the "
+        "enqueue to the flow's wake and fan-in, the child's own run included) | "
+        "DynamoDB requests | write units | read units | SQS |",
+        "|---|---|---:|---:|---|",
+        f"| child | {show(child['requests'])} | **{child['wru']:.2f}** | {child['rru']:.2f} | "
+        f"{show(child['sqs'])} |",
+        "",
+        "| $ per million children (2025 list prices, us-east-1) | $ |",
+        "|---|---:|",
+        *(f"| {what} | {cost:.2f} |" for what, cost in dollars.items()),
+        f"| **a child, total** | **{total:.2f}** |",
+        f"| Step Functions Standard, a Map state's iteration (1 state transition at least) | "
+        f"{PRICE_STEP_FUNCTIONS_STANDARD:.2f} |",
+        "",
+        "A child is a whole task (its QUEUED record, claim and finish: 3 of its writes) plus "
+        "the map's share: its end counted on the map's item (an UpdateItem whose write units "
+        "grow with the set of ended indexes), the enqueue's BatchGetItem and SendMessageBatch "
+        "(10 a request), the last child's wake-up and the fan-in's BatchGetItem (100 a request). "
+        f"Measured in one invocation for all children (the queue here hands out every due "
+        f"message at once); priced at {BATCH} a batch (`BackgroundTask`'s default): one Lambda "
+        "request and one SQS receive and delete per batch. Own CPU is the process's (the "
+        "enqueue writes its records from a thread pool) outside botocore's calls; "
+        f"{LATENCY_MS} ms of AWS latency per request is assumed, as in the tasks benchmark.",
+    ]
 
 
 def run() -> str:

@@ -23,6 +23,7 @@ from benchmarks import (
     demo_duration,
     effects,
     flows_requests,
+    flows_soak,
     host_memory,
     idle_cost,
     import_time,
@@ -118,6 +119,11 @@ SECTIONS = (
         lambda a: console_requests.run(quick=a.quick),
     ),
     Section("flows-requests", "Flows: requests and cost", lambda a: flows_requests.run()),
+    Section(
+        "flows-soak",
+        "Flows: chaos soak",
+        lambda a: flows_soak.run(flows=50 if a.quick else flows_soak.BENCH_FLOWS),
+    ),
 )
 
 

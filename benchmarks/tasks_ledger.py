@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from vigil.contract.tasks import TaskStatus
 
@@ -236,20 +236,32 @@ def group_checks(ledger: Ledger) -> tuple[list[str], list[str]]:
     return overlaps, disorder
 
 
+R = TypeVar("R")
+
+
+def grid(
+    reports: Sequence[R], label: Callable[[R], str]
+) -> tuple[list[str], Callable[[str, Callable[[R], Any]], None]]:
+    """A soak's table, one column per report: its rows so far, and ``row(name, value)`` adding
+    one (``value`` read from each report)."""
+    rows = [
+        "| | " + " | ".join(label(r) for r in reports) + " |",
+        "|---|" + "---:|" * len(reports),
+    ]
+
+    def row(name: str, value: Callable[[R], Any]) -> None:
+        rows.append(f"| {name} | " + " | ".join(str(value(r)) for r in reports) + " |")
+
+    return rows, row
+
+
 def table(reports: Sequence[Report]) -> str:
     def label(r: Report) -> str:
         if r.broken_guard:
             return "broken guard"
         return f"seed {r.seed}" + ("" if r.fifo_fixed else ", moto's FIFO as it is")
 
-    rows = [
-        "| | " + " | ".join(label(r) for r in reports) + " |",
-        "|---|" + "---:|" * len(reports),
-    ]
-
-    def row(name: str, value: Callable[[Report], Any]) -> None:
-        rows.append(f"| {name} | " + " | ".join(str(value(r)) for r in reports) + " |")
-
+    rows, row = grid(reports, label)
     row("tasks", lambda r: f"{r.tasks:,}")
     for status in sorted({s for r in reports for s in r.outcomes}):
         row(f"records {status} at the end", lambda r, s=status: r.outcomes.get(s, 0))

@@ -68,10 +68,11 @@ from botocore.exceptions import BotoCoreError, ClientError, ReadTimeoutError
 from benchmarks.chaos_soak import (
     Killed,
     Simulation,
-    fault_names,
     positive,
     quiet_telemetry,
+    seed_and_faults,
     to_stderr,
+    verdict,
 )
 from benchmarks.tasks_ledger import (
     Invocation,
@@ -231,6 +232,9 @@ class Config:
 
 
 class TasksSoak:
+    QUEUES: tuple[str, ...] = (PLAIN, ORDERED)
+    """The tasks, each on its own queue of the same name (the flows soak adds its own)."""
+
     def __init__(
         self,
         clients: dict[str, Any],
@@ -250,7 +254,7 @@ class TasksSoak:
         self.requests: Counter[str] = Counter()
         self.events = EventSink(self.ledger)
         self.current: list[Invocation] = []
-        self.containers: dict[str, list[Container]] = {PLAIN: [], ORDERED: []}
+        self.containers: dict[str, list[Container]] = {name: [] for name in self.QUEUES}
         self.healed = False
         self.invocations = 0
         self.redriven = 0
@@ -276,46 +280,48 @@ class TasksSoak:
     # --- set-up --------------------------------------------------------------------------------
 
     def _catalog(self) -> Catalog:
+        return Catalog({name: self._spec(name, fifo=name == ORDERED) for name in self.QUEUES})
+
+    def _spec(self, name: str, *, fifo: bool) -> TaskSpec:
+        """The task ``name`` on a new queue of its name, with its dead-letter queue."""
         sqs = self.clients["operator sqs"]
-        specs = {}
-        for name, fifo in ((PLAIN, False), (ORDERED, True)):
-            suffix = ".fifo" if fifo else ""
-            fifo_attributes = {"FifoQueue": "true"} if fifo else {}
-            dead = sqs.create_queue(QueueName=f"{name}-dead{suffix}", Attributes=fifo_attributes)[
-                "QueueUrl"
-            ]
-            dead_arn = sqs.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])[
-                "Attributes"
-            ]["QueueArn"]
-            policy = {
-                "deadLetterTargetArn": dead_arn,
-                "maxReceiveCount": max_receive_count(RETRIES, BATCH if fifo else 1),
-            }
-            url = sqs.create_queue(
-                QueueName=f"{name}{suffix}",
-                Attributes=fifo_attributes
-                | {"VisibilityTimeout": str(VISIBILITY_S), "RedrivePolicy": json.dumps(policy)},
-            )["QueueUrl"]
-            specs[name] = TaskSpec(
-                name=name,
-                queue_url=url,
-                table=TABLE,
-                dead_letter_url=dead,
-                ordered=fifo,
-                retention=timedelta(days=7),
-                completion_events=CompletionEvents.ALL,
-                visibility_timeout=timedelta(seconds=VISIBILITY_S),
-                max_queue_age=timedelta(minutes=15),
-            )
-        return Catalog(specs)
+        suffix = ".fifo" if fifo else ""
+        fifo_attributes = {"FifoQueue": "true"} if fifo else {}
+        dead = sqs.create_queue(QueueName=f"{name}-dead{suffix}", Attributes=fifo_attributes)[
+            "QueueUrl"
+        ]
+        dead_arn = sqs.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        policy = {
+            "deadLetterTargetArn": dead_arn,
+            "maxReceiveCount": max_receive_count(RETRIES, BATCH if fifo else 1),
+        }
+        url = sqs.create_queue(
+            QueueName=f"{name}{suffix}",
+            Attributes=fifo_attributes
+            | {"VisibilityTimeout": str(VISIBILITY_S), "RedrivePolicy": json.dumps(policy)},
+        )["QueueUrl"]
+        return TaskSpec(
+            name=name,
+            queue_url=url,
+            table=TABLE,
+            dead_letter_url=dead,
+            ordered=fifo,
+            retention=timedelta(days=7),
+            completion_events=CompletionEvents.ALL,
+            visibility_timeout=timedelta(seconds=VISIBILITY_S),
+            max_queue_age=timedelta(minutes=15),
+        )
 
     def _handler(self, name: str) -> Callable[[Any, Any], Any]:
         spec = self.catalog.spec(name)
         skew = timedelta(
             seconds=self.rng.uniform(-MAX_SKEW_S, MAX_SKEW_S) if self.on("skew") else 0.0
         )
+        clock: Callable[[], datetime] = lambda: self.clock() + skew  # noqa: E731
         return decorator.task(
-            self._body,
+            self._body_of(name),
             settings=TaskSettings(
                 task=name,
                 table=TABLE,
@@ -332,9 +338,18 @@ class TasksSoak:
             sqs=Faulty(self.clients["function sqs"], self, "sqs", kills=True),
             events=Faulty(self.events, self, "events", kills=True),
             s3=Faulty(self.clients["function s3"], self, "s3", kills=True),
-            clock=lambda: self.clock() + skew,
+            children=self._children(clock),
+            clock=clock,
             sleep=self._sleep,
         )
+
+    def _body_of(self, name: str) -> Callable[[Any, Any], Any]:
+        """The body of the task ``name`` (one body for both tasks here)."""
+        return self._body
+
+    def _children(self, clock: Callable[[], datetime]) -> TaskClient | None:
+        """The TaskClient a flow's ``run.map`` enqueues with (tasks have none)."""
+        return None
 
     # --- faults --------------------------------------------------------------------------------
 
@@ -596,7 +611,7 @@ class TasksSoak:
         batch = sqs_records(answer.get("Messages", []))
         if not batch:
             return False
-        if name == PLAIN and self.chance("duplicate"):  # FIFO queues hand out no copies
+        if not spec.ordered and self.chance("duplicate"):  # FIFO queues hand out no copies
             copy = self.rng.choice(batch)
             at = self.clock() + timedelta(seconds=self.rng.uniform(0.1, 20))
             self._later(at, lambda: self._invoke(name, [copy]))
@@ -721,7 +736,7 @@ class TasksSoak:
         self._stopped = False
         self._polling.clear()
         self._next_poll.clear()
-        for name in (PLAIN, ORDERED):
+        for name in self.QUEUES:
             self._wake(name, timedelta(0))
 
         def check() -> None:
@@ -736,11 +751,11 @@ class TasksSoak:
     def _idle(self) -> bool:
         if self._pending or any(c.busy for cs in self.containers.values() for c in cs):
             return False
-        return not any(self._moto_queue(name)._messages for name in (PLAIN, ORDERED))
+        return not any(self._moto_queue(name)._messages for name in self.QUEUES)
 
     def _redrive_all(self) -> None:
         sqs = self.clients["operator sqs"]
-        for name in (PLAIN, ORDERED):
+        for name in self.QUEUES:
             spec = self.catalog.spec(name)
             done = redrive(
                 sqs, TaskQueue(sqs, spec.queue_url, spec.dead_letter_url), task=name, limit=100_000
@@ -911,6 +926,21 @@ def soak(
     progress: Callable[[str], None] | None = None,
 ) -> Report:
     """One soak in a fresh moto account (``mock_aws``)."""
+    with soak_account(seed, fifo_fixed=fifo_fixed) as (clients, requests):
+        config = Config(tasks, seed, tuple(faults), broken_guard, fifo_fixed)
+        run = TasksSoak(clients, config, progress)
+        run.requests = requests
+        _count_events(run, requests)
+        with moto_clock(run.clock):
+            return run.run()
+
+
+@contextlib.contextmanager
+def soak_account(
+    seed: int, *, fifo_fixed: bool = True
+) -> Iterator[tuple[dict[str, Any], Counter[str]]]:
+    """A fresh moto account (``mock_aws``) with the tasks table and the results bucket, seeded:
+    each role's clients (counted into the requests' counter) and that counter."""
     import boto3
     from moto import mock_aws
     from moto.moto_api._internal import mock_random
@@ -941,12 +971,7 @@ def soak(
                     clients[f"{role} {service}"] = _counted(session.client(service), role, requests)
             create_tasks_table(clients["operator dynamodb"], TABLE)
             clients["operator s3"].create_bucket(Bucket=BUCKET)
-            config = Config(tasks, seed, tuple(faults), broken_guard, fifo_fixed)
-            run = TasksSoak(clients, config, progress)
-            run.requests = requests
-            _count_events(run, requests)
-            with moto_clock(run.clock):
-                return run.run()
+            yield clients, requests
     finally:
         random.setstate(states[0])
         mock_random.setstate(states[1])
@@ -980,13 +1005,7 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument(
         "--tasks", type=positive("--tasks"), default=10_000, help="tasks (default 10000)"
     )
-    command.add_argument("--seed", type=int, default=1, help="the faults' random seed")
-    command.add_argument(
-        "--faults",
-        type=fault_names(FAULTS),
-        default=FAULTS,
-        help=f"comma-separated, from: {','.join(FAULTS)} (default: all)",
-    )
+    seed_and_faults(command, FAULTS)
     command.add_argument(
         "--broken-guard", action="store_true", help="remove the claim's condition: must be caught"
     )
@@ -1008,12 +1027,7 @@ def main(argv: list[str] | None = None) -> int:
         fifo_fixed=not args.fifo_as_moto,
         progress=to_stderr,
     )
-    print("\n".join(report.lines()))
-    for what, found in sorted(report.examples.items()):
-        print(f"  e.g. {what}: {'; '.join(found)}")
-    if args.broken_guard:
-        return 0 if report.caught else 1
-    return 0 if report.held else 1
+    return verdict(report, args.broken_guard)
 
 
 SEEDS = (1, 2)

@@ -33,6 +33,19 @@ class Compensating(Abort):
     recorded DONE run, newest first) and ends as a failure would."""
 
 
+class CompensationUncertain(RuntimeError):
+    """A compensation an earlier execution began and never recorded (its invocation died inside
+    it): it may or may not have run, so it is not run a second time; the flow ends FAILED
+    naming it (``CompensationFailed``, alarmed) for an operator to check."""
+
+    def __init__(self, step: str) -> None:
+        super().__init__(
+            f"its earlier execution died inside it (begun, never recorded): not run again, "
+            f"check whether step {step!r} was undone"
+        )
+        self.step = step
+
+
 class SignalTimeout(Exception):
     """``run.wait_for``: no signal came before the timeout (decided once: a later signal is
     refused)."""

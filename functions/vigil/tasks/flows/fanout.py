@@ -113,6 +113,7 @@ def run_map(
     if not payloads:
         return []
     if F.ENQUEUED_AT not in entry:
+        flow._boundary_claimed()  # a replay sends nothing
         _enqueue(client, task, name, payloads, ids, parent)
         marked = journal.mark_enqueued(name, site.clock())
         entry = (marked.seen or {}) if isinstance(marked, Refused) else marked

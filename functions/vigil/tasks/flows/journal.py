@@ -14,7 +14,9 @@ written by single conditional requests:
 * a signal: one UpdateItem of the wait's item, refused once the wait timed out or under another
   key;
 * a map: one PutItem of its item, one UpdateItem once its children are enqueued, one GetItem of
-  its count; each child's end one UpdateItem of it (counted once: the child's index joins a set).
+  its count; each child's end one UpdateItem of it (counted once: the child's index joins a set);
+* a compensation: one UpdateItem of its intent before it runs (only if none began it), one of
+  its outcome after.
 
 Reading the journal back is a Query of the partition, one request per 1 MB page.
 """
@@ -172,6 +174,19 @@ class FlowJournal:
         self._try_update(name, update)
 
     # Compensations ------------------------------------------------------------------------------
+
+    def begin_compensation(self, name: str, expires_at: int) -> Item | Refused:
+        """A compensation's intent, written before it runs, only if no execution began or
+        finished it (one that raised, its error kept, may run again): refused, the item seen
+        says which. Found begun and never recorded, it is not run a second time."""
+        update = Update().set(F.COMPENSATION, StepState.STARTED.value)
+        update.set(F.EXPIRES_AT, expires_at)
+        update.condition(
+            f"({update.absent(F.COMPENSATION)} OR "
+            f"({update.ne(F.COMPENSATION, StepState.STARTED.value)} AND "
+            f"{update.ne(F.COMPENSATION, StepState.DONE.value)}))"
+        )
+        return self._update_returning(name, update)
 
     def record_compensation(self, name: str, outcome: str, order: int, expires_at: int) -> None:
         """What the compensation of a finished step did (DONE, or its error), and the order it

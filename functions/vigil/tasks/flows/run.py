@@ -46,6 +46,7 @@ from vigil.tasks.errors import TaskFenced
 from vigil.tasks.flows.errors import (
     Abort,
     Compensating,
+    CompensationUncertain,
     FlowCancelled,
     InvalidStep,
     Replayed,
@@ -285,14 +286,20 @@ class Flow:
     # Compensation -------------------------------------------------------------------------------
 
     def compensate(self) -> tuple[list[str], CompensationFailure | None]:
-        """The compensations of the finished steps, newest first, each once (recorded): the steps
-        compensated, and the first compensation that raised (the rest are not run)."""
+        """The compensations of the finished steps, newest first, each at most once (its intent
+        recorded before it runs): the steps compensated, and the first compensation that raised
+        or that an earlier execution began and never recorded (the rest are not run)."""
         ran: list[str] = []
         earlier = sum(1 for finished in self.finished if finished.done)  # an earlier execution's
         for finished in reversed(self.finished):
             if finished.done:
                 continue
             order = earlier + len(ran) + 1
+            began = self.site.journal.begin_compensation(finished.name, self._expires_at())
+            if isinstance(began, Refused):
+                if (began.seen or {}).get(F.COMPENSATION) == StepState.DONE:
+                    continue  # an earlier execution finished it
+                return ran, CompensationFailure(finished.name, CompensationUncertain(finished.name))
             try:
                 finished.compensate(finished.result)
             except Exception as error:
