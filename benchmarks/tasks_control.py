@@ -53,6 +53,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from benchmarks.idle_cost import IDLE_RECEIVES_A_MONTH
 from benchmarks.offline import create_tasks_table, offline_aws
 from benchmarks.sqs_model import Routed, StandardQueue
 from vigil.clock import ManualClock
@@ -84,8 +85,6 @@ PRIORITY_AT_S = 60.0
 CONCURRENCY = 10
 BATCH = 10
 BATCH_RUN_S = 2.0
-IDLE_RECEIVES_A_MONTH = 650_000
-"""Lambda's pollers on an idle queue (docs/guides/deploying.md's estimate, not measured)."""
 
 
 class Counted:
