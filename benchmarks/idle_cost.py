@@ -28,6 +28,9 @@ from vigil_tools.emulator.template import Synthesized, synthesize
 
 ALARM_METRIC_MONTH = 0.10
 """$ per standard-resolution alarm metric a month (us-east-1, 2025 list price)."""
+SQS_REQUEST = 0.40 / 1e6
+IDLE_RECEIVES_A_MONTH = 650_000
+"""Lambda's pollers on one idle queue: about 5 pollers x 3 receives a minute (an estimate)."""
 DASHBOARD_MONTH = 3.00
 PRICED = (
     "us-east-1, on-demand list prices as AWS's pricing pages gave them in 2025 "
@@ -217,13 +220,6 @@ ESTIMATED = (
         0.05,
     ),
     Row(
-        "SQS event source polling",
-        "$0.40 per million requests (FIFO $0.50)",
-        "Lambda's pollers long-poll each task queue even when idle: about 5 pollers x 3 receives a "
-        "minute, ~650,000 requests a month per queue (an estimate, not measured here)",
-        0.60,
-    ),
-    Row(
         "VPC, SNS (e-mail), API Gateway, Container Insights, EventBridge",
         "per use only",
         "none while idle",
@@ -233,12 +229,14 @@ ESTIMATED = (
 )
 
 
-def counted(synth: Synthesized) -> tuple[Row, Row]:
-    """The dashboard and alarm rows, counted in the template and its shards (nested stacks)."""
+def counted(synth: Synthesized) -> tuple[Row, Row, Row]:
+    """The dashboard, alarm and polled-queue rows, counted in the template and its shards
+    (nested stacks)."""
     stacks = [stack for _, stack in synth.stacks()]
     dashboards = sum(len(s.resources("AWS::CloudWatch::Dashboard")) for s in stacks)
     alarms = [a for s in stacks for a in s.resources("AWS::CloudWatch::Alarm").values()]
     metrics = sum(len(alarm_series(alarm)) for alarm in alarms)
+    polled = sum(_polls_a_queue(s, mapping) for s in stacks for mapping in _mappings(s))
     insights = sum(
         any(
             "SELECT" in str(query.get("Expression", ""))
@@ -263,7 +261,29 @@ def counted(synth: Synthesized) -> tuple[Row, Row]:
             metrics * ALARM_METRIC_MONTH,
             approximate=False,
         ),
+        Row(
+            "SQS event source polling",
+            "$0.40 per million requests (FIFO $0.50)",
+            f"Lambda's pollers long-poll each of the {polled} queues with an event source "
+            "(counted in the synthesized template: each task's, and each of its priority "
+            "levels') even when "
+            f"idle: about 5 pollers x 3 receives a minute, ~{IDLE_RECEIVES_A_MONTH:,} requests "
+            "a month per queue (an estimate, not measured here)",
+            polled * IDLE_RECEIVES_A_MONTH * SQS_REQUEST,
+        ),
     )
+
+
+def _mappings(stack: Synthesized) -> list[dict[str, Any]]:
+    return list(stack.resources("AWS::Lambda::EventSourceMapping").values())
+
+
+def _polls_a_queue(stack: Synthesized, mapping: dict[str, Any]) -> bool:
+    """The mapping reads an SQS queue of its own stack (a stream's mapping reads a table)."""
+    source = mapping["Properties"].get("EventSourceArn")
+    target = source.get("Fn::GetAtt", [None])[0] if isinstance(source, dict) else None
+    resource = stack.template["Resources"].get(target, {}) if target else {}
+    return bool(resource.get("Type") == "AWS::SQS::Queue")
 
 
 def line(row: Row) -> str:

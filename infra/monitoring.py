@@ -397,6 +397,7 @@ class Monitoring(Construct):
             ages[f"age{index + 1}"] = queue.metric_approximate_age_of_oldest_message(
                 period=FIVE_MINUTES, statistic="Maximum"
             )
+        levels = task.priority_queues
         self.shard_dashboard(task.shard).add_widgets(
             cloudwatch.GraphWidget(
                 title=f"task {name}: outcomes",
@@ -404,14 +405,35 @@ class Monitoring(Construct):
                     task.queue.metric_number_of_messages_sent(
                         label="enqueued (messages sent)", period=MINUTE, statistic="Sum"
                     ),
+                    *(
+                        queue.metric_number_of_messages_sent(
+                            label=f"enqueued {level}", period=MINUTE, statistic="Sum"
+                        )
+                        for level, queue in levels.items()
+                    ),
                     *(task.metric(metric) for metric in TASK_OUTCOMES),
                 ],
                 width=8,
             ),
             cloudwatch.GraphWidget(
                 title=f"task {name}: queue",
-                left=[queue_depth(task.queue, "waiting"), dead],
-                right=[age],
+                # Each priority level's queue beside the normal one: its own backlog and age.
+                left=[
+                    queue_depth(task.queue, "waiting"),
+                    *(queue_depth(queue, f"waiting {level}") for level, queue in levels.items()),
+                    dead,
+                ],
+                right=[
+                    age,
+                    *(
+                        queue.metric_approximate_age_of_oldest_message(
+                            label=f"oldest {level} message (s)",
+                            period=FIVE_MINUTES,
+                            statistic="Maximum",
+                        )
+                        for level, queue in levels.items()
+                    ),
+                ],
                 right_annotations=[
                     cloudwatch.HorizontalAnnotation(
                         value=task.max_queue_age_seconds, label="max_queue_age"

@@ -20,6 +20,7 @@ from tests.helpers.monitoring import alarm_series
 from tests.helpers.templates import (
     actions,
     catalog,
+    everywhere,
     find,
     from_parent,
     function_role,
@@ -38,6 +39,15 @@ TASKS = {
 ANNOUNCED = {"send-receipt": "all", "provision-tenant": "all", "onboard-tenant": "all"}
 """The example's choices: both are subscribed to (the default, "failures", is in the tests of
 the construct alone)."""
+LEVELS = {"send-receipt": {"high": "QueueHigh"}}
+"""The example's priority levels, each with its queue's construct id: a resent receipt jumps
+the queue."""
+
+
+def queues_of(synthesized: Synthesized, task: str, construct: str) -> list[dict[str, Any]]:
+    """The task's own queue, then each level's."""
+    ids = ["Queue", *LEVELS.get(task, {}).values()]
+    return [by_path(synthesized, "AWS::SQS::Queue", f"/{construct}/{q}/") for q in ids]
 
 
 def by_path(synthesized: Synthesized, resource_type: str, part: str) -> dict[str, Any]:
@@ -70,18 +80,25 @@ def test_the_event_source_reports_partial_batches_and_caps_concurrency(
     synthesized: Synthesized,
 ) -> None:
     expected = {"send-receipt": (10, 5), "provision-tenant": (1, 2), "onboard-tenant": (10, 5)}
+    mappings = everywhere(synthesized, "AWS::Lambda::EventSourceMapping")
     for task, construct in TASKS.items():
-        mapping = by_path(
-            synthesized, "AWS::Lambda::EventSourceMapping", f"/{construct}/Function/"
-        )["Properties"]
-        queue = by_path(synthesized, "AWS::SQS::Queue", f"/{construct}/Queue/")
-        assert mapping["EventSourceArn"] == {"Fn::GetAtt": [queue["id"], "Arn"]}
-        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-        batch, concurrency = expected[task]
-        assert mapping["BatchSize"] == batch
-        assert mapping["ScalingConfig"] == {"MaximumConcurrency": concurrency}
-        # FIFO event sources take no batching window
-        assert ("MaximumBatchingWindowInSeconds" in mapping) is (task != "provision-tenant")
+        function = [
+            m["Properties"]
+            for m in mappings
+            if f"/{construct}/Function/" in m["Metadata"]["aws:cdk:path"]
+        ]
+        # One mapping per queue: each level is polled on its own, beside the normal backlog
+        queues = queues_of(synthesized, task, construct)
+        assert sorted(m["EventSourceArn"]["Fn::GetAtt"][0] for m in function) == sorted(
+            q["id"] for q in queues
+        )
+        for mapping in function:
+            assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+            batch, concurrency = expected[task]
+            assert mapping["BatchSize"] == batch
+            assert mapping["ScalingConfig"] == {"MaximumConcurrency": concurrency}
+            # FIFO event sources take no batching window
+            assert ("MaximumBatchingWindowInSeconds" in mapping) is (task != "provision-tenant")
 
 
 def test_the_function_environment_is_the_task_contract(synthesized: Synthesized) -> None:
@@ -147,18 +164,19 @@ def test_each_task_function_touches_only_its_own_records_and_queues(
             "dynamodb:UpdateItem",
         }
         own = {
-            json.dumps(
-                {
-                    "Fn::GetAtt": [
-                        by_path(synthesized, "AWS::SQS::Queue", f"/{construct}/{q}/")["id"],
-                        "Arn",
-                    ]
-                }
-            )
-            for q in ("Queue", "DeadLetters")
+            json.dumps({"Fn::GetAtt": [q["id"], "Arn"]})
+            for q in [
+                *queues_of(synthesized, task, construct),
+                by_path(synthesized, "AWS::SQS::Queue", f"/{construct}/DeadLetters/"),
+            ]
         }
         sqs = [s for s in statements if any(a.startswith("sqs:") for a in actions(s))]
-        assert {json.dumps(s["Resource"]) for s in sqs} == own
+        named = {
+            json.dumps(resource)
+            for s in sqs
+            for resource in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+        }
+        assert named == own
         (events,) = [s for s in statements if "events:PutEvents" in actions(s)]
         assert "event-bus/default" in json.dumps(events["Resource"])
 
@@ -166,19 +184,20 @@ def test_each_task_function_touches_only_its_own_records_and_queues(
 def test_the_scheduler_role_only_sends_to_its_task_queues(synthesized: Synthesized) -> None:
     (group,) = synthesized.resources("AWS::Scheduler::ScheduleGroup").values()
     assert group["Properties"]["Name"] == "Vigil-tasks"
-    for construct in TASKS.values():
+    for task, construct in TASKS.items():
         role = by_path(synthesized, "AWS::IAM::Role", f"/{construct}/SchedulerRole/")
         (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
         assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
         assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
-        queue = by_path(synthesized, "AWS::SQS::Queue", f"/{construct}/Queue/")
+        queues = queues_of(synthesized, task, construct)
         dead = by_path(synthesized, "AWS::SQS::Queue", f"/{construct}/DeadLetters/")
         assert role["Properties"]["Path"] == "/vigil/Vigil/us-east-1/task-schedules/"
         (statement,) = role_statements(role["stack"], role["id"])
         assert statement["Action"] == "sqs:SendMessage"
-        # The queue, and the dead-letter queue a schedule that cannot send leaves the task in
+        # The queues (its levels' too), and the dead-letter queue a schedule that cannot send
+        # leaves the task in
         assert sorted(r["Fn::GetAtt"][0] for r in statement["Resource"]) == sorted(
-            [queue["id"], dead["id"]]
+            [*(q["id"] for q in queues), dead["id"]]
         )
 
 
@@ -194,13 +213,14 @@ def test_the_catalog_and_table_outputs(synthesized: Synthesized) -> None:
     }
     assert set(tasks["entries"]) == set(TASKS)
     for task, entry in tasks["entries"].items():
-        # only a task with levels has the first; only one that declares max_duration the second
-        optional = {CatalogField.PRIORITY_QUEUE_URLS.value}
+        # only a task with levels has their queues; only one that declares max_duration the second
+        optional = set() if task in LEVELS else {CatalogField.PRIORITY_QUEUE_URLS.value}
         if task != "onboard-tenant":
             optional.add(CatalogField.MAX_DURATION_SECONDS.value)
         assert set(entry) | set(tasks["shared"]) == (
             {field.value for field in CatalogField} - optional
         ) | {CONSTRUCT_FIELD}
+        assert set(entry.get(CatalogField.PRIORITY_QUEUE_URLS, {})) == set(LEVELS.get(task, {}))
         assert entry[CONSTRUCT_FIELD] == TASKS[task], "what upgrade drain finds old queues by"
         assert entry[CatalogField.ORDERED] is (task == "provision-tenant")
         assert entry[CatalogField.RETENTION_SECONDS] == 30 * 86_400

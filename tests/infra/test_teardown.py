@@ -89,7 +89,7 @@ def test_data_outlives_a_destroy_a_removal_and_a_replacement(app: Synthesized) -
         for k, r in template["Resources"].items()
         if r["Type"] in DATA
     }
-    assert len(data) == 22  # 8 tables (the registry keyed by name among them) and 14 queues
+    assert len(data) == 23  # 8 tables (the registry keyed by name among them) and 15 queues
     for logical_id, resource in data.items():
         assert resource["DeletionPolicy"] == "RetainExceptOnCreate", logical_id
         assert resource["UpdateReplacePolicy"] == "Retain", logical_id
@@ -107,7 +107,7 @@ def test_the_deploying_guide_lists_what_stays(synthesized: Synthesized) -> None:
     block = text.split(START, 1)[1].split(END, 1)[0].strip()
     rendered = teardown_markdown(*templates(synthesized))
     assert block == rendered, f"paste between the markers:\n{rendered}"
-    assert "| 8 | 0 |" in rendered and "| 14 | 0 |" in rendered  # tables, queues (shards too)
+    assert "| 8 | 0 |" in rendered and "| 15 | 0 |" in rendered  # tables, queues (shards too)
 
 
 def resource(policy: str | None, kind: str = "AWS::SQS::Queue") -> dict[str, Any]:

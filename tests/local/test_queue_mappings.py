@@ -22,6 +22,8 @@ from vigil_tools.emulator.queue_mappings import (
     REPORT_BATCH_ITEM_FAILURES,
     QueueMapping,
     batch_item_failures,
+    by_function,
+    deliver_together,
 )
 from vigil_tools.emulator.queues import peek
 
@@ -103,13 +105,22 @@ class World:
             ]
         )
 
-    def mapping(self, url: str, *, batch_size: int = 10, reports: bool = True) -> QueueMapping:
-        spec = {
+    def mapping(
+        self,
+        url: str,
+        *,
+        batch_size: int = 10,
+        reports: bool = True,
+        concurrency: int | None = None,
+    ) -> QueueMapping:
+        spec: dict[str, Any] = {
             "EventSourceArn": self._arn(url),
             "FunctionArn": f"arn:aws:lambda:{REGION}:123456789012:function:fn",
             "BatchSize": batch_size,
             "FunctionResponseTypes": [REPORT_BATCH_ITEM_FAILURES] if reports else [],
         }
+        if concurrency is not None:
+            spec["ScalingConfig"] = {"MaximumConcurrency": concurrency}
         return QueueMapping(self.session, spec, url, self.sqs)
 
     def run(self, mapping: QueueMapping, seconds: float) -> None:
@@ -357,3 +368,36 @@ def test_polls_reuse_one_lambda_client(world: World, monkeypatch: pytest.MonkeyP
         mapping.deliver(world.fn, world.now)
     assert world.fn.bodies() == ["a"] * 3
     assert made == ["lambda"]
+
+
+def test_a_functions_mappings_take_turns_so_a_level_never_waits_for_the_backlog(
+    world: World,
+) -> None:
+    """A task's priority level is its own queue and mapping on the same function; Lambda polls
+    each mapping on its own, so the level's message is not held until the normal queue drains:
+    it waits for one poll of the normal queue (2 batches of 1 here), then runs."""
+    normal_url, _ = world.queue("normal")
+    high_url, _ = world.queue("high")
+    normal = world.mapping(normal_url, batch_size=1, concurrency=2)
+    high = world.mapping(high_url, batch_size=1, concurrency=2)
+    for n in range(5):
+        world.sqs.send_message(QueueUrl=normal_url, MessageBody=f"n{n}")
+    world.sqs.send_message(QueueUrl=high_url, MessageBody="high")
+
+    (group,) = by_function([normal, high])
+    results = deliver_together(group, world.fn, world.now)
+
+    assert world.fn.bodies() == ["n0", "n1", "high", "n2", "n3", "n4"]
+    assert [r.queue for r in results].count(high_url) == 1
+    assert peek(world.session, normal_url) == peek(world.session, high_url) == []
+
+
+def test_by_function_groups_a_functions_mappings_in_first_seen_order(world: World) -> None:
+    a, _ = world.queue("a")
+    b, _ = world.queue("b")
+    first, second = world.mapping(a), world.mapping(b)
+    other = QueueMapping(
+        world.session, {**second.mapping, "FunctionArn": "arn:x:function:g"}, b, world.sqs
+    )
+
+    assert by_function([first, other, second]) == [[first, second], [other]]

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from vigil.contract.tasks import CatalogField
 from vigil_tools.testing.names import UnknownName
 
 # ImportError too: a vigil.tasks from another checkout that does not match this contract
@@ -140,3 +141,34 @@ def test_the_deployed_audit_finds_a_retry_whose_message_is_gone(stack: Any) -> N
     # its message may still come: not yet (and none of the example's tasks is stuck)
     assert audits and audits[0] == {"stranded": [], "stuck": []}
     assert audits[-1] == {"stranded": [f"{TENANT} {task_id}"], "stuck": []}
+
+
+def test_a_high_priority_receipt_starts_before_the_normal_ones_still_queued(stack: Any) -> None:
+    """send-receipt declares the level "high": its own queue and event source mapping, polled
+    beside the normal queue (the emulator's mappings of one function take turns, a poll each),
+    so a high receipt waits for one poll of the normal backlog, not for it to drain."""
+    levels = stack.tasks_catalog[RECEIPT][CatalogField.PRIORITY_QUEUE_URLS]
+    high_queue = levels["high"]
+    # Given more normal receipts queued than one poll takes (5 batches of 10), then a high one
+    backlog = [
+        stack.enqueue(RECEIPT, {**ORDER, "order": f"bulk-{n}"}, deliver=False) for n in range(60)
+    ]
+    high = stack.enqueue(RECEIPT, {**ORDER, "order": "vip"}, priority="high", deliver=False)
+    before = len(stack.batches)
+
+    # When the event source mappings deliver what is due
+    stack.advance(seconds=0)
+
+    # Then the high receipt's batch runs after the first poll of the normal queue, before the
+    # 10 normal receipts still queued then
+    delivered = stack.batches[before:]
+    queues = [batch.queue for batch in delivered]
+    first_high = queues.index(high_queue)
+    normal_after = sum(
+        len(b.message_ids) for b in delivered[first_high + 1 :] if b.queue != high_queue
+    )
+    assert [len(b.message_ids) for b in delivered if b.queue == high_queue] == [1]
+    assert normal_after == 10
+    # And every receipt ran once
+    assert stack.task(RECEIPT, high).status == "SUCCEEDED"
+    assert {stack.task(RECEIPT, t).status for t in backlog} == {"SUCCEEDED"}

@@ -26,7 +26,7 @@ from vigil_tools.demo.control import run_cli
 from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.clients import own_client
 from vigil_tools.emulator.lambda_runtime import LocalLambda
-from vigil_tools.emulator.queue_mappings import BatchResult, QueueMapping
+from vigil_tools.emulator.queue_mappings import BatchResult, QueueMapping, deliver_together
 from vigil_tools.tasks_catalog import tasks_catalog
 from vigil_tools.tasks_cli import catalog_of
 from vigil_tools.testing.stack import task_dead_letters
@@ -62,7 +62,9 @@ class Poller:
                 moment, mapping = ready[0]
                 if moment > self.now():
                     self.move_to(moment)
-                self.batches += mapping.deliver(self.runtime.invoke, self.now)
+                # The function's other queues due then (its priority levels) take turns.
+                siblings = [m for d, m in ready if m.function == mapping.function and d <= moment]
+                self.batches += deliver_together(siblings, self.runtime.invoke, self.now)
         if end > self.now():
             self.move_to(end)
 

@@ -26,10 +26,16 @@ so a stepped clock stops there.
 An invocation that ends past the function's timeout (on the clock ``deliver`` is given) counts
 as timed out: its answer is dropped and the whole batch stays, as when Lambda stops a function.
 
+Several mappings of one function (a task's priority levels, each its own queue) are polled in
+turn by :func:`deliver_together`, one poll each a round, as Lambda's pollers work each mapping
+on its own: a high-priority message waits for at most one poll of the normal queue, not for
+the normal backlog to drain.
+
 Not emulated: the batching window (a batch is delivered as soon as it is receivable), several
-pollers (the batches of one poll run one after another unless ``deliver`` gets a runner that runs
-them at once: the testing kit's runs them interleaved), ``MaximumConcurrency`` beyond capping the
-batches of one poll, and stopping a function at its timeout (it runs to its end, in-process).
+pollers of one mapping (the batches of one poll run one after another unless ``deliver`` gets a
+runner that runs them at once: the testing kit's runs them interleaved), mappings polled at the
+same time (they take turns, one poll each), ``MaximumConcurrency`` beyond capping the batches of
+one poll, and stopping a function at its timeout (it runs to its end, in-process).
 """
 
 from __future__ import annotations
@@ -180,22 +186,24 @@ class QueueMapping:
         An invocation that ends past the function's timeout on ``clock`` timed out, whatever
         it answered: Lambda stopped it and its response is lost, so the whole batch stays,
         including the messages it had finished (they come back as duplicates)."""
+        return deliver_together([self], invoke, clock, run)
+
+    def poll(
+        self, invoke: Invoke, clock: Callable[[], datetime], run: Runner = one_after_another
+    ) -> list[BatchResult]:
+        """One poll: up to ``max_batches`` batches received and run (see :meth:`deliver`);
+        nothing when the queue gives nothing now."""
+        batches = self._receive_batches()
+        if not batches:
+            held = _moto_queue(self.session, self.queue_url)._messages
+            self._idle = (clock(), frozenset(m.id for m in held))
+            return []
+        self._idle = None
         timeout = timedelta(seconds=self._timeout_s())
-        results: list[BatchResult] = []
-        for _ in range(MAX_POLLS):
-            batches = self._receive_batches()
-            if not batches:
-                held = _moto_queue(self.session, self.queue_url)._messages
-                self._idle = (clock(), frozenset(m.id for m in held))
-                return results
-            self._idle = None
-            invocations = run(
-                [partial(self._invoke, invoke, clock, timeout, batch) for batch in batches]
-            )
-            results += [self._settle(b, i) for b, i in zip(batches, invocations, strict=True)]
-        raise RuntimeError(
-            f"{self.function}: its queue still gave messages after {MAX_POLLS} polls"
+        invocations = run(
+            [partial(self._invoke, invoke, clock, timeout, batch) for batch in batches]
         )
+        return [self._settle(b, i) for b, i in zip(batches, invocations, strict=True)]
 
     def _invoke(
         self,
@@ -290,6 +298,45 @@ class QueueMapping:
         if not self.reports_failures:
             return (), None
         return batch_item_failures(invocation.payload, ids)
+
+
+def deliver_together(
+    mappings: Sequence[QueueMapping],
+    invoke: Invoke,
+    clock: Callable[[], datetime],
+    run: Runner = one_after_another,
+) -> list[BatchResult]:
+    """Poll ``mappings`` in turn, one poll each a round, until none gives anything more now.
+
+    Lambda polls each mapping on its own: a function's priority level (its own queue and
+    mapping) is not drained after the normal backlog but polled beside it. Taking turns is
+    that, run one poll at a time: a message on any of them waits at most one poll of each of
+    the others (``max_batches`` batches), never for the others' queues to empty."""
+    results: list[BatchResult] = []
+    active = list(mappings)
+    for _ in range(MAX_POLLS):
+        if not active:
+            return results
+        gave = []
+        for mapping in active:
+            polled = mapping.poll(invoke, clock, run)
+            results += polled
+            if polled:
+                gave.append(mapping)
+        active = gave
+    names = sorted({m.function for m in active})
+    raise RuntimeError(
+        f"{', '.join(names)}: its queues still gave messages after {MAX_POLLS} polls"
+    )
+
+
+def by_function(mappings: Sequence[QueueMapping]) -> list[list[QueueMapping]]:
+    """The mappings grouped by function (a task and its priority levels), in first-seen
+    order: what :func:`deliver_together` delivers at once."""
+    groups: dict[str, list[QueueMapping]] = {}
+    for mapping in mappings:
+        groups.setdefault(mapping.function, []).append(mapping)
+    return list(groups.values())
 
 
 def batch_item_failures(answer: Any, ids: Sequence[str]) -> tuple[tuple[str, ...], str | None]:

@@ -33,7 +33,12 @@ from vigil_tools.emulator.account import LocalAccount
 from vigil_tools.emulator.clients import own_client
 from vigil_tools.emulator.lambda_runtime import Invocation, LocalLambda
 from vigil_tools.emulator.moto_memory import StreamTrim
-from vigil_tools.emulator.queue_mappings import BatchResult, QueueMapping
+from vigil_tools.emulator.queue_mappings import (
+    BatchResult,
+    QueueMapping,
+    by_function,
+    deliver_together,
+)
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.scheduler import deployed_schedules, fire_one_time, one_time_schedules
 from vigil_tools.emulator.streams import StreamMappings
@@ -142,7 +147,8 @@ class Timer:
 class TaskQueues:
     """The SQS event source mappings and the one-time schedules that feed their queues, on the
     real clock: each :meth:`due` sends what a one-time schedule has due, then polls every queue
-    until it gives nothing more (the functions run in-process, one invocation at a time)."""
+    until it gives nothing more, a function's queues (its priority levels) in turn, a poll each
+    (the functions run in-process, one invocation at a time)."""
 
     mappings: list[QueueMapping]
     invoke: Callable[[str, Any], Invocation]
@@ -165,8 +171,8 @@ class TaskQueues:
             if schedule.due_at <= clock():
                 fire_one_time(self.sqs, self.scheduler, schedule)
         delivered: list[BatchResult] = []
-        for mapping in self.mappings:
-            for batch in mapping.deliver(self.invoke, clock):
+        for mappings in by_function(self.mappings):
+            for batch in deliver_together(mappings, self.invoke, clock):
                 delivered.append(batch)
                 self.last[batch.function] = (
                     "ok"

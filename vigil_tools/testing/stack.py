@@ -53,7 +53,7 @@ from vigil_tools.emulator.author_code import forget_modules
 from vigil_tools.emulator.clients import own_client
 from vigil_tools.emulator.event_log import captured_events
 from vigil_tools.emulator.lambda_runtime import AsyncInvocation, Invocation, LocalLambda
-from vigil_tools.emulator.queue_mappings import BatchResult, QueueMapping
+from vigil_tools.emulator.queue_mappings import BatchResult, QueueMapping, deliver_together
 from vigil_tools.emulator.queues import peek
 from vigil_tools.emulator.rules import scheduled_event, scheduled_rules
 from vigil_tools.emulator.scheduler import (
@@ -342,12 +342,18 @@ class VigilStack:
             moment = max(once.due_at, self.now())
             if moment <= end and (best[1] is None or moment < best[0]):
                 best = (moment, self._fire_one_time(once))
-        for mapping in self._queues:
-            moment_or_none = mapping.next_due(self.now())
+        due = [(m, m.next_due(self.now())) for m in self._queues]
+        for mapping, moment_or_none in due:
             if moment_or_none is None or moment_or_none > end:
                 continue
             if best[1] is None or moment_or_none < best[0]:
-                best = (moment_or_none, self._deliver_queue(mapping))
+                # The function's other mappings due then too (its priority levels) take turns.
+                siblings = [
+                    m
+                    for m, at in due
+                    if m.function == mapping.function and at is not None and at <= moment_or_none
+                ]
+                best = (moment_or_none, self._deliver_queue(siblings))
         return best
 
     def _fire_one_time(self, schedule: OneTimeSchedule) -> Callable[[], list[AsyncInvocation]]:
@@ -357,19 +363,21 @@ class VigilStack:
 
         return fire
 
-    def _deliver_queue(self, mapping: QueueMapping) -> Callable[[], list[AsyncInvocation]]:
-        """The mapping's due batches; batches of one poll run at once, interleaved as ``fire``'s
+    def _deliver_queue(self, mappings: list[QueueMapping]) -> Callable[[], list[AsyncInvocation]]:
+        """The due batches of one function's mappings, taking turns a poll each
+        (:func:`deliver_together`); batches of one poll run at once, interleaved as ``fire``'s
         copies are (so copies of one task meet in the guard as on AWS)."""
+        function = mappings[0].function
 
         def together(batches: Any) -> list[Any]:
             with _quiet():
                 if len(batches) == 1:
                     return [batches[0]()]
-                with self.runtime.concurrently(mapping.function):
+                with self.runtime.concurrently(function):
                     return Turns().run(batches)
 
         def deliver() -> list[AsyncInvocation]:
-            self.batches += mapping.deliver(self.runtime.invoke, self._now, together)
+            self.batches += deliver_together(mappings, self.runtime.invoke, self._now, together)
             return []
 
         return deliver
