@@ -250,6 +250,14 @@ class FlowsReport:
         ]
 
 
+class SerialClient(TaskClient):
+    """A map's TaskClient writing its children's records one at a time: ``enqueue_many``'s
+    thread pool would draw the faults in the threads' order, and the soak would not repeat."""
+
+    def enqueue_many(self, *args: Any, **kwargs: Any) -> Any:
+        return super().enqueue_many(*args, **{**kwargs, "workers": 1})
+
+
 class FlowsSoak(TasksSoak):
     QUEUES = (FLOW, CHILD)
 
@@ -289,7 +297,7 @@ class FlowsSoak(TasksSoak):
         return self._flow if name == FLOW else self._child
 
     def _children(self, clock: Callable[[], datetime]) -> TaskClient | None:
-        return TaskClient(
+        return SerialClient(
             self.catalog,
             sqs=Faulty(self.clients["function sqs"], self, "sqs", kills=True),
             dynamodb=Faulty(self.clients["function dynamodb"], self, "dynamodb", kills=True),
