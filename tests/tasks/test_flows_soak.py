@@ -1,4 +1,4 @@
-"""The flows chaos soak, short (``benchmarks/flows_soak.py``; the 150-flow runs are in
+"""The flows chaos soak, short (``benchmarks/flows_soak.py``; the 100-flow runs are in
 docs/benchmarks.md): every fault on, every target held; the journal broken, the counters catch
 it. Seeded and on a simulated clock: the same counts on every run."""
 
