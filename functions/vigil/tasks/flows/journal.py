@@ -23,6 +23,7 @@ Reading the journal back is a Query of the partition, one request per 1 MB page.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,8 +32,15 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from vigil.clock import iso
-from vigil.contract.flows import StepField, StepKind, StepState, journal_pk
+from vigil.contract.flows import (
+    MAX_STEP_RESULT_BYTES,
+    StepField,
+    StepKind,
+    StepState,
+    journal_pk,
+)
 from vigil.dynamo import Item, Update, from_wire, is_condition_failure, old_item, to_wire
+from vigil.tasks.flows.errors import InvalidStep
 
 F = StepField
 
@@ -260,3 +268,21 @@ def any_of_absent_or(update: Update, attribute: str, value: Any) -> str:
 
 def any_of_absent_or_not(update: Update, attribute: str, value: Any) -> str:
     return f"({update.absent(attribute)} OR {update.ne(attribute, value)})"
+
+
+def encode_result(name: str, value: Any) -> str:
+    """A step's result as the JSON its item keeps: refused (nothing written) when it is not JSON
+    or over the size a step records. One check for a step that ran and for an operator's
+    settlement."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise InvalidStep(name, f"its result is not JSON ({error}); nothing recorded") from None
+    size = len(text.encode())
+    if size > MAX_STEP_RESULT_BYTES:
+        raise InvalidStep(
+            name,
+            f"its result is {size} bytes of JSON, over the {MAX_STEP_RESULT_BYTES} a step "
+            "records; nothing recorded: store it elsewhere (S3) and return its location",
+        )
+    return text

@@ -31,7 +31,6 @@ from typing import Any
 
 from vigil.clock import Clock, iso
 from vigil.contract.flows import (
-    MAX_STEP_RESULT_BYTES,
     MAX_STEPS,
     STEP_NAME,
     STEP_NAME_CHARACTERS,
@@ -53,7 +52,7 @@ from vigil.tasks.flows.errors import (
     SignalTimeout,
     Suspend,
 )
-from vigil.tasks.flows.journal import FlowJournal, Refused
+from vigil.tasks.flows.journal import FlowJournal, Refused, encode_result
 
 F = StepField
 Compensation = Callable[[Any], Any]
@@ -179,7 +178,7 @@ class Flow:
                 name, fields, truncate(f"{type(error).__name__}: {error}")
             )
             raise
-        text = _encode(name, value)
+        text = encode_result(name, value)
         done = self.site.journal.record_done(
             name, {**fields, F.RESULT: text, F.FINISHED_AT: iso(clock())}
         )
@@ -415,21 +414,6 @@ class Flow:
 def _digest(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     text = json.dumps([list(args), kwargs], sort_keys=True, default=repr, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _encode(name: str, value: Any) -> str:
-    try:
-        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise InvalidStep(name, f"its result is not JSON ({error}); nothing recorded") from None
-    size = len(text.encode())
-    if size > MAX_STEP_RESULT_BYTES:
-        raise InvalidStep(
-            name,
-            f"its result is {size} bytes of JSON, over the {MAX_STEP_RESULT_BYTES} a step "
-            "records; nothing recorded: store it elsewhere (S3) and return its location",
-        )
-    return text
 
 
 def _seconds(name: str, value: Any, what: str) -> float:

@@ -22,7 +22,7 @@ from vigil.contract.flows import StepField, StepKind, StepState
 from vigil.contract.journal import Verdict
 from vigil.dynamo import Update
 from vigil.tasks.flows.errors import InvalidStep
-from vigil.tasks.flows.journal import step_key
+from vigil.tasks.flows.journal import encode_result, step_key
 
 F = StepField
 STEP_EFFECT = "step:"
@@ -40,11 +40,9 @@ def step_verdict(
     task: str, task_id: str, step: str, *, verdict: Verdict, result: Any, now: datetime
 ) -> tuple[dict[str, str], Update]:
     """The step's item's side of the settlement: its key and the conditional update."""
-    from vigil.tasks.flows.run import _encode
-
     update = Update().set(F.SETTLED_AT, iso(now))
     if verdict.happened:
-        text = _encode(step, None if result is NO_RESULT else result)
+        text = encode_result(step, None if result is NO_RESULT else result)
         update.set(F.STATE, StepState.DONE.value).set(F.RESULT, text)
         update.set(F.FINISHED_AT, iso(now))
         update.remove(F.ERROR)
