@@ -684,8 +684,15 @@ class TaskStore:
 
         A flow's ``step:<name>`` (:mod:`vigil.tasks.flows.settle`): done records ``result`` as
         the step's, not done lets it run again; either way the flow is FAILED for the redrive
-        that resumes it (a step's done does not end the flow)."""
+        that resumes it (a step's done does not end the flow). An effect named ``step:...``
+        that the record's own journal holds is a task's ``run.once``, settled as such."""
         step = step_of(effect)
+        if step is not None and effect in (
+            (self.item(task, task_id) or {}).get(JOURNAL_ATTRIBUTE) or {}
+        ):
+            # ``run.once("step:...")`` in a task (':' is an effect name's): its record's journal
+            # holds the effect, which a flow's step never puts there. One GetItem, step: only.
+            step = None
         if step is not None and verdict is Verdict.DONE:
             verdict = Verdict.DONE_RERUN
         elif step is None and result is not NO_RESULT:
