@@ -1,3 +1,4 @@
+# ruff: noqa: F811 (the flows' fixtures, imported, are the tests' parameters)
 """Second adversarial review of flows (issue 30): cancel with children, settle, stuck flows."""
 
 from __future__ import annotations
@@ -7,10 +8,13 @@ from typing import Any
 
 from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
+from tests.tasks.test_flows import Ran, client, flow_handler, queue  # noqa: F401 (fixtures)
 from vigil.contract.journal import Verdict
 from vigil.contract.tasks import TaskStatus
 from vigil.tasks import TaskRun
+from vigil.tasks.enqueue import TaskClient
 from vigil.tasks.envelope import parse
+from vigil_tools.testing.flow_queue import FlowQueue
 
 
 def test_a_plain_tasks_once_effect_named_step_colon_is_settled_as_the_tasks_effect(
@@ -45,3 +49,28 @@ def test_a_plain_tasks_once_effect_named_step_colon_is_settled_as_the_tasks_effe
     (dead,) = stack.dead_letters()
     invoke(handler, [record_of(parse(dead["Body"]).redrive().body(), "m-r1")])
     assert sent == [1]
+
+
+def test_cancel_of_a_flow_queued_for_a_retry_compensates_its_finished_steps(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    """Between a failed attempt and its retry a flow's record is QUEUED, with steps finished:
+    the cancel ends it as a sleeping flow's does (in its function, compensating), not as a task
+    that never started (CANCELLED at once, its compensations never run)."""
+    ran, undone = Ran(), list[str]()
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.step("reserve", ran.fn("reserve"), compensate=lambda r: undone.append("release"))
+        run.step("charge", ran.fn("charge", fail=5))
+
+    handler = flow_handler(body, retries=3, backoff=timedelta(minutes=1))
+    client.enqueue(PLAIN, {}, key="rv2-2")
+    queue.deliver(handler)  # reserve done, charge raised: a retry in a minute
+    assert client.get(PLAIN, "rv2-2").status is TaskStatus.QUEUED
+
+    client.cancel(PLAIN, "rv2-2", by="ops")
+    queue.run(handler, until=stack.clock() + timedelta(minutes=10))
+    record = client.get(PLAIN, "rv2-2")
+    assert record.status is TaskStatus.CANCELLED
+    assert undone == ["release"]
+    assert ran.calls == ["reserve", "charge"]

@@ -391,14 +391,15 @@ class TaskClient:
                 # A sleeping or waiting flow: woken now to stop (and compensate) in its function.
                 return self.get(task, task_id)
             raise
-        running = before is not None and before.get("status") == TaskStatus.RUNNING.value
-        if not running and (
-            _scheduled(before) if before is not None else bool(spec.scheduler_role_arn)
-        ):
-            self._unschedule(spec, task_id)
         record = self.store(spec).get(task, task_id)
         if record is None:  # pragma: no cover - written just above
             raise TaskNotFound(f"{task} {task_id}: no record")
+        # Only a task the cancel ended: one asked to stop (RUNNING, or a flow waiting for its
+        # retry) keeps what runs it to its stop.
+        if record.status is TaskStatus.CANCELLED and (
+            _scheduled(before) if before is not None else bool(spec.scheduler_role_arn)
+        ):
+            self._unschedule(spec, task_id)
         return record
 
     def _wake_to_cancel(self, spec: TaskSpec, task_id: str, now: datetime) -> bool:

@@ -34,6 +34,7 @@ from vigil.contract.flows import (
     RESUME_ATTRIBUTE,
     WAITING_FOR_ATTRIBUTE,
     WAKE_AT_ATTRIBUTE,
+    journal_pk,
 )
 from vigil.contract.journal import JOURNAL_ATTRIBUTE, UNCERTAIN_EFFECT_ATTRIBUTE, Verdict
 from vigil.contract.tasks import (
@@ -628,12 +629,18 @@ class TaskStore:
         its retry) is tried again, so the answer is always about the status the write met."""
         seen: Item = {}
         for _ in range(3):
-            if seen.get("status") == TaskStatus.RUNNING.value:
+            status = seen.get("status")
+            retrying = status == TaskStatus.QUEUED.value and int(seen.get("attempts") or 0) > 0
+            if status == TaskStatus.RUNNING.value or (retrying and self._has_steps(task, task_id)):
+                # A flow between a failed attempt and its retry has finished steps: asked, not
+                # ended here, so its retry stops it at its next step and compensates.
                 update = Update().set_default(CANCEL_REQUESTED_ATTRIBUTE, iso(now))
                 update.set_default(CANCEL_REQUESTED_BY_ATTRIBUTE, by or "unknown")
-                update.condition(update.eq("status", TaskStatus.RUNNING.value))
+                update.condition(update.eq("status", str(status)))
             else:
                 update = _end_unstarted(task, task_id, TaskStatus.CANCELLED, now, expires_at)
+                if not retrying:  # the first try: a record never started (or one to look at)
+                    update.condition(any_of(update.absent("attempts"), update.eq("attempts", 0)))
             try:
                 answer = self._update(
                     task,
@@ -652,6 +659,17 @@ class TaskStore:
                 raise NotCancellable(task, task_id, status, seen) from None
             return from_wire(answer.get("Attributes"))
         raise NotCancellable(task, task_id, str(seen.get("status", "gone")), seen)
+
+    def _has_steps(self, task: str, task_id: str) -> bool:
+        """The task is a flow that has journalled a step (one Query of a key, at most 1 item)."""
+        answer = self._client.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": journal_pk(task, task_id)}},
+            ProjectionExpression="pk",
+            Limit=1,
+        )
+        return bool(answer.get("Items"))
 
     def cancel_suspended(self, task: str, task_id: str, now: datetime) -> Item | None:
         """A SLEEPING or WAITING flow asked to stop: due to wake now (its compensations run in
