@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
+from tests.tasks.test_flow_map import Family, family  # noqa: F401 (a fixture)
 from tests.tasks.test_flows import Ran, client, flow_handler, queue  # noqa: F401 (fixtures)
 from vigil.contract.journal import Verdict
 from vigil.contract.tasks import TaskStatus
@@ -74,3 +75,20 @@ def test_cancel_of_a_flow_queued_for_a_retry_compensates_its_finished_steps(
     assert record.status is TaskStatus.CANCELLED
     assert undone == ["release"]
     assert ran.calls == ["reserve", "charge"]
+
+
+def test_a_map_whose_children_a_cancel_ended_reads_stopped_not_done(
+    stack: Stack, queue: FlowQueue, client: TaskClient, family: Family
+) -> None:
+    """Its QUEUED children, cancelled by the flow's cancel, are counted as ended: the map's
+    count is full, but the map did not finish (its results were never collected)."""
+    client.enqueue(PLAIN, {"album": "a"}, key="rv2-3")
+    queue.deliver(family.handler)  # WAITING on its 3 QUEUED children
+    queue.held = {}
+    client.cancel(PLAIN, "rv2-3", by="ops")
+    queue.deliver(family.handler)
+    record = client.get(PLAIN, "rv2-3")
+    assert record.status is TaskStatus.CANCELLED
+    row = {row["name"]: row for row in record.steps or []}["squares"]
+    assert row["children"] == {"total": 3, "CANCELLED": 3, "stop_asked": 0}
+    assert row["status"] == "STOPPED"

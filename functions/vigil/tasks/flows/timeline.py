@@ -8,7 +8,8 @@ map that is over does not keep showing what it was while it lasted:
     wait   SIGNALLED or TIMED_OUT (finished when decided); otherwise WAITING
     map    DONE once every child has ended (finished at the last child's end); otherwise WAITING
     any of them unfinished in a flow that has ended (cancelled, failed): STOPPED, finished when
-           the flow did
+           the flow did (a map whose children a cancel ended: STOPPED when it cancelled them,
+           though its count is full)
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ def _children(item: Item) -> dict[str, int]:
 def _status(kind: str, item: Item, now: datetime | None) -> tuple[str, Any]:
     """The row's status and when it finished (None: it has not)."""
     if kind == StepKind.MAP:
+        if F.CHILDREN_CANCELLED_AT in item:  # its flow's cancel ended the rest: never collected
+            return STOPPED, item.get(F.CHILDREN_CANCELLED_AT)
         if int(item.get(F.ENDED, 0)) >= int(item.get(F.CHILDREN, 0)):
             return StepState.DONE.value, item.get(F.ENDED_AT)
         return TaskStatus.WAITING.value, None
