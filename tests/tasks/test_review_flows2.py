@@ -6,10 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from tests.helpers.tasks import PLAIN, Stack, invoke, record_of, records
 from tests.tasks.conftest import HandlerFactory
 from tests.tasks.test_flow_map import Family, family  # noqa: F401 (a fixture)
-from tests.tasks.test_flows import Ran, client, flow_handler, queue  # noqa: F401 (fixtures)
+from tests.tasks.test_flows import Crash, Ran, client, flow_handler, queue  # noqa: F401 (fixtures)
 from vigil.contract.journal import Verdict
 from vigil.contract.tasks import TaskStatus
 from vigil.tasks import TaskRun
@@ -92,3 +94,35 @@ def test_a_map_whose_children_a_cancel_ended_reads_stopped_not_done(
     row = {row["name"]: row for row in record.steps or []}["squares"]
     assert row["children"] == {"total": 3, "CANCELLED": 3, "stop_asked": 0}
     assert row["status"] == "STOPPED"
+
+
+def test_a_cancelled_flow_whose_invocation_dies_compensating_is_finished_not_left_cancelled(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    """The cancel wakes the flow; its invocation dies inside the newest step's compensation.
+    The message comes back: the flow is taken over to finish its cancel (it was ended
+    CANCELLED as if nothing were owed: the compensation left begun and unknown, the older
+    step's never run, no alarm). Now it ends FAILED naming the uncertain compensation
+    (CompensationFailed, alarmed), which is not run a second time."""
+    undone = list[str]()
+
+    def undo_ship(_: Any) -> None:
+        undone.append("ship")
+        raise Crash()
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.step("reserve", lambda: 1, compensate=lambda r: undone.append("reserve"))
+        run.step("ship", lambda: 2, compensate=undo_ship)
+        run.sleep("hold", timedelta(days=3))
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {}, key="rv2-4")
+    queue.run(handler)
+    client.cancel(PLAIN, "rv2-4", by="ops")
+    with pytest.raises(Crash):
+        queue.deliver(handler)
+    queue.run(handler, until=stack.clock() + timedelta(hours=1))
+    record = client.get(PLAIN, "rv2-4")
+    assert (record.status, record.error_type) == (TaskStatus.FAILED, "CompensationFailed")
+    assert "'ship'" in (record.error_message or "")
+    assert undone == ["ship"]

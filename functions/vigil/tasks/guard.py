@@ -366,6 +366,7 @@ class TaskGuard:
         self, message: Message, envelope: Envelope, remaining_ms: Callable[[], int], holder: str
     ) -> Claimed | Delivery:
         floor = 0
+        cancelled_flow = False
         # This delivery: the invocation and the message (two copies of a key in one batch are
         # two holders), so a claim that meets its own earlier try knows it (Verdict.OWN).
         holder = f"{holder}/{message.message_id}"
@@ -388,6 +389,7 @@ class TaskGuard:
                 message_id=message.message_id,
                 request=envelope.request,
                 wake=envelope.wake,
+                cancelled_flow=cancelled_flow,
                 deadline=now + self.settings.max_duration
                 if self.settings.max_duration is not None
                 else None,
@@ -444,6 +446,12 @@ class TaskGuard:
                 again = replace(duplicate, reason=f"{decision.reason}; completion event re-sent")
                 return self._announce(message, answer.seen, again, self._time_left(remaining_ms))
             if decision.verdict is Verdict.END_CANCELLED and answer.seen is not None:
+                if not cancelled_flow and self._store.has_steps(envelope.task, envelope.id):
+                    # A flow: taken over to stop at its next step, cancelling its children
+                    # and running the compensations its dead run did not reach (one Query).
+                    cancelled_flow = True
+                    floor = int(answer.seen.get("token", 0))
+                    continue
                 return self._end_cancelled(message, envelope, answer.seen, remaining_ms)
             if decision.verdict is Verdict.BUSY:
                 self._come_back(message, decision.come_back_in_s)
@@ -571,6 +579,7 @@ class TaskGuard:
                 result=None,
                 error_type=error_type,
                 error_message=truncate(text),
+                answers_cancel=True,
             )
         elif error is not None or isinstance(encoded, FinalFailure):
             if isinstance(encoded, FinalFailure):

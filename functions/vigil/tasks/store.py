@@ -223,6 +223,9 @@ class Claim:
     deadline: datetime | None = None
     """``max_duration`` declared: when the task must have ended, written by its first claim only
     (kept through retries, takeovers and a flow's resumes; a final finish removes it)."""
+    cancelled_flow: bool = False
+    """A flow cancelled while it ran whose run died (in its children's cancel or its
+    compensations): taken over, so the new run stops it and compensates what is left."""
 
 
 @dataclass(frozen=True)
@@ -267,6 +270,9 @@ class TaskFinish:
     """A result stored out of the record (``s3://...``), instead of ``result``."""
     not_retried: bool = False
     """FAILED with retries left: its error is not worth one (``Reject``, ``no_retry_on``)."""
+    answers_cancel: bool = False
+    """A cancelled flow's own end (FAILED: a compensation of its cancel failed): written as it
+    is, not turned into a plain CANCELLED that would drop the compensation's name."""
     wake_at: datetime | None = None
     """SLEEPING or WAITING: when its wake-up (sent before this finish) is due."""
     waiting_for: str | None = None
@@ -437,11 +443,11 @@ class TaskStore:
         takeable += [
             all_of(update.eq("status", TaskStatus.QUEUED.value), any_of(*waiting_over)),
             # A run cancelled while it ran is not taken over: it ends CANCELLED (the guard's
-            # END_CANCELLED), never runs again.
+            # END_CANCELLED), never runs again; a flow's is, to stop at its next step.
             all_of(
                 update.eq("status", TaskStatus.RUNNING.value),
                 update.lt("lease_until", iso(claim.now)),
-                update.absent(CANCEL_REQUESTED_ATTRIBUTE),
+                *([] if claim.cancelled_flow else [update.absent(CANCEL_REQUESTED_ATTRIBUTE)]),
             ),
             # A flow whose wake-up is due (a cancel's too: it stops at the step it slept in and
             # runs its compensations, so a cancelled flow is taken).
@@ -525,7 +531,7 @@ class TaskStore:
         update.condition(
             update.eq("token", outcome.token), update.eq("status", TaskStatus.RUNNING.value)
         )
-        if outcome.status in CANCELLABLE_OUTCOMES:
+        if outcome.status in CANCELLABLE_OUTCOMES and not outcome.answers_cancel:
             # A failure (to retry, or final) after a cancel was asked for ends CANCELLED instead.
             update.condition(update.absent(CANCEL_REQUESTED_ATTRIBUTE))
         try:
@@ -535,7 +541,11 @@ class TaskStore:
         except ClientError as error:
             if is_condition_failure(error):
                 seen = old_item(error)
-                if outcome.status in CANCELLABLE_OUTCOMES and _cancel_asked(seen, outcome.token):
+                if (
+                    outcome.status in CANCELLABLE_OUTCOMES
+                    and not outcome.answers_cancel
+                    and _cancel_asked(seen, outcome.token)
+                ):
                     raise CancelAsked(seen or {}) from None
                 return outcome.landed_in(seen)
             raise
@@ -631,7 +641,7 @@ class TaskStore:
         for _ in range(3):
             status = seen.get("status")
             retrying = status == TaskStatus.QUEUED.value and int(seen.get("attempts") or 0) > 0
-            if status == TaskStatus.RUNNING.value or (retrying and self._has_steps(task, task_id)):
+            if status == TaskStatus.RUNNING.value or (retrying and self.has_steps(task, task_id)):
                 # A flow between a failed attempt and its retry has finished steps: asked, not
                 # ended here, so its retry stops it at its next step and compensates.
                 update = Update().set_default(CANCEL_REQUESTED_ATTRIBUTE, iso(now))
@@ -660,7 +670,7 @@ class TaskStore:
             return from_wire(answer.get("Attributes"))
         raise NotCancellable(task, task_id, str(seen.get("status", "gone")), seen)
 
-    def _has_steps(self, task: str, task_id: str) -> bool:
+    def has_steps(self, task: str, task_id: str) -> bool:
         """The task is a flow that has journalled a step (one Query of a key, at most 1 item)."""
         answer = self._client.query(
             TableName=self._table,

@@ -144,6 +144,7 @@ class Flow:
         if entry is not None and entry.get(F.STATE) == StepState.DONE:
             result = self._done(name, entry, compensate)
             if entry.get(F.COMPENSATION) is not None:
+                self._cancel_check(self.site.claimed)  # a cancel's compensating: CANCELLED's way
                 raise Compensating(
                     f"step {name!r} was compensated ({entry[F.COMPENSATION]}) when the flow "
                     "ended: finishing the compensation, not going on from it"
