@@ -126,3 +126,28 @@ def test_a_cancelled_flow_whose_invocation_dies_compensating_is_finished_not_lef
     assert (record.status, record.error_type) == (TaskStatus.FAILED, "CompensationFailed")
     assert "'ship'" in (record.error_message or "")
     assert undone == ["ship"]
+
+
+def test_a_cancelled_flow_whose_compensation_raises_ends_failed_naming_it(
+    stack: Stack, queue: FlowQueue, client: TaskClient, flow_handler: Any
+) -> None:
+    """The cancel's compensation raises: the record says FAILED CompensationFailed naming the
+    step (as for a failure's), not CANCELLED TaskCancelled with the compensation unnamed."""
+
+    def refund(_: Any) -> None:
+        raise RuntimeError("bank down")
+
+    def body(run: TaskRun, payload: dict[str, Any]) -> Any:
+        run.step("charge", lambda: 1, compensate=refund)
+        run.sleep("hold", timedelta(days=3))
+
+    handler = flow_handler(body)
+    client.enqueue(PLAIN, {}, key="rv2-5")
+    queue.run(handler)
+    client.cancel(PLAIN, "rv2-5", by="ops")
+    queue.run(handler, until=stack.clock() + timedelta(minutes=5))
+    record = client.get(PLAIN, "rv2-5")
+    assert (record.status, record.error_type) == (TaskStatus.FAILED, "CompensationFailed")
+    assert "'charge'" in (record.error_message or "") and "bank down" in (
+        record.error_message or ""
+    )
